@@ -1,0 +1,28 @@
+//! Foundations shared by every Spillway engine.
+//!
+//! - [`error`]: the error type, its kinds, `bail!`/`ensure!` and the sticky
+//!   [`Poison`] of a store whose durable write failed.
+//! - [`fs`]: the Fs seam every engine does its file I/O through: the real
+//!   file system and `SimFs`, a simulated one that crashes and fails on demand.
+//! - [`checksum`]: CRC32C that mixes in the file number and offset.
+//! - [`hash`]: XXH3-64 with a fixed seed, the only hash Spillway persists.
+//! - [`varint`]: LEB128 and zig-zag integers.
+//! - [`codec`]: block compression (none, LZ4, Snappy, zstd).
+//! - [`limits`]: the bounds every decoder checks before it allocates.
+//! - [`stats`]: counters and latency histograms.
+//! - [`io_accounting`]: this process's bytes read and written, from `/proc/self/io`.
+//!
+//! The file formats, invariants and the assumptions made about the disk are in
+//! the crate's `DESIGN.md`.
+
+pub mod checksum;
+pub mod codec;
+pub mod error;
+pub mod fs;
+pub mod hash;
+pub mod io_accounting;
+pub mod limits;
+pub mod stats;
+pub mod varint;
+
+pub use error::{Error, ErrorKind, IoContext, Poison, Result};
