@@ -1,47 +1,45 @@
 //! The one place where engine errors become Python exceptions.
 //!
-//! Each [`ErrorKind`] has its own exception class, all deriving from
-//! `spillway.SpillwayError`; the kinds that have a natural built-in parent
-//! also derive from it (`ValueError`, `OSError`, `MemoryError`) so that
-//! generic Python error handling keeps working.
+//! The exception classes are defined in Python (`spillway/errors.py`) so that
+//! each can derive both from `spillway.SpillwayError` and from the matching
+//! built-in (`ValueError`, `OSError`, `MemoryError`); this module looks them up
+//! and raises the one that matches the error's kind.
 
-use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyMemoryError, PyOSError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use spillway_core::{Error, ErrorKind};
 
-create_exception!(spillway, SpillwayError, PyException, "Base class of every Spillway error.");
-create_exception!(spillway, InvalidArgumentError, SpillwayError, "A bad option or malformed input.");
-create_exception!(spillway, CorruptionError, SpillwayError, "Data on disk failed a checksum or structural check.");
-create_exception!(spillway, SpillwayIOError, SpillwayError, "The operating system refused an I/O operation.");
-create_exception!(spillway, ResourcesExhaustedError, SpillwayError, "A configured or physical limit was reached.");
-create_exception!(spillway, PoisonedError, SpillwayError, "A durable write failed earlier; reopen the store.");
-create_exception!(spillway, InternalError, SpillwayError, "A broken invariant: a bug in Spillway.");
+/// The name of the exception class in `spillway.errors` for each kind.
+fn class_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::InvalidArgument => "InvalidArgumentError",
+        ErrorKind::Corruption => "CorruptionError",
+        ErrorKind::Io => "SpillwayIOError",
+        ErrorKind::ResourcesExhausted => "ResourcesExhaustedError",
+        ErrorKind::Poisoned => "PoisonedError",
+        _ => "InternalError",
+    }
+}
 
 /// Converts an engine error into the exception of its kind.
 pub fn to_py_err(error: Error) -> PyErr {
     let message = error.to_string();
-    match error.kind() {
-        ErrorKind::InvalidArgument => InvalidArgumentError::new_err(message),
-        ErrorKind::Corruption => CorruptionError::new_err(message),
-        ErrorKind::Io => SpillwayIOError::new_err(message),
-        ErrorKind::ResourcesExhausted => ResourcesExhaustedError::new_err(message),
-        ErrorKind::Poisoned => PoisonedError::new_err(message),
-        _ => InternalError::new_err(message),
-    }
-}
-
-/// Adds the exception classes to the module.
-pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = module.py();
-    module.add("SpillwayError", py.get_type::<SpillwayError>())?;
-    module.add("InvalidArgumentError", py.get_type::<InvalidArgumentError>())?;
-    module.add("CorruptionError", py.get_type::<CorruptionError>())?;
-    module.add("SpillwayIOError", py.get_type::<SpillwayIOError>())?;
-    module.add("ResourcesExhaustedError", py.get_type::<ResourcesExhaustedError>())?;
-    module.add("PoisonedError", py.get_type::<PoisonedError>())?;
-    module.add("InternalError", py.get_type::<InternalError>())?;
-    // Silence "unused" for the built-in parents referenced only in docs.
-    let _ = (py.get_type::<PyValueError>(), py.get_type::<PyOSError>(), py.get_type::<PyMemoryError>());
-    Ok(())
+    let errno = error.raw_os_error();
+    Python::attach(|py| {
+        let class = match py.import("spillway.errors").and_then(|module| module.getattr(class_name(error.kind()))) {
+            Ok(class) => class,
+            Err(import_error) => return import_error,
+        };
+        let arguments = match errno {
+            // OSError(errno, strerror) fills in .errno like the built-in does.
+            Some(errno) => class.call1((errno, message)),
+            None => class.call1((message,)),
+        };
+        match arguments {
+            Ok(exception) => PyErr::from_value(exception),
+            Err(construction_error) => PyRuntimeError::new_err(format!(
+                "{message} (and raising it failed: {construction_error})"
+            )),
+        }
+    })
 }

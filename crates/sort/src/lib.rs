@@ -1,1 +1,31 @@
-//! (being written)
+//! Sort benchmark records and, in time, the 2-IO external sort.
+//!
+//! This crate generates the input of the sort benchmarks byte for byte as
+//! gensort 1.5 does ([`generate_file`], [`Generator`]) and validates sorted
+//! output as valsort 1.5 does ([`validate_file`], [`Summary`]), on all cores.
+//!
+//! ```
+//! use spillway_sort::{generate_vec, GenerateSpec, KeyOrder, Summary};
+//! let records = generate_vec(&GenerateSpec::binary(1000)).unwrap();
+//! assert_eq!(&records[..10], b"JimGrayRIP");
+//! let summary = Summary::of_records(&records, KeyOrder::Bytes);
+//! assert_eq!(format!("{:x}", summary.checksum), "1ea6370b955");
+//! assert!(!summary.is_sorted()); // random input is not sorted
+//! ```
+//!
+//! Formats and algorithms are described in the crate's `DESIGN.md`.
+
+mod gensort;
+pub mod lcg;
+mod record;
+mod valsort;
+
+pub use gensort::{
+    generate_file, generate_vec, GenerateReport, GenerateSpec, Generator, RecordFormat, WriteOptions,
+    BLOCK_RECORDS,
+};
+pub use record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
+pub use valsort::{
+    validate_file, validate_summaries, validate_summaries_file, KeyOrder, Summary, ValidateOptions,
+    SUMMARY_BYTES,
+};

@@ -1,0 +1,56 @@
+//! The `spillway` command line. Each subcommand lives in its own module,
+//! translates arguments into an engine call and prints the result; no engine
+//! logic lives here. It is a library so that the Python package can expose the
+//! same command (`spillway` installed by pip runs [`main_with_args`]).
+
+use std::ffi::OsString;
+
+use clap::{Parser, Subcommand};
+
+mod gensort;
+mod progress;
+mod valsort;
+mod workload;
+
+/// Spillway: write-heavy analytics on one machine and on a cluster.
+#[derive(Debug, Parser)]
+#[command(name = "spillway", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate sort benchmark input, byte-identical to gensort 1.5.
+    Gensort(gensort::Args),
+    /// Validate sorted records or partition summaries like valsort 1.5.
+    Valsort(valsort::Args),
+    /// Generate benchmark workloads (key-value operations, text, graphs, click logs).
+    Gen(workload::Args),
+}
+
+/// Runs the command line `arguments` (the first is the program name) and
+/// returns the process exit status: 0 on success, 1 on failure (valsort's
+/// unordered records included), 2 for a command line clap rejects.
+pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
+    let cli = match Cli::try_parse_from(arguments) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return error.exit_code() as u8;
+        }
+    };
+    let outcome = match cli.command {
+        Command::Gensort(args) => gensort::run(args),
+        Command::Valsort(args) => valsort::run(args),
+        Command::Gen(args) => workload::run(args).map(|code| u8::from(code != std::process::ExitCode::SUCCESS)),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("spillway: {error:#}");
+            1
+        }
+    }
+}

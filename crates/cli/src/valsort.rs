@@ -1,0 +1,103 @@
+//! `spillway valsort`: valsort 1.5's command line, on all cores.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use spillway_sort::{
+    format_checksum, validate_file, validate_summaries_file, KeyOrder, Summary, ValidateOptions, RECORD_BYTES,
+};
+
+use crate::progress;
+
+/// Validate sorted records (or partition summaries) like valsort 1.5.
+///
+/// Prints the record count, checksum and duplicate keys to standard error and
+/// exits with status 1 when any record is out of order. For partitioned
+/// output, write one summary per partition with `-o` and validate their
+/// concatenation with `-s`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Compare keys without regard to ASCII case.
+    #[arg(short = 'i')]
+    case_insensitive: bool,
+    /// Quiet: print no diagnostic text.
+    #[arg(short = 'q')]
+    quiet: bool,
+    /// Write a 280-byte partition summary of the validated records to this file.
+    #[arg(short = 'o', value_name = "SUMMARY_FILE")]
+    summary_file: Option<PathBuf>,
+    /// The file holds concatenated partition summaries instead of records.
+    #[arg(short = 's')]
+    summaries: bool,
+    /// Worker threads (0 = all cores).
+    #[arg(short = 't', value_name = "N", default_value_t = 0)]
+    threads: usize,
+    /// Print the bytes validated and the throughput to standard error.
+    #[arg(long)]
+    stats: bool,
+    /// Print a JSON report to standard output.
+    #[arg(long)]
+    json: bool,
+    /// The sort output file or the partition summaries file to validate.
+    #[arg(value_name = "FILE_NAME")]
+    file: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let order = if args.case_insensitive {
+        KeyOrder::CaseInsensitive
+    } else {
+        KeyOrder::Bytes
+    };
+    let started = Instant::now();
+    let summary: Summary = if args.summaries {
+        validate_summaries_file(&args.file, order)?
+    } else {
+        let bytes = std::fs::metadata(&args.file)
+            .map(|metadata| metadata.len())
+            .unwrap_or(0);
+        let bar = progress::bar(bytes, "valsort");
+        let options = ValidateOptions {
+            threads: args.threads,
+            order,
+        };
+        let summary = validate_file(&args.file, &options, &|done| bar.set_position(done))?;
+        bar.finish_and_clear();
+        summary
+    };
+    let elapsed = started.elapsed();
+    if let Some(path) = &args.summary_file {
+        std::fs::write(path, summary.to_bytes())
+            .with_context(|| format!("writing the partition summary to {}", path.display()))?;
+    }
+    if !args.quiet {
+        eprint!("{}", summary.report());
+    }
+    let bytes = if args.summaries {
+        0
+    } else {
+        (summary.records as u64).saturating_mul(RECORD_BYTES as u64)
+    };
+    if args.stats && !args.summaries {
+        eprintln!("valsort: {}", progress::throughput(bytes, elapsed));
+    }
+    if args.json {
+        let json = serde_json::json!({
+            "records": summary.records.to_string(),
+            "checksum": format_checksum(summary.checksum),
+            "duplicates": summary.duplicates.to_string(),
+            "unordered": summary.unordered.to_string(),
+            "first_unordered": (summary.first_unordered != 0).then(|| summary.first_unordered.to_string()),
+            "sorted": summary.is_sorted(),
+            "bytes": bytes,
+            "seconds": elapsed.as_secs_f64(),
+        });
+        println!("{json}");
+    }
+    Ok(if summary.is_sorted() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

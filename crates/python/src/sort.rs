@@ -1,0 +1,85 @@
+//! gensort and valsort for Python.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use spillway_sort::{
+    format_checksum, generate_file, validate_file, validate_summaries_file, GenerateSpec, KeyOrder, RecordFormat,
+    Summary, ValidateOptions, WriteOptions,
+};
+
+use crate::errors::to_py_err;
+
+/// Generates gensort 1.5 records into `path`; returns a dict report.
+#[pyfunction]
+#[pyo3(signature = (path, records, *, start=0, ascii=false, skew=false, checksum=true, threads=0, sync=true))]
+#[allow(clippy::too_many_arguments)]
+pub fn gensort<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    records: u64,
+    start: u128,
+    ascii: bool,
+    skew: bool,
+    checksum: bool,
+    threads: usize,
+    sync: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let spec = GenerateSpec {
+        format: if ascii { RecordFormat::Ascii } else { RecordFormat::Binary },
+        skewed: skew,
+        start_record: start,
+        records,
+    };
+    let options = WriteOptions { threads, checksum, sync };
+    let report = py.detach(|| generate_file(&path, &spec, &options, &|_| {})).map_err(to_py_err)?;
+    let dict = PyDict::new(py);
+    dict.set_item("records", report.records)?;
+    dict.set_item("bytes", report.bytes)?;
+    dict.set_item("checksum", report.checksum.map(format_checksum))?;
+    dict.set_item("seconds", report.elapsed.as_secs_f64())?;
+    dict.set_item("threads", report.threads)?;
+    Ok(dict)
+}
+
+/// Validates sorted records (or concatenated partition summaries) in `path`;
+/// returns a dict report, and writes a partition summary when asked.
+#[pyfunction]
+#[pyo3(signature = (path, *, summaries=false, summary_file=None, case_insensitive=false, threads=0))]
+pub fn valsort<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    summaries: bool,
+    summary_file: Option<PathBuf>,
+    case_insensitive: bool,
+    threads: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let order = if case_insensitive { KeyOrder::CaseInsensitive } else { KeyOrder::Bytes };
+    let summary: Summary = py
+        .detach(|| {
+            if summaries {
+                validate_summaries_file(&path, order)
+            } else {
+                validate_file(&path, &ValidateOptions { threads, order }, &|_| {})
+            }
+        })
+        .map_err(to_py_err)?;
+    if let Some(summary_path) = &summary_file {
+        std::fs::write(summary_path, summary.to_bytes()).map_err(|error| {
+            to_py_err(spillway_core::Error::io(
+                format!("writing the partition summary to {}", summary_path.display()),
+                error,
+            ))
+        })?;
+    }
+    let dict = PyDict::new(py);
+    dict.set_item("records", summary.records)?;
+    dict.set_item("checksum", format_checksum(summary.checksum))?;
+    dict.set_item("duplicates", summary.duplicates)?;
+    dict.set_item("unordered", summary.unordered)?;
+    dict.set_item("first_unordered", (summary.first_unordered != 0).then_some(summary.first_unordered))?;
+    dict.set_item("sorted", summary.is_sorted())?;
+    dict.set_item("report", summary.report())?;
+    Ok(dict)
+}

@@ -1,0 +1,22 @@
+//! The sort benchmark record: 100 bytes, of which the first 10 are the key.
+
+/// Bytes in one record.
+pub const RECORD_BYTES: usize = 100;
+/// Bytes of the key at the start of every record.
+pub const KEY_BYTES: usize = 10;
+
+/// One record.
+pub type Record = [u8; RECORD_BYTES];
+
+/// The CRC-32 (zlib polynomial) of one record, the unit of the valsort checksum.
+#[inline]
+pub fn record_crc(record: &[u8]) -> u32 {
+    debug_assert_eq!(record.len(), RECORD_BYTES);
+    crc32fast::hash(record)
+}
+
+/// Formats a 128-bit checksum the way gensort and valsort print it: lower-case
+/// hexadecimal without leading zeros.
+pub fn format_checksum(checksum: u128) -> String {
+    format!("{checksum:x}")
+}

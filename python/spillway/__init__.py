@@ -1,0 +1,32 @@
+"""Spillway: write-heavy analytics on data larger than memory.
+
+The engines are written in Rust (``spillway._native``); this package gives
+them a Pythonic face. See ``docs/`` in the repository for one page per engine.
+"""
+
+from ._native import __version__
+from .errors import (
+    CorruptionError,
+    InternalError,
+    InvalidArgumentError,
+    PoisonedError,
+    ResourcesExhaustedError,
+    SpillwayError,
+    SpillwayIOError,
+)
+from .sortbench import GensortReport, ValsortReport, gensort, valsort
+
+__all__ = [
+    "__version__",
+    "gensort",
+    "valsort",
+    "GensortReport",
+    "ValsortReport",
+    "SpillwayError",
+    "InvalidArgumentError",
+    "CorruptionError",
+    "SpillwayIOError",
+    "ResourcesExhaustedError",
+    "PoisonedError",
+    "InternalError",
+]
