@@ -45,6 +45,7 @@ class ValsortReport:
     first_unordered: Optional[int]
     sorted: bool
     report: str
+    seconds: float
 
 
 def gensort(

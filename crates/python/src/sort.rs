@@ -56,6 +56,7 @@ pub fn valsort<'py>(
     threads: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
     let order = if case_insensitive { KeyOrder::CaseInsensitive } else { KeyOrder::Bytes };
+    let started = std::time::Instant::now();
     let summary: Summary = py
         .detach(|| {
             if summaries {
@@ -81,5 +82,6 @@ pub fn valsort<'py>(
     dict.set_item("first_unordered", (summary.first_unordered != 0).then_some(summary.first_unordered))?;
     dict.set_item("sorted", summary.is_sorted())?;
     dict.set_item("report", summary.report())?;
+    dict.set_item("seconds", started.elapsed().as_secs_f64())?;
     Ok(dict)
 }

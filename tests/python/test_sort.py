@@ -1,0 +1,106 @@
+"""gensort and valsort through the Python package and the pip-installed command."""
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import zlib
+
+import pytest
+
+import spillway
+
+
+def crc_sum(data: bytes) -> str:
+    total = sum(zlib.crc32(data[i : i + 100]) for i in range(0, len(data), 100))
+    return format(total, "x")
+
+
+def test_gensort_matches_the_published_vectors(tmp_path):
+    path = tmp_path / "binary.dat"
+    report = spillway.gensort(path, 1000)
+    assert report.checksum == "1ea6370b955"
+    assert report.records == 1000 and report.bytes == 100_000
+    data = path.read_bytes()
+    assert data[:10] == b"JimGrayRIP"
+    # The checksum is the sum of zlib CRC-32s, recomputed independently here.
+    assert crc_sum(data) == "1ea6370b955"
+    ascii_report = spillway.gensort(tmp_path / "ascii.dat", 1000, ascii=True)
+    assert ascii_report.checksum == "1f5dfb3631a"
+    assert (tmp_path / "ascii.dat").read_bytes()[:10] == b"AsfAGHM5om"
+
+
+def test_offsets_concatenate(tmp_path):
+    spillway.gensort(tmp_path / "whole", 500, skew=True, ascii=True)
+    spillway.gensort(tmp_path / "head", 200, skew=True, ascii=True)
+    spillway.gensort(tmp_path / "tail", 300, start=200, skew=True, ascii=True)
+    joined = (tmp_path / "head").read_bytes() + (tmp_path / "tail").read_bytes()
+    assert joined == (tmp_path / "whole").read_bytes()
+
+
+def test_valsort_reports_order_duplicates_and_checksum(tmp_path):
+    path = tmp_path / "input.dat"
+    spillway.gensort(path, 2000)
+    unsorted = spillway.valsort(path)
+    assert not unsorted.sorted
+    assert unsorted.unordered > 0 and unsorted.first_unordered is not None
+    assert "ERROR - there are" in unsorted.report
+
+    data = path.read_bytes()
+    records = sorted(data[i : i + 100] for i in range(0, len(data), 100))
+    records[5] = records[4][:10] + records[5][10:]  # plant one duplicate key
+    sorted_path = tmp_path / "sorted.dat"
+    sorted_path.write_bytes(b"".join(records))
+    result = spillway.valsort(sorted_path, summary_file=tmp_path / "part.sum")
+    assert result.sorted and result.duplicates == 1 and result.records == 2000
+    assert result.checksum == crc_sum(b"".join(records))
+    assert result.report.endswith("SUCCESS - all records are in order\n")
+    assert (tmp_path / "part.sum").stat().st_size == 280
+    combined = spillway.valsort(tmp_path / "part.sum", summaries=True)
+    assert combined.checksum == result.checksum and combined.sorted
+
+
+def test_bad_input_raises_the_matching_exception(tmp_path):
+    partial = tmp_path / "partial.dat"
+    partial.write_bytes(b"x" * 250)
+    with pytest.raises(spillway.InvalidArgumentError, match="partial.dat.*250 bytes"):
+        spillway.valsort(partial)
+    with pytest.raises(ValueError):  # the built-in parent works too
+        spillway.valsort(partial)
+    with pytest.raises(spillway.SpillwayIOError) as missing:
+        spillway.valsort(tmp_path / "missing.dat")
+    assert missing.value.errno == errno.ENOENT
+    assert isinstance(missing.value, OSError)
+    with pytest.raises(spillway.SpillwayIOError, match="no-such-directory"):
+        spillway.gensort(tmp_path / "no-such-directory" / "out.dat", 10)
+    with pytest.raises(OverflowError):
+        spillway.gensort(tmp_path / "negative.dat", -1)
+
+
+def spillway_command():
+    found = shutil.which("spillway")
+    assert found, "pip install . must put the spillway command on PATH"
+    return found
+
+
+def test_the_installed_command_is_gensort_compatible(tmp_path):
+    out = tmp_path / "cli.dat"
+    run = subprocess.run(
+        [spillway_command(), "gensort", "-c", "-b2000", "1000", str(out)], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    library = spillway.gensort(tmp_path / "lib.dat", 1000, start=2000)
+    assert run.stderr.strip() == library.checksum
+    assert out.read_bytes() == (tmp_path / "lib.dat").read_bytes()
+
+    check = subprocess.run([spillway_command(), "valsort", str(out)], capture_output=True, text=True)
+    assert check.returncode == 1
+    assert "unordered records" in check.stderr
+
+    bad = subprocess.run([spillway_command(), "valsort", str(tmp_path / "missing")], capture_output=True, text=True)
+    assert bad.returncode == 1 and "missing" in bad.stderr
+
+    module = subprocess.run([sys.executable, "-m", "spillway", "--version"], capture_output=True, text=True)
+    assert module.returncode == 0 and spillway.__version__ in module.stdout
+    assert os.path.getsize(out) == 100_000
