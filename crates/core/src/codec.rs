@@ -548,7 +548,7 @@ mod tests {
                 state ^= state >> 7;
                 state ^= state << 17;
                 let position = (state % mutated.len() as u64) as usize;
-                mutated[position] ^= 1 << (state >> 60 & 7);
+                mutated[position] ^= 1 << ((state >> 60) & 7);
                 let mut output = Vec::new();
                 match codec.decompress(&mutated, data.len(), &mut output) {
                     Ok(()) => assert_eq!(output.len(), data.len()),

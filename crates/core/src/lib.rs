@@ -25,4 +25,12 @@ pub mod limits;
 pub mod stats;
 pub mod varint;
 
+pub use checksum::{block_crc, crc32c, verify_block, BlockChecksum};
+pub use codec::Codec;
 pub use error::{Error, ErrorKind, IoContext, Poison, Result};
+pub use fs::{Fs, FsFile, OpenOptions, RealFs, SimFs};
+pub use hash::{hash64, Hash64};
+pub use io_accounting::IoCounters;
+pub use limits::Limits;
+pub use stats::{Counter, Gauge, Histogram, Stats, StatsSnapshot};
+pub use varint::DecodeError;
