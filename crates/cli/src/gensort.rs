@@ -1,5 +1,6 @@
 //! `spillway gensort`: gensort 1.5's command line, on all cores.
 
+use spillway_core::RealFs;
 use std::path::PathBuf;
 
 use spillway_sort::{format_checksum, generate_file, GenerateSpec, RecordFormat, WriteOptions, RECORD_BYTES};
@@ -61,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         sync: !args.no_sync,
     };
     let bar = progress::bar(spec.bytes()?, "gensort");
-    let report = generate_file(&args.file, &spec, &options, &|records| {
+    let report = generate_file(&RealFs::new(), &args.file, &spec, &options, &|records| {
         bar.set_position(records * RECORD_BYTES as u64)
     })?;
     bar.finish_and_clear();

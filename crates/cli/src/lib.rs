@@ -44,7 +44,9 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
     let outcome = match cli.command {
         Command::Gensort(args) => gensort::run(args),
         Command::Valsort(args) => valsort::run(args),
-        Command::Gen(args) => workload::run(args).map(|code| u8::from(code != std::process::ExitCode::SUCCESS)),
+        Command::Gen(args) => {
+            workload::run(args).map(|code| u8::from(code != std::process::ExitCode::SUCCESS))
+        }
     };
     match outcome {
         Ok(code) => code,

@@ -1,5 +1,6 @@
 //! `spillway valsort`: valsort 1.5's command line, on all cores.
 
+use spillway_core::RealFs;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -52,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     };
     let started = Instant::now();
     let summary: Summary = if args.summaries {
-        validate_summaries_file(&args.file, order)?
+        validate_summaries_file(&RealFs::new(), &args.file, order)?
     } else {
         let bytes = std::fs::metadata(&args.file)
             .map(|metadata| metadata.len())
@@ -62,7 +63,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             threads: args.threads,
             order,
         };
-        let summary = validate_file(&args.file, &options, &|done| bar.set_position(done))?;
+        let summary = validate_file(&RealFs::new(), &args.file, &options, &|done| {
+            bar.set_position(done)
+        })?;
         bar.finish_and_clear();
         summary
     };

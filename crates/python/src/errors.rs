@@ -26,20 +26,23 @@ pub fn to_py_err(error: Error) -> PyErr {
     let message = error.to_string();
     let errno = error.raw_os_error();
     Python::attach(|py| {
-        let class = match py.import("spillway.errors").and_then(|module| module.getattr(class_name(error.kind()))) {
+        let class = match py
+            .import("spillway.errors")
+            .and_then(|module| module.getattr(class_name(error.kind())))
+        {
             Ok(class) => class,
             Err(import_error) => return import_error,
         };
         let arguments = match errno {
             // OSError(errno, strerror) fills in .errno like the built-in does.
-            Some(errno) => class.call1((errno, message)),
-            None => class.call1((message,)),
+            Some(errno) => class.call1((errno, message.clone())),
+            None => class.call1((message.clone(),)),
         };
         match arguments {
             Ok(exception) => PyErr::from_value(exception),
-            Err(construction_error) => PyRuntimeError::new_err(format!(
-                "{message} (and raising it failed: {construction_error})"
-            )),
+            Err(construction_error) => {
+                PyRuntimeError::new_err(format!("{message} (and raising it failed: {construction_error})"))
+            }
         }
     })
 }

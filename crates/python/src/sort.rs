@@ -1,12 +1,13 @@
 //! gensort and valsort for Python.
 
+use spillway_core::RealFs;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use spillway_sort::{
-    format_checksum, generate_file, validate_file, validate_summaries_file, GenerateSpec, KeyOrder, RecordFormat,
-    Summary, ValidateOptions, WriteOptions,
+    format_checksum, generate_file, validate_file, validate_summaries_file, GenerateSpec, KeyOrder,
+    RecordFormat, Summary, ValidateOptions, WriteOptions,
 };
 
 use crate::errors::to_py_err;
@@ -27,13 +28,23 @@ pub fn gensort<'py>(
     sync: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = GenerateSpec {
-        format: if ascii { RecordFormat::Ascii } else { RecordFormat::Binary },
+        format: if ascii {
+            RecordFormat::Ascii
+        } else {
+            RecordFormat::Binary
+        },
         skewed: skew,
         start_record: start,
         records,
     };
-    let options = WriteOptions { threads, checksum, sync };
-    let report = py.detach(|| generate_file(&path, &spec, &options, &|_| {})).map_err(to_py_err)?;
+    let options = WriteOptions {
+        threads,
+        checksum,
+        sync,
+    };
+    let report = py
+        .detach(|| generate_file(&RealFs::new(), &path, &spec, &options, &|_| {}))
+        .map_err(to_py_err)?;
     let dict = PyDict::new(py);
     dict.set_item("records", report.records)?;
     dict.set_item("bytes", report.bytes)?;
@@ -55,14 +66,23 @@ pub fn valsort<'py>(
     case_insensitive: bool,
     threads: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let order = if case_insensitive { KeyOrder::CaseInsensitive } else { KeyOrder::Bytes };
+    let order = if case_insensitive {
+        KeyOrder::CaseInsensitive
+    } else {
+        KeyOrder::Bytes
+    };
     let started = std::time::Instant::now();
     let summary: Summary = py
         .detach(|| {
             if summaries {
-                validate_summaries_file(&path, order)
+                validate_summaries_file(&RealFs::new(), &path, order)
             } else {
-                validate_file(&path, &ValidateOptions { threads, order }, &|_| {})
+                validate_file(
+                    &RealFs::new(),
+                    &path,
+                    &ValidateOptions { threads, order },
+                    &|_| {},
+                )
             }
         })
         .map_err(to_py_err)?;
@@ -79,7 +99,10 @@ pub fn valsort<'py>(
     dict.set_item("checksum", format_checksum(summary.checksum))?;
     dict.set_item("duplicates", summary.duplicates)?;
     dict.set_item("unordered", summary.unordered)?;
-    dict.set_item("first_unordered", (summary.first_unordered != 0).then_some(summary.first_unordered))?;
+    dict.set_item(
+        "first_unordered",
+        (summary.first_unordered != 0).then_some(summary.first_unordered),
+    )?;
     dict.set_item("sorted", summary.is_sorted())?;
     dict.set_item("report", summary.report())?;
     dict.set_item("seconds", started.elapsed().as_secs_f64())?;

@@ -20,14 +20,12 @@
 //! step per record, so blocks are independent: [`generate_file`] hands them
 //! to all cores and writes each at its own offset.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use spillway_core::{ensure, Error, IoContext, Result};
+use spillway_core::{ensure, Error, Fs, FsFile, Result};
 
 use crate::lcg;
 use crate::record::{record_crc, KEY_BYTES, RECORD_BYTES};
@@ -321,10 +319,11 @@ pub(crate) fn resolve_threads(threads: usize) -> usize {
     }
 }
 
-/// Generates `spec` into the file at `path` (created or truncated), on all
-/// cores. The path `/dev/null` generates without writing, as gensort does.
+/// Generates `spec` into the file at `path` (created or truncated) of `fs`, on
+/// all cores. The path `/dev/null` generates without writing, as gensort does.
 /// `progress` is called with the records finished so far after each block.
 pub fn generate_file(
+    fs: &dyn Fs,
     path: &Path,
     spec: &GenerateSpec,
     options: &WriteOptions,
@@ -336,13 +335,7 @@ pub fn generate_file(
     let file = if discard {
         None
     } else {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .io_context(|| format!("creating gensort output {}", path.display()))?;
-        Some(file)
+        Some(fs.create_or_truncate(path)?)
     };
     let threads = resolve_threads(options.threads).min(spec.records.div_ceil(BLOCK_RECORDS).max(1) as usize);
     let generator = Generator::new(spec.format, spec.skewed);
@@ -359,8 +352,7 @@ pub fn generate_file(
                     &generator,
                     spec,
                     options,
-                    file.as_ref(),
-                    path,
+                    file.as_deref(),
                     blocks,
                     &next_block,
                     &records_done,
@@ -384,8 +376,7 @@ pub fn generate_file(
         return Err(error);
     }
     if let (Some(file), true) = (&file, options.sync) {
-        file.sync_data()
-            .io_context(|| format!("syncing gensort output {}", path.display()))?;
+        file.sync_data()?;
     }
     Ok(GenerateReport {
         records: spec.records,
@@ -403,8 +394,7 @@ fn generate_blocks(
     generator: &Generator,
     spec: &GenerateSpec,
     options: &WriteOptions,
-    file: Option<&File>,
-    path: &Path,
+    file: Option<&dyn FsFile>,
     blocks: u64,
     next_block: &AtomicU64,
     records_done: &AtomicU64,
@@ -427,14 +417,7 @@ fn generate_blocks(
             }
         }
         if let Some(file) = file {
-            let offset = first * RECORD_BYTES as u64;
-            file.write_all_at(output, offset).io_context(|| {
-                format!(
-                    "writing {} bytes at offset {offset} of {}",
-                    output.len(),
-                    path.display()
-                )
-            })?;
+            file.write_at(output, first * RECORD_BYTES as u64)?;
         }
         let done = records_done.fetch_add(count, Ordering::Relaxed) + count;
         progress(done);

@@ -25,14 +25,11 @@
 
 use std::cmp::Ordering as KeyOrdering;
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use spillway_core::{bail, ensure, Error, IoContext, Result};
+use spillway_core::{bail, ensure, Error, Fs, FsFile, Result};
 
 use crate::gensort::resolve_threads;
 use crate::record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
@@ -232,18 +229,16 @@ pub struct ValidateOptions {
     pub order: KeyOrder,
 }
 
-/// Validates the records of the file at `path` on all cores. `progress` is
-/// called with the bytes validated so far after each read.
+/// Validates the records of the file at `path` of `fs` on all cores.
+/// `progress` is called with the bytes validated so far after each read.
 pub fn validate_file(
+    fs: &dyn Fs,
     path: &Path,
     options: &ValidateOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary> {
-    let file = File::open(path).io_context(|| format!("opening {} for validation", path.display()))?;
-    let bytes = file
-        .metadata()
-        .io_context(|| format!("reading the size of {}", path.display()))?
-        .len();
+    let file = fs.open_read(path)?;
+    let bytes = file.len()?;
     ensure!(
         bytes % RECORD_BYTES as u64 == 0,
         InvalidArgument,
@@ -274,8 +269,7 @@ pub fn validate_file(
                     let start = segment * SEGMENT_BYTES;
                     let end = bytes.min(start + SEGMENT_BYTES);
                     match summarize_range(
-                        &file,
-                        path,
+                        &*file,
                         start,
                         end,
                         options.order,
@@ -307,10 +301,8 @@ pub fn validate_file(
     Ok(total)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn summarize_range(
-    file: &File,
-    path: &Path,
+    file: &dyn FsFile,
     start: u64,
     end: u64,
     order: KeyOrder,
@@ -323,12 +315,7 @@ fn summarize_range(
     while offset < end {
         let length = (end - offset).min(buffer.len() as u64) as usize;
         let chunk = &mut buffer[..length];
-        file.read_exact_at(chunk, offset).io_context(|| {
-            format!(
-                "reading {length} bytes at offset {offset} of {} (did the file shrink?)",
-                path.display()
-            )
-        })?;
+        file.read_exact_at(chunk, offset)?;
         match &mut summary {
             Some(summary) => summary.extend(chunk, order),
             None => summary = Some(Summary::of_records(chunk, order)),
@@ -340,11 +327,10 @@ fn summarize_range(
 }
 
 /// Validates a file of concatenated partition summaries (valsort `-s`).
-pub fn validate_summaries_file(path: &Path, order: KeyOrder) -> Result<Summary> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut file| file.read_to_end(&mut bytes))
-        .io_context(|| format!("reading partition summaries from {}", path.display()))?;
+pub fn validate_summaries_file(fs: &dyn Fs, path: &Path, order: KeyOrder) -> Result<Summary> {
+    let file = fs.open_read(path)?;
+    let mut bytes = vec![0u8; file.len()? as usize];
+    file.read_exact_at(&mut bytes, 0)?;
     validate_summaries(&bytes, order).map_err(|error| match error {
         Error::InvalidArgument(what) => Error::InvalidArgument(format!("{}: {what}", path.display())),
         other => other,

@@ -1,5 +1,6 @@
 //! gensort 1.5 compatibility: published test vectors, offsets, all modes.
 
+use spillway_core::RealFs;
 use spillway_sort::{
     format_checksum, generate_file, generate_vec, GenerateSpec, KeyOrder, RecordFormat, Summary,
     WriteOptions, RECORD_BYTES,
@@ -122,7 +123,7 @@ fn file_generation_matches_memory_across_threads_and_blocks() {
                 checksum: true,
                 sync: false,
             };
-            let report = generate_file(&path, &spec, &options, &|_| {}).unwrap();
+            let report = generate_file(&RealFs::new(), &path, &spec, &options, &|_| {}).unwrap();
             assert_eq!(
                 std::fs::read(&path).unwrap(),
                 expected,
@@ -140,6 +141,7 @@ fn file_generation_matches_memory_across_threads_and_blocks() {
 #[test]
 fn generating_to_an_unwritable_path_names_the_path() {
     let error = generate_file(
+        &RealFs::new(),
         std::path::Path::new("/nonexistent-directory/out.dat"),
         &GenerateSpec::binary(10),
         &WriteOptions::default(),

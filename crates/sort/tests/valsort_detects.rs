@@ -1,6 +1,7 @@
 //! valsort 1.5 semantics: every planted disorder and duplicate is found, the
 //! report text matches, summaries combine exactly.
 
+use spillway_core::RealFs;
 use std::path::Path;
 
 use spillway_sort::{
@@ -144,12 +145,12 @@ fn files_validate_in_parallel_and_bad_files_get_clear_errors() {
         threads: 2,
         order: KeyOrder::Bytes,
     };
-    let summary = validate_file(&good, &options, &|_| {}).unwrap();
+    let summary = validate_file(&RealFs::new(), &good, &options, &|_| {}).unwrap();
     assert_eq!(summary, Summary::of_records(&records, KeyOrder::Bytes));
 
     let partial = directory.path().join("partial.dat");
     write(&partial, &records[..250]);
-    let message = validate_file(&partial, &options, &|_| {})
+    let message = validate_file(&RealFs::new(), &partial, &options, &|_| {})
         .unwrap_err()
         .to_string();
     assert!(
@@ -159,18 +160,20 @@ fn files_validate_in_parallel_and_bad_files_get_clear_errors() {
 
     let empty = directory.path().join("empty.dat");
     write(&empty, b"");
-    let message = validate_file(&empty, &options, &|_| {}).unwrap_err().to_string();
+    let message = validate_file(&RealFs::new(), &empty, &options, &|_| {})
+        .unwrap_err()
+        .to_string();
     assert!(message.contains("at least one record"), "{message}");
 
     let missing = directory.path().join("missing.dat");
-    let message = validate_file(&missing, &options, &|_| {})
+    let message = validate_file(&RealFs::new(), &missing, &options, &|_| {})
         .unwrap_err()
         .to_string();
     assert!(message.contains("missing.dat"), "{message}");
 
     let summaries = directory.path().join("all.sum");
     write(&summaries, &[0u8; SUMMARY_BYTES + 3]);
-    let message = validate_summaries_file(&summaries, KeyOrder::Bytes)
+    let message = validate_summaries_file(&RealFs::new(), &summaries, KeyOrder::Bytes)
         .unwrap_err()
         .to_string();
     assert!(
@@ -209,7 +212,7 @@ fn large_file_segments_combine_like_one_pass() {
             order: KeyOrder::Bytes,
         };
         assert_eq!(
-            validate_file(&path, &options, &|_| {}).unwrap(),
+            validate_file(&RealFs::new(), &path, &options, &|_| {}).unwrap(),
             expected,
             "threads={threads}"
         );
