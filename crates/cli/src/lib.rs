@@ -51,8 +51,24 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("spillway: {error:#}");
+            eprintln!("spillway: {}", describe(&error));
             1
         }
     }
+}
+
+/// The error and its causes on one line, each cause once: engine errors
+/// already include their operating-system cause in their own message.
+fn describe(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            if !message.is_empty() {
+                message.push_str(": ");
+            }
+            message.push_str(&text);
+        }
+    }
+    message
 }

@@ -129,6 +129,13 @@ fn bad_input_and_impossible_options_get_clear_errors() {
     let missing = spillway(&["valsort", &path(directory.path(), "missing.dat")]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(stderr(&missing).contains("missing.dat"), "{}", stderr(&missing));
+    // The operating system's reason appears once.
+    assert_eq!(
+        stderr(&missing).matches("No such file or directory").count(),
+        1,
+        "{}",
+        stderr(&missing)
+    );
 
     let unwritable = spillway(&["gensort", "10", "/nonexistent-directory/x.dat"]);
     assert_eq!(unwritable.status.code(), Some(1));
