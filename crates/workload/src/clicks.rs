@@ -1,0 +1,661 @@
+//! Click logs with a known sessionization, for the click-log sessionization
+//! MapReduce benchmark.
+//!
+//! A click is `(user, timestamp_ms, url)`. A user's clicks form sessions: a
+//! click starts a new session when it comes more than `session_timeout_ms`
+//! after the same user's previous click (or is the user's first). The
+//! generator builds its data so that every gap inside a planned session is at
+//! most the timeout and every gap between sessions is more than the timeout,
+//! and counts the sessions it emits: [`ClickSummary::sessions`] is exactly
+//! what a correct sessionization of the output finds.
+//!
+//! # Algorithm (an event simulation, output in time order)
+//! 1. Session arrivals form a Poisson process over the whole site: the arrival
+//!    clock starts at 0 and advances by `Exp(mean_session_arrival_gap_ms)`
+//!    (kept in `f64`; the arrival's timestamp is
+//!    `start_timestamp_ms + floor(clock)`).
+//! 2. At an arrival at time `T`, draw the user (Zipf over `users` ranks with
+//!    `user_zipf_exponent`, rank `r` becomes user id `r - 1`, or
+//!    `permutation(r - 1)` when `scramble_users`) and a click count `k`
+//!    (geometric on 1, 2, ... with mean `mean_clicks_per_session`:
+//!    `k = 1 + floor(ln(1 - u) / ln(1 - 1/mean))`). Then:
+//!    - user never seen, or idle since more than the timeout
+//!      (`T - last_click > timeout`): a new session; its first click is at `T`;
+//!    - user idle for at most the timeout: the arrival continues the user's
+//!      last session, next click at `T` (a sessionizer joins them anyway);
+//!    - user in a session: the session gets `k` more clicks (a heavy user
+//!      whose arrivals come faster than they click has one long session).
+//! 3. A heap orders the users' next clicks by (time, insertion sequence).
+//!    Before each arrival, every pending click earlier than it is emitted;
+//!    emitting draws the URL (Zipf over `urls` with `url_zipf_exponent`,
+//!    index `rank - 1`) and, if the session has clicks left, schedules the
+//!    next one `floor(g)` ms later, `g` exponential with mean
+//!    `mean_click_gap_ms` truncated to `[0, timeout]` by inversion:
+//!    `g = -mean * ln(1 - u (1 - e^(-timeout / mean)))`.
+//! 4. Stop after `clicks` clicks. Timestamps are non-decreasing: arrivals
+//!    only move forward and every scheduled click is at or after the click
+//!    that scheduled it.
+//!
+//! All draws come from one stream, [`Rng::stream`]`(seed, 0)`, in the order
+//! the simulation makes them; the user permutation is seeded with
+//! `derive_seed(seed, 1)`.
+//!
+//! Output: text lines `user\ttimestamp_ms\turl\n`, user and timestamp in
+//! decimal, the URL a path of the form `/<section>/<page>` (see
+//! [`ClickGenerator::url`]).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io::Write;
+
+use serde::Serialize;
+use spillway_core::{ensure, Result};
+
+use crate::permutation::Permutation;
+use crate::rng::{derive_seed, Rng};
+use crate::sink::{push_decimal, ChunkedSink};
+use crate::text::{Vocabulary, VOCABULARY_WORDS_MAX};
+use crate::zipf::Zipf;
+use crate::DEFAULT_SEED;
+
+/// Sections URLs are spread over (the first path segment).
+pub const URL_SECTIONS: u64 = 16;
+/// The largest URL set (URL names come from the text vocabulary).
+pub const URLS_MAX: u64 = VOCABULARY_WORDS_MAX - URL_SECTIONS;
+
+const EVENT_STREAM: u64 = 0;
+const PERMUTATION_STREAM: u64 = 1;
+
+/// Everything that determines a click log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClickParams {
+    /// Users ids are drawn from: `0..users` (default 100 000).
+    pub users: u64,
+    /// Clicks to generate (default 10^6).
+    pub clicks: u64,
+    /// Zipf exponent of session arrivals over users (default 1.0).
+    pub user_zipf_exponent: f64,
+    /// Scatter the hot users over the id space (default true).
+    pub scramble_users: bool,
+    /// Distinct URLs (default 10 000).
+    pub urls: u64,
+    /// Zipf exponent over URLs (default 1.0).
+    pub url_zipf_exponent: f64,
+    /// Mean clicks a session arrival brings, >= 1 (default 8).
+    pub mean_clicks_per_session: f64,
+    /// Mean gap between a session's clicks before truncation to the timeout
+    /// (default 20 000 ms).
+    pub mean_click_gap_ms: f64,
+    /// Inactivity that ends a session (default 30 minutes).
+    pub session_timeout_ms: u64,
+    /// Mean gap between session arrivals over the whole site (default 100 ms).
+    pub mean_session_arrival_gap_ms: f64,
+    /// Timestamp of the first arrival (default 1 600 000 000 000, September 2020).
+    pub start_timestamp_ms: u64,
+    /// The seed all draws derive from.
+    pub seed: u64,
+}
+
+impl Default for ClickParams {
+    fn default() -> Self {
+        ClickParams {
+            users: 100_000,
+            clicks: 1_000_000,
+            user_zipf_exponent: 1.0,
+            scramble_users: true,
+            urls: 10_000,
+            url_zipf_exponent: 1.0,
+            mean_clicks_per_session: 8.0,
+            mean_click_gap_ms: 20_000.0,
+            session_timeout_ms: 30 * 60 * 1000,
+            mean_session_arrival_gap_ms: 100.0,
+            start_timestamp_ms: 1_600_000_000_000,
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+impl ClickParams {
+    /// Checks every parameter; errors name the parameter and its value.
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            self.users >= 1,
+            InvalidArgument,
+            "users must be at least 1, got 0"
+        );
+        ensure!(
+            (1..=URLS_MAX).contains(&self.urls),
+            InvalidArgument,
+            "urls must be in 1..={URLS_MAX}, got {}",
+            self.urls
+        );
+        for (name, exponent) in [
+            ("user_zipf_exponent", self.user_zipf_exponent),
+            ("url_zipf_exponent", self.url_zipf_exponent),
+        ] {
+            ensure!(
+                exponent.is_finite() && exponent > 0.0,
+                InvalidArgument,
+                "{name} must be > 0, got {exponent}"
+            );
+        }
+        ensure!(
+            self.mean_clicks_per_session.is_finite() && self.mean_clicks_per_session >= 1.0,
+            InvalidArgument,
+            "mean_clicks_per_session must be >= 1, got {}",
+            self.mean_clicks_per_session
+        );
+        for (name, mean) in [
+            ("mean_click_gap_ms", self.mean_click_gap_ms),
+            ("mean_session_arrival_gap_ms", self.mean_session_arrival_gap_ms),
+        ] {
+            ensure!(
+                mean.is_finite() && mean > 0.0,
+                InvalidArgument,
+                "{name} must be > 0, got {mean}"
+            );
+        }
+        ensure!(
+            self.session_timeout_ms >= 1,
+            InvalidArgument,
+            "session_timeout_ms must be at least 1, got 0"
+        );
+        Ok(())
+    }
+}
+
+/// One click.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Click {
+    /// The user id, in `0..users`.
+    pub user: u64,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// The URL's index in `0..urls`; its path is [`ClickGenerator::url`].
+    pub url_index: u64,
+}
+
+/// What [`write_clicks`] produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ClickSummary {
+    /// Clicks written.
+    pub records: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Sessions in the output under the rule "a gap over
+    /// `session_timeout_ms` starts a session": the answer sessionization must
+    /// reproduce.
+    pub sessions: u64,
+    /// Users with at least one click.
+    pub distinct_users: u64,
+    /// The first timestamp (0 when no clicks).
+    pub first_timestamp_ms: u64,
+    /// The last timestamp (0 when no clicks).
+    pub last_timestamp_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+struct UserState {
+    /// The user's latest emitted or scheduled click time.
+    last_click_ms: u64,
+    /// Clicks left in the current session, including a scheduled one.
+    remaining: u64,
+    /// A click of this user is in the heap.
+    active: bool,
+    /// The next emitted click of this user starts a session.
+    starts_session: bool,
+    /// At least one click of this user was emitted.
+    has_clicked: bool,
+}
+
+/// The click stream of a [`ClickParams`], as an iterator in time order.
+#[derive(Debug, Clone)]
+pub struct ClickGenerator {
+    params: ClickParams,
+    rng: Rng,
+    user_zipf: Zipf,
+    user_permutation: Option<Permutation>,
+    url_zipf: Zipf,
+    url_bytes: Vec<u8>,
+    url_offsets: Vec<u32>,
+    /// `1 - e^(-timeout / mean_click_gap)`: the CDF mass the truncated gap
+    /// distribution keeps.
+    gap_mass: f64,
+    /// `ln(1 - 1 / mean_clicks_per_session)`, or 0 for single-click sessions.
+    session_log_continue: f64,
+    arrival_clock_ms: f64,
+    users: HashMap<u64, UserState>,
+    pending: BinaryHeap<Reverse<(u64, u64, u64)>>,
+    sequence: u64,
+    emitted: u64,
+    sessions: u64,
+    distinct_users: u64,
+}
+
+impl ClickGenerator {
+    /// A generator for `params` (validated); builds the URL table.
+    pub fn new(params: &ClickParams) -> Result<Self> {
+        params.validate()?;
+        let words = Vocabulary::new(URL_SECTIONS + params.urls)?;
+        let mut url_bytes = Vec::new();
+        let mut url_offsets = vec![0u32];
+        for index in 0..params.urls as usize {
+            url_bytes.push(b'/');
+            url_bytes.extend_from_slice(words.word(index % URL_SECTIONS as usize));
+            url_bytes.push(b'/');
+            url_bytes.extend_from_slice(words.word(URL_SECTIONS as usize + index));
+            url_offsets.push(url_bytes.len() as u32);
+        }
+        let continue_probability = 1.0 - 1.0 / params.mean_clicks_per_session;
+        Ok(ClickGenerator {
+            rng: Rng::stream(params.seed, EVENT_STREAM),
+            user_zipf: Zipf::new(params.users, params.user_zipf_exponent)?,
+            user_permutation: if params.scramble_users {
+                Some(Permutation::new(
+                    params.users,
+                    derive_seed(params.seed, PERMUTATION_STREAM),
+                )?)
+            } else {
+                None
+            },
+            url_zipf: Zipf::new(params.urls, params.url_zipf_exponent)?,
+            url_bytes,
+            url_offsets,
+            gap_mass: -(-(params.session_timeout_ms as f64) / params.mean_click_gap_ms).exp_m1(),
+            session_log_continue: if continue_probability > 0.0 {
+                continue_probability.ln()
+            } else {
+                0.0
+            },
+            arrival_clock_ms: 0.0,
+            users: HashMap::new(),
+            pending: BinaryHeap::new(),
+            sequence: 0,
+            emitted: 0,
+            sessions: 0,
+            distinct_users: 0,
+            params: params.clone(),
+        })
+    }
+
+    /// The path of URL `index`: `/<section>/<page>`, where section is
+    /// vocabulary word `index mod 16` and page is vocabulary word
+    /// `16 + index` (so paths are distinct).
+    pub fn url(&self, index: u64) -> &str {
+        let index = index as usize;
+        let bytes = &self.url_bytes[self.url_offsets[index] as usize..self.url_offsets[index + 1] as usize];
+        std::str::from_utf8(bytes).expect("URLs are ASCII")
+    }
+
+    /// Sessions among the clicks emitted so far.
+    pub fn sessions(&self) -> u64 {
+        self.sessions
+    }
+
+    /// Users among the clicks emitted so far.
+    pub fn distinct_users(&self) -> u64 {
+        self.distinct_users
+    }
+
+    fn arrival_ms(&self) -> u64 {
+        self.params.start_timestamp_ms + self.arrival_clock_ms as u64
+    }
+
+    fn schedule(&mut self, time_ms: u64, user: u64) {
+        self.pending.push(Reverse((time_ms, self.sequence, user)));
+        self.sequence += 1;
+    }
+
+    /// Step 2 of the algorithm: one session arrival.
+    fn arrive(&mut self) {
+        let now = self.arrival_ms();
+        self.arrival_clock_ms += self.rng.next_exponential(self.params.mean_session_arrival_gap_ms);
+        let rank = self.user_zipf.sample(&mut self.rng);
+        let user = match &self.user_permutation {
+            Some(permutation) => permutation.apply(rank - 1),
+            None => rank - 1,
+        };
+        let clicks = if self.session_log_continue < 0.0 {
+            let u = self.rng.next_f64();
+            1 + ((1.0 - u).ln() / self.session_log_continue) as u64
+        } else {
+            1
+        };
+        let timeout = self.params.session_timeout_ms;
+        let schedule = match self.users.get_mut(&user) {
+            None => {
+                self.users.insert(
+                    user,
+                    UserState {
+                        last_click_ms: now,
+                        remaining: clicks,
+                        active: true,
+                        starts_session: true,
+                        has_clicked: false,
+                    },
+                );
+                true
+            }
+            Some(state) if state.active => {
+                state.remaining += clicks;
+                false
+            }
+            Some(state) => {
+                state.starts_session = now - state.last_click_ms > timeout;
+                state.last_click_ms = now;
+                state.remaining = clicks;
+                state.active = true;
+                true
+            }
+        };
+        if schedule {
+            self.schedule(now, user);
+        }
+    }
+
+    /// Step 3: emit the earliest pending click.
+    fn emit(&mut self) -> Click {
+        let Reverse((time_ms, _, user)) = self.pending.pop().expect("emit is called with a pending click");
+        let url_index = self.url_zipf.sample(&mut self.rng) - 1;
+        let state = self.users.get_mut(&user).expect("scheduled users have a state");
+        if state.starts_session {
+            state.starts_session = false;
+            self.sessions += 1;
+        }
+        if !state.has_clicked {
+            state.has_clicked = true;
+            self.distinct_users += 1;
+        }
+        state.remaining -= 1;
+        let next = if state.remaining > 0 {
+            let u = self.rng.next_f64();
+            let gap = -self.params.mean_click_gap_ms * (-u * self.gap_mass).ln_1p();
+            let next = time_ms + (gap as u64).min(self.params.session_timeout_ms);
+            state.last_click_ms = next;
+            Some(next)
+        } else {
+            state.active = false;
+            None
+        };
+        if let Some(next) = next {
+            self.schedule(next, user);
+        }
+        self.emitted += 1;
+        Click {
+            user,
+            timestamp_ms: time_ms,
+            url_index,
+        }
+    }
+}
+
+impl Iterator for ClickGenerator {
+    type Item = Click;
+
+    fn next(&mut self) -> Option<Click> {
+        if self.emitted == self.params.clicks {
+            return None;
+        }
+        loop {
+            match self.pending.peek() {
+                Some(Reverse((time_ms, _, _))) if *time_ms < self.arrival_ms() => return Some(self.emit()),
+                _ => self.arrive(),
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let remaining = usize::try_from(self.params.clicks - self.emitted).unwrap_or(usize::MAX);
+        (remaining, Some(remaining))
+    }
+}
+
+/// Writes the click log of `params` to `writer` as `user\ttimestamp_ms\turl\n`
+/// lines (in chunks of about 1 MiB) and returns what was written, including
+/// the true session count.
+pub fn write_clicks(params: &ClickParams, writer: impl Write) -> Result<ClickSummary> {
+    let mut generator = ClickGenerator::new(params)?;
+    let mut sink = ChunkedSink::new(writer, "click log");
+    let mut summary = ClickSummary::default();
+    while let Some(click) = generator.next() {
+        if summary.records == 0 {
+            summary.first_timestamp_ms = click.timestamp_ms;
+        }
+        summary.last_timestamp_ms = click.timestamp_ms;
+        summary.records += 1;
+        let url = generator.url(click.url_index).as_bytes();
+        let buffer = sink.buffer();
+        push_decimal(buffer, click.user);
+        buffer.push(b'\t');
+        push_decimal(buffer, click.timestamp_ms);
+        buffer.push(b'\t');
+        buffer.extend_from_slice(url);
+        buffer.push(b'\n');
+        sink.maybe_flush()?;
+    }
+    summary.bytes = sink.finish()?;
+    summary.sessions = generator.sessions();
+    summary.distinct_users = generator.distinct_users();
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    use super::*;
+
+    fn generate(params: &ClickParams) -> (Vec<u8>, ClickSummary) {
+        let mut output = Vec::new();
+        let summary = write_clicks(params, &mut output).unwrap();
+        (output, summary)
+    }
+
+    fn parse(output: &[u8]) -> Vec<(u64, u64, String)> {
+        std::str::from_utf8(output)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let fields: Vec<&str> = line.split('\t').collect();
+                assert_eq!(fields.len(), 3, "{line}");
+                (
+                    fields[0].parse().unwrap(),
+                    fields[1].parse().unwrap(),
+                    fields[2].to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// An independent sessionization: per user, a click more than `timeout`
+    /// after that user's previous click (or the first) starts a session.
+    fn sessionize(clicks: &[(u64, u64, String)], timeout: u64) -> u64 {
+        let mut last: HashMap<u64, u64> = HashMap::new();
+        let mut sessions = 0;
+        for (user, timestamp, _) in clicks {
+            match last.insert(*user, *timestamp) {
+                Some(previous) if timestamp - previous <= timeout => {}
+                _ => sessions += 1,
+            }
+        }
+        sessions
+    }
+
+    fn calm_site() -> ClickParams {
+        // One session arrival per minute over 1000 users: no user's arrivals
+        // outpace their clicking.
+        ClickParams {
+            users: 1000,
+            clicks: 50_000,
+            mean_session_arrival_gap_ms: 60_000.0,
+            session_timeout_ms: 10 * 60 * 1000,
+            ..ClickParams::default()
+        }
+    }
+
+    #[test]
+    fn session_truth_matches_an_independent_sessionization() {
+        // Ten arrivals a second: the hottest users' arrivals outpace their
+        // clicking and they stay in one long session.
+        let busy_site = ClickParams {
+            users: 2000,
+            clicks: 50_000,
+            session_timeout_ms: 60_000,
+            mean_click_gap_ms: 10_000.0,
+            seed: 3,
+            ..ClickParams::default()
+        };
+        for params in [calm_site(), busy_site] {
+            let (output, summary) = generate(&params);
+            let clicks = parse(&output);
+            assert_eq!(summary.records, 50_000);
+            assert_eq!(clicks.len(), 50_000);
+            assert_eq!(summary.bytes, output.len() as u64);
+            assert!(
+                clicks.windows(2).all(|pair| pair[0].1 <= pair[1].1),
+                "timestamps decrease"
+            );
+            assert_eq!(summary.first_timestamp_ms, clicks[0].1);
+            assert_eq!(summary.last_timestamp_ms, clicks[clicks.len() - 1].1);
+            assert_eq!(summary.sessions, sessionize(&clicks, params.session_timeout_ms));
+            let users: HashSet<u64> = clicks.iter().map(|click| click.0).collect();
+            assert_eq!(summary.distinct_users, users.len() as u64);
+            assert!(users.iter().all(|&user| user < params.users));
+            // The answer is not trivial: users have several sessions, and
+            // sessions several clicks.
+            assert!(summary.sessions > summary.distinct_users, "{summary:?}");
+            assert!(summary.sessions < summary.records / 3, "{summary:?}");
+            // A different timeout gives a different answer, so the check
+            // above depends on the session structure.
+            assert_ne!(
+                summary.sessions,
+                sessionize(&clicks, params.session_timeout_ms / 10)
+            );
+        }
+    }
+
+    #[test]
+    fn users_follow_zipf_and_click_gaps_the_requested_mean() {
+        let params = ClickParams {
+            scramble_users: false,
+            ..calm_site()
+        };
+        let clicks = parse(&generate(&params).0);
+        let mut per_user: HashMap<u64, u64> = HashMap::new();
+        for click in &clicks {
+            *per_user.entry(click.0).or_default() += 1;
+        }
+        // Rank 1 gets 1 / H(1000, 1) ~ 13.4% of the session arrivals.
+        let top = per_user[&0] as f64 / clicks.len() as f64;
+        assert!((0.10..0.17).contains(&top), "user 0 has {top:.3} of the clicks");
+        let second = per_user[&1] as f64 / clicks.len() as f64;
+        assert!(
+            (top / second - 2.0).abs() < 0.5,
+            "rank 1 / rank 2 = {}",
+            top / second
+        );
+        // Gaps inside sessions: exponential with mean 20 s, median 20 ln 2 ~ 13.9 s
+        // (continued sessions add a few longer gaps).
+        let mut last: HashMap<u64, u64> = HashMap::new();
+        let mut gaps: Vec<u64> = Vec::new();
+        for (user, timestamp, _) in &clicks {
+            if let Some(previous) = last.insert(*user, *timestamp) {
+                if timestamp - previous <= params.session_timeout_ms {
+                    gaps.push(timestamp - previous);
+                }
+            }
+        }
+        gaps.sort_unstable();
+        let median = gaps[gaps.len() / 2];
+        assert!((12_000..16_500).contains(&median), "median gap {median} ms");
+    }
+
+    #[test]
+    fn same_seed_same_log_other_seed_other_log() {
+        let params = ClickParams {
+            clicks: 5_000,
+            ..ClickParams::default()
+        };
+        let (first, first_summary) = generate(&params);
+        let (second, second_summary) = generate(&params);
+        assert!(first == second);
+        assert_eq!(first_summary, second_summary);
+        assert!(generate(&ClickParams { seed: 1, ..params }).0 != first);
+    }
+
+    #[test]
+    fn urls_are_distinct_two_level_paths() {
+        let generator = ClickGenerator::new(&ClickParams {
+            urls: 500,
+            ..ClickParams::default()
+        })
+        .unwrap();
+        let urls: HashSet<&str> = (0..500).map(|index| generator.url(index)).collect();
+        assert_eq!(urls.len(), 500);
+        for url in urls {
+            let segments: Vec<&str> = url.split('/').collect();
+            assert_eq!(segments.len(), 3, "{url}");
+            assert!(segments[0].is_empty() && segments[1..].iter().all(|segment| !segment.is_empty()));
+        }
+    }
+
+    #[test]
+    fn validation_names_the_parameter_and_value() {
+        let check = |params: ClickParams, wanted: &str| {
+            let error = ClickGenerator::new(&params).unwrap_err().to_string();
+            assert!(error.contains(wanted), "{error} does not contain {wanted}");
+        };
+        check(
+            ClickParams {
+                users: 0,
+                ..ClickParams::default()
+            },
+            "users must be at least 1, got 0",
+        );
+        check(
+            ClickParams {
+                urls: 0,
+                ..ClickParams::default()
+            },
+            "urls must be in",
+        );
+        check(
+            ClickParams {
+                user_zipf_exponent: -2.0,
+                ..ClickParams::default()
+            },
+            "user_zipf_exponent must be > 0, got -2",
+        );
+        check(
+            ClickParams {
+                mean_clicks_per_session: 0.5,
+                ..ClickParams::default()
+            },
+            "mean_clicks_per_session must be >= 1, got 0.5",
+        );
+        check(
+            ClickParams {
+                mean_click_gap_ms: 0.0,
+                ..ClickParams::default()
+            },
+            "mean_click_gap_ms must be > 0, got 0",
+        );
+        check(
+            ClickParams {
+                session_timeout_ms: 0,
+                ..ClickParams::default()
+            },
+            "session_timeout_ms must be at least 1, got 0",
+        );
+    }
+
+    #[test]
+    fn zero_clicks_write_nothing() {
+        let (output, summary) = generate(&ClickParams {
+            clicks: 0,
+            ..ClickParams::default()
+        });
+        assert!(output.is_empty());
+        assert_eq!(summary, ClickSummary::default());
+    }
+}
