@@ -223,7 +223,11 @@ mod tests {
     use super::*;
 
     fn checked_fan_out(fan_out: usize) -> Result<usize> {
-        ensure!(fan_out >= 2, InvalidArgument, "fan-out must be at least 2, got {fan_out}");
+        ensure!(
+            fan_out >= 2,
+            InvalidArgument,
+            "fan-out must be at least 2, got {fan_out}"
+        );
         Ok(fan_out)
     }
 
@@ -231,7 +235,10 @@ mod tests {
     fn ensure_returns_the_kind_and_message() {
         let error = checked_fan_out(1).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidArgument);
-        assert_eq!(error.to_string(), "invalid argument: fan-out must be at least 2, got 1");
+        assert_eq!(
+            error.to_string(),
+            "invalid argument: fan-out must be at least 2, got 1"
+        );
         assert_eq!(checked_fan_out(3).unwrap(), 3);
     }
 
@@ -257,7 +264,10 @@ mod tests {
         let poison = Poison::default();
         assert!(poison.check().is_ok());
         let first = poison.guard(|| -> Result<()> {
-            Err(Error::io("fsync of wal 3", io::Error::from_raw_os_error(libc::EIO)))
+            Err(Error::io(
+                "fsync of wal 3",
+                io::Error::from_raw_os_error(libc::EIO),
+            ))
         });
         assert!(first.is_err());
         let _ = poison.poison(Error::Internal("second".into()));

@@ -168,6 +168,10 @@ fn gensort_reference_checksums_for_every_mode_and_offset() {
     ];
     for (format, skewed, start, expected) in cases {
         let records = generate_vec(&spec(format, skewed, start, 1000)).unwrap();
-        assert_eq!(checksum(&records), expected, "{format:?} skewed={skewed} start={start}");
+        assert_eq!(
+            checksum(&records),
+            expected,
+            "{format:?} skewed={skewed} start={start}"
+        );
     }
 }
