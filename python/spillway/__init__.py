@@ -14,12 +14,14 @@ from .errors import (
     SpillwayError,
     SpillwayIOError,
 )
+from . import workload
 from .sortbench import GensortReport, ValsortReport, gensort, valsort
 
 __all__ = [
     "__version__",
     "gensort",
     "valsort",
+    "workload",
     "GensortReport",
     "ValsortReport",
     "SpillwayError",

@@ -12,6 +12,8 @@ mod progress;
 mod valsort;
 mod workload;
 
+pub use workload::{generate_with_arguments, Report as WorkloadReport};
+
 /// Spillway: write-heavy analytics on one machine and on a cluster.
 #[derive(Debug, Parser)]
 #[command(name = "spillway", version, about, propagate_version = true)]
@@ -44,14 +46,12 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
     let outcome = match cli.command {
         Command::Gensort(args) => gensort::run(args),
         Command::Valsort(args) => valsort::run(args),
-        Command::Gen(args) => {
-            workload::run(args).map(|code| u8::from(code != std::process::ExitCode::SUCCESS))
-        }
+        Command::Gen(args) => workload::run(args),
     };
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("spillway: {}", describe(&error));
+            eprintln!("spillway: {}", describe_error(&error));
             1
         }
     }
@@ -59,7 +59,7 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
 
 /// The error and its causes on one line, each cause once: engine errors
 /// already include their operating-system cause in their own message.
-fn describe(error: &anyhow::Error) -> String {
+pub fn describe_error(error: &anyhow::Error) -> String {
     let mut message = String::new();
     for cause in error.chain() {
         let text = cause.to_string();

@@ -19,7 +19,6 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -213,8 +212,42 @@ struct ClickArgs {
     output: OutputArgs,
 }
 
-/// Runs `spillway gen <generator>`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// The summary of one generator run: what was generated and the generator's
+/// ground truth (see [`generate`]).
+pub type Report = Map<String, Value>;
+
+/// Runs `spillway gen <generator>` and prints its summary.
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let json = match &args.generator {
+        Generator::Kv(kv) => kv.output.json,
+        Generator::Text(text) => text.output.json,
+        Generator::Rmat(rmat) => rmat.output.json,
+        Generator::Clicks(clicks) => clicks.output.json,
+    };
+    if let Some(report) = summarize(args)? {
+        print_report(&report, json);
+    }
+    Ok(0)
+}
+
+/// Runs a generator from the arguments of `spillway gen` (without
+/// `spillway gen`, e.g. `["text", "--bytes", "1M", "-o", "words.txt"]`)
+/// and returns its summary instead of printing it: the Python package's
+/// `spillway.workload` functions call this, so flags, defaults and error
+/// messages are the command's.
+pub fn generate_with_arguments(arguments: Vec<std::ffi::OsString>) -> anyhow::Result<Report> {
+    #[derive(Debug, clap::Parser)]
+    #[command(name = "spillway gen", no_binary_name = true)]
+    struct Gen {
+        #[command(flatten)]
+        args: Args,
+    }
+    let parsed =
+        <Gen as clap::Parser>::try_parse_from(arguments).map_err(|error| anyhow::anyhow!("{error}"))?;
+    summarize(parsed.args)?.context("the generator wrote to standard output, which was closed")
+}
+
+fn summarize(args: Args) -> anyhow::Result<Option<Report>> {
     match args.generator {
         Generator::Kv(kv) => run_kv(kv),
         Generator::Text(text) => run_text(text),
@@ -223,7 +256,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn run_kv(args: KvArgs) -> anyhow::Result<ExitCode> {
+fn run_kv(args: KvArgs) -> anyhow::Result<Option<Report>> {
     let mut params = KvParams::preset(args.preset, args.ops);
     params.key_bytes = args.key_bytes as usize;
     params.value_bytes = args.value_bytes as usize;
@@ -269,7 +302,7 @@ fn run_kv(args: KvArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn run_text(args: TextArgs) -> anyhow::Result<ExitCode> {
+fn run_text(args: TextArgs) -> anyhow::Result<Option<Report>> {
     let params = TextParams {
         size: match (args.bytes, args.lines) {
             (Some(bytes), _) => TextSize::Bytes(bytes),
@@ -294,7 +327,7 @@ fn run_text(args: TextArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn run_rmat(args: RmatArgs) -> anyhow::Result<ExitCode> {
+fn run_rmat(args: RmatArgs) -> anyhow::Result<Option<Report>> {
     let params = RmatParams {
         scale: args.scale,
         edge_factor: args.edge_factor,
@@ -327,7 +360,7 @@ fn run_rmat(args: RmatArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn run_clicks(args: ClickArgs) -> anyhow::Result<ExitCode> {
+fn run_clicks(args: ClickArgs) -> anyhow::Result<Option<Report>> {
     let params = ClickParams {
         users: args.users,
         clicks: args.clicks,
@@ -372,7 +405,7 @@ fn generate(
     generator: &str,
     output: &OutputArgs,
     write: impl FnOnce(&mut dyn Write) -> anyhow::Result<Value>,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Option<Report>> {
     let to_stdout = output.output.as_os_str() == "-";
     if to_stdout && output.json {
         bail!("--json needs -o FILE: with -o - standard output carries the generated data");
@@ -388,41 +421,61 @@ fn generate(
     let summary = match outcome {
         Ok(summary) => summary,
         // A reader that stops early (`| head`) is not an error of ours.
-        Err(error) if to_stdout && is_broken_pipe(&error) => return Ok(ExitCode::SUCCESS),
+        Err(error) if to_stdout && is_broken_pipe(&error) => return Ok(None),
         Err(error) => return Err(error),
     };
     let seconds = started.elapsed().as_secs_f64();
     let Value::Object(fields) = summary else {
         bail!("internal error: the {generator} summary is not a JSON object");
     };
-    let records = fields.get("records").and_then(Value::as_u64).unwrap_or(0);
     let bytes = fields.get("bytes").and_then(Value::as_u64).unwrap_or(0);
     let megabytes_per_second = if seconds > 0.0 {
         bytes as f64 / seconds / 1e6
     } else {
         0.0
     };
-    if output.json {
-        let mut report = Map::new();
-        report.insert("generator".into(), generator.into());
-        report.insert("output".into(), output.output.display().to_string().into());
-        report.insert("seed".into(), output.seed.into());
-        report.extend(fields);
-        report.insert("seconds".into(), seconds.into());
-        report.insert("mb_per_s".into(), megabytes_per_second.into());
-        println!("{}", Value::Object(report));
-    } else {
-        let truths: Vec<String> = fields
-            .iter()
-            .filter(|(name, _)| *name != "records" && *name != "bytes")
-            .map(|(name, value)| format!("{name} {value}"))
-            .collect();
-        eprintln!(
-            "gen {generator}: {records} records, {bytes} bytes in {seconds:.3} s ({megabytes_per_second:.1} MB/s); {}",
-            truths.join(", ")
-        );
+    let mut report = Map::new();
+    report.insert("generator".into(), generator.into());
+    report.insert("output".into(), output.output.display().to_string().into());
+    report.insert("seed".into(), output.seed.into());
+    report.extend(fields);
+    report.insert("seconds".into(), seconds.into());
+    report.insert("mb_per_s".into(), megabytes_per_second.into());
+    Ok(Some(report))
+}
+
+/// Prints a report: JSON on standard output, or one line on standard error.
+fn print_report(report: &Report, json: bool) {
+    if json {
+        println!("{}", Value::Object(report.clone()));
+        return;
     }
-    Ok(ExitCode::SUCCESS)
+    let number = |name: &str| report.get(name).and_then(Value::as_f64).unwrap_or(0.0);
+    let truths: Vec<String> = report
+        .iter()
+        .filter(|(name, _)| {
+            ![
+                "generator",
+                "output",
+                "seed",
+                "records",
+                "bytes",
+                "seconds",
+                "mb_per_s",
+            ]
+            .contains(&name.as_str())
+        })
+        .map(|(name, value)| format!("{name} {value}"))
+        .collect();
+    eprintln!(
+        "gen {}: {} records, {} bytes in {:.3} s ({:.1} MB/s); {}",
+        report.get("generator").and_then(Value::as_str).unwrap_or("?"),
+        number("records"),
+        number("bytes"),
+        number("seconds"),
+        number("mb_per_s"),
+        truths.join(", ")
+    );
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

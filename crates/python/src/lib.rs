@@ -17,6 +17,16 @@ fn cli_main(py: Python<'_>, arguments: Vec<std::ffi::OsString>) -> u8 {
     py.detach(|| spillway_cli::main_with_args(arguments))
 }
 
+/// Runs a workload generator from `spillway gen` arguments (without
+/// `spillway gen`) and returns its summary as a JSON object text.
+#[pyfunction]
+fn generate_workload(py: Python<'_>, arguments: Vec<std::ffi::OsString>) -> PyResult<String> {
+    let report = py
+        .detach(|| spillway_cli::generate_with_arguments(arguments))
+        .map_err(|error| errors::command_error_to_py_err(&error))?;
+    Ok(serde_json::Value::Object(report).to_string())
+}
+
 /// The compiled module.
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -24,5 +34,6 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(sort::gensort, module)?)?;
     module.add_function(wrap_pyfunction!(sort::valsort, module)?)?;
     module.add_function(wrap_pyfunction!(cli_main, module)?)?;
+    module.add_function(wrap_pyfunction!(generate_workload, module)?)?;
     Ok(())
 }

@@ -1,0 +1,51 @@
+"""Workload generators through the Python package."""
+
+import collections
+
+import pytest
+
+import spillway
+from spillway import workload
+
+
+def test_text_is_deterministic_and_zipf_shaped(tmp_path):
+    first = workload.text(tmp_path / "a.txt", bytes="256K", vocabulary=1000, zipf_s=1.0, seed=7)
+    second = workload.text(tmp_path / "b.txt", bytes="256K", vocabulary=1000, zipf_s=1.0, seed=7)
+    assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()
+    assert first["bytes"] == (tmp_path / "a.txt").stat().st_size >= 256 * 1024
+    words = (tmp_path / "a.txt").read_text().split()
+    counts = collections.Counter(words).most_common(2)
+    assert 1.6 < counts[0][1] / counts[1][1] < 2.5  # rank 1 / rank 2 is about 2^s
+    other = workload.text(tmp_path / "c.txt", bytes="256K", vocabulary=1000, seed=8)
+    assert other["bytes"] > 0
+    assert (tmp_path / "c.txt").read_bytes() != (tmp_path / "a.txt").read_bytes()
+
+
+def test_kv_rmat_and_clicks_report_their_truths(tmp_path):
+    ops = workload.kv(tmp_path / "ops.txt", preset="readwhilewriting", ops=2000, keys=100, seed=1)
+    lines = (tmp_path / "ops.txt").read_text().splitlines()
+    assert len(lines) == ops["records"] == 2000
+    kinds = collections.Counter(line.split("\t")[0] for line in lines)
+    assert set(kinds) == {"GET", "PUT"}
+    assert ops["distinct_keys"] <= 100
+
+    graph = workload.rmat(tmp_path / "g.bin", scale=10, edge_factor=8, binary=True)
+    assert graph["bytes"] == 16 * graph["records"] == 16 * 8 * 1024
+
+    log = workload.clicks(tmp_path / "clicks.tsv", users=50, clicks=5000)
+    rows = [line.split("\t") for line in (tmp_path / "clicks.tsv").read_text().splitlines()]
+    assert len(rows) == 5000
+    timestamps = [int(row[1]) for row in rows]
+    assert timestamps == sorted(timestamps)
+    assert 0 < log["sessions"] <= 5000
+
+
+def test_bad_options_raise_with_the_flag_named(tmp_path):
+    with pytest.raises(spillway.InvalidArgumentError, match="--zipf-s"):
+        workload.text(tmp_path / "x.txt", bytes="1K", zipf_s=-1)
+    with pytest.raises(spillway.InvalidArgumentError, match="--no-such-option"):
+        workload.rmat(tmp_path / "x.bin", no_such_option=3)
+    with pytest.raises(spillway.SpillwayIOError):
+        workload.clicks(tmp_path / "missing-dir" / "x.tsv", users=5, clicks=10)
+    with pytest.raises(ValueError):
+        workload.text("-", bytes="1K")
