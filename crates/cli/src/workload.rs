@@ -242,8 +242,12 @@ pub fn generate_with_arguments(arguments: Vec<std::ffi::OsString>) -> anyhow::Re
         #[command(flatten)]
         args: Args,
     }
-    let parsed =
-        <Gen as clap::Parser>::try_parse_from(arguments).map_err(|error| anyhow::anyhow!("{error}"))?;
+    let parsed = <Gen as clap::Parser>::try_parse_from(arguments).map_err(|error| {
+        // clap's text ends with a hint to run --help, which a library caller cannot.
+        let text = error.to_string();
+        let message = text.split("\n\nFor more information").next().unwrap_or(&text);
+        anyhow::anyhow!("{}", message.trim_end())
+    })?;
     summarize(parsed.args)?.context("the generator wrote to standard output, which was closed")
 }
 
