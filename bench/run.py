@@ -1,0 +1,871 @@
+#!/usr/bin/env python3
+"""Run a benchmark workload on Spillway and its peers, side by side.
+
+    python3 bench/run.py WORKLOAD [--size 4G] [--runs 3] [--dir DIR] [--out docs/benchmarks]
+                                  [--spillway PATH] [--memory-limit SIZE] [--warm]
+    python3 bench/run.py --list
+
+Every contender of the workload runs `--runs` times, alternating between contenders
+(A B A B ...). Each run is one child process: wall time from time.perf_counter, CPU
+time and block I/O from os.wait4's rusage, peak RSS from GNU time (see run_once), and
+bytes read/written from the child's /proc/<pid>/io read after it exited but before it
+was reaped. The page cache is
+dropped before every run when the kernel lets us. Results go to
+docs/benchmarks/<workload>.{json,md,png} and the index docs/benchmarks/README.md.
+See bench/README.md for the method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from workloads import RECORD_BYTES, WORKLOADS, Comparison, Contender, Requirement, Workload
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT_DIR = REPO_ROOT / "docs" / "benchmarks"
+MEGABYTE = 1_000_000
+OUTPUT_TAIL_CHARS = 600
+MEMORY_CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
+GNU_TIME = "/usr/bin/time"
+# The harness itself needs GNU time (Debian package "time") to measure peak RSS.
+HARNESS_REQUIREMENTS = [Requirement(executable=GNU_TIME, source="apt", package="time")]
+
+
+class BenchmarkFailure(Exception):
+    """A contender failed or the benchmark cannot run; the message says why."""
+
+
+# ---------------------------------------------------------------------------
+# Small helpers
+
+
+def parse_size(text: str) -> int:
+    """'4G' -> 4 GiB, '100M', '64k', '12345' (bytes). Binary units."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 4G, 512M, 100k)")
+    number, unit = match.groups()
+    factor = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}[unit.lower()]
+    return int(float(number) * factor)
+
+
+def format_bytes(count: float) -> str:
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= factor:
+            return f"{count / factor:.2f} {unit}"
+    return f"{count:.0f} B"
+
+
+def fill(template: list[str], params: dict[str, str]) -> list[str]:
+    return [argument.format(**params) for argument in template]
+
+
+def uses_spillway(workload: Workload) -> bool:
+    commands = [c.command for c in workload.contenders] + list(workload.setup)
+    return any("{spillway}" in argument for command in commands for argument in command)
+
+
+def tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-OUTPUT_TAIL_CHARS:].decode("utf-8", errors="replace")
+
+
+def command_output(argv: list[str]) -> str:
+    try:
+        result = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return result.stdout.strip()
+
+
+# ---------------------------------------------------------------------------
+# Machine, page cache, cgroup
+
+
+def machine_info(data_dir: Path) -> dict[str, Any]:
+    cpu_model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory_bytes = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory_bytes = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    mount = {"device": "unknown", "mount_point": "/", "fstype": "unknown", "options": ""}
+    try:
+        resolved = str(data_dir.resolve())
+        for line in Path("/proc/mounts").read_text().splitlines():
+            device, mount_point, fstype, options = line.split()[:4]
+            inside = resolved == mount_point or resolved.startswith(mount_point.rstrip("/") + "/")
+            if inside and len(mount_point) >= len(mount["mount_point"]):
+                mount = {"device": device, "mount_point": mount_point, "fstype": fstype, "options": options}
+    except OSError:
+        pass
+    return {
+        "hostname": platform.node(),
+        "cpu_model": cpu_model,
+        "cpu_cores": os.cpu_count(),
+        "memory_bytes": memory_bytes,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "disk_device": mount["device"],
+        "disk_fstype": mount["fstype"],
+        "disk_mount_options": mount["options"],
+        "disk_free_bytes": shutil.disk_usage(data_dir).free,
+        "dd_version": command_output(["dd", "--version"]).splitlines()[0] if shutil.which("dd") else "",
+    }
+
+
+def drop_page_cache() -> bool:
+    """Write back dirty pages, then drop clean ones. False when not permitted."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as control:
+            control.write("3\n")
+    except OSError:
+        return False
+    return True
+
+
+def create_memory_cgroup(limit_bytes: int) -> Path:
+    """A cgroup v1 memory group with the limit (which counts page cache)."""
+    if not (MEMORY_CGROUP_ROOT / "memory.limit_in_bytes").exists():
+        raise BenchmarkFailure(f"--memory-limit needs the cgroup v1 memory controller at {MEMORY_CGROUP_ROOT}")
+    group = MEMORY_CGROUP_ROOT / f"spillway-bench-{os.getpid()}"
+    try:
+        group.mkdir()
+        (group / "memory.limit_in_bytes").write_text(str(limit_bytes))
+    except OSError as error:
+        raise BenchmarkFailure(f"cannot create memory cgroup {group}: {error}") from error
+    return group
+
+
+def remove_memory_cgroup(group: Path) -> None:
+    for _ in range(10):
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            time.sleep(0.2)
+    print(f"warning: could not remove cgroup {group}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------
+# Binaries and peers
+
+
+def resolve_spillway(explicit: str | None) -> Path:
+    """--spillway, else target/release/spillway (built if missing), else PATH."""
+    if explicit:
+        path = Path(explicit).resolve()
+        if not os.access(path, os.X_OK):
+            raise BenchmarkFailure(f"--spillway {explicit}: not an executable file")
+        return path
+    release = REPO_ROOT / "target" / "release" / "spillway"
+    if not release.exists() and shutil.which("cargo") and (REPO_ROOT / "Cargo.toml").exists():
+        print("building spillway: cargo build --release -p spillway-cli", flush=True)
+        subprocess.run(["cargo", "build", "--release", "-p", "spillway-cli"], cwd=REPO_ROOT, check=False)
+    if release.exists():
+        return release
+    on_path = shutil.which("spillway")
+    if on_path:
+        return Path(on_path).resolve()
+    raise BenchmarkFailure("no spillway binary: pass --spillway, or build target/release/spillway")
+
+
+def spillway_info(path: Path) -> dict[str, Any]:
+    resolved = str(path.resolve())
+    if "/target/debug/" in resolved:
+        profile = "debug"
+    elif "/target/release/" in resolved:
+        profile = "release"
+    else:
+        profile = "unknown (not in a cargo target directory)"
+    commit = command_output(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
+    changes = command_output(
+        ["git", "--no-optional-locks", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"]
+    )
+    built = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc)
+    return {
+        "path": resolved,
+        "version": command_output([resolved, "--version"]) or "unknown",
+        "profile": profile,
+        "commit": commit + ("-dirty" if changes else "") if commit else "unknown",
+        "binary_modified": built.isoformat(timespec="seconds"),
+    }
+
+
+def warn_debug_build(path: str) -> None:
+    banner = "!" * 72
+    print(
+        f"\n{banner}\n!! WARNING: {path} is a DEBUG build.\n"
+        f"!! Its numbers say nothing about Spillway's speed. Use a release build:\n"
+        f"!!     cargo build --release -p spillway-cli\n{banner}\n",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def ensure_requirements(requirements: list[Requirement]) -> None:
+    """Install missing peers from their registries (apt-get, pip, cargo install)."""
+    for requirement in requirements:
+        if shutil.which(requirement.executable):
+            continue
+        print(f"installing {requirement.package} ({requirement.source}) for {requirement.executable}", flush=True)
+        if requirement.source == "apt":
+            install = ["apt-get", "install", "-y", "-q", requirement.package]
+            if subprocess.run(install, check=False).returncode != 0:
+                subprocess.run(["apt-get", "update", "-q"], check=False)
+                subprocess.run(install, check=False)
+        elif requirement.source == "pip":
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", requirement.package], check=False)
+        elif requirement.source == "cargo":
+            subprocess.run(["cargo", "install", "--locked", requirement.package], check=False)
+        else:
+            raise BenchmarkFailure(f"unknown package source {requirement.source!r}")
+        if not shutil.which(requirement.executable):
+            raise BenchmarkFailure(
+                f"could not install {requirement.executable} from {requirement.source} {requirement.package}"
+            )
+
+
+def import_pyplot() -> Any:
+    """matplotlib.pyplot with the Agg backend; pip-installs matplotlib if missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("installing matplotlib (pip)", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "matplotlib"], check=True)
+        import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    return pyplot
+
+
+# ---------------------------------------------------------------------------
+# Running one contender once
+
+
+def read_proc_io(pid: int) -> dict[str, int]:
+    counters: dict[str, int] = {}
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            key, value = line.split(":")
+            counters[key.strip()] = int(value)
+    except (OSError, ValueError):
+        pass
+    return counters
+
+
+def run_once(
+    argv: list[str],
+    work_dir: Path,
+    log_prefix: Path,
+    preexec: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Run argv to completion and measure it.
+
+    The command runs under GNU time, which only reports the child's peak RSS
+    (%M): the rusage that os.wait4 returns for our own child would include the
+    harness's RSS, because the kernel carries a process's high-water mark across
+    exec (a Python parent makes every child look 14+ MiB big; GNU time, ~1 MiB).
+    Everything else comes from our child: os.waitid(WNOWAIT) leaves it a zombie
+    whose /proc/<pid>/io holds its final counters (its own plus those of the
+    children it reaped), then os.wait4 reaps it and returns CPU time and block I/O.
+    """
+    stdout_path = log_prefix.with_suffix(".stdout")
+    stderr_path = log_prefix.with_suffix(".stderr")
+    rss_path = log_prefix.with_suffix(".rss")
+    wrapped = [GNU_TIME, "-f", "%M", "-o", str(rss_path), "--", *argv]
+    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+        started = time.perf_counter()
+        try:
+            # preexec (joining a cgroup) is safe: the harness runs no threads.
+            child = subprocess.Popen(wrapped, cwd=work_dir, stdout=stdout, stderr=stderr, preexec_fn=preexec)  # noqa: PLW1509
+        except OSError as error:
+            raise BenchmarkFailure(f"cannot start {GNU_TIME}: {error}") from error
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        wall_s = time.perf_counter() - started
+        io = read_proc_io(child.pid)
+        _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "wall_s": wall_s,
+        "exit_code": child.returncode,
+        "peak_rss_kib": read_peak_rss_kib(rss_path),
+        "user_s": usage.ru_utime,
+        "sys_s": usage.ru_stime,
+        "inblock_bytes": usage.ru_inblock * 512,
+        "oublock_bytes": usage.ru_oublock * 512,
+        "read_bytes": io.get("read_bytes"),
+        "write_bytes": io.get("write_bytes"),
+        "cancelled_write_bytes": io.get("cancelled_write_bytes"),
+        "rchar": io.get("rchar"),
+        "wchar": io.get("wchar"),
+        "stdout_tail": tail(stdout_path),
+        "stderr_tail": tail(stderr_path),
+    }
+
+
+def read_peak_rss_kib(path: Path) -> int:
+    """The last line GNU time wrote (earlier lines say how the command ended)."""
+    try:
+        return int(path.read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+# ---------------------------------------------------------------------------
+# Running a workload
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    summary: dict[str, dict[str, float]] = {}
+    for key in ("wall_s", "throughput_mb_s", "peak_rss_kib", "cpu_s", "read_bytes", "write_bytes"):
+        values = [run[key] for run in runs if run.get(key) is not None]
+        if values:
+            summary[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    return summary
+
+
+def compare(comparison: Comparison, contenders: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    ours = contenders[comparison.contender]
+    theirs = contenders[comparison.peer]
+    ours_mb_s = ours["summary"]["throughput_mb_s"]["median"]
+    theirs_mb_s = theirs["summary"]["throughput_mb_s"]["median"]
+    per_round = [a["throughput_mb_s"] / b["throughput_mb_s"] for a, b in zip(ours["runs"], theirs["runs"])]
+    ratio = ours_mb_s / theirs_mb_s
+    return {
+        "label": comparison.label,
+        "contender": comparison.contender,
+        "peer": comparison.peer,
+        "contender_mb_s": ours_mb_s,
+        "peer_mb_s": theirs_mb_s,
+        "ratio": ratio,
+        "per_round_ratios": per_round,
+        "target": comparison.target,
+        "meets_target": None if comparison.target is None else ratio >= comparison.target,
+    }
+
+
+def run_workload(
+    workload: Workload,
+    size_bytes: int,
+    runs: int,
+    base_dir: Path,
+    out_dir: Path,
+    spillway: str | None = None,
+    memory_limit_bytes: int | None = None,
+    drop_cache: bool = True,
+    reproduce: str | None = None,
+) -> dict[str, Any]:
+    """Run every contender `runs` times (alternating), write the reports, return the results."""
+    records = size_bytes // RECORD_BYTES
+    data_bytes = records * RECORD_BYTES
+    if records < 1 or runs < 1:
+        raise BenchmarkFailure("need at least one record and one run")
+    names = [contender.name for contender in workload.contenders]
+    if len(set(names)) != len(names):
+        raise BenchmarkFailure(f"workload {workload.name}: contender names repeat: {names}")
+    for comparison in workload.comparisons:
+        if comparison.contender not in names or comparison.peer not in names:
+            raise BenchmarkFailure(
+                f"workload {workload.name}: comparison {comparison.label!r} names an unknown contender"
+            )
+    if base_dir.resolve().is_relative_to(REPO_ROOT) and (REPO_ROOT / ".git").exists():
+        raise BenchmarkFailure(f"data directory {base_dir} is inside the repository; use a scratch directory")
+    created_base_dir = not base_dir.exists()
+    base_dir.mkdir(parents=True, exist_ok=True)
+    written_files = sum(1 for contender in workload.contenders if contender.writes)
+    needed_bytes = written_files * data_bytes + 2**30
+    if shutil.disk_usage(base_dir).free < needed_bytes:
+        raise BenchmarkFailure(f"{base_dir} has less than {format_bytes(needed_bytes)} free")
+
+    spillway_meta: dict[str, Any] | None = None
+    params = {"dir": "", "records": str(records), "bytes": str(data_bytes), "spillway": "spillway"}
+    if uses_spillway(workload):
+        spillway_path = resolve_spillway(spillway)
+        spillway_meta = spillway_info(spillway_path)
+        params["spillway"] = spillway_meta["path"]
+        if spillway_meta["profile"] == "debug":
+            warn_debug_build(spillway_meta["path"])
+    ensure_requirements(HARNESS_REQUIREMENTS)
+    for contender in workload.contenders:
+        ensure_requirements(contender.requires)
+
+    cache_droppable = drop_cache and drop_page_cache()
+    cache = "cold" if cache_droppable else "warm"
+    data_dir = Path(tempfile.mkdtemp(prefix=f"{workload.name}-", dir=base_dir))
+    params["dir"] = str(data_dir)
+    machine = machine_info(data_dir)
+    print_header(workload, machine, spillway_meta, data_bytes, records, runs, cache, data_dir)
+    if drop_cache and not cache_droppable:
+        print("warning: cannot drop the page cache here (not root?); runs are cache-WARM", file=sys.stderr)
+
+    cgroup = create_memory_cgroup(memory_limit_bytes) if memory_limit_bytes else None
+    preexec = None
+    if cgroup is not None:
+        procs_file = str(cgroup / "cgroup.procs")
+
+        def preexec() -> None:
+            with open(procs_file, "w") as procs:
+                procs.write(str(os.getpid()))
+
+    results: dict[str, dict[str, Any]] = {}
+    for contender in workload.contenders:
+        template = contender.command
+        if not cache_droppable and contender.command_warm_cache:
+            template = contender.command_warm_cache
+        results[contender.name] = {
+            "name": contender.name,
+            "role": contender.role,
+            "command": fill(template, params),
+            "runs": [],
+        }
+    try:
+        for step in workload.setup:
+            argv = fill(step, params)
+            print(f"setup: {' '.join(argv)}", flush=True)
+            outcome = run_once(argv, data_dir, data_dir / "setup")
+            if outcome["exit_code"] != 0:
+                raise BenchmarkFailure(
+                    f"setup step failed ({outcome['exit_code']}): {' '.join(argv)}\n{outcome['stderr_tail']}"
+                )
+        for round_index in range(runs):
+            for contender in workload.contenders:
+                entry = results[contender.name]
+                run = run_contender(
+                    contender, entry["command"], params, data_dir, round_index, cache_droppable, cgroup, preexec
+                )
+                run["throughput_mb_s"] = data_bytes / run["wall_s"] / MEGABYTE
+                run["cpu_s"] = run["user_s"] + run["sys_s"]
+                entry["runs"].append(run)
+                print(progress_line(round_index, runs, contender.name, run, data_bytes), flush=True)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        if created_base_dir and not any(base_dir.iterdir()):
+            base_dir.rmdir()
+        if cgroup is not None:
+            remove_memory_cgroup(cgroup)
+
+    for entry in results.values():
+        entry["summary"] = summarize(entry["runs"])
+    report = {
+        "workload": workload.name,
+        "description": workload.description,
+        "notes": workload.notes,
+        "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "reproduce": reproduce or f"python3 bench/run.py {workload.name} --size {size_bytes} --runs {runs}",
+        "data_dir": str(data_dir),
+        "data_bytes": data_bytes,
+        "records": records,
+        "runs_per_contender": runs,
+        "order": "alternating: every round runs each contender once, in the declared order",
+        "cache": cache,
+        "memory_limit_bytes": memory_limit_bytes,
+        "machine": machine,
+        "spillway": spillway_meta,
+        "contenders": list(results.values()),
+        "comparisons": [compare(comparison, results) for comparison in workload.comparisons],
+    }
+    write_reports(report, out_dir)
+    return report
+
+
+def run_contender(
+    contender: Contender,
+    argv: list[str],
+    params: dict[str, str],
+    data_dir: Path,
+    round_index: int,
+    cache_droppable: bool,
+    cgroup: Path | None,
+    preexec: Callable[[], None] | None,
+) -> dict[str, Any]:
+    """One measured run: fresh output file, synced disk, dropped cache, then the command."""
+    output = Path(contender.writes.format(**params)) if contender.writes else None
+    if output is not None and output.exists():
+        output.unlink()
+    # Sync even when the cache cannot be dropped, so the previous run's dirty
+    # pages (and freed blocks) are not written back during this one.
+    if cache_droppable:
+        cold = drop_page_cache()
+    else:
+        os.sync()
+        cold = False
+    if cgroup is not None:
+        (cgroup / "memory.max_usage_in_bytes").write_text("0")
+    slug = re.sub(r"[^a-z0-9]+", "-", contender.name.lower()).strip("-")
+    log_prefix = data_dir / f"{slug}-{round_index}"
+    load_average_1m = os.getloadavg()[0]
+    run = run_once(argv, data_dir, log_prefix, preexec)
+    run["round"] = round_index
+    run["load_average_1m"] = load_average_1m
+    run["cache"] = "cold" if cold else "warm"
+    if cgroup is not None:
+        run["cgroup_peak_bytes"] = int((cgroup / "memory.max_usage_in_bytes").read_text())
+    problem = None
+    if run["exit_code"] not in contender.exit_codes:
+        problem = f"failed with exit code {run['exit_code']}"
+    elif contender.expect_output:
+        pattern = contender.expect_output.format(**params)
+        printed = "".join(
+            log_prefix.with_suffix(suffix).read_text(errors="replace") for suffix in (".stdout", ".stderr")
+        )
+        if not re.search(pattern, printed):
+            problem = f"exited {run['exit_code']} without printing /{pattern}/"
+    if problem:
+        raise BenchmarkFailure(
+            f"{contender.name} {problem} in round {round_index + 1}\n"
+            f"command: {' '.join(argv)}\nstderr: {run['stderr_tail']}\nstdout: {run['stdout_tail']}"
+        )
+    if output is not None:
+        size = output.stat().st_size if output.exists() else -1
+        expected = int(params["bytes"])
+        if size != expected:
+            raise BenchmarkFailure(f"{contender.name} wrote {size} bytes to {output}, expected {expected}")
+    return run
+
+
+def print_header(
+    workload: Workload,
+    machine: dict[str, Any],
+    spillway_meta: dict[str, Any] | None,
+    data_bytes: int,
+    records: int,
+    runs: int,
+    cache: str,
+    data_dir: Path,
+) -> None:
+    print(f"workload   {workload.name}: {format_bytes(data_bytes)} ({records} records), {runs} runs per contender")
+    print(
+        f"machine    {machine['cpu_model']}, {machine['cpu_cores']} cores, "
+        f"{format_bytes(machine['memory_bytes'])} RAM, kernel {machine['kernel']}"
+    )
+    print(
+        f"disk       {machine['disk_device']} ({machine['disk_fstype']}, {machine['disk_mount_options']}), "
+        f"{format_bytes(machine['disk_free_bytes'])} free; data in {data_dir}"
+    )
+    if spillway_meta:
+        print(
+            f"spillway   {spillway_meta['version']}, {spillway_meta['profile']} build, "
+            f"repository at {spillway_meta['commit']}, {spillway_meta['path']} (modified {spillway_meta['binary_modified']})"
+        )
+    print(
+        f"cache      {cache} ({'page cache dropped before every run' if cache == 'cold' else 'page cache NOT dropped'})"
+    )
+    print(flush=True)
+
+
+def progress_line(round_index: int, runs: int, name: str, run: dict[str, Any], data_bytes: int) -> str:
+    read = run["read_bytes"] if run["read_bytes"] is not None else run["inblock_bytes"]
+    written = run["write_bytes"] if run["write_bytes"] is not None else run["oublock_bytes"]
+    return (
+        f"[{round_index + 1}/{runs}] {name:<20} {run['wall_s']:8.3f} s {run['throughput_mb_s']:9.1f} MB/s "
+        f"RSS {run['peak_rss_kib'] / 1024:8.1f} MiB  read {read / data_bytes:5.2f}x  written {written / data_bytes:5.2f}x  "
+        f"cpu {run['cpu_s']:.2f} s  ({run['cache']})"
+    )
+
+
+# ---------------------------------------------------------------------------
+# Reports
+
+
+def write_reports(report: dict[str, Any], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = report["workload"]
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / f"{name}.md").write_text(markdown_report(report))
+    write_chart(report, out_dir / f"{name}.png")
+    write_index(out_dir)
+    print(f"\nwrote {out_dir / name}.json, .md, .png and {out_dir / 'README.md'}")
+
+
+def spread(summary: dict[str, float], scale: float = 1.0, digits: int = 1) -> str:
+    return (
+        f"{summary['median'] * scale:.{digits}f} "
+        f"({summary['min'] * scale:.{digits}f}–{summary['max'] * scale:.{digits}f})"
+    )
+
+
+def ratio_sentences(report: dict[str, Any]) -> list[str]:
+    """One plain sentence per comparison: the ratio, the target, CPU-boundness, noise."""
+    summaries = {contender["name"]: contender["summary"] for contender in report["contenders"]}
+    sentences = []
+    for comparison in report["comparisons"]:
+        ratio = comparison["ratio"]
+        figures = f"{comparison['contender_mb_s']:.0f} vs {comparison['peer_mb_s']:.0f} MB/s"
+        if ratio < 1:
+            sentence = f"{comparison['contender']} reaches {ratio:.0%} of {comparison['peer']}'s throughput ({figures})"
+            ours, theirs = summaries[comparison["contender"]], summaries[comparison["peer"]]
+            sentence += (
+                f"; it spends {ours['cpu_s']['median']:.2f} s of CPU in {ours['wall_s']['median']:.2f} s "
+                f"(the peer {theirs['cpu_s']['median']:.2f} s in {theirs['wall_s']['median']:.2f} s)"
+            )
+        else:
+            sentence = f"{comparison['contender']} is {ratio:.2f}x as fast as {comparison['peer']} ({figures})"
+        target = comparison["target"]
+        if target is not None:
+            verdict = "meets" if comparison["meets_target"] else "misses"
+            sentence += f"; it {verdict} the target of {target:.0%}"
+        low, high = min(comparison["per_round_ratios"]), max(comparison["per_round_ratios"])
+        if high > 1.2 * low:
+            sentence += f"; the per-round ratios range from {low:.2f} to {high:.2f}, so the disk's noise is large here"
+        sentences.append(sentence + ".")
+    return sentences
+
+
+def markdown_report(report: dict[str, Any]) -> str:
+    machine = report["machine"]
+    data_bytes = report["data_bytes"]
+    lines = [
+        f"# Benchmark: {report['workload']}",
+        "",
+        report["description"],
+        "",
+        (
+            f"Measured {report['generated_at']} on {machine['cpu_model']}, {machine['cpu_cores']} cores, "
+            f"{format_bytes(machine['memory_bytes'])} RAM, kernel {machine['kernel']}, "
+            f"{machine['disk_fstype']} on {machine['disk_device']}."
+        ),
+    ]
+    spillway_meta = report["spillway"]
+    if spillway_meta:
+        lines.append(
+            f"Spillway: `{spillway_meta['version']}`, {spillway_meta['profile']} build (binary modified "
+            f"{spillway_meta['binary_modified']}), repository at commit {spillway_meta['commit']}."
+        )
+        if spillway_meta["profile"] == "debug":
+            lines.append("**WARNING: debug build; these numbers do not describe Spillway's speed.**")
+    cache_text = (
+        "page cache dropped before every run (cache-cold)"
+        if report["cache"] == "cold"
+        else "**page cache NOT dropped (cache-warm)**: the kernel did not allow it"
+    )
+    limit = report["memory_limit_bytes"]
+    lines += [
+        "",
+        f"Data: {format_bytes(data_bytes)} ({report['records']:,} records of 100 bytes). "
+        f"{report['runs_per_contender']} runs per contender, alternating between contenders; {cache_text}"
+        + (f"; every run inside a cgroup v1 memory limit of {format_bytes(limit)}" if limit else "")
+        + ". Times and throughputs are medians with (min–max); MB = 10^6 bytes.",
+        "",
+        "Reproduce:",
+        "",
+        "```",
+        report["reproduce"],
+        "```",
+        "",
+        (
+            "| contender | median time s (min–max) | MB/s (min–max) | CPU s | peak RSS MiB | read / data "
+            "| written / data | Spillway / peer |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    ratios = {c["contender"]: f"{c['ratio']:.2f} vs {c['peer']}" for c in report["comparisons"]}
+    for contender in report["contenders"]:
+        summary = contender["summary"]
+        read = summary.get("read_bytes", {}).get("median")
+        written = summary.get("write_bytes", {}).get("median")
+        lines.append(
+            f"| {contender['name']} | {spread(summary['wall_s'], digits=2)} | {spread(summary['throughput_mb_s'], digits=0)} "
+            f"| {summary['cpu_s']['median']:.2f} | {summary['peak_rss_kib']['median'] / 1024:.1f} "
+            f"| {'n/a' if read is None else f'{read / data_bytes:.2f}'} "
+            f"| {'n/a' if written is None else f'{written / data_bytes:.2f}'} "
+            f"| {ratios.get(contender['name'], '')} |"
+        )
+    lines += [
+        "",
+        "| comparison | Spillway / peer (median MB/s) | per-round ratios | target |",
+        "|---|---|---|---|",
+    ]
+    for comparison in report["comparisons"]:
+        per_round = ", ".join(f"{value:.2f}" for value in comparison["per_round_ratios"])
+        target = (
+            ""
+            if comparison["target"] is None
+            else (f">= {comparison['target']:.2f} ({'met' if comparison['meets_target'] else 'missed'})")
+        )
+        lines.append(
+            f"| {comparison['label']}: {comparison['contender']} / {comparison['peer']} "
+            f"| **{comparison['ratio']:.2f}** | {per_round} | {target} |"
+        )
+    lines += ["", "Where we stand:", ""] + [f"- {sentence}" for sentence in ratio_sentences(report)] + [""]
+    if report["notes"]:
+        lines += ["Method notes:", ""] + [f"- {note}" for note in report["notes"]] + [""]
+    lines += ["Commands (`$DIR` is a scratch directory on the same disk, deleted afterwards):", ""]
+    for contender in report["contenders"]:
+        command = " ".join(contender["command"]).replace(report["data_dir"], "$DIR")
+        command = command.replace(f"{REPO_ROOT}/", "")
+        lines.append(f"- {contender['name']}: `{command}`")
+    lines += ["", f"![median throughput]({report['workload']}.png)", ""]
+    return "\n".join(lines)
+
+
+def write_chart(report: dict[str, Any], path: Path) -> None:
+    pyplot = import_pyplot()
+    contenders = report["contenders"]
+    names = [contender["name"] for contender in contenders]
+    medians = [contender["summary"]["throughput_mb_s"]["median"] for contender in contenders]
+    lows = [m - contender["summary"]["throughput_mb_s"]["min"] for m, contender in zip(medians, contenders)]
+    highs = [contender["summary"]["throughput_mb_s"]["max"] - m for m, contender in zip(medians, contenders)]
+    role_colors = {"spillway": "#1f77b4", "peer": "#999999"}
+    colors = [role_colors.get(contender["role"], "#999999") for contender in contenders]
+    figure, axes = pyplot.subplots(figsize=(max(5.0, 1.6 * len(names)), 4.0))
+    bars = axes.bar(names, medians, yerr=[lows, highs], capsize=6, color=colors)
+    for bar, median in zip(bars, medians):
+        axes.annotate(
+            f"{median:.0f}",
+            (bar.get_x() + bar.get_width() / 2, 0),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            color="white",
+            fontweight="bold",
+        )
+    ratios = ", ".join(f"{c['contender']} / {c['peer']} = {c['ratio']:.2f}" for c in report["comparisons"])
+    axes.legend(
+        handles=[pyplot.Rectangle((0, 0), 1, 1, color=color) for color in role_colors.values()],
+        labels=["Spillway", "peer"],
+        loc="best",
+        fontsize=8,
+    )
+    axes.set_ylabel("MB/s (median, min–max bars)")
+    axes.set_title(
+        f"{report['workload']}: {format_bytes(report['data_bytes'])}, {report['runs_per_contender']} runs, "
+        f"cache {report['cache']}\n{ratios}",
+        fontsize=9,
+    )
+    axes.tick_params(axis="x", labelsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)
+
+
+def write_index(out_dir: Path) -> None:
+    """docs/benchmarks/README.md, regenerated from every <workload>.json present."""
+    lines = [
+        "# Benchmarks",
+        "",
+        (
+            "Spillway against its peers on the same machine in the same run; the figure is the ratio of "
+            "median throughputs (Spillway / peer, higher is better). Generated by `bench/run.py` "
+            "(see `bench/README.md`); do not edit by hand."
+        ),
+        "",
+        "| workload | headline | other ratios | data | cache | measured |",
+        "|---|---|---|---|---|---|",
+    ]
+    for json_path in sorted(out_dir.glob("*.json")):
+        try:
+            report = json.loads(json_path.read_text())
+            comparisons = report["comparisons"]
+            name = report["workload"]
+        except (OSError, ValueError, KeyError):
+            continue
+        texts = [f"{c['contender']} / {c['peer']}: **{c['ratio']:.2f}**" for c in comparisons]
+        headline = texts[0] if texts else ""
+        lines.append(
+            f"| [{name}]({name}.md) | {headline} | {'; '.join(texts[1:])} | {format_bytes(report['data_bytes'])} "
+            f"| {report['cache']} | {report['generated_at'][:10]} |"
+        )
+    (out_dir / "README.md").write_text("\n".join(lines) + "\n")
+
+
+# ---------------------------------------------------------------------------
+# Command line
+
+
+def default_data_dir() -> Path:
+    """$SPILLWAY_BENCH_DIR, else .bench-scratch next to the repository (same disk, outside git)."""
+    from_env = os.environ.get("SPILLWAY_BENCH_DIR")
+    return Path(from_env) if from_env else REPO_ROOT.parent / ".bench-scratch"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workload", nargs="?", help="workload name (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the workloads and exit")
+    parser.add_argument("--size", type=parse_size, default=parse_size("4G"), help="data size (default 4G)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per contender (default 3)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="scratch data directory (default $SPILLWAY_BENCH_DIR or ../.bench-scratch)",
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR, help="report directory (default docs/benchmarks)")
+    parser.add_argument("--spillway", default=None, help="spillway binary (default target/release/spillway)")
+    parser.add_argument(
+        "--memory-limit", type=parse_size, default=None, help="run every contender in a cgroup v1 memory limit"
+    )
+    parser.add_argument("--warm", action="store_true", help="do not drop the page cache between runs")
+    args = parser.parse_args(argv)
+
+    if args.list or not args.workload:
+        for listed in WORKLOADS.values():
+            print(f"{listed.name:<12} {listed.description}")
+        return 0 if args.list else 2
+    if args.workload not in WORKLOADS:
+        print(f"unknown workload {args.workload!r}; known: {', '.join(WORKLOADS)}", file=sys.stderr)
+        return 2
+    reproduce = " ".join(
+        ["python3", "bench/run.py", args.workload, "--size", format_size_arg(args.size), "--runs", str(args.runs)]
+    )
+    if args.memory_limit:
+        reproduce += f" --memory-limit {format_size_arg(args.memory_limit)}"
+    if args.warm:
+        reproduce += " --warm"
+    try:
+        run_workload(
+            WORKLOADS[args.workload],
+            size_bytes=args.size,
+            runs=args.runs,
+            base_dir=args.dir or default_data_dir(),
+            out_dir=args.out,
+            spillway=args.spillway,
+            memory_limit_bytes=args.memory_limit,
+            drop_cache=not args.warm,
+            reproduce=reproduce,
+        )
+    except BenchmarkFailure as failure:
+        print(f"\nBENCHMARK FAILED: {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def format_size_arg(size: int) -> str:
+    for suffix, factor in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("k", 2**10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{suffix}"
+    return str(size)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
