@@ -27,5 +27,8 @@ cargo test --workspace --locked
 section "python package (pip install . builds the Rust code in release mode)"
 scripts/install.sh
 
-section "pytest"
+section "pytest (tests/python and the benchmark runner's self-test)"
+if [ ! -x /usr/bin/time ]; then  # bench/ measures peak RSS with GNU time
+    apt-get update -q && apt-get install -y -q time
+fi
 .venv/bin/python -m pytest
