@@ -316,7 +316,7 @@ fn run_text(args: TextArgs) -> anyhow::Result<Option<Report>> {
         vocabulary_words: args.vocabulary,
         zipf_exponent: args.zipf_s,
         words_per_line: args.words_per_line,
-        threads: threads(args.threads),
+        threads: spillway_core::worker_threads(args.threads),
         seed: args.output.seed,
     };
     if !(1..=spillway_workload::text::VOCABULARY_WORDS_MAX).contains(&params.vocabulary_words) {
@@ -339,7 +339,7 @@ fn run_rmat(args: RmatArgs) -> anyhow::Result<Option<Report>> {
         b: args.b,
         c: args.c,
         permute: !args.no_permute,
-        threads: threads(args.threads),
+        threads: spillway_core::worker_threads(args.threads),
         seed: args.output.seed,
     };
     if params.edge_factor == 0 {
@@ -392,15 +392,6 @@ fn run_clicks(args: ClickArgs) -> anyhow::Result<Option<Report>> {
     generate("clicks", &args.output, |writer| {
         Ok(serde_json::to_value(write_clicks(&params, writer)?)?)
     })
-}
-
-/// `--threads 0` means every core.
-fn threads(requested: usize) -> usize {
-    if requested > 0 {
-        requested
-    } else {
-        std::thread::available_parallelism().map_or(1, usize::from)
-    }
 }
 
 /// Opens the output, runs `write` on it and reports. `write` returns the

@@ -10,6 +10,7 @@
 //! - [`codec`]: block compression (none, LZ4, Snappy, zstd).
 //! - [`limits`]: the bounds every decoder checks before it allocates.
 //! - [`stats`]: counters and latency histograms.
+//! - [`threads`]: the worker-thread count convention (0 = every core).
 //! - [`io_accounting`]: this process's bytes read and written, from `/proc/self/io`.
 //!
 //! The file formats, invariants and the assumptions made about the disk are in
@@ -23,6 +24,7 @@ pub mod hash;
 pub mod io_accounting;
 pub mod limits;
 pub mod stats;
+pub mod threads;
 pub mod varint;
 
 pub use checksum::{block_crc, crc32c, verify_block, BlockChecksum};
@@ -33,4 +35,5 @@ pub use hash::{hash64, Hash64};
 pub use io_accounting::IoCounters;
 pub use limits::Limits;
 pub use stats::{Counter, Gauge, Histogram, Stats, StatsSnapshot};
+pub use threads::worker_threads;
 pub use varint::DecodeError;

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use spillway_core::{ensure, Error, Fs, FsFile, Result};
+use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, Result};
 
 use crate::lcg;
 use crate::record::{record_crc, KEY_BYTES, RECORD_BYTES};
@@ -310,15 +310,6 @@ pub struct GenerateReport {
     pub threads: usize,
 }
 
-/// Resolves a thread count of 0 to the number of cores.
-pub(crate) fn resolve_threads(threads: usize) -> usize {
-    if threads > 0 {
-        threads
-    } else {
-        std::thread::available_parallelism().map_or(1, usize::from)
-    }
-}
-
 /// Generates `spec` into the file at `path` (created or truncated) of `fs`, on
 /// all cores. The path `/dev/null` generates without writing, as gensort does.
 /// `progress` is called with the records finished so far after each block.
@@ -337,7 +328,7 @@ pub fn generate_file(
     } else {
         Some(fs.create_or_truncate(path)?)
     };
-    let threads = resolve_threads(options.threads).min(spec.records.div_ceil(BLOCK_RECORDS).max(1) as usize);
+    let threads = worker_threads(options.threads).min(spec.records.div_ceil(BLOCK_RECORDS).max(1) as usize);
     let generator = Generator::new(spec.format, spec.skewed);
     let blocks = spec.records.div_ceil(BLOCK_RECORDS);
     let next_block = AtomicU64::new(0);

@@ -29,9 +29,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use spillway_core::{bail, ensure, Error, Fs, FsFile, Result};
+use spillway_core::{bail, ensure, worker_threads, Error, Fs, FsFile, Result};
 
-use crate::gensort::resolve_threads;
 use crate::record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 
 /// Bytes of one partition summary in a summary file.
@@ -256,7 +255,7 @@ pub fn validate_file(
     let next_segment = AtomicU64::new(0);
     let bytes_done = AtomicU64::new(0);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
-    let threads = resolve_threads(options.threads).min(segments as usize);
+    let threads = worker_threads(options.threads).min(segments as usize);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
