@@ -24,7 +24,7 @@ print(
 )
 checked = spillway.valsort(path)
 print(
-    f"valsort: {checked.records} records in {checked.seconds:.2f} s "
+    f"valsort (read back through the page cache): {checked.records} records in {checked.seconds:.2f} s "
     f"= {generated.bytes / checked.seconds / 1e6:.0f} MB/s, checksum {checked.checksum}, "
     f"{checked.unordered} unordered (random input), {checked.duplicates} duplicate keys"
 )
