@@ -17,6 +17,7 @@
 
 mod gensort;
 pub mod lcg;
+mod radix;
 mod record;
 mod valsort;
 
@@ -24,6 +25,7 @@ pub use gensort::{
     generate_file, generate_vec, GenerateReport, GenerateSpec, Generator, RecordFormat, WriteOptions,
     BLOCK_RECORDS,
 };
+pub use radix::{sort_records, SortScratch};
 pub use record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 pub use valsort::{
     validate_file, validate_summaries, validate_summaries_file, KeyOrder, Summary, ValidateOptions,
