@@ -47,7 +47,7 @@ pub struct SortScratch {
 impl SortScratch {
     /// Bytes of scratch a sort of `records` records uses (for memory budgets).
     pub const fn bytes_for(records: usize) -> usize {
-        records * 32 + (BUCKETS + 1) * std::mem::size_of::<usize>()
+        records * 32 + (BUCKETS + 1) * size_of::<usize>()
     }
 }
 
