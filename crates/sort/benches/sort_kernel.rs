@@ -7,9 +7,16 @@ use std::time::Instant;
 use spillway_sort::{generate_vec, sort_records, GenerateSpec, RecordFormat, SortScratch};
 
 fn main() {
-    let arguments: Vec<String> = std::env::args().skip(1).filter(|argument| !argument.starts_with('-')).collect();
-    let records: u64 = arguments.first().map_or(10_000_000, |value| value.parse().expect("RECORDS"));
-    let threads: usize = arguments.get(1).map_or(2, |value| value.parse().expect("THREADS"));
+    let arguments: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|argument| !argument.starts_with('-'))
+        .collect();
+    let records: u64 = arguments
+        .first()
+        .map_or(10_000_000, |value| value.parse().expect("RECORDS"));
+    let threads: usize = arguments
+        .get(1)
+        .map_or(2, |value| value.parse().expect("THREADS"));
     if cfg!(debug_assertions) {
         eprintln!("WARNING: debug build; run with cargo bench (release) for real numbers");
     }

@@ -17,6 +17,7 @@
 
 mod gensort;
 pub mod lcg;
+mod partition;
 mod radix;
 mod record;
 mod valsort;
@@ -25,6 +26,7 @@ pub use gensort::{
     generate_file, generate_vec, GenerateReport, GenerateSpec, Generator, RecordFormat, WriteOptions,
     BLOCK_RECORDS,
 };
+pub use partition::{key_value, partitions_for, sample_keys, Boundaries, KeyValue};
 pub use radix::{sort_records, SortScratch};
 pub use record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 pub use valsort::{

@@ -25,6 +25,7 @@
 
 use std::ops::Range;
 
+use crate::partition::key_value;
 use crate::record::{KEY_BYTES, RECORD_BYTES};
 
 /// Bits of the record index in an entry.
@@ -51,12 +52,10 @@ impl SortScratch {
     }
 }
 
-/// The entry of record `index` whose key is `key`.
+/// The entry of `record`, number `index`.
 #[inline(always)]
-fn entry(key: &[u8], index: usize) -> u128 {
-    let mut bytes = [0u8; 16];
-    bytes[..KEY_BYTES].copy_from_slice(&key[..KEY_BYTES]);
-    u128::from_be_bytes(bytes) | index as u128
+fn entry(record: &[u8], index: usize) -> u128 {
+    key_value(record) | index as u128
 }
 
 #[inline(always)]
