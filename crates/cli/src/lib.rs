@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod gensort;
 mod progress;
+mod units;
 mod valsort;
 mod workload;
 

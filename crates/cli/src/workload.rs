@@ -21,6 +21,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::units::parse_count;
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{Map, Value};
@@ -484,37 +485,6 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
         })
 }
 
-/// Parses a count or size with an optional binary suffix: `1000`, `64K`,
-/// `1M` (2^20), `1G`, `2T`; `KiB`/`KB`-style spellings are accepted too.
-fn parse_count(text: &str) -> Result<u64, String> {
-    let trimmed = text.trim();
-    let digits_end = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (digits, suffix) = trimmed.split_at(digits_end);
-    if digits.is_empty() {
-        return Err(format!(
-            "expected a whole number with an optional K/M/G/T suffix, got {text:?}"
-        ));
-    }
-    let shift = match suffix.to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        "K" | "KB" | "KIB" => 10,
-        "M" | "MB" | "MIB" => 20,
-        "G" | "GB" | "GIB" => 30,
-        "T" | "TB" | "TIB" => 40,
-        _ => {
-            return Err(format!(
-                "unknown suffix {suffix:?} in {text:?}; use K, M, G or T (binary units)"
-            ))
-        }
-    };
-    let value: u64 = digits.parse().map_err(|_| format!("{text:?} is too large"))?;
-    value
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{text:?} is too large"))
-}
-
 fn parse_value_bytes(text: &str) -> Result<u64, String> {
     let value = parse_count(text)?;
     let max = spillway_workload::kv::VALUE_BYTES_MAX as u64;
@@ -589,20 +559,6 @@ fn strip_kind(error: &spillway_core::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_take_binary_suffixes() {
-        assert_eq!(parse_count("1000"), Ok(1000));
-        assert_eq!(parse_count("64K"), Ok(64 << 10));
-        assert_eq!(parse_count("1m"), Ok(1 << 20));
-        assert_eq!(parse_count("1G"), Ok(1 << 30));
-        assert_eq!(parse_count("2GiB"), Ok(2 << 30));
-        assert_eq!(parse_count("3T"), Ok(3 << 40));
-        assert!(parse_count("1.5G").unwrap_err().contains("unknown suffix"));
-        assert!(parse_count("G").unwrap_err().contains("whole number"));
-        assert!(parse_count("-1").unwrap_err().contains("whole number"));
-        assert!(parse_count("20000000T").unwrap_err().contains("too large"));
-    }
 
     #[test]
     fn float_flags_check_their_ranges() {
