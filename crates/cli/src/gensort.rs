@@ -84,7 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             "checksum": report.checksum.map(format_checksum),
             "seconds": report.elapsed.as_secs_f64(),
             "threads": report.threads,
-            "file": args.file,
+            "file": args.file.to_string_lossy(),
         });
         println!("{json}");
     }

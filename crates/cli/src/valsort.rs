@@ -1,13 +1,10 @@
 //! `spillway valsort`: valsort 1.5's command line, on all cores.
 
-use spillway_core::RealFs;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Context;
-use spillway_sort::{
-    format_checksum, validate_file, validate_summaries_file, KeyOrder, Summary, ValidateOptions, RECORD_BYTES,
-};
+use spillway_core::RealFs;
+use spillway_sort::{format_checksum, validate_path, KeyOrder, ValidateOptions, RECORD_BYTES};
 
 use crate::progress;
 
@@ -52,28 +49,27 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         KeyOrder::Bytes
     };
     let started = Instant::now();
-    let summary: Summary = if args.summaries {
-        validate_summaries_file(&RealFs::new(), &args.file, order)?
+    // The bar only shows for records; summary files are small.
+    let bytes = if args.summaries {
+        0
     } else {
-        let bytes = std::fs::metadata(&args.file)
-            .map(|metadata| metadata.len())
-            .unwrap_or(0);
-        let bar = progress::bar(bytes, "valsort");
-        let options = ValidateOptions {
-            threads: args.threads,
-            order,
-        };
-        let summary = validate_file(&RealFs::new(), &args.file, &options, &|done| {
-            bar.set_position(done)
-        })?;
-        bar.finish_and_clear();
-        summary
+        std::fs::metadata(&args.file).map_or(0, |metadata| metadata.len())
     };
+    let bar = progress::bar(bytes, "valsort");
+    let options = ValidateOptions {
+        threads: args.threads,
+        order,
+    };
+    let summary = validate_path(
+        &RealFs::new(),
+        &args.file,
+        args.summaries,
+        args.summary_file.as_deref(),
+        &options,
+        &|done| bar.set_position(done),
+    )?;
+    bar.finish_and_clear();
     let elapsed = started.elapsed();
-    if let Some(path) = &args.summary_file {
-        std::fs::write(path, summary.to_bytes())
-            .with_context(|| format!("writing the partition summary to {}", path.display()))?;
-    }
     if !args.quiet {
         eprint!("{}", summary.report());
     }

@@ -1,13 +1,13 @@
 //! gensort and valsort for Python.
 
-use spillway_core::RealFs;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use spillway_core::RealFs;
 use spillway_sort::{
-    format_checksum, generate_file, validate_file, validate_summaries_file, GenerateSpec, KeyOrder,
-    RecordFormat, Summary, ValidateOptions, WriteOptions,
+    format_checksum, generate_file, validate_path, GenerateSpec, KeyOrder, RecordFormat, ValidateOptions,
+    WriteOptions,
 };
 
 use crate::errors::to_py_err;
@@ -72,28 +72,19 @@ pub fn valsort<'py>(
         KeyOrder::Bytes
     };
     let started = std::time::Instant::now();
-    let summary: Summary = py
+    let summary = py
         .detach(|| {
-            if summaries {
-                validate_summaries_file(&RealFs::new(), &path, order)
-            } else {
-                validate_file(
-                    &RealFs::new(),
-                    &path,
-                    &ValidateOptions { threads, order },
-                    &|_| {},
-                )
-            }
+            let options = ValidateOptions { threads, order };
+            validate_path(
+                &RealFs::new(),
+                &path,
+                summaries,
+                summary_file.as_deref(),
+                &options,
+                &|_| {},
+            )
         })
         .map_err(to_py_err)?;
-    if let Some(summary_path) = &summary_file {
-        std::fs::write(summary_path, summary.to_bytes()).map_err(|error| {
-            to_py_err(spillway_core::Error::io(
-                format!("writing the partition summary to {}", summary_path.display()),
-                error,
-            ))
-        })?;
-    }
     let dict = PyDict::new(py);
     dict.set_item("records", summary.records)?;
     dict.set_item("checksum", format_checksum(summary.checksum))?;

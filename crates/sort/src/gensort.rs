@@ -313,6 +313,11 @@ pub struct GenerateReport {
 /// Generates `spec` into the file at `path` (created or truncated) of `fs`, on
 /// all cores. The path `/dev/null` generates without writing, as gensort does.
 /// `progress` is called with the records finished so far after each block.
+///
+/// With `sync`, the file's data and its directory entry are durable when
+/// this returns. On failure the file is removed: a worker may have written a
+/// later block after an earlier one failed, and a file of the full length
+/// with a hole in it must not look complete.
 pub fn generate_file(
     fs: &dyn Fs,
     path: &Path,
@@ -321,16 +326,47 @@ pub fn generate_file(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<GenerateReport> {
     let started = Instant::now();
-    let bytes = spec.bytes()?;
-    let discard = path == Path::new("/dev/null");
-    let file = if discard {
-        None
-    } else {
-        Some(fs.create_or_truncate(path)?)
-    };
-    let threads = worker_threads(options.threads).min(spec.records.div_ceil(BLOCK_RECORDS).max(1) as usize);
-    let generator = Generator::new(spec.format, spec.skewed);
+    spec.bytes()?;
+    if path == Path::new("/dev/null") {
+        return generate_into(None, spec, options, progress, started);
+    }
+    let file = fs.create_or_truncate(path)?;
+    let outcome = generate_into(Some(&*file), spec, options, progress, started).and_then(|report| {
+        if options.sync {
+            file.sync_data()?;
+            fs.sync_dir(parent_directory(path))?;
+        }
+        Ok(GenerateReport {
+            elapsed: started.elapsed(),
+            ..report
+        })
+    });
+    if outcome.is_err() {
+        drop(file);
+        // Best effort: the error that matters is the one being returned.
+        let _ = fs.remove_file(path);
+    }
+    outcome
+}
+
+/// The directory holding `path` (`.` for a bare file name).
+fn parent_directory(path: &Path) -> &Path {
+    path.parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Runs the workers over every block, writing into `file` when there is one.
+fn generate_into(
+    file: Option<&dyn FsFile>,
+    spec: &GenerateSpec,
+    options: &WriteOptions,
+    progress: &(dyn Fn(u64) + Sync),
+    started: Instant,
+) -> Result<GenerateReport> {
     let blocks = spec.records.div_ceil(BLOCK_RECORDS);
+    let threads = worker_threads(options.threads).min(blocks.max(1) as usize);
+    let generator = Generator::new(spec.format, spec.skewed);
     let next_block = AtomicU64::new(0);
     let records_done = AtomicU64::new(0);
     let checksum = Mutex::new(0u128);
@@ -343,7 +379,7 @@ pub fn generate_file(
                     &generator,
                     spec,
                     options,
-                    file.as_deref(),
+                    file,
                     blocks,
                     &next_block,
                     &records_done,
@@ -366,12 +402,9 @@ pub fn generate_file(
     if let Some(error) = first_error.into_inner().unwrap() {
         return Err(error);
     }
-    if let (Some(file), true) = (&file, options.sync) {
-        file.sync_data()?;
-    }
     Ok(GenerateReport {
         records: spec.records,
-        bytes,
+        bytes: spec.bytes()?,
         checksum: options.checksum.then(|| checksum.into_inner().unwrap()),
         elapsed: started.elapsed(),
         threads,

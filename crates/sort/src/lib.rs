@@ -30,6 +30,6 @@ pub use partition::{key_value, partitions_for, sample_keys, Boundaries, KeyValue
 pub use radix::{sort_records, SortScratch};
 pub use record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 pub use valsort::{
-    validate_file, validate_summaries, validate_summaries_file, KeyOrder, Summary, ValidateOptions,
-    SUMMARY_BYTES,
+    validate_file, validate_path, validate_summaries, validate_summaries_file, KeyOrder, Summary,
+    ValidateOptions, SUMMARY_BYTES,
 };

@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use spillway_core::{bail, ensure, worker_threads, Error, Fs, FsFile, Result};
+use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, Result};
 
 use crate::record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 
@@ -325,37 +325,80 @@ fn summarize_range(
     Ok(summary.expect("a segment holds at least one record"))
 }
 
-/// Validates a file of concatenated partition summaries (valsort `-s`).
+/// Validates a file of concatenated partition summaries (valsort `-s`),
+/// reading it in bounded chunks whatever its size.
 pub fn validate_summaries_file(fs: &dyn Fs, path: &Path, order: KeyOrder) -> Result<Summary> {
     let file = fs.open_read(path)?;
-    let mut bytes = vec![0u8; file.len()? as usize];
-    file.read_exact_at(&mut bytes, 0)?;
-    validate_summaries(&bytes, order).map_err(|error| match error {
-        Error::InvalidArgument(what) => Error::InvalidArgument(format!("{}: {what}", path.display())),
-        other => other,
-    })
+    let bytes = file.len()?;
+    check_summaries_length(bytes)
+        .map_err(|what| Error::InvalidArgument(format!("{}: {what}", path.display())))?;
+    let mut buffer = vec![0u8; (bytes as usize).min(SUMMARIES_READ_BYTES)];
+    let mut total: Option<Summary> = None;
+    let mut offset = 0u64;
+    while offset < bytes {
+        let chunk = &mut buffer[..(bytes - offset).min(SUMMARIES_READ_BYTES as u64) as usize];
+        file.read_exact_at(chunk, offset)?;
+        append_summaries(&mut total, chunk, order);
+        offset += chunk.len() as u64;
+    }
+    Ok(total.expect("a non-empty summary file holds a summary"))
 }
+
+/// Summaries read per system call (a multiple of the summary size).
+const SUMMARIES_READ_BYTES: usize = 4096 * SUMMARY_BYTES;
 
 /// Combines concatenated 280-byte partition summaries in order.
 pub fn validate_summaries(bytes: &[u8], order: KeyOrder) -> Result<Summary> {
-    if bytes.is_empty() {
-        bail!(
-            InvalidArgument,
-            "there must be at least one partition summary to be validated"
-        );
+    check_summaries_length(bytes.len() as u64).map_err(Error::InvalidArgument)?;
+    let mut total = None;
+    append_summaries(&mut total, bytes, order);
+    Ok(total.expect("checked non-empty"))
+}
+
+fn check_summaries_length(bytes: u64) -> std::result::Result<(), String> {
+    if bytes == 0 {
+        return Err("there must be at least one partition summary to be validated".into());
     }
-    ensure!(
-        bytes.len() % SUMMARY_BYTES == 0,
-        InvalidArgument,
-        "{} bytes is not a multiple of the {SUMMARY_BYTES}-byte partition summary (partial partition summary found at end)",
-        bytes.len()
-    );
-    let mut entries = bytes
-        .chunks_exact(SUMMARY_BYTES)
-        .map(|entry| Summary::from_bytes(entry.try_into().unwrap()));
-    let mut total = entries.next().expect("checked non-empty");
-    for entry in entries {
-        total.append(&entry, order);
+    if bytes % SUMMARY_BYTES as u64 != 0 {
+        return Err(format!(
+            "{bytes} bytes is not a multiple of the {SUMMARY_BYTES}-byte partition summary \
+             (partial partition summary found at end)"
+        ));
     }
-    Ok(total)
+    Ok(())
+}
+
+fn append_summaries(total: &mut Option<Summary>, bytes: &[u8], order: KeyOrder) {
+    for entry in bytes.chunks_exact(SUMMARY_BYTES) {
+        let entry = Summary::from_bytes(entry.try_into().expect("chunks are summary-sized"));
+        match total {
+            Some(total) => total.append(&entry, order),
+            None => *total = Some(entry),
+        }
+    }
+}
+
+/// Validates `path`: its records, or with `summaries` its concatenated
+/// partition summaries; then, when `summary_file` is given, writes the
+/// result there as a 280-byte summary and syncs it. What `spillway valsort`
+/// and `spillway.valsort` both do.
+pub fn validate_path(
+    fs: &dyn Fs,
+    path: &Path,
+    summaries: bool,
+    summary_file: Option<&Path>,
+    options: &ValidateOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Summary> {
+    let summary = if summaries {
+        validate_summaries_file(fs, path, options.order)?
+    } else {
+        validate_file(fs, path, options, progress)?
+    };
+    if let Some(summary_path) = summary_file {
+        let file = fs.create_or_truncate(summary_path)?;
+        file.write_at(&summary.to_bytes(), 0)?;
+        file.sync_data()?;
+    }
+    Ok(summary)
 }

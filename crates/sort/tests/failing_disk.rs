@@ -32,6 +32,9 @@ fn enospc_while_generating_is_reported_with_the_path() {
     assert_eq!(error.kind(), ErrorKind::Io);
     assert_eq!(error.raw_os_error(), Some(libc::ENOSPC));
     assert!(error.to_string().contains("/data/input.dat"), "{error}");
+    // Workers may have written later blocks after the failure: the file is
+    // removed so that nothing of the full length looks complete.
+    assert!(!fs.exists(path).unwrap());
 }
 
 #[test]
@@ -47,6 +50,7 @@ fn eio_on_the_final_sync_fails_the_generation() {
     )
     .unwrap_err();
     assert_eq!(error.raw_os_error(), Some(libc::EIO));
+    assert!(!fs.exists(path).unwrap());
 }
 
 #[test]
@@ -54,7 +58,7 @@ fn synced_output_survives_a_crash_and_validates() {
     let (fs, path) = setup();
     let spec = GenerateSpec::binary(3 * BLOCK_RECORDS / 2);
     let report = generate_file(&fs, path, &spec, &WriteOptions::default(), &|_| {}).unwrap();
-    fs.sync_dir(Path::new("/data")).unwrap();
+    // No directory sync here: generation made the new name durable itself.
     fs.crash(CrashMode::DropUnsynced);
     let summary = validate_file(&fs, path, &ValidateOptions::default(), &|_| {}).unwrap();
     assert_eq!(Some(summary.checksum), report.checksum);

@@ -7,8 +7,10 @@
 //!
 //! These are the guarantees POSIX and Linux give, no more; ext4 and XFS often
 //! do better, but an engine that relies on that loses data elsewhere. `SimFs`
-//! implements exactly these rules, so a crash test that passes on it holds
-//! on any file system that keeps them.
+//! implements these rules with one simplification: after a crash it keeps a
+//! prefix of a file's unsynced writes, while a real disk may keep any subset
+//! (write-back is not ordered). Formats must checksum what they read back
+//! rather than trust unsynced data.
 //!
 //! 1. A write (`write_at`, `append`, `set_len`, `allocate`) only reaches the
 //!    page cache. Until the file is synced, a crash (power loss, kernel panic)
