@@ -15,12 +15,14 @@ from .errors import (
     SpillwayIOError,
 )
 from . import workload
-from .sortbench import GensortReport, ValsortReport, gensort, valsort
+from .sortbench import GensortReport, SortReport, ValsortReport, gensort, sort, valsort
 
 __all__ = [
     "__version__",
     "gensort",
     "valsort",
+    "sort",
+    "SortReport",
     "workload",
     "GensortReport",
     "ValsortReport",

@@ -9,9 +9,10 @@ False
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from . import _native
 
@@ -102,3 +103,66 @@ def valsort(
             threads=threads,
         )
     )
+
+
+@dataclass(frozen=True)
+class SortReport:
+    """What :func:`sort` did. ``phases`` holds each pipeline phase's stage
+    table as a dict (``name``, ``elapsed``, ``stages``)."""
+
+    records: int
+    input_bytes: int
+    mode: str
+    partitions: int
+    largest_partition_bytes: int
+    elapsed: float
+    device_read_bytes: int
+    device_write_bytes: int
+    logical_read_bytes: int
+    logical_write_bytes: int
+    phases: List[Dict[str, Any]]
+
+    @property
+    def megabytes_per_second(self) -> float:
+        return self.input_bytes / self.elapsed / 1e6 if self.elapsed > 0 else float("inf")
+
+
+def _size(value: Union[int, str]) -> int:
+    """Accepts bytes as an int or a string with a binary suffix ("4G")."""
+    if isinstance(value, int):
+        return value
+    text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    if text and text[-1] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text)
+
+
+def sort(
+    input: PathLike,
+    output: PathLike,
+    *,
+    memory: Union[int, str] = "4G",
+    tmp: Optional[PathLike] = None,
+    partitions: int = 0,
+    threads: int = 0,
+    ascii: bool = False,
+    sync: bool = True,
+) -> SortReport:
+    """Sort the 100-byte records of ``input`` by key into ``output``.
+
+    Two passes over the disk when the input exceeds ``memory`` (partitions
+    go to ``tmp``, default the output's directory), one when it fits. The
+    output appears only when complete. Validate it with :func:`valsort`.
+    """
+    report = _native.sort(
+        os.fspath(input),
+        os.fspath(output),
+        memory=_size(memory),
+        tmp=None if tmp is None else os.fspath(tmp),
+        partitions=partitions,
+        threads=threads,
+        ascii=ascii,
+        sync=sync,
+    )
+    return SortReport(**json.loads(report))

@@ -106,3 +106,29 @@ def test_the_installed_command_is_gensort_compatible(tmp_path):
     module = subprocess.run([sys.executable, "-m", "spillway", "--version"], capture_output=True, text=True)
     assert module.returncode == 0 and spillway.__version__ in module.stdout
     assert os.path.getsize(out) == 100_000
+
+
+def test_sort_in_memory_and_in_two_passes(tmp_path):
+    source = tmp_path / "input.dat"
+    generated = spillway.gensort(source, 30_000, skew=True)
+    for memory, mode, passes in [("64M", "in_memory", 1), (1 << 20, "two_pass", 2)]:
+        out = tmp_path / f"sorted-{mode}.dat"
+        report = spillway.sort(source, out, memory=memory, tmp=tmp_path / "tmp")
+        assert report.mode == mode
+        assert report.records == 30_000
+        assert report.logical_read_bytes == passes * 3_000_000
+        assert [phase["name"].split(":")[0] for phase in report.phases] == ["phase one", "phase two"]
+        assert {stage["name"] for stage in report.phases[1]["stages"]} == {"reader", "sorter", "writer"}
+        check = spillway.valsort(out)
+        assert check.sorted and check.checksum == generated.checksum
+    assert not list((tmp_path / "tmp").iterdir())  # intermediate files removed
+
+
+def test_sort_errors_are_exceptions(tmp_path):
+    bad = tmp_path / "bad.dat"
+    bad.write_bytes(b"x" * 150)
+    with pytest.raises(spillway.InvalidArgumentError, match="150 bytes"):
+        spillway.sort(bad, tmp_path / "out.dat", memory="64M")
+    assert not (tmp_path / "out.dat").exists()
+    with pytest.raises(spillway.SpillwayIOError):
+        spillway.sort(tmp_path / "missing.dat", tmp_path / "out.dat", memory="64M")

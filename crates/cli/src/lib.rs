@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod gensort;
 mod progress;
+mod sort;
 mod units;
 mod valsort;
 mod workload;
@@ -29,6 +30,8 @@ enum Command {
     Gensort(gensort::Args),
     /// Validate sorted records or partition summaries like valsort 1.5.
     Valsort(valsort::Args),
+    /// Sort gensort records in two passes over the disk (one when they fit in memory).
+    Sort(sort::Args),
     /// Generate benchmark workloads (key-value operations, text, graphs, click logs).
     Gen(workload::Args),
 }
@@ -47,6 +50,7 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
     let outcome = match cli.command {
         Command::Gensort(args) => gensort::run(args),
         Command::Valsort(args) => valsort::run(args),
+        Command::Sort(args) => sort::run(args),
         Command::Gen(args) => workload::run(args),
     };
     match outcome {

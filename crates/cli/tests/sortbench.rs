@@ -160,3 +160,37 @@ fn bad_input_and_impossible_options_get_clear_errors() {
         assert!(stderr(&out).contains("error:"), "{arguments:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn sort_then_valsort_from_the_command_line() {
+    let directory = tempfile::tempdir().unwrap();
+    let input = path(directory.path(), "in.dat");
+    let output = path(directory.path(), "out.dat");
+    let generated = spillway(&["gensort", "-a", "-c", "20000", &input]);
+    let sorted = spillway(&["sort", &input, &output, "--memory", "1M", "--ascii"]);
+    assert!(sorted.status.success(), "{}", stderr(&sorted));
+    let report = stderr(&sorted);
+    assert!(
+        report.contains("two passes") && report.contains("read 2.00, written 2.00"),
+        "{report}"
+    );
+    for stage in ["reader", "distributor", "sorter", "writer", "bottleneck"] {
+        assert!(report.contains(stage), "{stage} missing from {report}");
+    }
+    let check = spillway(&["valsort", &output]);
+    assert!(check.status.success());
+    assert!(
+        stderr(&check).contains(&format!("Checksum: {}", stderr(&generated))),
+        "{}",
+        stderr(&check)
+    );
+
+    let json = spillway(&["sort", &input, &output, "--memory", "64M", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["mode"], "in_memory");
+    assert_eq!(report["records"], 20000);
+
+    let bad = spillway(&["sort", &input, &output, "--memory", "12Q"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("--memory"), "{}", stderr(&bad));
+}

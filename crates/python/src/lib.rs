@@ -33,6 +33,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_function(wrap_pyfunction!(sort::gensort, module)?)?;
     module.add_function(wrap_pyfunction!(sort::valsort, module)?)?;
+    module.add_function(wrap_pyfunction!(sort::sort, module)?)?;
     module.add_function(wrap_pyfunction!(cli_main, module)?)?;
     module.add_function(wrap_pyfunction!(generate_workload, module)?)?;
     Ok(())

@@ -6,8 +6,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use spillway_core::RealFs;
 use spillway_sort::{
-    format_checksum, generate_file, validate_path, GenerateSpec, KeyOrder, RecordFormat, ValidateOptions,
-    WriteOptions,
+    format_checksum, generate_file, sort_file, validate_path, GenerateSpec, KeyOrder, RecordFormat,
+    SortOptions, ValidateOptions, WriteOptions,
 };
 
 use crate::errors::to_py_err;
@@ -98,4 +98,49 @@ pub fn valsort<'py>(
     dict.set_item("report", summary.report())?;
     dict.set_item("seconds", started.elapsed().as_secs_f64())?;
     Ok(dict)
+}
+
+/// Sorts gensort records from `input` into `output` with the 2-IO external
+/// sort; returns the report as a JSON object text.
+#[pyfunction]
+#[pyo3(signature = (input, output, *, memory, tmp=None, partitions=0, threads=0, ascii=false, sync=true))]
+#[allow(clippy::too_many_arguments)]
+pub fn sort(
+    py: Python<'_>,
+    input: PathBuf,
+    output: PathBuf,
+    memory: u64,
+    tmp: Option<PathBuf>,
+    partitions: usize,
+    threads: usize,
+    ascii: bool,
+    sync: bool,
+) -> PyResult<String> {
+    let tmp_dir = tmp.unwrap_or_else(|| {
+        output
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+            .map_or(PathBuf::from("."), Into::into)
+    });
+    let options = SortOptions {
+        memory_bytes: memory,
+        tmp_dir,
+        partitions,
+        threads,
+        sync,
+        ascii,
+    };
+    let report = py
+        .detach(|| {
+            sort_file(
+                std::sync::Arc::new(RealFs::new()),
+                &input,
+                &output,
+                &options,
+                std::sync::Arc::new(|_: &str, _: u64, _: u64| {}),
+            )
+        })
+        .map_err(to_py_err)?;
+    serde_json::to_string(&report)
+        .map_err(|error| to_py_err(spillway_core::Error::Internal(error.to_string())))
 }

@@ -15,6 +15,7 @@
 //!
 //! Formats and algorithms are described in the crate's `DESIGN.md`.
 
+mod external;
 mod gensort;
 pub mod lcg;
 mod partition;
@@ -22,6 +23,7 @@ mod radix;
 mod record;
 mod valsort;
 
+pub use external::{sort_file, Progress, SortMode, SortOptions, SortReport, MEMORY_BYTES_MIN};
 pub use gensort::{
     generate_file, generate_vec, GenerateReport, GenerateSpec, Generator, RecordFormat, WriteOptions,
     BLOCK_RECORDS,

@@ -1,0 +1,631 @@
+//! The 2-IO external sort: TritonSort on one node (seed 003 ch. 4).
+//!
+//! # Algorithm
+//!
+//! ```text
+//! phase zero   sample the input, cut P key ranges of about equal size
+//! phase one    reader ──chunks──▶ distributor ×T ──logical-disk buffers──▶ writer
+//!              (8 MB reads)       (route each record     (append each buffer to
+//!                                  by key range)          its partition)
+//! phase two    reader ──partitions──▶ sorter ×T ──sorted partitions──▶ writer
+//!              (one read per          (radix sort)     (one write at the partition's
+//!               partition)                              offset in the output)
+//! ```
+//!
+//! Every record is read twice and written twice when the input is larger
+//! than the memory budget (the partitions, "logical disks", are files in the
+//! temporary directory), and read once and written once when it fits (the
+//! partitions stay in memory: TritonSort's MinuteSort mode). Partitions are
+//! sized so that two of them, with their sort scratch and output, fit the
+//! budget at once, which lets reading, sorting and writing overlap.
+//!
+//! The output is written to `OUTPUT.partial`, synced, and renamed to
+//! `OUTPUT` only when complete; intermediate files are removed on success
+//! and on failure.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, IoCounters, Result};
+use spillway_pipeline::{
+    Allocation, BufferPool, MemoryQuota, PhaseBuilder, PhaseReport, PooledBuffer, StageSpec, WorkUnit, Worker,
+};
+
+use crate::partition::{key_value, partitions_for, sample_keys, Boundaries};
+use crate::radix::{sort_records, SortScratch};
+use crate::record::RECORD_BYTES;
+
+/// Largest and smallest phase-one read (multiples of the record size); a
+/// read is a sixteenth of the memory budget within these bounds.
+const CHUNK_BYTES_MAX: usize = 8_000_000;
+const CHUNK_BYTES_MIN: usize = 100 * RECORD_BYTES;
+/// Chunks in flight between the reader and the distributors.
+const CHUNKS_IN_FLIGHT: usize = 4;
+/// Logical-disk buffers queued for the writer.
+const LD_BUFFERS_QUEUED: usize = 16;
+/// Largest and smallest per-partition buffer of a distributor: large enough
+/// that every write is large, small enough that P of them per distributor
+/// fit the budget.
+const LD_BUFFER_BYTES_MAX: usize = 4 << 20;
+const LD_BUFFER_BYTES_MIN: usize = 64 * RECORD_BYTES;
+/// Partitions sorted at once in phase two (one being read or written while
+/// another is sorted).
+const PARTITIONS_IN_FLIGHT: u64 = 2;
+/// Memory a partition of `bytes` needs in phase two: the partition, its
+/// sorted copy, and 32 bytes of sort entries per record.
+fn phase_two_bytes(bytes: u64) -> u64 {
+    bytes * 2 + bytes / RECORD_BYTES as u64 * 32
+}
+
+/// The smallest memory budget accepted.
+pub const MEMORY_BYTES_MIN: u64 = 1 << 20;
+
+/// How to sort.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortOptions {
+    /// Memory budget in bytes for data buffers.
+    pub memory_bytes: u64,
+    /// Directory for the partition files of a two-pass sort.
+    pub tmp_dir: PathBuf,
+    /// Number of partitions; 0 chooses from the memory budget.
+    pub partitions: usize,
+    /// Worker threads for distributing and sorting (0 = all cores).
+    pub threads: usize,
+    /// fdatasync the output before renaming it into place.
+    pub sync: bool,
+    /// The input holds gensort ASCII records (`-a`): each is checked to end
+    /// with CRLF, so that feeding other data is an error, not a silent
+    /// garbage sort. Keys sort the same way in both formats.
+    pub ascii: bool,
+}
+
+impl SortOptions {
+    /// Options with a memory budget and a temporary directory.
+    pub fn new(memory_bytes: u64, tmp_dir: impl Into<PathBuf>) -> Self {
+        SortOptions {
+            memory_bytes,
+            tmp_dir: tmp_dir.into(),
+            partitions: 0,
+            threads: 0,
+            sync: true,
+            ascii: false,
+        }
+    }
+}
+
+/// Whether the partitions went to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SortMode {
+    /// The input fitted the budget: read once, written once.
+    InMemory,
+    /// Partitions went through the temporary directory: read twice, written twice.
+    TwoPass,
+}
+
+/// What a sort did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SortReport {
+    /// Records sorted.
+    pub records: u64,
+    /// Bytes of input (and of output).
+    pub input_bytes: u64,
+    /// In memory or two passes.
+    pub mode: SortMode,
+    /// Partitions (logical disks).
+    pub partitions: usize,
+    /// Size of the largest partition, in bytes.
+    pub largest_partition_bytes: u64,
+    /// Wall-clock time of the whole sort.
+    #[serde(serialize_with = "seconds")]
+    pub elapsed: Duration,
+    /// Bytes this process read from and wrote to the block device during the
+    /// sort (`/proc/self/io`; reads served by the page cache do not count).
+    pub device_read_bytes: u64,
+    /// See `device_read_bytes`.
+    pub device_write_bytes: u64,
+    /// Bytes read and written through the file system by the sort.
+    pub logical_read_bytes: u64,
+    /// See `logical_read_bytes`.
+    pub logical_write_bytes: u64,
+    /// The pipeline phases with their stage tables.
+    pub phases: Vec<PhaseReport>,
+}
+
+fn seconds<S: serde::Serializer>(duration: &Duration, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_f64(duration.as_secs_f64())
+}
+
+impl SortReport {
+    /// Input bytes per second, end to end.
+    pub fn bytes_per_second(&self) -> f64 {
+        self.input_bytes as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Progress callback: phase name, bytes done, bytes in the phase.
+pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+
+/// A chunk of input and where it starts.
+#[derive(Debug)]
+struct Chunk {
+    offset: u64,
+    data: PooledBuffer,
+}
+
+impl WorkUnit for Chunk {
+    fn bytes(&self) -> u64 {
+        self.data.len() as u64
+    }
+}
+
+/// A run of records bound for one partition.
+#[derive(Debug)]
+struct PartitionBuffer {
+    partition: usize,
+    data: Vec<u8>,
+}
+
+impl WorkUnit for PartitionBuffer {
+    fn bytes(&self) -> u64 {
+        self.data.len() as u64
+    }
+}
+
+/// A whole partition in phase two, with the memory it holds.
+#[derive(Debug)]
+struct PartitionData {
+    partition: usize,
+    data: Vec<u8>,
+    _memory: Allocation,
+}
+
+impl WorkUnit for PartitionData {
+    fn bytes(&self) -> u64 {
+        self.data.len() as u64
+    }
+}
+
+/// Where phase one puts the partitions.
+#[derive(Debug)]
+enum LogicalDisks {
+    /// One file per partition in the temporary directory.
+    Files {
+        paths: Vec<PathBuf>,
+        files: Vec<Arc<dyn FsFile>>,
+    },
+    /// The buffers of each partition, kept in memory.
+    Memory(Vec<Vec<Vec<u8>>>),
+}
+
+impl LogicalDisks {
+    fn append(&mut self, buffer: PartitionBuffer) -> Result<()> {
+        match self {
+            LogicalDisks::Files { files, .. } => {
+                files[buffer.partition].append(&buffer.data)?;
+            }
+            LogicalDisks::Memory(partitions) => partitions[buffer.partition].push(buffer.data),
+        }
+        Ok(())
+    }
+}
+
+/// Sorts the records of `input` into `output` with the 2-IO algorithm.
+pub fn sort_file(
+    fs: Arc<dyn Fs>,
+    input: &Path,
+    output: &Path,
+    options: &SortOptions,
+    progress: Progress,
+) -> Result<SortReport> {
+    let started = Instant::now();
+    let io_before = IoCounters::read_self().ok();
+    let partial = partial_path(output);
+    let mut cleanup = Cleanup {
+        fs: fs.clone(),
+        paths: vec![partial.clone()],
+    };
+    let outcome = sort_into(&fs, input, output, &partial, options, progress, &mut cleanup);
+    cleanup.run();
+    let mut report = outcome?;
+    report.elapsed = started.elapsed();
+    if let (Some(before), Ok(after)) = (io_before, IoCounters::read_self()) {
+        let delta = after.delta(&before);
+        report.device_read_bytes = delta.read_bytes;
+        report.device_write_bytes = delta.write_bytes;
+    }
+    Ok(report)
+}
+
+/// Files to remove when the sort ends, however it ends.
+struct Cleanup {
+    fs: Arc<dyn Fs>,
+    paths: Vec<PathBuf>,
+}
+
+impl Cleanup {
+    fn run(&mut self) {
+        for path in self.paths.drain(..) {
+            // Best effort: the file may never have been created, or already renamed.
+            let _ = self.fs.remove_file(&path);
+        }
+    }
+}
+
+fn partial_path(output: &Path) -> PathBuf {
+    let mut name = output.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    output.with_file_name(name)
+}
+
+fn sort_into(
+    fs: &Arc<dyn Fs>,
+    input_path: &Path,
+    output: &Path,
+    partial: &Path,
+    options: &SortOptions,
+    progress: Progress,
+    cleanup: &mut Cleanup,
+) -> Result<SortReport> {
+    ensure!(
+        options.memory_bytes >= MEMORY_BYTES_MIN,
+        InvalidArgument,
+        "the memory budget of {} bytes is below the minimum of {MEMORY_BYTES_MIN} bytes",
+        options.memory_bytes
+    );
+    let input: Arc<dyn FsFile> = Arc::from(fs.open_read(input_path)?);
+    let input_bytes = input.len()?;
+    ensure!(
+        input_bytes % RECORD_BYTES as u64 == 0,
+        InvalidArgument,
+        "{}: its size, {input_bytes} bytes, is not a multiple of the {RECORD_BYTES}-byte record",
+        input_path.display()
+    );
+    let records = input_bytes / RECORD_BYTES as u64;
+    let threads = worker_threads(options.threads);
+    // In memory when the whole input plus the partitions being sorted fit
+    // the budget; enough partitions that sorting overlaps reading and writing.
+    let in_memory_partitions = (input_bytes.div_ceil(64 << 20) as usize).clamp(1, 8 * threads);
+    let in_memory = options.partitions == 0
+        && input_bytes
+            + PARTITIONS_IN_FLIGHT * phase_two_bytes(input_bytes.div_ceil(in_memory_partitions as u64))
+            <= options.memory_bytes;
+    let partitions = if options.partitions > 0 {
+        options.partitions
+    } else if in_memory {
+        in_memory_partitions
+    } else {
+        let partition_bytes_max = options.memory_bytes / PARTITIONS_IN_FLIGHT * RECORD_BYTES as u64
+            / (2 * RECORD_BYTES as u64 + 32);
+        partitions_for(input_bytes, partition_bytes_max, input_path)?
+    };
+    let phase_two_quota = options.memory_bytes - if in_memory { input_bytes } else { 0 };
+    ensure!(
+        phase_two_bytes(input_bytes / partitions as u64) <= phase_two_quota,
+        InvalidArgument,
+        "{partitions} partitions of {} bytes need {} bytes each to sort, more than the memory budget of {} bytes; \
+         use more partitions or more memory",
+        input_bytes / partitions as u64,
+        phase_two_bytes(input_bytes / partitions as u64),
+        options.memory_bytes
+    );
+    let mut sample = sample_keys(&*input, records)?;
+    let boundaries = Arc::new(Boundaries::from_sample(&mut sample, partitions));
+    drop(sample);
+
+    let mut disks = if in_memory {
+        LogicalDisks::Memory(vec![Vec::new(); partitions])
+    } else {
+        fs.create_dir_all(&options.tmp_dir)?;
+        let mut paths = Vec::with_capacity(partitions);
+        let mut files = Vec::with_capacity(partitions);
+        for partition in 0..partitions {
+            let path = options
+                .tmp_dir
+                .join(format!("spillway-sort-{}-{partition:05}.ld", std::process::id()));
+            cleanup.paths.push(path.clone());
+            files.push(Arc::from(fs.create_or_truncate(&path)?));
+            paths.push(path);
+        }
+        LogicalDisks::Files { paths, files }
+    };
+    let mode = if in_memory {
+        SortMode::InMemory
+    } else {
+        SortMode::TwoPass
+    };
+
+    let ld_buffer_bytes = ((options.memory_bytes / 4) as usize / (partitions * threads).max(1))
+        .clamp(LD_BUFFER_BYTES_MIN, LD_BUFFER_BYTES_MAX)
+        / RECORD_BYTES
+        * RECORD_BYTES;
+    let distribution = Distribution {
+        input,
+        input_path: input_path.to_path_buf(),
+        input_bytes,
+        boundaries,
+        threads,
+        ld_buffer_bytes,
+        chunk_bytes: (options.memory_bytes as usize / 16).clamp(CHUNK_BYTES_MIN, CHUNK_BYTES_MAX)
+            / RECORD_BYTES
+            * RECORD_BYTES,
+        ascii: options.ascii,
+    };
+    let (phase_one, disks, sizes) = phase_one(distribution, disks_take(&mut disks), &progress)?;
+
+    let output_file: Arc<dyn FsFile> = Arc::from(fs.create_or_truncate(partial)?);
+    let phase_two = phase_two(
+        fs.clone(),
+        disks,
+        &sizes,
+        output_file.clone(),
+        phase_two_quota,
+        threads,
+        &progress,
+    )?;
+    if options.sync {
+        output_file.sync_data()?;
+    }
+    drop(output_file);
+    fs.rename(partial, output)?;
+    let directory = output
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if options.sync {
+        fs.sync_dir(directory)?;
+    }
+    let logical_read_bytes = input_bytes * if in_memory { 1 } else { 2 };
+    Ok(SortReport {
+        records,
+        input_bytes,
+        mode,
+        partitions,
+        largest_partition_bytes: sizes.iter().copied().max().unwrap_or(0),
+        elapsed: Duration::ZERO,
+        device_read_bytes: 0,
+        device_write_bytes: 0,
+        logical_read_bytes,
+        logical_write_bytes: logical_read_bytes,
+        phases: vec![phase_one, phase_two],
+    })
+}
+
+fn disks_take(disks: &mut LogicalDisks) -> LogicalDisks {
+    std::mem::replace(disks, LogicalDisks::Memory(Vec::new()))
+}
+
+/// What phase one reads and how it routes records.
+struct Distribution {
+    input: Arc<dyn FsFile>,
+    input_path: PathBuf,
+    input_bytes: u64,
+    boundaries: Arc<Boundaries>,
+    /// Distributor workers.
+    threads: usize,
+    /// Bytes a distributor gathers for one partition before sending them on.
+    ld_buffer_bytes: usize,
+    /// Bytes of one read.
+    chunk_bytes: usize,
+    /// Check that records are gensort ASCII.
+    ascii: bool,
+}
+
+/// Phase one: read the input once and route every record to its partition.
+/// Returns the phase's report, the filled logical disks and their sizes.
+fn phase_one(
+    distribution: Distribution,
+    disks: LogicalDisks,
+    progress: &Progress,
+) -> Result<(PhaseReport, LogicalDisks, Vec<u64>)> {
+    let Distribution {
+        input,
+        input_path,
+        input_bytes,
+        boundaries,
+        threads,
+        ld_buffer_bytes,
+        chunk_bytes,
+        ascii,
+    } = distribution;
+    let partitions = boundaries.partitions();
+    let mut phase = PhaseBuilder::new("phase one: read and distribute");
+    let (chunk_producer, chunk_consumer) = phase.queue::<Chunk>("chunks", CHUNKS_IN_FLIGHT);
+    let (ld_producer, ld_consumer) =
+        phase.queue::<PartitionBuffer>("logical-disk buffers", LD_BUFFERS_QUEUED);
+    let pool = BufferPool::new("read chunks", CHUNKS_IN_FLIGHT + 2, chunk_bytes);
+
+    let reader_progress = progress.clone();
+    phase.stage(StageSpec::new("reader", 1).writes(&chunk_producer), {
+        let chunk_producer = chunk_producer.clone();
+        move |worker: &mut Worker| {
+            let mut offset = 0u64;
+            while offset < input_bytes {
+                let length = (input_bytes - offset).min(chunk_bytes as u64) as usize;
+                let mut data = worker.take(&pool)?;
+                data.resize(length, 0);
+                input.read_exact_at(&mut data, offset)?;
+                worker.count_in(length as u64);
+                worker.send(&chunk_producer, Chunk { offset, data })?;
+                offset += length as u64;
+                reader_progress("read", offset, input_bytes);
+            }
+            Ok(())
+        }
+    });
+
+    phase.stage(
+        StageSpec::new("distributor", threads)
+            .reads(&chunk_consumer)
+            .writes(&ld_producer),
+        {
+            let ld_producer = ld_producer.clone();
+            move |worker: &mut Worker| {
+                let mut buffers: Vec<Vec<u8>> = (0..partitions).map(|_| Vec::new()).collect();
+                while let Some(chunk) = worker.recv(&chunk_consumer)? {
+                    if ascii {
+                        check_ascii_records(&chunk, &input_path)?;
+                    }
+                    for record in chunk.data.chunks_exact(RECORD_BYTES) {
+                        let partition = boundaries.partition_of(key_value(record));
+                        let buffer = &mut buffers[partition];
+                        if buffer.capacity() == 0 {
+                            buffer.reserve_exact(ld_buffer_bytes);
+                        }
+                        buffer.extend_from_slice(record);
+                        if buffer.len() >= ld_buffer_bytes {
+                            let data = std::mem::take(buffer);
+                            worker.send(&ld_producer, PartitionBuffer { partition, data })?;
+                        }
+                    }
+                }
+                for (partition, data) in buffers.into_iter().enumerate() {
+                    if !data.is_empty() {
+                        worker.send(&ld_producer, PartitionBuffer { partition, data })?;
+                    }
+                }
+                Ok(())
+            }
+        },
+    );
+
+    let disks = Arc::new(Mutex::new((disks, vec![0u64; partitions])));
+    phase.stage(StageSpec::new("writer", 1).reads(&ld_consumer), {
+        let disks = disks.clone();
+        move |worker: &mut Worker| {
+            while let Some(buffer) = worker.recv(&ld_consumer)? {
+                let bytes = buffer.data.len() as u64;
+                let mut guard = disks.lock().unwrap();
+                let (disks, sizes) = &mut *guard;
+                sizes[buffer.partition] += bytes;
+                disks.append(buffer)?;
+                worker.count_out(bytes);
+            }
+            Ok(())
+        }
+    });
+    let report = phase.build()?.run()?;
+    let (disks, sizes) = Arc::try_unwrap(disks)
+        .map_err(|_| Error::Internal("phase one still holds the logical disks after it ended".into()))?
+        .into_inner()
+        .unwrap();
+    Ok((report, disks, sizes))
+}
+
+/// Fails on the first record of `chunk` that does not end with CRLF.
+fn check_ascii_records(chunk: &Chunk, path: &Path) -> Result<()> {
+    match chunk
+        .data
+        .chunks_exact(RECORD_BYTES)
+        .position(|record| &record[RECORD_BYTES - 2..] != b"\r\n")
+    {
+        None => Ok(()),
+        Some(index) => Err(Error::InvalidArgument(format!(
+            "{}: the record at offset {} does not end with CRLF, so the input is not gensort ASCII (-a) data",
+            path.display(),
+            chunk.offset + (index * RECORD_BYTES) as u64
+        ))),
+    }
+}
+
+/// Phase two: read each partition once, sort it, write it once at its offset.
+fn phase_two(
+    fs: Arc<dyn Fs>,
+    disks: LogicalDisks,
+    sizes: &[u64],
+    output: Arc<dyn FsFile>,
+    quota_bytes: u64,
+    threads: usize,
+    progress: &Progress,
+) -> Result<PhaseReport> {
+    let partitions = sizes.len();
+    let mut offsets = Vec::with_capacity(partitions);
+    let mut total = 0u64;
+    for &size in sizes {
+        offsets.push(total);
+        total += size;
+    }
+    let quota = MemoryQuota::new("phase two partitions", quota_bytes);
+    let sorters = threads.min(partitions).max(1);
+    let sort_threads = (threads / sorters).max(1);
+    let mut phase = PhaseBuilder::new("phase two: sort");
+    let (read_producer, read_consumer) = phase.queue::<PartitionData>("partitions", 1);
+    let (sorted_producer, sorted_consumer) = phase.queue::<PartitionData>("sorted partitions", 1);
+    let sizes_owned = sizes.to_vec();
+
+    phase.stage(StageSpec::new("reader", 1).writes(&read_producer), {
+        let read_producer = read_producer.clone();
+        let disks = Mutex::new(disks);
+        move |worker: &mut Worker| {
+            for (partition, &size) in sizes_owned.iter().enumerate() {
+                let memory = worker.allocate(&quota, phase_two_bytes(size))?;
+                let data = match &mut *disks.lock().unwrap() {
+                    LogicalDisks::Files { paths, files } => {
+                        let mut data = vec![0u8; size as usize];
+                        files[partition].read_exact_at(&mut data, 0)?;
+                        // The partition is in memory now: free its disk space early.
+                        fs.remove_file(&paths[partition])?;
+                        data
+                    }
+                    LogicalDisks::Memory(buffers) => std::mem::take(&mut buffers[partition]).concat(),
+                };
+                worker.count_in(size);
+                worker.send(
+                    &read_producer,
+                    PartitionData {
+                        partition,
+                        data,
+                        _memory: memory,
+                    },
+                )?;
+            }
+            Ok(())
+        }
+    });
+
+    phase.stage(
+        StageSpec::new("sorter", sorters)
+            .reads(&read_consumer)
+            .writes(&sorted_producer),
+        {
+            let sorted_producer = sorted_producer.clone();
+            move |worker: &mut Worker| {
+                let mut scratch = SortScratch::default();
+                while let Some(unsorted) = worker.recv(&read_consumer)? {
+                    let mut sorted = vec![0u8; unsorted.data.len()];
+                    sort_records(&unsorted.data, &mut sorted, sort_threads, &mut scratch);
+                    let PartitionData {
+                        partition, _memory, ..
+                    } = unsorted;
+                    worker.send(
+                        &sorted_producer,
+                        PartitionData {
+                            partition,
+                            data: sorted,
+                            _memory,
+                        },
+                    )?;
+                }
+                Ok(())
+            }
+        },
+    );
+
+    let writer_progress = progress.clone();
+    phase.stage(
+        StageSpec::new("writer", 1).reads(&sorted_consumer),
+        move |worker: &mut Worker| {
+            let mut written = 0u64;
+            while let Some(sorted) = worker.recv(&sorted_consumer)? {
+                output.write_at(&sorted.data, offsets[sorted.partition])?;
+                worker.count_out(sorted.data.len() as u64);
+                written += sorted.data.len() as u64;
+                writer_progress("sort and write", written, total);
+            }
+            Ok(())
+        },
+    );
+    phase.build()?.run()
+}

@@ -1,0 +1,220 @@
+//! The 2-IO external sort: sorted output validates with the input's
+//! checksum for every kind of input and budget; a failing disk ends the job
+//! with a clear error and leaves nothing that looks complete.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use spillway_core::fs::{Fault, FaultTarget, OpKind};
+use spillway_core::{ErrorKind, Fs, SimFs};
+use spillway_sort::{
+    generate_file, sort_file, validate_file, GenerateSpec, RecordFormat, SortMode, SortOptions, SortReport,
+    Summary, ValidateOptions, WriteOptions, RECORD_BYTES,
+};
+
+const INPUT: &str = "/data/input.dat";
+const OUTPUT: &str = "/data/sorted.dat";
+const MIB: u64 = 1 << 20;
+
+fn setup(format: RecordFormat, skewed: bool, records: u64) -> (Arc<SimFs>, u128) {
+    let fs = Arc::new(SimFs::new());
+    fs.create_dir_all(Path::new("/data")).unwrap();
+    let spec = GenerateSpec {
+        format,
+        skewed,
+        start_record: 0,
+        records,
+    };
+    let report = generate_file(&*fs, Path::new(INPUT), &spec, &WriteOptions::default(), &|_| {}).unwrap();
+    (fs, report.checksum.unwrap())
+}
+
+fn options(memory_bytes: u64) -> SortOptions {
+    SortOptions {
+        threads: 2,
+        ..SortOptions::new(memory_bytes, "/data/tmp")
+    }
+}
+
+fn sort(fs: &Arc<SimFs>, options: &SortOptions) -> spillway_core::Result<SortReport> {
+    sort_file(
+        fs.clone(),
+        Path::new(INPUT),
+        Path::new(OUTPUT),
+        options,
+        Arc::new(|_: &str, _: u64, _: u64| {}),
+    )
+}
+
+fn validate(fs: &SimFs) -> Summary {
+    validate_file(fs, Path::new(OUTPUT), &ValidateOptions::default(), &|_| {}).unwrap()
+}
+
+/// Nothing but the input and (on success) the output is left behind.
+fn assert_clean(fs: &SimFs, output_expected: bool) {
+    let mut expected = vec!["input.dat".to_string()];
+    if output_expected {
+        expected.push("sorted.dat".to_string());
+    }
+    let mut names = fs.list_dir(Path::new("/data")).unwrap();
+    names.retain(|name| name != "tmp");
+    assert_eq!(names, expected);
+    if fs.exists(Path::new("/data/tmp")).unwrap() {
+        assert!(fs.list_dir(Path::new("/data/tmp")).unwrap().is_empty());
+    }
+}
+
+#[test]
+fn every_format_sorts_in_memory_and_in_two_passes() {
+    for (format, skewed) in [
+        (RecordFormat::Binary, false),
+        (RecordFormat::Binary, true),
+        (RecordFormat::Ascii, false),
+        (RecordFormat::Ascii, true),
+    ] {
+        let records = 40_000; // 4 MB
+        let (fs, checksum) = setup(format, skewed, records);
+        // Smaller than the budget: in memory, one read and one write.
+        let report = sort(&fs, &options(64 * MIB)).unwrap();
+        assert_eq!(report.mode, SortMode::InMemory, "{format:?} skewed={skewed}");
+        assert_eq!(report.logical_read_bytes, records * RECORD_BYTES as u64);
+        let summary = validate(&fs);
+        assert!(summary.is_sorted(), "{format:?} skewed={skewed}");
+        assert_eq!((summary.records, summary.checksum), (records as u128, checksum));
+        assert_clean(&fs, true);
+        // Four times the budget: two passes through partition files.
+        let report = sort(&fs, &options(MIB)).unwrap();
+        assert_eq!(report.mode, SortMode::TwoPass);
+        assert!(report.partitions > 4, "{}", report.partitions);
+        assert_eq!(report.logical_read_bytes, 2 * records * RECORD_BYTES as u64);
+        assert_eq!(report.logical_write_bytes, 2 * records * RECORD_BYTES as u64);
+        let summary = validate(&fs);
+        assert!(summary.is_sorted());
+        assert_eq!((summary.records, summary.checksum), (records as u128, checksum));
+        assert_clean(&fs, true);
+    }
+}
+
+#[test]
+fn input_as_large_as_the_budget_takes_two_passes() {
+    let (fs, checksum) = setup(RecordFormat::Binary, false, 20_000);
+    let report = sort(&fs, &options(2_000_000)).unwrap();
+    assert_eq!(report.mode, SortMode::TwoPass);
+    let summary = validate(&fs);
+    assert!(summary.is_sorted() && summary.checksum == checksum);
+}
+
+#[test]
+fn skewed_input_gets_balanced_partitions() {
+    let records = 100_000;
+    let (fs, _) = setup(RecordFormat::Binary, true, records);
+    let report = sort(&fs, &options(4 * MIB)).unwrap();
+    let even = records * RECORD_BYTES as u64 / report.partitions as u64;
+    assert!(report.largest_partition_bytes < even * 3 / 2, "{report:?}");
+    assert!(validate(&fs).is_sorted());
+}
+
+#[test]
+fn empty_input_and_one_record() {
+    let (fs, _) = setup(RecordFormat::Binary, false, 0);
+    let report = sort(&fs, &options(64 * MIB)).unwrap();
+    assert_eq!(report.records, 0);
+    assert_eq!(fs.file_len(Path::new(OUTPUT)).unwrap(), 0);
+    assert_clean(&fs, true);
+
+    let (fs, checksum) = setup(RecordFormat::Ascii, false, 1);
+    sort(&fs, &options(64 * MIB)).unwrap();
+    let summary = validate(&fs);
+    assert_eq!((summary.records, summary.checksum), (1, checksum));
+}
+
+#[test]
+fn explicit_partitions_are_used() {
+    let (fs, checksum) = setup(RecordFormat::Binary, false, 10_000);
+    let report = sort(
+        &fs,
+        &SortOptions {
+            partitions: 7,
+            ..options(64 * MIB)
+        },
+    )
+    .unwrap();
+    assert_eq!((report.mode, report.partitions), (SortMode::TwoPass, 7));
+    assert_eq!(validate(&fs).checksum, checksum);
+    // Too few partitions for the budget is refused before any work.
+    let error = sort(
+        &fs,
+        &SortOptions {
+            partitions: 1,
+            ..options(MIB)
+        },
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.to_string().contains("1 partitions"), "{error}");
+}
+
+#[test]
+fn bad_input_and_options_get_clear_errors() {
+    let (fs, _) = setup(RecordFormat::Binary, false, 100);
+    // Binary data is not ASCII records.
+    let error = sort(
+        &fs,
+        &SortOptions {
+            ascii: true,
+            ..options(64 * MIB)
+        },
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        error.to_string().contains("offset 0") && error.to_string().contains("CRLF"),
+        "{error}"
+    );
+    assert_clean(&fs, false);
+    // A budget below the minimum.
+    let error = sort(&fs, &options(1000)).unwrap_err();
+    assert!(error.to_string().contains("memory budget"), "{error}");
+    // A partial record.
+    let file = fs.open_read_write(Path::new(INPUT)).unwrap();
+    file.set_len(150).unwrap();
+    let error = sort(&fs, &options(64 * MIB)).unwrap_err();
+    assert!(error.to_string().contains("150 bytes"), "{error}");
+    // A missing input.
+    fs.remove_file(Path::new(INPUT)).unwrap();
+    let error = sort(&fs, &options(64 * MIB)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Io);
+}
+
+#[test]
+fn a_failing_disk_ends_the_sort_cleanly_at_every_stage() {
+    // Fail each kind of operation the sort does, early and late, once and
+    // for good: the error is reported with its errno and nothing is left.
+    let cases = [
+        (OpKind::Write, 3, libc::ENOSPC, true),
+        (OpKind::Write, 40, libc::ENOSPC, true),
+        (OpKind::Write, 200, libc::EIO, false),
+        (OpKind::Read, 5, libc::EIO, false),
+        (OpKind::Read, 60, libc::EIO, true),
+        (OpKind::SyncData, 0, libc::EIO, false),
+        (OpKind::Create, 4, libc::ENOSPC, false),
+        (OpKind::Rename, 0, libc::EIO, false),
+    ];
+    for (kind, after, errno, persistent) in cases {
+        let (fs, _) = setup(RecordFormat::Binary, false, 30_000);
+        let fault = if persistent {
+            Fault::for_good(errno)
+        } else {
+            Fault::once(errno)
+        };
+        fs.fail_after(after, fault.on(FaultTarget::Kind(kind)));
+        let error = sort(&fs, &options(MIB)).expect_err("the injected fault must fail the sort");
+        fs.clear_fault();
+        assert_eq!(
+            error.raw_os_error(),
+            Some(errno),
+            "{kind:?} after {after}: {error}"
+        );
+        assert_clean(&fs, false);
+    }
+}
