@@ -34,7 +34,7 @@ use spillway_pipeline::{
 };
 
 use crate::partition::{key_value, partitions_for, sample_keys, Boundaries};
-use crate::radix::{sort_records, SortScratch};
+use crate::radix::{SortScratch, SEGMENT_RECORDS_MAX};
 use crate::record::RECORD_BYTES;
 
 /// Largest and smallest phase-one read (multiples of the record size); a
@@ -53,10 +53,32 @@ const LD_BUFFER_BYTES_MIN: usize = 64 * RECORD_BYTES;
 /// Partitions sorted at once in phase two (one being read or written while
 /// another is sorted).
 const PARTITIONS_IN_FLIGHT: u64 = 2;
-/// Memory a partition of `bytes` needs in phase two: the partition, its
-/// sorted copy, and 32 bytes of sort entries per record.
+/// Memory the sort of a partition of `bytes` needs: 32 bytes of sort
+/// entries per record. Its sorted records stream out through a small pool
+/// of output buffers (see [`output_chunk_bytes`]).
+fn sort_bytes(bytes: u64) -> u64 {
+    bytes / RECORD_BYTES as u64 * 32
+}
+
+/// Memory a partition of `bytes` read back from its file needs in phase
+/// two: the partition itself and its sort.
 fn phase_two_bytes(bytes: u64) -> u64 {
-    bytes * 2 + bytes / RECORD_BYTES as u64 * 32
+    bytes + sort_bytes(bytes)
+}
+/// Bytes of one piece of a partition read back in phase two: at most
+/// [`SEGMENT_RECORDS_MAX`] records, as the sort kernel requires.
+const SEGMENT_BYTES: usize = 4_000_000;
+const _: () = assert!(SEGMENT_BYTES / RECORD_BYTES <= SEGMENT_RECORDS_MAX);
+const _: () = assert!(LD_BUFFER_BYTES_MAX / RECORD_BYTES <= SEGMENT_RECORDS_MAX);
+/// Sorted output moves to the writer in `OUTPUT_CHUNKS` pooled buffers of
+/// [`output_chunk_bytes`] each.
+const OUTPUT_CHUNKS: usize = 8;
+const OUTPUT_CHUNK_BYTES_MAX: usize = 4_000_000;
+
+/// Bytes of one output buffer: the pool takes at most 1/8 of the budget.
+fn output_chunk_bytes(memory_bytes: u64) -> usize {
+    (memory_bytes as usize / (8 * OUTPUT_CHUNKS)).clamp(RECORD_BYTES, OUTPUT_CHUNK_BYTES_MAX) / RECORD_BYTES
+        * RECORD_BYTES
 }
 
 /// The smallest memory budget accepted.
@@ -174,15 +196,30 @@ impl WorkUnit for PartitionBuffer {
     }
 }
 
-/// A whole partition in phase two, with the memory it holds.
+/// A whole partition in phase two, in the pieces it was read or built in,
+/// with the memory it holds.
 #[derive(Debug)]
 struct PartitionData {
     partition: usize,
-    data: Vec<u8>,
+    segments: Vec<Vec<u8>>,
+    bytes: u64,
     _memory: Allocation,
 }
 
 impl WorkUnit for PartitionData {
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// Sorted records and where they go in the output.
+#[derive(Debug)]
+struct OutputChunk {
+    offset: u64,
+    data: PooledBuffer,
+}
+
+impl WorkUnit for OutputChunk {
     fn bytes(&self) -> u64 {
         self.data.len() as u64
     }
@@ -288,27 +325,36 @@ fn sort_into(
     // In memory when the whole input plus the partitions being sorted fit
     // the budget; enough partitions that sorting overlaps reading and writing.
     let in_memory_partitions = (input_bytes.div_ceil(64 << 20) as usize).clamp(1, 8 * threads);
+    let output_pool_bytes = (OUTPUT_CHUNKS * output_chunk_bytes(options.memory_bytes)) as u64;
     let in_memory = options.partitions == 0
         && input_bytes
-            + PARTITIONS_IN_FLIGHT * phase_two_bytes(input_bytes.div_ceil(in_memory_partitions as u64))
+            + output_pool_bytes
+            + PARTITIONS_IN_FLIGHT * sort_bytes(input_bytes.div_ceil(in_memory_partitions as u64))
             <= options.memory_bytes;
     let partitions = if options.partitions > 0 {
         options.partitions
     } else if in_memory {
         in_memory_partitions
     } else {
-        let partition_bytes_max = options.memory_bytes / PARTITIONS_IN_FLIGHT * RECORD_BYTES as u64
-            / (2 * RECORD_BYTES as u64 + 32);
+        let partition_bytes_max = options.memory_bytes * 7 / 8 / PARTITIONS_IN_FLIGHT * RECORD_BYTES as u64
+            / (RECORD_BYTES as u64 + 32);
         partitions_for(input_bytes, partition_bytes_max, input_path)?
     };
-    let phase_two_quota = options.memory_bytes - if in_memory { input_bytes } else { 0 };
+    let phase_two_quota = options.memory_bytes - output_pool_bytes - if in_memory { input_bytes } else { 0 };
+    let partition_needs = |bytes| {
+        if in_memory {
+            sort_bytes(bytes)
+        } else {
+            phase_two_bytes(bytes)
+        }
+    };
     ensure!(
-        phase_two_bytes(input_bytes / partitions as u64) <= phase_two_quota,
+        partition_needs(input_bytes / partitions as u64) <= phase_two_quota,
         InvalidArgument,
         "{partitions} partitions of {} bytes need {} bytes each to sort, more than the memory budget of {} bytes; \
          use more partitions or more memory",
         input_bytes / partitions as u64,
-        phase_two_bytes(input_bytes / partitions as u64),
+        partition_needs(input_bytes / partitions as u64),
         options.memory_bytes
     );
     let mut sample = sample_keys(&*input, records)?;
@@ -361,7 +407,10 @@ fn sort_into(
         disks,
         &sizes,
         output_file.clone(),
-        phase_two_quota,
+        PhaseTwoMemory {
+            quota_bytes: phase_two_quota,
+            chunk_bytes: output_chunk_bytes(options.memory_bytes),
+        },
         threads,
         &progress,
     )?;
@@ -530,16 +579,29 @@ fn check_ascii_records(chunk: &Chunk, path: &Path) -> Result<()> {
     }
 }
 
+/// How phase two divides its memory.
+#[derive(Debug, Clone, Copy)]
+struct PhaseTwoMemory {
+    /// For partitions being read and sorted.
+    quota_bytes: u64,
+    /// Each of the `OUTPUT_CHUNKS` output buffers.
+    chunk_bytes: usize,
+}
+
 /// Phase two: read each partition once, sort it, write it once at its offset.
 fn phase_two(
     fs: Arc<dyn Fs>,
     disks: LogicalDisks,
     sizes: &[u64],
     output: Arc<dyn FsFile>,
-    quota_bytes: u64,
+    memory: PhaseTwoMemory,
     threads: usize,
     progress: &Progress,
 ) -> Result<PhaseReport> {
+    let PhaseTwoMemory {
+        quota_bytes,
+        chunk_bytes,
+    } = memory;
     let partitions = sizes.len();
     let mut offsets = Vec::with_capacity(partitions);
     let mut total = 0u64;
@@ -548,38 +610,48 @@ fn phase_two(
         total += size;
     }
     let quota = MemoryQuota::new("phase two partitions", quota_bytes);
+    let output_pool = BufferPool::new("sorted output", OUTPUT_CHUNKS, chunk_bytes);
     let sorters = threads.min(partitions).max(1);
     let sort_threads = (threads / sorters).max(1);
+    let from_files = matches!(disks, LogicalDisks::Files { .. });
+    // Read buffers go back to the reader once their partition is sorted, so
+    // their pages are touched once, not once per partition.
+    let recycled: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
     let mut phase = PhaseBuilder::new("phase two: sort");
     let (read_producer, read_consumer) = phase.queue::<PartitionData>("partitions", 1);
-    let (sorted_producer, sorted_consumer) = phase.queue::<PartitionData>("sorted partitions", 1);
+    let (sorted_producer, sorted_consumer) = phase.queue::<OutputChunk>("sorted records", OUTPUT_CHUNKS / 2);
     let sizes_owned = sizes.to_vec();
 
     phase.stage(StageSpec::new("reader", 1).writes(&read_producer), {
         let read_producer = read_producer.clone();
         let disks = Mutex::new(disks);
+        let recycled = recycled.clone();
         move |worker: &mut Worker| {
             for (partition, &size) in sizes_owned.iter().enumerate() {
-                let memory = worker.allocate(&quota, phase_two_bytes(size))?;
-                let data = match &mut *disks.lock().unwrap() {
+                // Partitions kept in memory since phase one only need their sort.
+                let needed = if from_files {
+                    phase_two_bytes(size)
+                } else {
+                    sort_bytes(size)
+                };
+                let memory = worker.allocate(&quota, needed)?;
+                let segments = match &mut *disks.lock().unwrap() {
                     LogicalDisks::Files { paths, files } => {
-                        let mut data = vec![0u8; size as usize];
-                        files[partition].read_exact_at(&mut data, 0)?;
+                        let segments = read_segments(&*files[partition], size, &recycled)?;
                         // The partition is in memory now: free its disk space early.
                         fs.remove_file(&paths[partition])?;
-                        data
+                        segments
                     }
-                    LogicalDisks::Memory(buffers) => std::mem::take(&mut buffers[partition]).concat(),
+                    LogicalDisks::Memory(buffers) => std::mem::take(&mut buffers[partition]),
                 };
                 worker.count_in(size);
-                worker.send(
-                    &read_producer,
-                    PartitionData {
-                        partition,
-                        data,
-                        _memory: memory,
-                    },
-                )?;
+                let data = PartitionData {
+                    partition,
+                    segments,
+                    bytes: size,
+                    _memory: memory,
+                };
+                worker.send(&read_producer, data)?;
             }
             Ok(())
         }
@@ -593,20 +665,24 @@ fn phase_two(
             let sorted_producer = sorted_producer.clone();
             move |worker: &mut Worker| {
                 let mut scratch = SortScratch::default();
-                while let Some(unsorted) = worker.recv(&read_consumer)? {
-                    let mut sorted = vec![0u8; unsorted.data.len()];
-                    sort_records(&unsorted.data, &mut sorted, sort_threads, &mut scratch);
-                    let PartitionData {
-                        partition, _memory, ..
-                    } = unsorted;
-                    worker.send(
-                        &sorted_producer,
-                        PartitionData {
-                            partition,
-                            data: sorted,
-                            _memory,
-                        },
-                    )?;
+                while let Some(partition) = worker.recv(&read_consumer)? {
+                    let segments: Vec<&[u8]> = partition.segments.iter().map(Vec::as_slice).collect();
+                    scratch.sort(&segments, sort_threads);
+                    let chunk_records = chunk_bytes / RECORD_BYTES;
+                    let mut rank = 0;
+                    while rank < scratch.len() {
+                        let count = chunk_records.min(scratch.len() - rank);
+                        let mut data = worker.take(&output_pool)?;
+                        data.resize(count * RECORD_BYTES, 0);
+                        scratch.gather(&segments, rank..rank + count, &mut data);
+                        let offset = offsets[partition.partition] + (rank * RECORD_BYTES) as u64;
+                        worker.send(&sorted_producer, OutputChunk { offset, data })?;
+                        rank += count;
+                    }
+                    drop(segments);
+                    if from_files {
+                        recycled.lock().unwrap().extend(partition.segments);
+                    }
                 }
                 Ok(())
             }
@@ -618,14 +694,30 @@ fn phase_two(
         StageSpec::new("writer", 1).reads(&sorted_consumer),
         move |worker: &mut Worker| {
             let mut written = 0u64;
-            while let Some(sorted) = worker.recv(&sorted_consumer)? {
-                output.write_at(&sorted.data, offsets[sorted.partition])?;
-                worker.count_out(sorted.data.len() as u64);
-                written += sorted.data.len() as u64;
+            while let Some(chunk) = worker.recv(&sorted_consumer)? {
+                output.write_at(&chunk.data, chunk.offset)?;
+                worker.count_out(chunk.data.len() as u64);
+                written += chunk.data.len() as u64;
                 writer_progress("sort and write", written, total);
             }
             Ok(())
         },
     );
     phase.build()?.run()
+}
+
+/// Reads the `size` bytes of a partition file in pieces of [`SEGMENT_BYTES`],
+/// reusing recycled buffers.
+fn read_segments(file: &dyn FsFile, size: u64, recycled: &Mutex<Vec<Vec<u8>>>) -> Result<Vec<Vec<u8>>> {
+    let mut segments = Vec::with_capacity(size.div_ceil(SEGMENT_BYTES as u64) as usize);
+    let mut offset = 0u64;
+    while offset < size {
+        let length = (size - offset).min(SEGMENT_BYTES as u64) as usize;
+        let mut segment = recycled.lock().unwrap().pop().unwrap_or_default();
+        segment.resize(length, 0);
+        file.read_exact_at(&mut segment, offset)?;
+        segments.push(segment);
+        offset += length as u64;
+    }
+    Ok(segments)
 }

@@ -29,7 +29,7 @@ pub use gensort::{
     BLOCK_RECORDS,
 };
 pub use partition::{key_value, partitions_for, sample_keys, Boundaries, KeyValue};
-pub use radix::{sort_records, SortScratch};
+pub use radix::{segments_of, sort_records, SortScratch, SEGMENTS_MAX, SEGMENT_RECORDS_MAX};
 pub use record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 pub use valsort::{
     validate_file, validate_path, validate_summaries, validate_summaries_file, KeyOrder, Summary,

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! entry (u128) = key (80 bits, big-endian, so integer order = key order)
-//!              | record index (48 bits)
+//!              | segment (32 bits) | position in the segment (16 bits)
 //! ```
 //!
 //! 1. Build one entry per record (a sequential pass over the records).
@@ -17,31 +17,37 @@
 //!    where most keys share a prefix with a few early records) some buckets
 //!    are large and the comparison sort is the fallback that keeps the whole
 //!    sort `O(n log n)` whatever the distribution.
-//! 4. Gather the records in entry order into the output (random 100-byte
-//!    reads, sequential writes).
+//! 4. Gather the records in entry order into output buffers (random 100-byte
+//!    reads, sequential writes), a range of ranks at a time, so the output
+//!    can stream out in small reused buffers.
 //!
-//! The index breaks ties between equal keys, so the sort is stable. Memory:
-//! 32 bytes per record for the two entry arrays, plus the output.
+//! Records may lie in many *segments* (the buffers a partition was
+//! assembled from), so nothing is copied into one contiguous input first.
+//! The segment and position break ties between equal keys, so the sort is
+//! stable. Memory: 32 bytes per record for the two entry arrays.
 
 use std::ops::Range;
 
 use crate::partition::key_value;
 use crate::record::{KEY_BYTES, RECORD_BYTES};
 
-/// Bits of the record index in an entry.
+/// Bits of the record's place in an entry: its segment, then its position.
 const INDEX_BITS: u32 = 48;
-/// Most records one call can sort (the index must fit in its 48 bits).
-pub const RECORDS_MAX: usize = 1 << INDEX_BITS;
+const POSITION_BITS: u32 = 16;
+/// Most records in one segment.
+pub const SEGMENT_RECORDS_MAX: usize = 1 << POSITION_BITS;
+/// Most segments one sort can take.
+pub const SEGMENTS_MAX: usize = 1 << (INDEX_BITS - POSITION_BITS);
 const RADIX_BITS: u32 = 16;
 const BUCKETS: usize = 1 << RADIX_BITS;
 const _: () = assert!(KEY_BYTES * 8 + INDEX_BITS as usize == 128);
 
-/// Scratch memory reused across sorts, so sorting many partitions allocates
-/// once.
+/// The sort of one set of records, and the scratch memory it reuses:
+/// sorting many partitions with one `SortScratch` allocates once.
 #[derive(Debug, Default)]
 pub struct SortScratch {
     entries: Vec<u128>,
-    scattered: Vec<u128>,
+    sorted: Vec<u128>,
     bucket_starts: Vec<usize>,
 }
 
@@ -50,17 +56,98 @@ impl SortScratch {
     pub const fn bytes_for(records: usize) -> usize {
         records * 32 + (BUCKETS + 1) * size_of::<usize>()
     }
+
+    /// Sorts the records held in `segments` (each a multiple of 100 bytes and
+    /// at most [`SEGMENT_RECORDS_MAX`] records) by key; afterwards
+    /// [`gather`](Self::gather) copies them out in order.
+    pub fn sort(&mut self, segments: &[&[u8]], threads: usize) {
+        assert!(
+            segments.len() <= SEGMENTS_MAX,
+            "{} segments exceed {SEGMENTS_MAX}",
+            segments.len()
+        );
+        self.entries.clear();
+        for (segment, records) in segments.iter().enumerate() {
+            assert_eq!(
+                records.len() % RECORD_BYTES,
+                0,
+                "segment {segment} holds a partial record"
+            );
+            assert!(
+                records.len() / RECORD_BYTES <= SEGMENT_RECORDS_MAX,
+                "segment {segment} is too long"
+            );
+            let base = (segment as u128) << POSITION_BITS;
+            self.entries.extend(
+                records
+                    .chunks_exact(RECORD_BYTES)
+                    .enumerate()
+                    .map(|(position, record)| key_value(record) | base | position as u128),
+            );
+        }
+        self.scatter_by_top_bits();
+        sort_buckets(&mut self.sorted, &self.bucket_starts, threads);
+    }
+
+    /// Number of records sorted by the last [`sort`](Self::sort).
+    pub fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// True when the last sort had no records.
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+
+    /// Copies the records of rank `ranks` (in key order) from `segments`
+    /// (the ones given to [`sort`](Self::sort)) into `output`.
+    pub fn gather(&self, segments: &[&[u8]], ranks: Range<usize>, output: &mut [u8]) {
+        assert_eq!(
+            output.len(),
+            ranks.len() * RECORD_BYTES,
+            "output must hold the gathered records"
+        );
+        for (&entry, slot) in self.sorted[ranks]
+            .iter()
+            .zip(output.chunks_exact_mut(RECORD_BYTES))
+        {
+            let (segment, position) = locate(entry);
+            let from = position * RECORD_BYTES;
+            slot.copy_from_slice(&segments[segment][from..from + RECORD_BYTES]);
+        }
+    }
+
+    /// Step 2: counting sort of the entries by the top 16 key bits.
+    fn scatter_by_top_bits(&mut self) {
+        let SortScratch {
+            entries,
+            sorted,
+            bucket_starts,
+        } = self;
+        bucket_starts.clear();
+        bucket_starts.resize(BUCKETS + 1, 0);
+        for &entry in entries.iter() {
+            bucket_starts[bucket(entry) + 1] += 1;
+        }
+        for index in 1..=BUCKETS {
+            bucket_starts[index] += bucket_starts[index - 1];
+        }
+        sorted.clear();
+        sorted.resize(entries.len(), 0);
+        let mut next = bucket_starts[..BUCKETS].to_vec();
+        for &entry in entries.iter() {
+            let slot = &mut next[bucket(entry)];
+            sorted[*slot] = entry;
+            *slot += 1;
+        }
+    }
 }
 
-/// The entry of `record`, number `index`.
+/// The segment and position of the record of `entry`.
 #[inline(always)]
-fn entry(record: &[u8], index: usize) -> u128 {
-    key_value(record) | index as u128
-}
-
-#[inline(always)]
-fn record_index(entry: u128) -> usize {
-    (entry & ((1u128 << INDEX_BITS) - 1)) as usize
+fn locate(entry: u128) -> (usize, usize) {
+    let index = (entry & ((1u128 << INDEX_BITS) - 1)) as usize;
+    (index >> POSITION_BITS, index & (SEGMENT_RECORDS_MAX - 1))
 }
 
 #[inline(always)]
@@ -68,54 +155,33 @@ fn bucket(entry: u128) -> usize {
     (entry >> (128 - RADIX_BITS)) as usize
 }
 
+/// Splits `records` into segments of at most [`SEGMENT_RECORDS_MAX`] records.
+pub fn segments_of(records: &[u8]) -> Vec<&[u8]> {
+    records.chunks(SEGMENT_RECORDS_MAX * RECORD_BYTES).collect()
+}
+
 /// Sorts the records of `input` by key into `output` (same length, a
 /// multiple of 100 bytes) using up to `threads` threads.
 pub fn sort_records(input: &[u8], output: &mut [u8], threads: usize, scratch: &mut SortScratch) {
     assert_eq!(input.len(), output.len(), "output must be as long as the input");
     assert_eq!(input.len() % RECORD_BYTES, 0, "input must hold whole records");
-    let records = input.len() / RECORD_BYTES;
-    assert!(
-        records <= RECORDS_MAX,
-        "{records} records exceed one sort's {RECORDS_MAX}"
-    );
-    sort_entries(input, threads, scratch);
-    gather(input, &scratch.scattered, output, threads);
+    let segments = segments_of(input);
+    scratch.sort(&segments, threads);
+    let per_thread = scratch.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        for (part, out) in output.chunks_mut(per_thread * RECORD_BYTES).enumerate() {
+            let (scratch, segments) = (&*scratch, &segments);
+            let start = part * per_thread;
+            scope.spawn(move || scratch.gather(segments, start..start + out.len() / RECORD_BYTES, out));
+        }
+    });
 }
 
-/// Steps 1-3: leaves the sorted entries in `scratch.scattered`.
-fn sort_entries(input: &[u8], threads: usize, scratch: &mut SortScratch) {
-    let records = input.len() / RECORD_BYTES;
-    let SortScratch {
-        entries,
-        scattered,
-        bucket_starts,
-    } = scratch;
-    entries.clear();
-    entries.extend(
-        input
-            .chunks_exact(RECORD_BYTES)
-            .enumerate()
-            .map(|(index, record)| entry(record, index)),
-    );
-    bucket_starts.clear();
-    bucket_starts.resize(BUCKETS + 1, 0);
-    for &entry in entries.iter() {
-        bucket_starts[bucket(entry) + 1] += 1;
-    }
-    for index in 1..=BUCKETS {
-        bucket_starts[index] += bucket_starts[index - 1];
-    }
-    scattered.clear();
-    scattered.resize(records, 0);
-    let mut next = bucket_starts[..BUCKETS].to_vec();
-    for &entry in entries.iter() {
-        let slot = &mut next[bucket(entry)];
-        scattered[*slot] = entry;
-        *slot += 1;
-    }
-    // Sort runs of whole buckets in parallel, each run about 1/threads of the entries.
+/// Step 3: sorts each bucket, in parallel over runs of whole buckets holding
+/// about 1/threads of the entries each.
+fn sort_buckets(sorted: &mut [u128], bucket_starts: &[usize], threads: usize) {
     std::thread::scope(|scope| {
-        let mut rest: &mut [u128] = scattered;
+        let mut rest: &mut [u128] = sorted;
         for buckets in bucket_runs(bucket_starts, threads.max(1)) {
             let base = bucket_starts[buckets.start];
             let (mine, tail) = rest.split_at_mut(bucket_starts[buckets.end] - base);
@@ -153,24 +219,6 @@ fn bucket_runs(bucket_starts: &[usize], threads: usize) -> Vec<Range<usize>> {
         }
     }
     runs
-}
-
-/// Step 4: copies the records into `output` in the order of `sorted`.
-fn gather(input: &[u8], sorted: &[u128], output: &mut [u8], threads: usize) {
-    let per_thread = sorted.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|scope| {
-        for (entries, out) in sorted
-            .chunks(per_thread)
-            .zip(output.chunks_mut(per_thread * RECORD_BYTES))
-        {
-            scope.spawn(move || {
-                for (&entry, slot) in entries.iter().zip(out.chunks_exact_mut(RECORD_BYTES)) {
-                    let from = record_index(entry) * RECORD_BYTES;
-                    slot.copy_from_slice(&input[from..from + RECORD_BYTES]);
-                }
-            });
-        }
-    });
 }
 
 #[cfg(test)]
