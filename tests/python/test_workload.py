@@ -17,7 +17,7 @@ def test_text_is_deterministic_and_zipf_shaped(tmp_path):
     counts = collections.Counter(words).most_common(2)
     assert 1.6 < counts[0][1] / counts[1][1] < 2.5  # rank 1 / rank 2 is about 2^s
     other = workload.text(tmp_path / "c.txt", bytes="256K", vocabulary=1000, seed=8)
-    assert other["bytes"] > 0
+    assert other["bytes"] == (tmp_path / "c.txt").stat().st_size
     assert (tmp_path / "c.txt").read_bytes() != (tmp_path / "a.txt").read_bytes()
 
 
@@ -32,12 +32,32 @@ def test_kv_rmat_and_clicks_report_their_truths(tmp_path):
     graph = workload.rmat(tmp_path / "g.bin", scale=10, edge_factor=8, binary=True)
     assert graph["bytes"] == 16 * graph["records"] == 16 * 8 * 1024
 
-    log = workload.clicks(tmp_path / "clicks.tsv", users=50, clicks=5000)
+    # Sessions of about 8 clicks 20 s apart, a new one every 20 s over 50
+    # users, a 2-minute timeout: users have many sessions, sessions many clicks.
+    timeout_ms = 120_000
+    log = workload.clicks(
+        tmp_path / "clicks.tsv",
+        users=50,
+        clicks=5000,
+        session_timeout_ms=timeout_ms,
+        arrival_gap_ms=20_000,
+    )
     rows = [line.split("\t") for line in (tmp_path / "clicks.tsv").read_text().splitlines()]
-    assert len(rows) == 5000
+    assert len(rows) == log["records"] == 5000
     timestamps = [int(row[1]) for row in rows]
     assert timestamps == sorted(timestamps)
-    assert 0 < log["sessions"] <= 5000
+    # An independent sessionization: per user, in time order, a click more
+    # than the timeout after the previous one (or the first) starts a session.
+    clicks_by_user = collections.defaultdict(list)
+    for user, timestamp, _url in rows:
+        clicks_by_user[int(user)].append(int(timestamp))
+    sessions = 0
+    for times in clicks_by_user.values():
+        times.sort()
+        sessions += 1 + sum(1 for before, after in zip(times, times[1:]) if after - before > timeout_ms)
+    assert log["sessions"] == sessions
+    assert log["distinct_users"] == len(clicks_by_user)
+    assert len(clicks_by_user) < sessions < len(rows)
 
 
 def test_bad_options_raise_with_the_flag_named(tmp_path):

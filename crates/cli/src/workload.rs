@@ -15,10 +15,17 @@
 //! MB = 10^6 bytes, and the generator's ground truth) goes to standard error,
 //! or, with `--json`, a JSON object with the same fields to standard output.
 //! Output formats are documented in `crates/workload/DESIGN.md`.
+//!
+//! Flags are parsed here and checked by the library (`validate` of each
+//! parameter struct) before any output is created; [`PARAMETER_FLAGS`]
+//! turns the parameter names of its errors back into flags. A file is
+//! written as `<FILE>.partial` beside it and renamed over `FILE` once
+//! complete, so a failed run never leaves a truncated or partial `FILE`
+//! (a device or FIFO, such as `/dev/null`, is written in place).
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::units::parse_count;
@@ -88,11 +95,11 @@ struct KvArgs {
     /// Operations to generate.
     #[arg(long, value_name = "N", default_value = "1000000", value_parser = parse_count)]
     ops: u64,
-    /// Bytes per key (fixed width: big-endian key number, then '0' padding).
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=65536))]
-    key_bytes: u64,
-    /// Bytes per put or merge value.
-    #[arg(long, value_name = "N", default_value_t = 100, value_parser = parse_value_bytes)]
+    /// Bytes per key, 1..=65536 (fixed width: big-endian key number, then '0' padding).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    key_bytes: usize,
+    /// Bytes per put or merge value, at most 64M.
+    #[arg(long, value_name = "N", default_value = "100", value_parser = parse_count)]
     value_bytes: u64,
     /// Key space size (default: --ops).
     #[arg(long, value_name = "N", value_parser = parse_count)]
@@ -100,8 +107,8 @@ struct KvArgs {
     /// Key distribution (default: the preset's, sequential for fillseq, else uniform).
     #[arg(long, value_enum)]
     distribution: Option<DistributionArg>,
-    /// Zipf exponent for --distribution zipfian (default 0.99).
-    #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = parse_positive)]
+    /// Zipf exponent (> 0) for --distribution zipfian (default 0.99).
+    #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = parse_number)]
     zipf_s: Option<f64>,
     /// Keep Zipf rank 1 at key 0 instead of scattering hot keys over the key space.
     #[arg(long)]
@@ -110,7 +117,7 @@ struct KvArgs {
     #[arg(long, value_name = "KIND=PERCENT,...", value_parser = parse_mix)]
     mix: Option<OperationMix>,
     /// Compressed/raw size target of values, in (0, 1] (db_bench's compression_ratio).
-    #[arg(long, value_name = "R", default_value_t = 0.5, allow_negative_numbers = true, value_parser = parse_ratio)]
+    #[arg(long, value_name = "R", default_value_t = 0.5, allow_negative_numbers = true, value_parser = parse_number)]
     compression_ratio: f64,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
@@ -128,16 +135,16 @@ struct TextArgs {
     /// Lines to generate (exactly).
     #[arg(long, value_name = "N", value_parser = parse_count)]
     lines: Option<u64>,
-    /// Words in the vocabulary.
+    /// Words in the vocabulary, 1..=16M.
     #[arg(long, value_name = "N", default_value = "100000", value_parser = parse_count)]
     vocabulary: u64,
-    /// Zipf exponent over word ranks.
-    #[arg(long, value_name = "S", default_value_t = 1.0, allow_negative_numbers = true, value_parser = parse_positive)]
+    /// Zipf exponent (> 0) over word ranks.
+    #[arg(long, value_name = "S", default_value_t = 1.0, allow_negative_numbers = true, value_parser = parse_number)]
     zipf_s: f64,
-    /// Words per line.
-    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    /// Words per line, 1..=65536.
+    #[arg(long, value_name = "N", default_value_t = 10)]
     words_per_line: u32,
-    /// Worker threads (0 = all cores); the output does not depend on it.
+    /// Worker threads (0 = all cores; at most 256); the output does not depend on it.
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
     #[command(flatten)]
@@ -146,20 +153,20 @@ struct TextArgs {
 
 #[derive(Debug, clap::Args)]
 struct RmatArgs {
-    /// log2 of the vertex count.
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=48))]
+    /// log2 of the vertex count, 1..=48.
+    #[arg(long, value_name = "N", default_value_t = 16)]
     scale: u32,
     /// Edges per vertex.
     #[arg(long, value_name = "N", default_value = "16", value_parser = parse_count)]
     edge_factor: u64,
     /// Probability of the top-left quadrant.
-    #[arg(long = "a", value_name = "P", default_value_t = 0.57, allow_negative_numbers = true, value_parser = parse_probability)]
+    #[arg(long = "a", value_name = "P", default_value_t = 0.57, allow_negative_numbers = true, value_parser = parse_number)]
     a: f64,
     /// Probability of the top-right quadrant.
-    #[arg(long = "b", value_name = "P", default_value_t = 0.19, allow_negative_numbers = true, value_parser = parse_probability)]
+    #[arg(long = "b", value_name = "P", default_value_t = 0.19, allow_negative_numbers = true, value_parser = parse_number)]
     b: f64,
     /// Probability of the bottom-left quadrant (d = 1 - a - b - c).
-    #[arg(long = "c", value_name = "P", default_value_t = 0.19, allow_negative_numbers = true, value_parser = parse_probability)]
+    #[arg(long = "c", value_name = "P", default_value_t = 0.19, allow_negative_numbers = true, value_parser = parse_number)]
     c: f64,
     /// Keep R-MAT's vertex ids (hubs near 0) instead of permuting them.
     #[arg(long)]
@@ -167,7 +174,7 @@ struct RmatArgs {
     /// Write little-endian u64 pairs instead of `src\tdst` lines.
     #[arg(long)]
     binary: bool,
-    /// Worker threads (0 = all cores); the output does not depend on it.
+    /// Worker threads (0 = all cores; at most 256); the output does not depend on it.
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
     #[command(flatten)]
@@ -176,37 +183,37 @@ struct RmatArgs {
 
 #[derive(Debug, clap::Args)]
 struct ClickArgs {
-    /// Users (ids 0..N).
+    /// Users (ids 0..N), 1..=2^53.
     #[arg(long, value_name = "N", default_value = "100000", value_parser = parse_count)]
     users: u64,
     /// Clicks to generate.
     #[arg(long, value_name = "N", default_value = "1000000", value_parser = parse_count)]
     clicks: u64,
-    /// Zipf exponent of session arrivals over users.
-    #[arg(long, value_name = "S", default_value_t = 1.0, allow_negative_numbers = true, value_parser = parse_positive)]
+    /// Zipf exponent (> 0) of session arrivals over users.
+    #[arg(long, value_name = "S", default_value_t = 1.0, allow_negative_numbers = true, value_parser = parse_number)]
     user_zipf_s: f64,
     /// Keep the most active user at id 0 instead of scattering hot users.
     #[arg(long)]
     no_scramble: bool,
-    /// Distinct URLs.
+    /// Distinct URLs, 1..=16M-16.
     #[arg(long, value_name = "N", default_value = "10000", value_parser = parse_count)]
     urls: u64,
-    /// Zipf exponent over URLs.
-    #[arg(long, value_name = "S", default_value_t = 1.0, allow_negative_numbers = true, value_parser = parse_positive)]
+    /// Zipf exponent (> 0) over URLs.
+    #[arg(long, value_name = "S", default_value_t = 1.0, allow_negative_numbers = true, value_parser = parse_number)]
     url_zipf_s: f64,
     /// Mean clicks a session arrival brings (>= 1).
-    #[arg(long, value_name = "N", default_value_t = 8.0, allow_negative_numbers = true, value_parser = parse_at_least_one)]
+    #[arg(long, value_name = "N", default_value_t = 8.0, allow_negative_numbers = true, value_parser = parse_number)]
     clicks_per_session: f64,
-    /// Mean gap between a session's clicks, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 20_000.0, allow_negative_numbers = true, value_parser = parse_positive)]
+    /// Mean gap (> 0) between a session's clicks, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 20_000.0, allow_negative_numbers = true, value_parser = parse_number)]
     click_gap_ms: f64,
-    /// Inactivity that ends a session, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 1_800_000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Inactivity (>= 1) that ends a session, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1_800_000)]
     session_timeout_ms: u64,
-    /// Mean gap between session arrivals over all users, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100.0, allow_negative_numbers = true, value_parser = parse_positive)]
+    /// Mean gap (> 0) between session arrivals over all users, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100.0, allow_negative_numbers = true, value_parser = parse_number)]
     arrival_gap_ms: f64,
-    /// Timestamp of the first click, in milliseconds since the Unix epoch.
+    /// Timestamp of the first click, in milliseconds since the Unix epoch (at most 2^62).
     #[arg(long, value_name = "MS", default_value_t = 1_600_000_000_000)]
     start_ms: u64,
     #[command(flatten)]
@@ -263,20 +270,10 @@ fn summarize(args: Args) -> anyhow::Result<Option<Report>> {
 
 fn run_kv(args: KvArgs) -> anyhow::Result<Option<Report>> {
     let mut params = KvParams::preset(args.preset, args.ops);
-    params.key_bytes = args.key_bytes as usize;
-    params.value_bytes = args.value_bytes as usize;
+    params.key_bytes = args.key_bytes;
+    // Past usize (32-bit targets only) is past the library's limit too.
+    params.value_bytes = usize::try_from(args.value_bytes).unwrap_or(usize::MAX);
     params.key_count = args.keys.unwrap_or(args.ops.max(1));
-    if params.key_count == 0 {
-        bail!("--keys must be at least 1, got 0");
-    }
-    if params.key_bytes < 8 && params.key_count > 1u64 << (8 * params.key_bytes) {
-        bail!(
-            "--keys {} does not fit in --key-bytes {} (at most {} keys)",
-            params.key_count,
-            params.key_bytes,
-            1u64 << (8 * params.key_bytes)
-        );
-    }
     let scrambled = !args.no_scramble;
     params.distribution = match args.distribution {
         Some(DistributionArg::Sequential) => KeyDistribution::Sequential,
@@ -287,6 +284,8 @@ fn run_kv(args: KvArgs) -> anyhow::Result<Option<Report>> {
         },
         None => params.distribution,
     };
+    // A flag that would be ignored: a mistake in the command line, not in a
+    // parameter, so the library cannot see it.
     if args.zipf_s.is_some() && !matches!(params.distribution, KeyDistribution::Zipfian { .. }) {
         bail!(
             "--zipf-s applies to --distribution zipfian, but the distribution is {}",
@@ -302,7 +301,7 @@ fn run_kv(args: KvArgs) -> anyhow::Result<Option<Report>> {
         KvFormatArg::Text => KvFormat::Text,
         KvFormatArg::Binary => KvFormat::Binary,
     };
-    generate("kv", &args.output, |writer| {
+    generate("kv", &args.output, params.validate(), |writer| {
         Ok(serde_json::to_value(write_kv(&params, format, writer)?)?)
     })
 }
@@ -317,17 +316,10 @@ fn run_text(args: TextArgs) -> anyhow::Result<Option<Report>> {
         vocabulary_words: args.vocabulary,
         zipf_exponent: args.zipf_s,
         words_per_line: args.words_per_line,
-        threads: spillway_core::worker_threads(args.threads),
+        threads: args.threads,
         seed: args.output.seed,
     };
-    if !(1..=spillway_workload::text::VOCABULARY_WORDS_MAX).contains(&params.vocabulary_words) {
-        bail!(
-            "--vocabulary must be in 1..={}, got {}",
-            spillway_workload::text::VOCABULARY_WORDS_MAX,
-            params.vocabulary_words
-        );
-    }
-    generate("text", &args.output, |writer| {
+    generate("text", &args.output, params.validate(), |writer| {
         Ok(serde_json::to_value(write_text(&params, writer)?)?)
     })
 }
@@ -340,27 +332,15 @@ fn run_rmat(args: RmatArgs) -> anyhow::Result<Option<Report>> {
         b: args.b,
         c: args.c,
         permute: !args.no_permute,
-        threads: spillway_core::worker_threads(args.threads),
+        threads: args.threads,
         seed: args.output.seed,
     };
-    if params.edge_factor == 0 {
-        bail!("--edge-factor must be at least 1, got 0");
-    }
-    if params.a + params.b + params.c > 1.0 + 1e-9 {
-        bail!(
-            "--a + --b + --c must be at most 1 (d = 1 - a - b - c), got {} + {} + {} = {:.6}",
-            params.a,
-            params.b,
-            params.c,
-            params.a + params.b + params.c
-        );
-    }
     let format = if args.binary {
         EdgeFormat::Binary
     } else {
         EdgeFormat::Text
     };
-    generate("rmat", &args.output, |writer| {
+    generate("rmat", &args.output, params.validate(), |writer| {
         Ok(serde_json::to_value(write_rmat(&params, format, writer)?)?)
     })
 }
@@ -380,45 +360,186 @@ fn run_clicks(args: ClickArgs) -> anyhow::Result<Option<Report>> {
         start_timestamp_ms: args.start_ms,
         seed: args.output.seed,
     };
-    if params.users == 0 {
-        bail!("--users must be at least 1, got 0");
-    }
-    if !(1..=spillway_workload::clicks::URLS_MAX).contains(&params.urls) {
-        bail!(
-            "--urls must be in 1..={}, got {}",
-            spillway_workload::clicks::URLS_MAX,
-            params.urls
-        );
-    }
-    generate("clicks", &args.output, |writer| {
+    generate("clicks", &args.output, params.validate(), |writer| {
         Ok(serde_json::to_value(write_clicks(&params, writer)?)?)
     })
 }
 
-/// Opens the output, runs `write` on it and reports. `write` returns the
-/// generator's summary as a JSON object with at least `records` and `bytes`.
+/// The flag that sets each library parameter, per generator: `(generator,
+/// parameter, flag)`, where `parameter` is the name (a word or phrase) that
+/// the library's `validate` errors use. The one place where the two
+/// vocabularies meet; single letters (R-MAT's `a`, `b`, `c`) are safe
+/// because only that generator's messages are rewritten with its rows.
+const PARAMETER_FLAGS: &[(&str, &str, &str)] = &[
+    ("kv", "operations", "--ops"),
+    ("kv", "key_bytes", "--key-bytes"),
+    ("kv", "value_bytes", "--value-bytes"),
+    ("kv", "key_count", "--keys"),
+    ("kv", "zipfian exponent", "--zipf-s"),
+    ("kv", "mix", "--mix"),
+    ("kv", "compression_ratio", "--compression-ratio"),
+    ("text", "vocabulary_words", "--vocabulary"),
+    ("text", "zipf_exponent", "--zipf-s"),
+    ("text", "words_per_line", "--words-per-line"),
+    ("rmat", "scale", "--scale"),
+    ("rmat", "edge_factor", "--edge-factor"),
+    ("rmat", "a", "--a"),
+    ("rmat", "b", "--b"),
+    ("rmat", "c", "--c"),
+    ("clicks", "users", "--users"),
+    ("clicks", "urls", "--urls"),
+    ("clicks", "user_zipf_exponent", "--user-zipf-s"),
+    ("clicks", "url_zipf_exponent", "--url-zipf-s"),
+    ("clicks", "mean_clicks_per_session", "--clicks-per-session"),
+    ("clicks", "mean_click_gap_ms", "--click-gap-ms"),
+    ("clicks", "session_timeout_ms", "--session-timeout-ms"),
+    ("clicks", "mean_session_arrival_gap_ms", "--arrival-gap-ms"),
+    ("clicks", "start_timestamp_ms", "--start-ms"),
+];
+
+/// `message` with each parameter name of `generator` that stands as a whole
+/// word (not inside a longer identifier) replaced by its flag, in one pass.
+fn name_flags(generator: &str, message: &str) -> String {
+    let is_word = |character: char| character.is_ascii_alphanumeric() || character == '_';
+    let mut named = String::with_capacity(message.len() + 16);
+    let mut rest = message;
+    let mut previous: Option<char> = None;
+    while let Some(character) = rest.chars().next() {
+        if previous.is_none_or(|previous| !is_word(previous)) {
+            let parameter = PARAMETER_FLAGS.iter().find(|(owner, parameter, _)| {
+                *owner == generator
+                    && rest.starts_with(parameter)
+                    && !rest[parameter.len()..].starts_with(is_word)
+            });
+            if let Some((_, parameter, flag)) = parameter {
+                named.push_str(flag);
+                rest = &rest[parameter.len()..];
+                previous = parameter.chars().last();
+                continue;
+            }
+        }
+        named.push(character);
+        rest = &rest[character.len_utf8()..];
+        previous = Some(character);
+    }
+    named
+}
+
+/// A generator's error with its parameter names replaced by flags, when it
+/// is about the arguments (`InvalidArgument`); other errors as they are.
+fn with_flags(generator: &str, error: anyhow::Error) -> anyhow::Error {
+    match error.downcast::<spillway_core::Error>() {
+        Ok(spillway_core::Error::InvalidArgument(message)) => {
+            spillway_core::Error::InvalidArgument(name_flags(generator, &message)).into()
+        }
+        Ok(other) => other.into(),
+        Err(error) => error,
+    }
+}
+
+/// Where `spillway gen` writes its data.
+#[derive(Debug)]
+enum Destination {
+    /// `-o -`.
+    Stdout,
+    /// An existing file that is not a regular file (a device such as
+    /// `/dev/null`, a FIFO, a directory): opened as it is, since renaming a
+    /// file over it would replace the device (or fail).
+    InPlace(PathBuf),
+    /// A regular file, existing or not: the data goes to `partial` beside it,
+    /// which is renamed over `target` once complete.
+    Staged {
+        /// The file the data ends up in (a symbolic link's target, so the
+        /// link stays a link).
+        target: PathBuf,
+        /// `<target>.partial`.
+        partial: PathBuf,
+    },
+}
+
+impl Destination {
+    fn of(output: &Path) -> Destination {
+        if output.as_os_str() == "-" {
+            return Destination::Stdout;
+        }
+        let target = match fs::symlink_metadata(output) {
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                fs::canonicalize(output).unwrap_or_else(|_| output.to_path_buf())
+            }
+            _ => output.to_path_buf(),
+        };
+        match fs::metadata(&target) {
+            Ok(metadata) if !metadata.is_file() => Destination::InPlace(target),
+            _ => {
+                let mut partial = target.clone().into_os_string();
+                partial.push(".partial");
+                Destination::Staged {
+                    target,
+                    partial: PathBuf::from(partial),
+                }
+            }
+        }
+    }
+}
+
+/// Checks the parameters (`validated`), opens the output, runs `write` on
+/// it and reports. `write` returns the generator's summary as a JSON object
+/// with at least `records` and `bytes`.
+///
+/// # Algorithm
+/// 1. A parameter error (`validated`) fails the run before anything is
+///    created, so an existing output file is untouched.
+/// 2. A regular file `FILE` is written as `FILE.partial` and renamed over
+///    `FILE` on success; on any error `FILE.partial` is removed and `FILE` is
+///    untouched. (The data is not fsynced: a crash may leave `FILE.partial`
+///    behind, never a short `FILE` from a run that reported an error.)
 fn generate(
     generator: &str,
     output: &OutputArgs,
+    validated: spillway_core::Result<()>,
     write: impl FnOnce(&mut dyn Write) -> anyhow::Result<Value>,
 ) -> anyhow::Result<Option<Report>> {
-    let to_stdout = output.output.as_os_str() == "-";
-    if to_stdout && output.json {
+    let destination = Destination::of(&output.output);
+    if matches!(destination, Destination::Stdout) && output.json {
         bail!("--json needs -o FILE: with -o - standard output carries the generated data");
     }
+    validated.map_err(|error| with_flags(generator, error.into()))?;
     let started = Instant::now();
-    let outcome = if to_stdout {
-        write(&mut io::stdout().lock())
-    } else {
-        let mut file = File::create(&output.output)
-            .with_context(|| format!("creating output file {}", output.output.display()))?;
-        write(&mut file)
+    let outcome = match &destination {
+        Destination::Stdout => write(&mut io::stdout().lock()),
+        Destination::InPlace(path) => {
+            let mut file =
+                File::create(path).with_context(|| format!("opening output file {}", path.display()))?;
+            write(&mut file)
+        }
+        Destination::Staged { target, partial } => {
+            let mut file = File::create(partial).with_context(|| {
+                format!(
+                    "creating {} to write output file {}",
+                    partial.display(),
+                    target.display()
+                )
+            })?;
+            let outcome = write(&mut file).and_then(|summary| {
+                drop(file);
+                fs::rename(partial, target)
+                    .with_context(|| format!("renaming {} to {}", partial.display(), target.display()))?;
+                Ok(summary)
+            });
+            if outcome.is_err() {
+                // Best effort: the error being reported matters more.
+                let _ = fs::remove_file(partial);
+            }
+            outcome
+        }
     };
     let summary = match outcome {
         Ok(summary) => summary,
         // A reader that stops early (`| head`) is not an error of ours.
-        Err(error) if to_stdout && is_broken_pipe(&error) => return Ok(None),
-        Err(error) => return Err(error),
+        Err(error) if matches!(destination, Destination::Stdout) && is_broken_pipe(&error) => {
+            return Ok(None)
+        }
+        Err(error) => return Err(with_flags(generator, error)),
     };
     let seconds = started.elapsed().as_secs_f64();
     let Value::Object(fields) = summary else {
@@ -485,56 +606,11 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
         })
 }
 
-fn parse_value_bytes(text: &str) -> Result<u64, String> {
-    let value = parse_count(text)?;
-    let max = spillway_workload::kv::VALUE_BYTES_MAX as u64;
-    if value > max {
-        return Err(format!("must be at most {max}, got {value}"));
-    }
-    Ok(value)
-}
-
-fn parse_float(text: &str) -> Result<f64, String> {
-    let value: f64 = text
-        .trim()
+/// A number; the library checks its range (so that the range is stated once).
+fn parse_number(text: &str) -> Result<f64, String> {
+    text.trim()
         .parse()
-        .map_err(|_| format!("expected a number, got {text:?}"))?;
-    if !value.is_finite() {
-        return Err(format!("must be a finite number, got {text}"));
-    }
-    Ok(value)
-}
-
-fn parse_positive(text: &str) -> Result<f64, String> {
-    let value = parse_float(text)?;
-    if value <= 0.0 {
-        return Err(format!("must be > 0, got {value}"));
-    }
-    Ok(value)
-}
-
-fn parse_at_least_one(text: &str) -> Result<f64, String> {
-    let value = parse_float(text)?;
-    if value < 1.0 {
-        return Err(format!("must be >= 1, got {value}"));
-    }
-    Ok(value)
-}
-
-fn parse_ratio(text: &str) -> Result<f64, String> {
-    let value = parse_float(text)?;
-    if !(value > 0.0 && value <= 1.0) {
-        return Err(format!("must be in (0, 1], got {value}"));
-    }
-    Ok(value)
-}
-
-fn parse_probability(text: &str) -> Result<f64, String> {
-    let value = parse_float(text)?;
-    if !(0.0..=1.0).contains(&value) {
-        return Err(format!("must be in [0, 1], got {value}"));
-    }
-    Ok(value)
+        .map_err(|_| format!("expected a number, got {text:?}"))
 }
 
 fn parse_preset(text: &str) -> Result<Preset, String> {
@@ -561,14 +637,88 @@ mod tests {
     use super::*;
 
     #[test]
-    fn float_flags_check_their_ranges() {
-        assert_eq!(parse_positive("-1"), Err("must be > 0, got -1".to_string()));
-        assert_eq!(parse_positive("0.99"), Ok(0.99));
-        assert!(parse_positive("nan").is_err());
-        assert!(parse_ratio("0").is_err() && parse_ratio("1").is_ok());
-        assert!(parse_probability("1.01").is_err() && parse_probability("0").is_ok());
-        assert!(parse_at_least_one("0.5").is_err());
+    fn numbers_parse_and_presets_name_themselves() {
+        assert_eq!(parse_number("-1"), Ok(-1.0));
+        assert_eq!(parse_number(" 0.99"), Ok(0.99));
+        assert!(parse_number("abc").unwrap_err().contains("expected a number"));
         assert!(parse_preset("fillrandom").is_ok());
         assert!(parse_preset("nope").unwrap_err().starts_with("unknown preset"));
+    }
+
+    #[test]
+    fn parameter_names_become_flags_as_whole_words_only() {
+        assert_eq!(
+            name_flags(
+                "kv",
+                "key_count 70000 does not fit in key_bytes 2 (at most 65536 keys)"
+            ),
+            "--keys 70000 does not fit in --key-bytes 2 (at most 65536 keys)"
+        );
+        // The article "a" is not R-MAT's parameter a outside R-MAT.
+        assert_eq!(
+            name_flags(
+                "kv",
+                "key_count must be at most 2^53 for a zipfian distribution, got 3"
+            ),
+            "--keys must be at most 2^53 for a zipfian distribution, got 3"
+        );
+        assert_eq!(
+            name_flags("kv", "zipfian exponent must be > 0, got -1"),
+            "--zipf-s must be > 0, got -1"
+        );
+        assert_eq!(
+            name_flags("rmat", "a + b + c must be at most 1, got 0.6 + 0.3 + 0.19 = 1.09"),
+            "--a + --b + --c must be at most 1, got 0.6 + 0.3 + 0.19 = 1.09"
+        );
+        // Inside longer identifiers nothing changes: `users` in
+        // `user_zipf_exponent` is not the parameter users.
+        assert_eq!(
+            name_flags(
+                "clicks",
+                "user_zipf_exponent must be > 0; users must be at least 1"
+            ),
+            "--user-zipf-s must be > 0; --users must be at least 1"
+        );
+        assert_eq!(
+            name_flags("clicks", "start_timestamp_ms must be at most 2^62"),
+            "--start-ms must be at most 2^62"
+        );
+        assert_eq!(name_flags("text", "nothing to name"), "nothing to name");
+    }
+
+    #[test]
+    fn every_parameter_error_of_the_library_names_a_flag() {
+        let kv = KvParams {
+            key_count: 1 << 54,
+            distribution: KeyDistribution::Zipfian {
+                exponent: 0.99,
+                scrambled: true,
+            },
+            ..KvParams::default()
+        };
+        let text = TextParams {
+            words_per_line: 0,
+            ..TextParams::default()
+        };
+        let rmat = RmatParams {
+            edge_factor: 0,
+            ..RmatParams::default()
+        };
+        let clicks = ClickParams {
+            mean_session_arrival_gap_ms: 0.0,
+            ..ClickParams::default()
+        };
+        for (generator, error, flag) in [
+            ("kv", kv.validate(), "--keys"),
+            ("text", text.validate(), "--words-per-line"),
+            ("rmat", rmat.validate(), "--edge-factor"),
+            ("clicks", clicks.validate(), "--arrival-gap-ms"),
+        ] {
+            let message = with_flags(generator, error.unwrap_err().into()).to_string();
+            assert!(
+                message.starts_with(&format!("invalid argument: {flag} must be")),
+                "{message}"
+            );
+        }
     }
 }

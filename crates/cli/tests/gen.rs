@@ -359,6 +359,64 @@ fn bad_flags_fail_with_a_message_naming_the_flag() {
             &["--clicks-per-session", "must be >= 1"],
         ),
         (&["gen", "clicks", "--json", "-o", "-"], &["--json needs -o FILE"]),
+        // Checked by the library's validate(), named by the CLI's flag table.
+        (
+            &[
+                "gen",
+                "kv",
+                "--distribution",
+                "zipfian",
+                "--keys",
+                "16384T",
+                "-o",
+                "-",
+            ],
+            &["--keys must be at most 2^53 for a zipfian distribution, got 18014398509481984"],
+        ),
+        (
+            &["gen", "kv", "--key-bytes", "0", "-o", "-"],
+            &["--key-bytes must be in 1..=65536, got 0"],
+        ),
+        (
+            &["gen", "kv", "--value-bytes", "1G", "-o", "-"],
+            &["--value-bytes must be at most 67108864, got 1073741824"],
+        ),
+        (
+            &["gen", "text", "--lines", "1", "--words-per-line", "0", "-o", "-"],
+            &["--words-per-line must be in 1..=65536, got 0"],
+        ),
+        (
+            &["gen", "rmat", "--edge-factor", "0", "-o", "-"],
+            &["--edge-factor must be at least 1, got 0"],
+        ),
+        (
+            &["gen", "rmat", "--scale", "49", "-o", "-"],
+            &["--scale must be in 1..=48, got 49"],
+        ),
+        (
+            &["gen", "clicks", "--users", "16384T", "-o", "-"],
+            &["--users must be at most 2^53"],
+        ),
+        (
+            &["gen", "clicks", "--urls", "0", "-o", "-"],
+            &["--urls must be in 1..="],
+        ),
+        (
+            &["gen", "clicks", "--url-zipf-s", "-1", "-o", "-"],
+            &["--url-zipf-s must be > 0, got -1"],
+        ),
+        (
+            &["gen", "clicks", "--arrival-gap-ms", "0", "-o", "-"],
+            &["--arrival-gap-ms must be > 0, got 0"],
+        ),
+        (
+            &["gen", "clicks", "--session-timeout-ms", "0", "-o", "-"],
+            &["--session-timeout-ms must be at least 1, got 0"],
+        ),
+        (
+            &["gen", "clicks", "--start-ms", "18446744073709551615", "-o", "-"],
+            &["--start-ms must be at most 2^62"],
+        ),
     ];
     for (arguments, wanted) in cases {
         let message = failure(arguments);
@@ -382,4 +440,137 @@ fn an_unwritable_output_names_the_file() {
         "/nonexistent-directory/words.txt",
     ]);
     assert!(message.contains("/nonexistent-directory/words.txt"), "{message}");
+}
+
+/// The names in `directory`, sorted.
+fn entries(directory: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_failed_run_leaves_an_existing_output_untouched() {
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("keep.txt");
+    std::fs::write(&file, "precious\n").unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        // A bad parameter: used to truncate keep.txt, then fail.
+        (
+            &["gen", "kv", "--distribution", "zipfian", "--keys", "16384T"],
+            "--keys must be at most 2^53",
+        ),
+        (
+            &["gen", "text", "--bytes", "1K", "--zipf-s", "0"],
+            "--zipf-s must be > 0",
+        ),
+        // Fails while writing (the second arrival is past u64::MAX): used to
+        // panic on the overflow after truncating keep.txt.
+        (
+            &[
+                "gen",
+                "clicks",
+                "--users",
+                "1",
+                "--clicks",
+                "10",
+                "--clicks-per-session",
+                "1",
+                "--arrival-gap-ms",
+                "1e300",
+                "--start-ms",
+                "4611686018427387904",
+            ],
+            "click timestamps pass 2^64 ms after 1 clicks: --start-ms 4611686018427387904",
+        ),
+    ];
+    for (arguments, wanted) in cases {
+        let mut arguments = arguments.to_vec();
+        arguments.extend(["-o", path_str(&file)]);
+        let message = failure(&arguments);
+        assert!(message.contains(wanted), "{arguments:?}: {message}");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "precious\n",
+            "{arguments:?}"
+        );
+        assert_eq!(entries(directory.path()), ["keep.txt"], "{arguments:?}");
+    }
+    // The temporary file cannot be created: the error names the output.
+    std::fs::create_dir(directory.path().join("keep.txt.partial")).unwrap();
+    let message = failure(&["gen", "text", "--lines", "3", "-o", path_str(&file)]);
+    assert!(message.contains(path_str(&file)), "{message}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious\n");
+}
+
+#[test]
+fn a_successful_run_replaces_the_output_and_leaves_no_partial_file() {
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("words.txt");
+    std::fs::write(&file, "x".repeat(100_000)).unwrap();
+    // A partial file left by a killed run is overwritten, then renamed.
+    std::fs::write(directory.path().join("words.txt.partial"), "stale").unwrap();
+    let report = summary(&["gen", "text", "--lines", "3", "--json", "-o", path_str(&file)]);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 3);
+    assert_eq!(report["bytes"].as_u64().unwrap(), text.len() as u64);
+    assert_eq!(report["output"], path_str(&file));
+    assert_eq!(entries(directory.path()), ["words.txt"]);
+    assert_eq!(
+        text.as_bytes(),
+        stdout_of(&["gen", "text", "--lines", "3", "-o", "-"])
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn devices_are_written_in_place_and_links_stay_links() {
+    use std::os::unix::fs::FileTypeExt;
+    // Renaming a file over /dev/null would replace the device (as root) or
+    // fail (as anyone else): it is written in place.
+    let output = spillway(&["gen", "text", "--lines", "100", "-o", "/dev/null"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    assert!(!Path::new("/dev/null.partial").exists());
+    // A link to a file: the file gets the data, the link stays.
+    let directory = tempfile::tempdir().unwrap();
+    let target = directory.path().join("target.txt");
+    let link = directory.path().join("link.txt");
+    std::fs::write(&target, "old").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let output = spillway(&["gen", "text", "--lines", "2", "-o", path_str(&link)]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap().lines().count(), 2);
+    assert_eq!(entries(directory.path()), ["link.txt", "target.txt"]);
+}
+
+#[test]
+fn thread_requests_are_capped() {
+    // usize::MAX threads used to abort on a capacity overflow, a million
+    // took 25 s to start; both are capped at the blocks to build (here 1).
+    let single = stdout_of(&["gen", "text", "--lines", "10", "--threads", "1", "-o", "-"]);
+    for threads in ["18446744073709551615", "1000000", "0"] {
+        let text = stdout_of(&["gen", "text", "--lines", "10", "--threads", threads, "-o", "-"]);
+        assert_eq!(text, single, "--threads {threads}");
+        let edges = stdout_of(&["gen", "rmat", "--scale", "4", "--threads", threads, "-o", "-"]);
+        assert_eq!(
+            edges,
+            stdout_of(&["gen", "rmat", "--scale", "4", "--threads", "1", "-o", "-"])
+        );
+    }
 }

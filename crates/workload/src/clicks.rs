@@ -36,6 +36,12 @@
 //!    only move forward and every scheduled click is at or after the click
 //!    that scheduled it.
 //!
+//! Timestamps are `u64` milliseconds and all sums are checked:
+//! [`ClickParams::validate`] keeps `start_timestamp_ms` at most
+//! [`START_TIMESTAMP_MS_MAX`] (2^62), which leaves 2^63 ms (292 million
+//! years) for the log; a log that still runs past `u64::MAX` (absurd gaps or
+//! timeouts) ends with an error instead of wrapping around.
+//!
 //! All draws come from one stream, [`Rng::stream`]`(seed, 0)`, in the order
 //! the simulation makes them; the user permutation is seeded with
 //! `derive_seed(seed, 1)`.
@@ -46,22 +52,26 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 
 use serde::Serialize;
-use spillway_core::{ensure, Result};
+use spillway_core::{ensure, Error, Result};
 
 use crate::permutation::Permutation;
 use crate::rng::{derive_seed, Rng};
 use crate::sink::{push_decimal, ChunkedSink};
 use crate::text::{Vocabulary, VOCABULARY_WORDS_MAX};
-use crate::zipf::Zipf;
+use crate::zipf::{Zipf, ZIPF_RANKS_MAX};
 use crate::DEFAULT_SEED;
 
 /// Sections URLs are spread over (the first path segment).
 pub const URL_SECTIONS: u64 = 16;
 /// The largest URL set (URL names come from the text vocabulary).
 pub const URLS_MAX: u64 = VOCABULARY_WORDS_MAX - URL_SECTIONS;
+/// The largest `start_timestamp_ms`: 2^62 leaves 2^63 ms (292 million years)
+/// of `u64` room for the log itself.
+pub const START_TIMESTAMP_MS_MAX: u64 = 1 << 62;
 
 const EVENT_STREAM: u64 = 0;
 const PERMUTATION_STREAM: u64 = 1;
@@ -69,7 +79,7 @@ const PERMUTATION_STREAM: u64 = 1;
 /// Everything that determines a click log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClickParams {
-    /// Users ids are drawn from: `0..users` (default 100 000).
+    /// Users ids are drawn from: `0..users`, 1..=2^53 (default 100 000).
     pub users: u64,
     /// Clicks to generate (default 10^6).
     pub clicks: u64,
@@ -90,7 +100,8 @@ pub struct ClickParams {
     pub session_timeout_ms: u64,
     /// Mean gap between session arrivals over the whole site (default 100 ms).
     pub mean_session_arrival_gap_ms: f64,
-    /// Timestamp of the first arrival (default 1 600 000 000 000, September 2020).
+    /// Timestamp of the first arrival, at most [`START_TIMESTAMP_MS_MAX`]
+    /// (default 1 600 000 000 000, September 2020).
     pub start_timestamp_ms: u64,
     /// The seed all draws derive from.
     pub seed: u64,
@@ -117,11 +128,18 @@ impl Default for ClickParams {
 
 impl ClickParams {
     /// Checks every parameter; errors name the parameter and its value.
+    /// [`ClickGenerator::new`] fails only where this does.
     pub fn validate(&self) -> Result<()> {
         ensure!(
             self.users >= 1,
             InvalidArgument,
             "users must be at least 1, got 0"
+        );
+        ensure!(
+            self.users <= ZIPF_RANKS_MAX,
+            InvalidArgument,
+            "users must be at most 2^53, got {}",
+            self.users
         );
         ensure!(
             (1..=URLS_MAX).contains(&self.urls),
@@ -160,6 +178,13 @@ impl ClickParams {
             InvalidArgument,
             "session_timeout_ms must be at least 1, got 0"
         );
+        ensure!(
+            self.start_timestamp_ms <= START_TIMESTAMP_MS_MAX,
+            InvalidArgument,
+            "start_timestamp_ms must be at most 2^62 = {START_TIMESTAMP_MS_MAX} (room for the log's \
+             timestamps), got {}",
+            self.start_timestamp_ms
+        );
         Ok(())
     }
 }
@@ -194,6 +219,45 @@ pub struct ClickSummary {
     pub last_timestamp_ms: u64,
 }
 
+/// Hashes a user id with one 64x64->128-bit multiplication by an odd
+/// constant, folding the high half into the low one: every input bit reaches
+/// the low bits (the bucket index) and the top bits (the hash table's tag).
+/// The per-click lookup is the simulation's hot path, and SipHash's
+/// flooding resistance buys nothing for ids the generator draws itself; the
+/// hash values are never persisted and never change the output.
+#[derive(Debug, Clone, Copy, Default)]
+struct UserIdHasher {
+    hash: u64,
+}
+
+impl UserIdHasher {
+    const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
+}
+
+impl Hasher for UserIdHasher {
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+
+    #[inline]
+    fn write_u64(&mut self, value: u64) {
+        let product = u128::from(value ^ self.hash) * u128::from(Self::MULTIPLIER);
+        self.hash = (product as u64) ^ ((product >> 64) as u64);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used for u64 keys; here for completeness.
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+}
+
+/// The per-user state of the simulation, keyed by user id.
+type UserStates = HashMap<u64, UserState, BuildHasherDefault<UserIdHasher>>;
+
 #[derive(Debug, Clone)]
 struct UserState {
     /// The user's latest emitted or scheduled click time.
@@ -224,16 +288,19 @@ pub struct ClickGenerator {
     /// `ln(1 - 1 / mean_clicks_per_session)`, or 0 for single-click sessions.
     session_log_continue: f64,
     arrival_clock_ms: f64,
-    users: HashMap<u64, UserState>,
+    users: UserStates,
     pending: BinaryHeap<Reverse<(u64, u64, u64)>>,
     sequence: u64,
     emitted: u64,
     sessions: u64,
     distinct_users: u64,
+    /// A timestamp passed `u64::MAX`; the generator yields nothing more.
+    overflowed: bool,
 }
 
 impl ClickGenerator {
-    /// A generator for `params` (validated); builds the URL table.
+    /// A generator for `params`; builds the URL table. Fails only when
+    /// [`ClickParams::validate`] does.
     pub fn new(params: &ClickParams) -> Result<Self> {
         params.validate()?;
         let words = Vocabulary::new(URL_SECTIONS + params.urls)?;
@@ -268,12 +335,13 @@ impl ClickGenerator {
                 0.0
             },
             arrival_clock_ms: 0.0,
-            users: HashMap::new(),
+            users: UserStates::default(),
             pending: BinaryHeap::new(),
             sequence: 0,
             emitted: 0,
             sessions: 0,
             distinct_users: 0,
+            overflowed: false,
             params: params.clone(),
         })
     }
@@ -282,9 +350,15 @@ impl ClickGenerator {
     /// vocabulary word `index mod 16` and page is vocabulary word
     /// `16 + index` (so paths are distinct).
     pub fn url(&self, index: u64) -> &str {
+        std::str::from_utf8(self.url_bytes(index)).expect("URLs are ASCII")
+    }
+
+    /// The path of URL `index` as bytes (ASCII): [`ClickGenerator::url`]
+    /// without the UTF-8 check, for writers.
+    #[inline]
+    pub fn url_bytes(&self, index: u64) -> &[u8] {
         let index = index as usize;
-        let bytes = &self.url_bytes[self.url_offsets[index] as usize..self.url_offsets[index + 1] as usize];
-        std::str::from_utf8(bytes).expect("URLs are ASCII")
+        &self.url_bytes[self.url_offsets[index] as usize..self.url_offsets[index + 1] as usize]
     }
 
     /// Sessions among the clicks emitted so far.
@@ -297,8 +371,30 @@ impl ClickGenerator {
         self.distinct_users
     }
 
-    fn arrival_ms(&self) -> u64 {
-        self.params.start_timestamp_ms + self.arrival_clock_ms as u64
+    /// The timestamp of the next session arrival; `None` when it is past
+    /// `u64::MAX`.
+    fn arrival_ms(&self) -> Option<u64> {
+        // 2^64 as f64: `as u64` would saturate at and above it.
+        const CLOCK_MS_LIMIT: f64 = 18_446_744_073_709_551_616.0;
+        if self.arrival_clock_ms < CLOCK_MS_LIMIT {
+            self.params
+                .start_timestamp_ms
+                .checked_add(self.arrival_clock_ms as u64)
+        } else {
+            None
+        }
+    }
+
+    /// The error of a log whose timestamps run past `u64::MAX`; marks the
+    /// generator finished.
+    fn overflow(&mut self) -> Error {
+        self.overflowed = true;
+        Error::InvalidArgument(format!(
+            "click timestamps pass 2^64 ms after {} clicks: start_timestamp_ms {} plus the span of the \
+             log does not fit (lower mean_session_arrival_gap_ms, mean_click_gap_ms or \
+             session_timeout_ms)",
+            self.emitted, self.params.start_timestamp_ms
+        ))
     }
 
     fn schedule(&mut self, time_ms: u64, user: u64) {
@@ -306,9 +402,8 @@ impl ClickGenerator {
         self.sequence += 1;
     }
 
-    /// Step 2 of the algorithm: one session arrival.
-    fn arrive(&mut self) {
-        let now = self.arrival_ms();
+    /// Step 2 of the algorithm: one session arrival at `now`.
+    fn arrive(&mut self, now: u64) {
         self.arrival_clock_ms += self.rng.next_exponential(self.params.mean_session_arrival_gap_ms);
         let rank = self.user_zipf.sample(&mut self.rng);
         let user = match &self.user_permutation {
@@ -317,7 +412,8 @@ impl ClickGenerator {
         };
         let clicks = if self.session_log_continue < 0.0 {
             let u = self.rng.next_f64();
-            1 + ((1.0 - u).ln() / self.session_log_continue) as u64
+            // Saturates (rather than overflows) for absurd means.
+            (((1.0 - u).ln() / self.session_log_continue) as u64).saturating_add(1)
         } else {
             1
         };
@@ -337,7 +433,7 @@ impl ClickGenerator {
                 true
             }
             Some(state) if state.active => {
-                state.remaining += clicks;
+                state.remaining = state.remaining.saturating_add(clicks);
                 false
             }
             Some(state) => {
@@ -354,7 +450,7 @@ impl ClickGenerator {
     }
 
     /// Step 3: emit the earliest pending click.
-    fn emit(&mut self) -> Click {
+    fn emit(&mut self) -> Result<Click> {
         let Reverse((time_ms, _, user)) = self.pending.pop().expect("emit is called with a pending click");
         let url_index = self.url_zipf.sample(&mut self.rng) - 1;
         let state = self.users.get_mut(&user).expect("scheduled users have a state");
@@ -370,7 +466,9 @@ impl ClickGenerator {
         let next = if state.remaining > 0 {
             let u = self.rng.next_f64();
             let gap = -self.params.mean_click_gap_ms * (-u * self.gap_mass).ln_1p();
-            let next = time_ms + (gap as u64).min(self.params.session_timeout_ms);
+            let Some(next) = time_ms.checked_add((gap as u64).min(self.params.session_timeout_ms)) else {
+                return Err(self.overflow());
+            };
             state.last_click_ms = next;
             Some(next)
         } else {
@@ -381,32 +479,52 @@ impl ClickGenerator {
             self.schedule(next, user);
         }
         self.emitted += 1;
-        Click {
+        Ok(Click {
             user,
             timestamp_ms: time_ms,
             url_index,
+        })
+    }
+
+    /// The next click; `Ok(None)` after `clicks` clicks. Fails (and yields
+    /// nothing after) when a timestamp would pass `u64::MAX`, which
+    /// parameters that pass [`ClickParams::validate`] reach only when the log
+    /// spans more than 2^63 ms.
+    pub fn try_next(&mut self) -> Result<Option<Click>> {
+        if self.overflowed {
+            return Err(self.overflow());
+        }
+        if self.emitted == self.params.clicks {
+            return Ok(None);
+        }
+        loop {
+            // An arrival past u64::MAX comes after every pending click.
+            let arrival_ms = self.arrival_ms();
+            match (self.pending.peek(), arrival_ms) {
+                (Some(Reverse((time_ms, _, _))), Some(arrival_ms)) if *time_ms < arrival_ms => {
+                    return self.emit().map(Some)
+                }
+                (Some(_), None) => return self.emit().map(Some),
+                (_, Some(arrival_ms)) => self.arrive(arrival_ms),
+                (None, None) => return Err(self.overflow()),
+            }
         }
     }
 }
 
+/// The clicks in time order. The iterator ends early only where
+/// [`ClickGenerator::try_next`] fails (timestamps past `u64::MAX`); use that
+/// to see the error.
 impl Iterator for ClickGenerator {
     type Item = Click;
 
     fn next(&mut self) -> Option<Click> {
-        if self.emitted == self.params.clicks {
-            return None;
-        }
-        loop {
-            match self.pending.peek() {
-                Some(Reverse((time_ms, _, _))) if *time_ms < self.arrival_ms() => return Some(self.emit()),
-                _ => self.arrive(),
-            }
-        }
+        self.try_next().ok().flatten()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let remaining = usize::try_from(self.params.clicks - self.emitted).unwrap_or(usize::MAX);
-        (remaining, Some(remaining))
+        (0, Some(remaining))
     }
 }
 
@@ -417,13 +535,13 @@ pub fn write_clicks(params: &ClickParams, writer: impl Write) -> Result<ClickSum
     let mut generator = ClickGenerator::new(params)?;
     let mut sink = ChunkedSink::new(writer, "click log");
     let mut summary = ClickSummary::default();
-    while let Some(click) = generator.next() {
+    while let Some(click) = generator.try_next()? {
         if summary.records == 0 {
             summary.first_timestamp_ms = click.timestamp_ms;
         }
         summary.last_timestamp_ms = click.timestamp_ms;
         summary.records += 1;
-        let url = generator.url(click.url_index).as_bytes();
+        let url = generator.url_bytes(click.url_index);
         let buffer = sink.buffer();
         push_decimal(buffer, click.user);
         buffer.push(b'\t');
@@ -592,6 +710,7 @@ mod tests {
         .unwrap();
         let urls: HashSet<&str> = (0..500).map(|index| generator.url(index)).collect();
         assert_eq!(urls.len(), 500);
+        assert!((0..500).all(|index| generator.url_bytes(index) == generator.url(index).as_bytes()));
         for url in urls {
             let segments: Vec<&str> = url.split('/').collect();
             assert_eq!(segments.len(), 3, "{url}");
@@ -647,6 +766,124 @@ mod tests {
             },
             "session_timeout_ms must be at least 1, got 0",
         );
+        check(
+            ClickParams {
+                users: 1 << 54,
+                ..ClickParams::default()
+            },
+            "users must be at most 2^53",
+        );
+        // Used to overflow `start + clock` (a panic in debug builds, wrapped
+        // and decreasing timestamps in release builds).
+        check(
+            ClickParams {
+                start_timestamp_ms: u64::MAX - 10,
+                ..ClickParams::default()
+            },
+            "start_timestamp_ms must be at most 2^62 = 4611686018427387904",
+        );
+        assert!(ClickParams {
+            start_timestamp_ms: START_TIMESTAMP_MS_MAX + 1,
+            ..ClickParams::default()
+        }
+        .validate()
+        .is_err());
+    }
+
+    #[test]
+    fn timestamps_from_the_largest_start_stay_ordered() {
+        let params = ClickParams {
+            start_timestamp_ms: START_TIMESTAMP_MS_MAX,
+            ..calm_site()
+        };
+        let (output, summary) = generate(&params);
+        let clicks = parse(&output);
+        assert_eq!(clicks[0].1, START_TIMESTAMP_MS_MAX);
+        assert!(clicks.windows(2).all(|pair| pair[0].1 <= pair[1].1));
+        assert_eq!(summary.sessions, sessionize(&clicks, params.session_timeout_ms));
+    }
+
+    #[test]
+    fn timestamps_past_u64_max_are_an_error_not_a_wrap() {
+        // Arrivals 10^300 ms apart: the second arrival is past u64::MAX.
+        let sparse_arrivals = ClickParams {
+            users: 1,
+            clicks: 10,
+            mean_clicks_per_session: 1.0,
+            mean_session_arrival_gap_ms: 1e300,
+            start_timestamp_ms: START_TIMESTAMP_MS_MAX,
+            ..ClickParams::default()
+        };
+        // Clicks up to 2^64 ms apart in the one long session of one user
+        // (sessions of 10^16 clicks would also overflow a `+=` of counts).
+        let long_gaps = ClickParams {
+            users: 1,
+            clicks: 1000,
+            mean_clicks_per_session: 1e16,
+            mean_session_arrival_gap_ms: 1e17,
+            mean_click_gap_ms: 1e30,
+            session_timeout_ms: u64::MAX,
+            ..ClickParams::default()
+        };
+        for params in [sparse_arrivals, long_gaps] {
+            let error = write_clicks(&params, std::io::sink()).unwrap_err();
+            assert_eq!(error.kind(), spillway_core::ErrorKind::InvalidArgument);
+            assert!(
+                error.to_string().contains("click timestamps pass 2^64 ms"),
+                "{error}"
+            );
+            let mut generator = ClickGenerator::new(&params).unwrap();
+            let clicks: Vec<Click> = generator.by_ref().collect();
+            assert!(!clicks.is_empty() && (clicks.len() as u64) < params.clicks);
+            assert!(clicks
+                .windows(2)
+                .all(|pair| pair[0].timestamp_ms <= pair[1].timestamp_ms));
+            assert!(generator.try_next().is_err(), "the error is sticky");
+        }
+    }
+
+    /// FNV-1a of the output: a change to it changes every click data set.
+    fn digest(bytes: &[u8]) -> u64 {
+        bytes.iter().fold(0xCBF2_9CE4_8422_2325, |hash, &byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01B3)
+        })
+    }
+
+    #[test]
+    fn output_is_pinned() {
+        // Pinned before the user-state map moved from SipHash to
+        // `UserIdHasher`: hashing must never change the output.
+        let cases = [
+            (
+                ClickParams {
+                    clicks: 300_000,
+                    ..ClickParams::default()
+                },
+                0x4E23_AD71_5FFE_4EC1,
+            ),
+            (
+                ClickParams {
+                    users: 1 << 40,
+                    clicks: 100_000,
+                    ..ClickParams::default()
+                },
+                0x1365_CBA5_91FC_2490,
+            ),
+            (
+                ClickParams {
+                    users: 1000,
+                    clicks: 100_000,
+                    scramble_users: false,
+                    mean_session_arrival_gap_ms: 60_000.0,
+                    ..ClickParams::default()
+                },
+                0xE114_0C4C_C5F8_4DF3,
+            ),
+        ];
+        for (params, pinned) in cases {
+            let (output, _) = generate(&params);
+            assert_eq!(digest(&output), pinned, "{params:?}");
+        }
     }
 
     #[test]

@@ -32,7 +32,7 @@ use spillway_core::{bail, ensure, Error, Result};
 
 use crate::rng::{derive_seed, Rng};
 use crate::sink::{push_hex, ChunkedSink};
-use crate::zipf::{ScrambledZipf, Zipf};
+use crate::zipf::{ScrambledZipf, Zipf, ZIPF_RANKS_MAX};
 use crate::DEFAULT_SEED;
 
 /// The longest key a stream may have; keeps the binary format's `u32`
@@ -376,6 +376,8 @@ impl KvParams {
     }
 
     /// Checks every parameter; errors name the parameter and its value.
+    /// [`KvGenerator::new`] and [`write_kv`] fail only where this does (or
+    /// on a write error).
     pub fn validate(&self) -> Result<()> {
         ensure!(
             (1..=KEY_BYTES_MAX).contains(&self.key_bytes),
@@ -399,7 +401,7 @@ impl KvParams {
             ensure!(
                 self.key_count <= capacity,
                 InvalidArgument,
-                "key_count {} does not fit in key_bytes = {} (at most {capacity} keys)",
+                "key_count {} does not fit in key_bytes {} (at most {capacity} keys)",
                 self.key_count,
                 self.key_bytes
             );
@@ -408,13 +410,19 @@ impl KvParams {
             ensure!(
                 exponent.is_finite() && exponent > 0.0,
                 InvalidArgument,
-                "zipf exponent must be > 0, got {exponent}"
+                "zipfian exponent must be > 0, got {exponent}"
+            );
+            ensure!(
+                self.key_count <= ZIPF_RANKS_MAX,
+                InvalidArgument,
+                "key_count must be at most 2^53 for a zipfian distribution, got {}",
+                self.key_count
             );
         }
         ensure!(
             self.mix.total() == 100,
             InvalidArgument,
-            "operation mix percentages must sum to 100, got {} ({})",
+            "mix percentages must sum to 100, got {} ({})",
             self.mix.total(),
             self.mix
         );
@@ -534,7 +542,8 @@ pub struct KvGenerator {
 }
 
 impl KvGenerator {
-    /// A generator for `params` (validated).
+    /// A generator for `params`; fails only when [`KvParams::validate`]
+    /// does.
     pub fn new(params: &KvParams) -> Result<Self> {
         params.validate()?;
         let sampler = match params.distribution {
@@ -796,7 +805,7 @@ mod tests {
         };
         let error = params.validate().unwrap_err().to_string();
         assert!(
-            error.contains("key_count 70000 does not fit in key_bytes = 2"),
+            error.contains("key_count 70000 does not fit in key_bytes 2"),
             "{error}"
         );
     }
@@ -1056,8 +1065,28 @@ mod tests {
                 },
                 ..KvParams::default()
             },
-            "zipf exponent must be > 0, got -1",
+            "zipfian exponent must be > 0, got -1",
         );
+        // Zipf ranks are f64: the limit names the parameter, not the sampler.
+        for scrambled in [false, true] {
+            check(
+                KvParams {
+                    key_count: 1 << 54,
+                    distribution: KeyDistribution::Zipfian {
+                        exponent: 0.99,
+                        scrambled,
+                    },
+                    ..KvParams::default()
+                },
+                "key_count must be at most 2^53 for a zipfian distribution",
+            );
+        }
+        assert!(KvParams {
+            key_count: 1 << 54,
+            ..KvParams::default()
+        }
+        .validate()
+        .is_ok());
         check(
             KvParams {
                 mix: OperationMix::new(50, 40, 0, 0),

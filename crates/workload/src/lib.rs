@@ -19,8 +19,13 @@
 //! Each `write_*` function takes any [`std::io::Write`] (it writes in chunks
 //! of about 1 MiB, so the writer need not be buffered) and returns a summary
 //! with the records and bytes written and the generator's ground truth
-//! (distinct keys, distinct words, self loops, sessions). Algorithms, stream
-//! formats and defaults are in the crate's `DESIGN.md`.
+//! (distinct keys, distinct words, self loops, sessions). Each parameter
+//! struct has a `validate` method that checks every parameter (errors name
+//! the parameter); a generator's `new` and the `write_*` functions fail on
+//! bad parameters only where `validate` does, so a caller can check before it
+//! creates any output. Text and R-MAT build blocks on `threads` worker threads
+//! (0 = every core, capped by [`worker_count`]). Algorithms, stream formats
+//! and defaults are in the crate's `DESIGN.md`.
 //!
 //! ```
 //! use spillway_workload::{write_clicks, write_kv, ClickParams, KvFormat, KvParams, Preset};
@@ -58,6 +63,7 @@ mod sink;
 pub mod text;
 mod zipf;
 
+pub use blocks::{worker_count, THREADS_MAX};
 pub use clicks::{write_clicks, Click, ClickGenerator, ClickParams, ClickSummary};
 pub use kv::{
     encode_key, write_kv, KeyDistribution, KvFormat, KvGenerator, KvParams, KvSummary, Operation,

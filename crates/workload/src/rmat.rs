@@ -72,7 +72,11 @@ pub struct RmatParams {
     pub c: f64,
     /// Relabel vertices with a seeded permutation (default true, as Graph500).
     pub permute: bool,
-    /// Threads building blocks (0 or 1: the calling thread only).
+    /// Threads building blocks: 0 = every core the process may use (as
+    /// [`spillway_core::worker_threads`]), 1 = the calling thread only;
+    /// capped at the number of blocks and at [`THREADS_MAX`](crate::THREADS_MAX)
+    /// (see [`worker_count`](crate::worker_count)). The output does not
+    /// depend on it.
     pub threads: usize,
     /// The seed all draws derive from.
     pub seed: u64,
@@ -95,6 +99,8 @@ impl Default for RmatParams {
 
 impl RmatParams {
     /// Checks every parameter; errors name the parameter and its value.
+    /// [`RmatGenerator::new`] and [`write_rmat`] fail only where this does
+    /// (or on a write error, or when no worker thread can be started).
     pub fn validate(&self) -> Result<()> {
         ensure!(
             (1..=SCALE_MAX).contains(&self.scale),
@@ -126,7 +132,7 @@ impl RmatParams {
         ensure!(
             sum <= 1.0 + PROBABILITY_SLACK,
             InvalidArgument,
-            "probabilities a + b + c must be at most 1 (d = 1 - a - b - c), got {} + {} + {} = {sum}",
+            "a + b + c must be at most 1 (the fourth quadrant gets the rest), got {} + {} + {} = {sum}",
             self.a,
             self.b,
             self.c
@@ -157,7 +163,8 @@ pub struct RmatGenerator {
 }
 
 impl RmatGenerator {
-    /// A generator for `params` (validated).
+    /// A generator for `params`; fails only when [`RmatParams::validate`]
+    /// does.
     pub fn new(params: &RmatParams) -> Result<Self> {
         params.validate()?;
         let threshold = |probability: f64| ((probability * 4_294_967_296.0).round() as u64).min(1 << 32);
@@ -255,7 +262,8 @@ struct EdgeBlock {
 }
 
 /// Writes the graph of `params` to `writer` in `format` (block by block, on
-/// `params.threads` threads) and returns what was written.
+/// [`worker_count`](crate::worker_count)`(params.threads, blocks)` threads)
+/// and returns what was written.
 pub fn write_rmat(params: &RmatParams, format: EdgeFormat, writer: impl Write) -> Result<RmatSummary> {
     let generator = RmatGenerator::new(params)?;
     let mut sink = ChunkedSink::new(writer, "R-MAT edges");
@@ -387,6 +395,12 @@ mod tests {
         assert_eq!(single_summary, parallel_summary);
         assert_eq!(single_summary.records, 8 << 14);
         assert!(generate(&RmatParams { seed: 9, ..one }, EdgeFormat::Binary).0 != single);
+        // 0 = every core; usize::MAX is capped (it used to panic).
+        for threads in [0, usize::MAX] {
+            let (other, other_summary) = generate(&RmatParams { threads, ..one }, EdgeFormat::Binary);
+            assert!(other == single, "{threads} threads give other edges");
+            assert_eq!(other_summary, single_summary);
+        }
     }
 
     #[test]

@@ -180,7 +180,11 @@ pub struct TextParams {
     pub zipf_exponent: f64,
     /// Words per line (default 10).
     pub words_per_line: u32,
-    /// Threads building blocks (0 or 1: the calling thread only).
+    /// Threads building blocks: 0 = every core the process may use (as
+    /// [`spillway_core::worker_threads`]), 1 = the calling thread only;
+    /// capped at the blocks to build and at [`THREADS_MAX`](crate::THREADS_MAX)
+    /// (see [`worker_count`](crate::worker_count)). The output does not
+    /// depend on it.
     pub threads: usize,
     /// The seed all draws derive from.
     pub seed: u64,
@@ -201,6 +205,8 @@ impl Default for TextParams {
 
 impl TextParams {
     /// Checks every parameter; errors name the parameter and its value.
+    /// [`TextGenerator::new`] and [`write_text`] fail only where this does
+    /// (or on a write error, or when no worker thread can be started).
     pub fn validate(&self) -> Result<()> {
         ensure!(
             (1..=VOCABULARY_WORDS_MAX).contains(&self.vocabulary_words),
@@ -247,7 +253,8 @@ pub struct TextGenerator {
 }
 
 impl TextGenerator {
-    /// A generator for `params` (validated); builds the vocabulary.
+    /// A generator for `params`; builds the vocabulary. Fails only when
+    /// [`TextParams::validate`] does.
     pub fn new(params: &TextParams) -> Result<Self> {
         params.validate()?;
         Ok(TextGenerator {
@@ -294,14 +301,20 @@ struct TextBlock {
 }
 
 /// Writes the text of `params` to `writer` (block by block, about 1 MiB per
-/// write, built on `params.threads` threads) and returns what was written.
+/// write, built on [`worker_count`](crate::worker_count)`(params.threads, blocks)`
+/// threads) and returns what was written.
 pub fn write_text(params: &TextParams, writer: impl Write) -> Result<TextSummary> {
     let generator = TextGenerator::new(params)?;
     let lines_per_block = generator.lines_per_block();
     let words_per_line = u64::from(params.words_per_line);
+    // A word has at least WORD_LETTERS_MIN letters and is followed by a space
+    // or the line end, so a block has at least this many bytes and a byte
+    // target is reached within `target / block_bytes_min` blocks (rounded
+    // up). Counting them keeps a small target from starting idle workers.
+    let block_bytes_min = (WORD_LETTERS_MIN as u64 + 1) * words_per_line * lines_per_block;
     let (block_count, last_block_lines) = match params.size {
         TextSize::Bytes(0) | TextSize::Lines(0) => (0, 0),
-        TextSize::Bytes(_) => (u64::MAX, lines_per_block),
+        TextSize::Bytes(target) => (target.div_ceil(block_bytes_min), lines_per_block),
         TextSize::Lines(lines) => (
             lines.div_ceil(lines_per_block),
             lines - (lines.div_ceil(lines_per_block) - 1) * lines_per_block,
@@ -455,6 +468,51 @@ mod tests {
         assert!(single_summary.records > 3 * generate_lines_per_block(&one));
         let other_seed = TextParams { seed: 7, ..one };
         assert!(generate(&other_seed).0 != single);
+    }
+
+    #[test]
+    fn every_thread_request_gives_the_same_text() {
+        // 0 = every core; usize::MAX used to panic (a capacity overflow
+        // while starting that many threads), now it is capped.
+        let base = TextParams {
+            size: TextSize::Bytes(5 << 20),
+            threads: 1,
+            ..TextParams::default()
+        };
+        let (single, summary) = generate(&base);
+        for threads in [0, 3, usize::MAX] {
+            let (text, other) = generate(&TextParams { threads, ..base });
+            assert!(text == single, "{threads} threads give other text");
+            assert_eq!(other, summary);
+        }
+    }
+
+    #[test]
+    fn byte_targets_are_met_with_the_counted_blocks() {
+        // write_text counts the blocks a byte target needs from the shortest
+        // possible line; short words and long or short lines test the count.
+        for (vocabulary_words, words_per_line, zipf_exponent) in
+            [(1, 1, 1.0), (3, 7, 20.0), (100, 65_536, 1.0)]
+        {
+            for target in [1, 999, 3 << 20] {
+                let params = TextParams {
+                    size: TextSize::Bytes(target),
+                    vocabulary_words,
+                    words_per_line,
+                    zipf_exponent,
+                    threads: 2,
+                    ..TextParams::default()
+                };
+                let (text, summary) = generate(&params);
+                assert!(text.len() as u64 >= target, "{params:?}");
+                assert_eq!(summary.bytes, text.len() as u64);
+                let previous_end = text[..text.len() - 1]
+                    .iter()
+                    .rposition(|&byte| byte == b'\n')
+                    .map_or(0, |end| end + 1);
+                assert!((previous_end as u64) < target, "{params:?}");
+            }
+        }
     }
 
     fn generate_lines_per_block(params: &TextParams) -> u64 {
