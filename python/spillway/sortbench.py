@@ -121,6 +121,7 @@ class SortReport:
     logical_read_bytes: int
     logical_write_bytes: int
     phases: List[Dict[str, Any]]
+    output_files: List[str]
 
     @property
     def megabytes_per_second(self) -> float:
@@ -148,12 +149,16 @@ def sort(
     threads: int = 0,
     ascii: bool = False,
     sync: bool = True,
+    partitioned: bool = False,
 ) -> SortReport:
     """Sort the 100-byte records of ``input`` by key into ``output``.
 
     Two passes over the disk when the input exceeds ``memory`` (partitions
     go to ``tmp``, default the output's directory), one when it fits. The
     output appears only when complete. Validate it with :func:`valsort`.
+    With ``partitioned``, ``output`` is a directory of ordered partition
+    files (``output_files``), each with a ``.sum`` summary, and ``all.sum``
+    for ``valsort(..., summaries=True)``.
     """
     report = _native.sort(
         os.fspath(input),
@@ -164,5 +169,6 @@ def sort(
         threads=threads,
         ascii=ascii,
         sync=sync,
+        partitioned=partitioned,
     )
     return SortReport(**json.loads(report))

@@ -132,3 +132,14 @@ def test_sort_errors_are_exceptions(tmp_path):
     assert not (tmp_path / "out.dat").exists()
     with pytest.raises(spillway.SpillwayIOError):
         spillway.sort(tmp_path / "missing.dat", tmp_path / "out.dat", memory="64M")
+
+
+def test_sort_partitioned_output(tmp_path):
+    source = tmp_path / "input.dat"
+    generated = spillway.gensort(source, 20_000)
+    report = spillway.sort(source, tmp_path / "out", memory=1 << 20, partitioned=True)
+    assert len(report.output_files) > 1
+    for path in report.output_files:
+        assert spillway.valsort(path).sorted
+    combined = spillway.valsort(tmp_path / "out" / "all.sum", summaries=True)
+    assert combined.sorted and combined.checksum == generated.checksum and combined.records == 20_000

@@ -30,6 +30,11 @@ pub struct Args {
     /// The input is gensort ASCII (-a) data: check that every record ends with CRLF.
     #[arg(long)]
     ascii: bool,
+    /// Write OUTPUT as a directory of ordered partition files (part-NNNNN.dat),
+    /// each with its valsort summary (.sum), and all.sum written last for
+    /// `spillway valsort -s`.
+    #[arg(long)]
+    partitioned: bool,
     /// Number of partitions (default: chosen from the memory budget).
     #[arg(long, value_name = "N", default_value_t = 0)]
     partitions: usize,
@@ -57,6 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         partitions: args.partitions,
         threads: args.threads,
         sync: !args.no_sync,
+        partitioned_output: args.partitioned,
         ascii: args.ascii,
     };
     // One bar per phase, replaced when the phase changes.
@@ -115,6 +121,13 @@ fn describe(report: &SortReport) -> String {
         per_input(report.device_read_bytes),
         per_input(report.device_write_bytes),
     );
+    if !report.output_files.is_empty() {
+        text += &format!(
+            "output: {} partition files with summaries; validate with `spillway valsort -s {}`\n",
+            report.output_files.len(),
+            report.output_files[0].with_file_name("all.sum").display()
+        );
+    }
     for phase in &report.phases {
         text += &format!("\n{}", phase.table());
     }

@@ -194,3 +194,22 @@ fn sort_then_valsort_from_the_command_line() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("--memory"), "{}", stderr(&bad));
 }
+
+#[test]
+fn partitioned_sort_validates_with_valsort_s() {
+    let directory = tempfile::tempdir().unwrap();
+    let input = path(directory.path(), "in.dat");
+    let output = path(directory.path(), "out");
+    let generated = spillway(&["gensort", "-s", "-c", "20000", &input]);
+    let sorted = spillway(&["sort", &input, &output, "--memory", "1M", "--partitioned"]);
+    assert!(sorted.status.success(), "{}", stderr(&sorted));
+    assert!(
+        stderr(&sorted).contains("partition files with summaries"),
+        "{}",
+        stderr(&sorted)
+    );
+    let all = path(directory.path(), "out/all.sum");
+    let check = spillway(&["valsort", "-s", &all]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    assert!(stderr(&check).contains(&format!("Checksum: {}", stderr(&generated))));
+}

@@ -103,7 +103,7 @@ pub fn valsort<'py>(
 /// Sorts gensort records from `input` into `output` with the 2-IO external
 /// sort; returns the report as a JSON object text.
 #[pyfunction]
-#[pyo3(signature = (input, output, *, memory, tmp=None, partitions=0, threads=0, ascii=false, sync=true))]
+#[pyo3(signature = (input, output, *, memory, tmp=None, partitions=0, threads=0, ascii=false, sync=true, partitioned=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn sort(
     py: Python<'_>,
@@ -115,6 +115,7 @@ pub fn sort(
     threads: usize,
     ascii: bool,
     sync: bool,
+    partitioned: bool,
 ) -> PyResult<String> {
     let tmp_dir = tmp.unwrap_or_else(|| {
         output
@@ -128,6 +129,7 @@ pub fn sort(
         partitions,
         threads,
         sync,
+        partitioned_output: partitioned,
         ascii,
     };
     let report = py

@@ -36,6 +36,7 @@ use spillway_pipeline::{
 use crate::partition::{key_value, partitions_for, sample_keys, Boundaries};
 use crate::radix::{SortScratch, SEGMENT_RECORDS_MAX};
 use crate::record::RECORD_BYTES;
+use crate::valsort::{KeyOrder, Summary};
 
 /// Largest and smallest phase-one read (multiples of the record size); a
 /// read is a sixteenth of the memory budget within these bounds.
@@ -97,6 +98,9 @@ pub struct SortOptions {
     pub threads: usize,
     /// fdatasync the output before renaming it into place.
     pub sync: bool,
+    /// Write the output as a directory of ordered partition files with their
+    /// valsort summaries instead of one file (see [`sort_file`]).
+    pub partitioned_output: bool,
     /// The input holds gensort ASCII records (`-a`): each is checked to end
     /// with CRLF, so that feeding other data is an error, not a silent
     /// garbage sort. Keys sort the same way in both formats.
@@ -112,6 +116,7 @@ impl SortOptions {
             partitions: 0,
             threads: 0,
             sync: true,
+            partitioned_output: false,
             ascii: false,
         }
     }
@@ -154,6 +159,9 @@ pub struct SortReport {
     pub logical_write_bytes: u64,
     /// The pipeline phases with their stage tables.
     pub phases: Vec<PhaseReport>,
+    /// With partitioned output: the partition files in key order (each with
+    /// a `.sum` valsort summary beside it, all concatenated in `all.sum`).
+    pub output_files: Vec<PathBuf>,
 }
 
 fn seconds<S: serde::Serializer>(duration: &Duration, serializer: S) -> std::result::Result<S::Ok, S::Error> {
@@ -212,9 +220,11 @@ impl WorkUnit for PartitionData {
     }
 }
 
-/// Sorted records and where they go in the output.
+/// Sorted records and where they go: `offset` is in the output file, or in
+/// the partition's own file with partitioned output.
 #[derive(Debug)]
 struct OutputChunk {
+    partition: usize,
     offset: u64,
     data: PooledBuffer,
 }
@@ -250,6 +260,13 @@ impl LogicalDisks {
 }
 
 /// Sorts the records of `input` into `output` with the 2-IO algorithm.
+///
+/// With `partitioned_output`, `output` is a directory (created if missing)
+/// that receives `part-00000.dat`, `part-00001.dat`, ... whose concatenation
+/// in name order is the sorted output (empty partitions get no file), each
+/// with its 280-byte valsort summary `part-NNNNN.sum`, and `all.sum`, the
+/// summaries concatenated, written last: `valsort -s all.sum` validates the
+/// whole output, and a directory without `all.sum` is incomplete.
 pub fn sort_file(
     fs: Arc<dyn Fs>,
     input: &Path,
@@ -263,9 +280,10 @@ pub fn sort_file(
     let mut cleanup = Cleanup {
         fs: fs.clone(),
         paths: vec![partial.clone()],
+        outputs: Vec::new(),
     };
     let outcome = sort_into(&fs, input, output, &partial, options, progress, &mut cleanup);
-    cleanup.run();
+    cleanup.run(outcome.is_ok());
     let mut report = outcome?;
     report.elapsed = started.elapsed();
     if let (Some(before), Ok(after)) = (io_before, IoCounters::read_self()) {
@@ -276,15 +294,22 @@ pub fn sort_file(
     Ok(report)
 }
 
-/// Files to remove when the sort ends, however it ends.
+/// Files to remove when the sort ends: intermediate files however it ends,
+/// output files when it failed.
 struct Cleanup {
     fs: Arc<dyn Fs>,
     paths: Vec<PathBuf>,
+    outputs: Vec<PathBuf>,
 }
 
 impl Cleanup {
-    fn run(&mut self) {
-        for path in self.paths.drain(..) {
+    fn run(&mut self, succeeded: bool) {
+        let outputs = if succeeded {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.outputs)
+        };
+        for path in self.paths.drain(..).chain(outputs) {
             // Best effort: the file may never have been created, or already renamed.
             let _ = self.fs.remove_file(&path);
         }
@@ -401,12 +426,16 @@ fn sort_into(
     };
     let (phase_one, disks, sizes) = phase_one(distribution, disks_take(&mut disks), &progress)?;
 
-    let output_file: Arc<dyn FsFile> = Arc::from(fs.create_or_truncate(partial)?);
+    let target = Arc::new(if options.partitioned_output {
+        OutputTarget::partitioned(fs, output, &sizes, cleanup)?
+    } else {
+        OutputTarget::File(Arc::from(fs.create_or_truncate(partial)?))
+    });
     let phase_two = phase_two(
         fs.clone(),
         disks,
         &sizes,
-        output_file.clone(),
+        &target,
         PhaseTwoMemory {
             quota_bytes: phase_two_quota,
             chunk_bytes: output_chunk_bytes(options.memory_bytes),
@@ -414,18 +443,24 @@ fn sort_into(
         threads,
         &progress,
     )?;
-    if options.sync {
-        output_file.sync_data()?;
-    }
-    drop(output_file);
-    fs.rename(partial, output)?;
-    let directory = output
-        .parent()
-        .filter(|parent| !parent.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if options.sync {
-        fs.sync_dir(directory)?;
-    }
+    let target = Arc::try_unwrap(target)
+        .map_err(|_| Error::Internal("phase two still holds the output after it ended".into()))?;
+    let output_files = match target {
+        OutputTarget::File(file) => {
+            if options.sync {
+                file.sync_data()?;
+            }
+            drop(file);
+            fs.rename(partial, output)?;
+            if options.sync {
+                fs.sync_dir(parent_directory(output))?;
+            }
+            Vec::new()
+        }
+        OutputTarget::Partitions { files, summaries } => {
+            finish_partitioned(fs, output, files, summaries.into_inner().unwrap(), options.sync)?
+        }
+    };
     let logical_read_bytes = input_bytes * if in_memory { 1 } else { 2 };
     Ok(SortReport {
         records,
@@ -439,7 +474,130 @@ fn sort_into(
         logical_read_bytes,
         logical_write_bytes: logical_read_bytes,
         phases: vec![phase_one, phase_two],
+        output_files,
     })
+}
+
+/// The directory holding `path` (`.` for a bare file name).
+fn parent_directory(path: &Path) -> &Path {
+    path.parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Where phase two writes.
+enum OutputTarget {
+    /// One file (`OUTPUT.partial` until complete).
+    File(Arc<dyn FsFile>),
+    /// One `.partial` file per non-empty partition, by partition, with its
+    /// final path, and the valsort summaries of the sorted partitions.
+    Partitions {
+        files: Vec<Option<(Arc<dyn FsFile>, PathBuf)>>,
+        summaries: Mutex<Vec<Option<Summary>>>,
+    },
+}
+
+impl OutputTarget {
+    /// Creates the directory and the partial file of every non-empty
+    /// partition, numbered in key order; registers every name for cleanup.
+    fn partitioned(fs: &Arc<dyn Fs>, directory: &Path, sizes: &[u64], cleanup: &mut Cleanup) -> Result<Self> {
+        fs.create_dir_all(directory)?;
+        cleanup.outputs.push(directory.join(ALL_SUMMARIES));
+        cleanup.paths.push(partial_path(&directory.join(ALL_SUMMARIES)));
+        let mut files = Vec::with_capacity(sizes.len());
+        let mut number = 0;
+        for &size in sizes {
+            if size == 0 {
+                files.push(None);
+                continue;
+            }
+            let path = directory.join(format!("part-{number:05}.dat"));
+            let partial = partial_path(&path);
+            cleanup.paths.push(partial.clone());
+            cleanup.outputs.extend([path.clone(), path.with_extension("sum")]);
+            files.push(Some((Arc::from(fs.create_or_truncate(&partial)?), path)));
+            number += 1;
+        }
+        let summaries = Mutex::new(vec![None; files.len()]);
+        Ok(OutputTarget::Partitions { files, summaries })
+    }
+
+    fn write(&self, chunk: &OutputChunk) -> Result<()> {
+        match self {
+            OutputTarget::File(file) => file.write_at(&chunk.data, chunk.offset),
+            OutputTarget::Partitions { files, .. } => {
+                let (file, _) = files[chunk.partition]
+                    .as_ref()
+                    .expect("an empty partition has no records");
+                file.write_at(&chunk.data, chunk.offset)
+            }
+        }
+    }
+
+    fn is_partitioned(&self) -> bool {
+        matches!(self, OutputTarget::Partitions { .. })
+    }
+
+    /// Keeps the summary of a sorted partition (partitioned output only).
+    fn record_summary(&self, partition: usize, summary: Summary) {
+        if let OutputTarget::Partitions { summaries, .. } = self {
+            summaries.lock().unwrap()[partition] = Some(summary);
+        }
+    }
+}
+
+/// The concatenated summaries of a partitioned output, written last.
+const ALL_SUMMARIES: &str = "all.sum";
+
+/// Syncs and renames every partition file into place, writes their
+/// summaries, then `all.sum`; returns the partition files in order.
+fn finish_partitioned(
+    fs: &Arc<dyn Fs>,
+    directory: &Path,
+    files: Vec<Option<(Arc<dyn FsFile>, PathBuf)>>,
+    summaries: Vec<Option<Summary>>,
+    sync: bool,
+) -> Result<Vec<PathBuf>> {
+    let mut all = Vec::new();
+    let mut paths = Vec::new();
+    for (entry, summary) in files.into_iter().zip(summaries) {
+        let Some((file, path)) = entry else { continue };
+        let summary = summary.ok_or_else(|| {
+            Error::Internal(format!(
+                "partition file {} has no summary after phase two",
+                path.display()
+            ))
+        })?;
+        if sync {
+            file.sync_data()?;
+        }
+        drop(file);
+        fs.rename(&partial_path(&path), &path)?;
+        write_synced(fs, &path.with_extension("sum"), &summary.to_bytes(), sync)?;
+        all.extend_from_slice(&summary.to_bytes());
+        paths.push(path);
+    }
+    let all_path = directory.join(ALL_SUMMARIES);
+    if sync {
+        fs.sync_dir(directory)?;
+    }
+    // Last, and atomically: its presence means the output is complete.
+    let all_partial = partial_path(&all_path);
+    write_synced(fs, &all_partial, &all, sync)?;
+    fs.rename(&all_partial, &all_path)?;
+    if sync {
+        fs.sync_dir(directory)?;
+    }
+    Ok(paths)
+}
+
+fn write_synced(fs: &Arc<dyn Fs>, path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
+    let file = fs.create_or_truncate(path)?;
+    file.write_at(bytes, 0)?;
+    if sync {
+        file.sync_data()?;
+    }
+    Ok(())
 }
 
 fn disks_take(disks: &mut LogicalDisks) -> LogicalDisks {
@@ -593,7 +751,7 @@ fn phase_two(
     fs: Arc<dyn Fs>,
     disks: LogicalDisks,
     sizes: &[u64],
-    output: Arc<dyn FsFile>,
+    target: &Arc<OutputTarget>,
     memory: PhaseTwoMemory,
     threads: usize,
     progress: &Progress,
@@ -614,6 +772,8 @@ fn phase_two(
     let sorters = threads.min(partitions).max(1);
     let sort_threads = (threads / sorters).max(1);
     let from_files = matches!(disks, LogicalDisks::Files { .. });
+    // Partitioned output carries a valsort summary per partition.
+    let summarize = target.is_partitioned();
     // Read buffers go back to the reader once their partition is sorted, so
     // their pages are touched once, not once per partition.
     let recycled: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
@@ -663,21 +823,43 @@ fn phase_two(
             .writes(&sorted_producer),
         {
             let sorted_producer = sorted_producer.clone();
+            let sorter_target = target.clone();
             move |worker: &mut Worker| {
                 let mut scratch = SortScratch::default();
                 while let Some(partition) = worker.recv(&read_consumer)? {
                     let segments: Vec<&[u8]> = partition.segments.iter().map(Vec::as_slice).collect();
                     scratch.sort(&segments, sort_threads);
                     let chunk_records = chunk_bytes / RECORD_BYTES;
+                    let mut summary: Option<Summary> = None;
                     let mut rank = 0;
                     while rank < scratch.len() {
                         let count = chunk_records.min(scratch.len() - rank);
                         let mut data = worker.take(&output_pool)?;
                         data.resize(count * RECORD_BYTES, 0);
                         scratch.gather(&segments, rank..rank + count, &mut data);
-                        let offset = offsets[partition.partition] + (rank * RECORD_BYTES) as u64;
-                        worker.send(&sorted_producer, OutputChunk { offset, data })?;
+                        if summarize {
+                            match &mut summary {
+                                Some(summary) => summary.extend(&data, KeyOrder::Bytes),
+                                None => summary = Some(Summary::of_records(&data, KeyOrder::Bytes)),
+                            }
+                        }
+                        // Partition files start at 0; the single output at the partition's offset.
+                        let within = (rank * RECORD_BYTES) as u64;
+                        let offset = if summarize {
+                            within
+                        } else {
+                            offsets[partition.partition] + within
+                        };
+                        let chunk = OutputChunk {
+                            partition: partition.partition,
+                            offset,
+                            data,
+                        };
+                        worker.send(&sorted_producer, chunk)?;
                         rank += count;
+                    }
+                    if let Some(summary) = summary {
+                        sorter_target.record_summary(partition.partition, summary);
                     }
                     drop(segments);
                     if from_files {
@@ -690,12 +872,13 @@ fn phase_two(
     );
 
     let writer_progress = progress.clone();
+    let target = target.clone();
     phase.stage(
         StageSpec::new("writer", 1).reads(&sorted_consumer),
         move |worker: &mut Worker| {
             let mut written = 0u64;
             while let Some(chunk) = worker.recv(&sorted_consumer)? {
-                output.write_at(&chunk.data, chunk.offset)?;
+                target.write(&chunk)?;
                 worker.count_out(chunk.data.len() as u64);
                 written += chunk.data.len() as u64;
                 writer_progress("sort and write", written, total);

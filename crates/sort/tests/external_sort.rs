@@ -218,3 +218,72 @@ fn a_failing_disk_ends_the_sort_cleanly_at_every_stage() {
         assert_clean(&fs, false);
     }
 }
+
+#[test]
+fn partitioned_output_validates_through_its_summaries() {
+    use spillway_sort::{validate_summaries_file, KeyOrder};
+    let records = 30_000;
+    let (fs, checksum) = setup(RecordFormat::Binary, true, records);
+    for memory in [64 * MIB, MIB] {
+        let directory = Path::new("/data/sorted");
+        let options = SortOptions {
+            partitioned_output: true,
+            ..options(memory)
+        };
+        let report = sort_file(
+            fs.clone(),
+            Path::new(INPUT),
+            directory,
+            &options,
+            Arc::new(|_: &str, _: u64, _: u64| {}),
+        )
+        .unwrap();
+        assert!(!report.output_files.is_empty());
+        // Every partition file validates on its own and matches its summary;
+        // their summaries combine into the whole input's.
+        let mut total_records = 0;
+        for path in &report.output_files {
+            let part = validate_file(&*fs, path, &ValidateOptions::default(), &|_| {}).unwrap();
+            assert!(part.is_sorted(), "{}", path.display());
+            let summary =
+                validate_summaries_file(&*fs, &path.with_extension("sum"), KeyOrder::Bytes).unwrap();
+            assert_eq!(summary, part);
+            total_records += part.records;
+        }
+        assert_eq!(total_records, records as u128);
+        let all = validate_summaries_file(&*fs, &directory.join("all.sum"), KeyOrder::Bytes).unwrap();
+        assert!(all.is_sorted());
+        assert_eq!((all.records, all.checksum), (records as u128, checksum));
+        let mut names = fs.list_dir(directory).unwrap();
+        names.retain(|name| name.ends_with(".partial"));
+        assert!(names.is_empty(), "{names:?}");
+    }
+}
+
+#[test]
+fn failed_partitioned_output_leaves_no_summary_and_no_partition() {
+    let (fs, _) = setup(RecordFormat::Binary, false, 30_000);
+    fs.fail_after(
+        10,
+        Fault::once(libc::ENOSPC).on(FaultTarget::Kind(OpKind::SyncData)),
+    );
+    let options = SortOptions {
+        partitioned_output: true,
+        ..options(MIB)
+    };
+    let directory = Path::new("/data/sorted");
+    let result = sort_file(
+        fs.clone(),
+        Path::new(INPUT),
+        directory,
+        &options,
+        Arc::new(|_: &str, _: u64, _: u64| {}),
+    );
+    fs.clear_fault();
+    assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+    assert!(
+        fs.list_dir(directory).unwrap().is_empty(),
+        "{:?}",
+        fs.list_dir(directory)
+    );
+}
