@@ -3,10 +3,12 @@
 
     python3 bench/run.py WORKLOAD [--size 4G] [--runs 3] [--dir DIR] [--out docs/benchmarks]
                                   [--spillway PATH] [--memory-limit SIZE] [--warm]
+    python3 bench/run.py WORKLOAD --size 2G --runs 3 --size 10G --runs 1 ...
     python3 bench/run.py --list
 
 Every contender of the workload runs `--runs` times, alternating between contenders
-(A B A B ...). Each run is one child process: wall time from time.perf_counter, CPU
+(A B A B ...); with several sizes, or a workload with variants, each (size, variant)
+is a part of the report, run in its own data directory. Each run is one child process: wall time from time.perf_counter, CPU
 time and block I/O from os.wait4's rusage, peak RSS from GNU time (see run_once), and
 bytes read/written from the child's /proc/<pid>/io read after it exited but before it
 was reaped. The page cache is
@@ -29,12 +31,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import importlib.util
 from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workloads import RECORD_BYTES, WORKLOADS, Comparison, Contender, Requirement, Workload
+from workloads import RECORD_BYTES, WORKLOADS, Comparison, Contender, Requirement, Step, Variant, Workload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT_DIR = REPO_ROOT / "docs" / "benchmarks"
@@ -72,12 +75,26 @@ def format_bytes(count: float) -> str:
 
 
 def fill(template: list[str], params: dict[str, str]) -> list[str]:
-    return [argument.format(**params) for argument in template]
+    try:
+        return [argument.format(**params) for argument in template]
+    except KeyError as error:
+        raise BenchmarkFailure(f"template {template} uses an unknown placeholder {error}") from error
+
+
+def as_step(step: list[str] | Step) -> Step:
+    return step if isinstance(step, Step) else Step(command=list(step))
+
+
+def all_commands(workload: Workload) -> list[list[str]]:
+    """Every command template of the workload: contenders, setup, variants, prepare and validate steps."""
+    steps = list(workload.setup) + [step for variant in workload.variants for step in variant.setup]
+    for contender in workload.contenders:
+        steps += contender.prepare + contender.validate
+    return [c.command for c in workload.contenders] + [as_step(step).command for step in steps]
 
 
 def uses_spillway(workload: Workload) -> bool:
-    commands = [c.command for c in workload.contenders] + list(workload.setup)
-    return any("{spillway}" in argument for command in commands for argument in command)
+    return any("{spillway}" in argument for command in all_commands(workload) for argument in command)
 
 
 def tail(path: Path) -> str:
@@ -234,9 +251,10 @@ def warn_debug_build(path: str) -> None:
 def ensure_requirements(requirements: list[Requirement]) -> None:
     """Install missing peers from their registries (apt-get, pip, cargo install)."""
     for requirement in requirements:
-        if shutil.which(requirement.executable):
+        if requirement_present(requirement):
             continue
-        print(f"installing {requirement.package} ({requirement.source}) for {requirement.executable}", flush=True)
+        needed = requirement.executable or f"Python module {requirement.module}"
+        print(f"installing {requirement.package} ({requirement.source}) for {needed}", flush=True)
         if requirement.source == "apt":
             install = ["apt-get", "install", "-y", "-q", requirement.package]
             if subprocess.run(install, check=False).returncode != 0:
@@ -248,10 +266,21 @@ def ensure_requirements(requirements: list[Requirement]) -> None:
             subprocess.run(["cargo", "install", "--locked", requirement.package], check=False)
         else:
             raise BenchmarkFailure(f"unknown package source {requirement.source!r}")
-        if not shutil.which(requirement.executable):
-            raise BenchmarkFailure(
-                f"could not install {requirement.executable} from {requirement.source} {requirement.package}"
-            )
+        importlib.invalidate_caches()
+        if not requirement_present(requirement):
+            raise BenchmarkFailure(f"could not install {needed} from {requirement.source} {requirement.package}")
+
+
+def requirement_present(requirement: Requirement) -> bool:
+    """The executable is on PATH and the module (if any) imports in this interpreter."""
+    if requirement.executable and not shutil.which(requirement.executable):
+        return False
+    if requirement.module:
+        try:
+            return importlib.util.find_spec(requirement.module) is not None
+        except (ImportError, ValueError):
+            return False
+    return bool(requirement.executable)
 
 
 def import_pyplot() -> Any:

@@ -11,6 +11,11 @@ Command templates are argument lists; these placeholders are filled in:
     {dir}       scratch data directory for this run of the benchmark
     {records}   data size in 100-byte records
     {bytes}     data size in bytes (records * 100)
+    {python}    the Python interpreter running the harness (pip requirements go into it)
+    {bench}     this directory (for driver scripts such as sort_peers.py)
+
+plus whatever a setup or prepare `Step` captured from its output (for example
+`{checksum}`, the checksum gensort printed).
 
 Adding a workload: declare a `Workload` below and add it to `WORKLOADS`.
 """
@@ -24,15 +29,35 @@ RECORD_BYTES = 100
 
 @dataclass
 class Requirement:
-    """An executable a contender needs, and the registry package that provides it.
+    """An executable (or Python module) a contender needs, and the registry package that provides it.
 
     `source` is "apt" (Debian package, installed with apt-get), "pip" (PyPI,
     installed into the running interpreter) or "cargo" (crates.io, `cargo install`).
+    A pip package that installs no executable names the `module` to import instead.
     """
 
-    executable: str
+    executable: str | None
     source: str
     package: str
+    module: str | None = None
+
+
+@dataclass
+class Step:
+    """An untimed command: a setup step, a contender's preparation, or a validation.
+
+    It must exit with a code in `exit_codes` and, if `expect_output` is set, print
+    something that regular expression (a template too) matches on standard output
+    or standard error; otherwise the benchmark fails. `capture` maps a placeholder
+    name to a regular expression with one group, searched in the step's output; the
+    group's text becomes that placeholder for every later template (setup steps
+    capture for the whole part, a contender's prepare steps for that contender).
+    """
+
+    command: list[str]
+    expect_output: str | None = None
+    exit_codes: list[int] = field(default_factory=lambda: [0])
+    capture: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -47,6 +72,16 @@ class Contender:
     standard output or standard error. `command_warm_cache` replaces `command` when
     the page cache cannot be dropped (for example a peer reading with O_DIRECT),
     so the run stays cold.
+
+    Around every run, untimed: `prepare` steps run before the page cache is
+    dropped (for example generating an input only this contender reads);
+    `validate` steps run after it (a failing one stops the benchmark: an output that
+    does not validate is a failed run); then the files in `cleanup` are deleted
+    (outputs and inputs nobody reads later, so that large runs fit on the disk).
+    `output_size_exact` is False for outputs in another format (Parquet), whose
+    size only has to be non-zero. `json_report` says the contender prints a JSON
+    report on standard output; it is kept with the run, and a Spillway pipeline
+    report's stage tables go into the Markdown report.
     """
 
     name: str
@@ -57,6 +92,11 @@ class Contender:
     expect_output: str | None = None
     command_warm_cache: list[str] | None = None
     requires: list[Requirement] = field(default_factory=list)
+    prepare: list[Step] = field(default_factory=list)
+    validate: list[Step] = field(default_factory=list)
+    cleanup: list[str] = field(default_factory=list)
+    output_size_exact: bool = True
+    json_report: bool = False
 
 
 @dataclass
@@ -70,6 +110,40 @@ class Comparison:
 
 
 @dataclass
+class Variant:
+    """One shape of a workload's data (for example uniform or skewed keys).
+
+    Every variant is run as its own part, at every size, in its own data directory:
+    the workload's `setup`, then the variant's `setup`, then the rounds. `params`
+    are extra placeholders for every template of the part.
+    """
+
+    name: str
+    setup: list[list[str] | Step] = field(default_factory=list)
+    description: str = ""
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class DiskBound:
+    """The disk-bound limit of an operation that reads and writes its data `passes` times.
+
+    `read` and `write` name the contenders that read and write the data size at
+    the disk's speed (cold `dd` read, synced `dd` write). The data is read and
+    written once when it fits in `memory_budget_bytes` and twice otherwise; the
+    limit is passes * (median read time + median write time), and each contender
+    in `contenders` reaches limit / its median time. `targets` (contender name ->
+    fraction) apply to the parts whose data does not fit in memory.
+    """
+
+    read: str
+    write: str
+    memory_budget_bytes: int
+    contenders: list[str]
+    targets: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class Workload:
     """A named benchmark.
 
@@ -77,14 +151,23 @@ class Workload:
     round. Contenders run in the declared order within a round, so a contender
     may read what an earlier one of the same round wrote. `notes` are sentences
     copied into the Markdown report (method choices a reader must know).
+    `variants` make one part per variant (and per size); `disk_bound` adds the
+    fraction of the disk's limit to the report; `scratch_bytes_per_data_byte` is
+    the most disk space the workload needs at once, over the data size (default:
+    one data size per contender that writes a file); `throughput_unit` is "MB/s"
+    or "GB/s" (10^6 or 10^9 bytes per second) in the reports.
     """
 
     name: str
     description: str
     contenders: list[Contender]
     comparisons: list[Comparison]
-    setup: list[list[str]] = field(default_factory=list)
+    setup: list[list[str] | Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    variants: list[Variant] = field(default_factory=list)
+    disk_bound: DiskBound | None = None
+    scratch_bytes_per_data_byte: float | None = None
+    throughput_unit: str = "MB/s"
 
 
 COREUTILS_DD = Requirement(executable="dd", source="apt", package="coreutils")
@@ -157,4 +240,223 @@ GENSORT = Workload(
     ],
 )
 
-WORKLOADS: dict[str, Workload] = {workload.name: workload for workload in [GENSORT]}
+# ---------------------------------------------------------------------------
+# sort: spillway sort against GNU sort, DuckDB, Polars and the disk
+
+SORT_BUDGET = "4G"  # Spillway's --memory (binary units), the budget every engine gets
+SORT_BUDGET_BYTES = 4 * 2**30
+SORT_PEERS = "{bench}/sort_peers.py"
+PIP_PYARROW = Requirement(executable=None, source="pip", package="pyarrow", module="pyarrow")
+PIP_NUMPY = Requirement(executable=None, source="pip", package="numpy", module="numpy")
+PIP_DUCKDB = Requirement(executable=None, source="pip", package="duckdb", module="duckdb")
+PIP_POLARS = Requirement(executable=None, source="pip", package="polars", module="polars")
+COREUTILS_SORT = Requirement(executable="sort", source="apt", package="coreutils")
+COREUTILS_SYNC = Requirement(executable="sync", source="apt", package="coreutils")
+# valsort's report on a sorted file: all records, the input's checksum, in order.
+VALSORT_SUCCESS = r"(?m)^Records: {records}$[\s\S]*^Checksum: {checksum_key}$[\s\S]*^SUCCESS"
+
+
+def valsort_step(path: str, checksum: str) -> Step:
+    return Step(
+        command=["{spillway}", "valsort", path],
+        expect_output=VALSORT_SUCCESS.replace("{checksum_key}", "{" + checksum + "}"),
+    )
+
+
+def parquet_checks(path: str) -> list[Step]:
+    """A peer's sorted Parquet back to 100-byte records, then valsort (order, count, checksum)."""
+    return [
+        Step(command=["{python}", SORT_PEERS, "to-records", path, "{dir}/check.bin", "--records", "{records}"]),
+        valsort_step("{dir}/check.bin", "checksum"),
+        Step(command=["rm", "-f", "{dir}/check.bin"]),
+    ]
+
+
+def sort_variant(name: str, flags: list[str], description: str) -> Variant:
+    return Variant(
+        name=name,
+        description=description,
+        params={"gensort_flags": " ".join(flags)},
+        setup=[
+            Step(
+                command=["{spillway}", "gensort", *flags, "-c", "{records}", "{dir}/input.bin"],
+                capture={"checksum": r"(?m)^([0-9a-f]+)\s*$"},
+            ),
+        ],
+    )
+
+
+SORT = Workload(
+    name="sort",
+    description=(
+        "Sort gensort 1.5 records (100 bytes, 10-byte key) under a 4 GiB memory budget: "
+        "`spillway sort` (2-IO external sort: one read and one write when the data fits the "
+        "budget, two of each otherwise) against GNU sort on the same records in gensort's "
+        "ASCII form, DuckDB `COPY (... ORDER BY key)` and Polars' streaming sort on the same "
+        "records as a Parquet table (key BLOB, payload BLOB), and against the disk: a synced "
+        "`dd` write and a cold `dd` read of the same number of bytes give the disk-bound limit "
+        "of a 2-IO sort. Every output is validated (order, record count, checksum)."
+    ),
+    setup=[["mkdir", "-p", "{dir}/tmp-spillway", "{dir}/tmp-gnu", "{dir}/tmp-duckdb", "{dir}/tmp-polars"]],
+    variants=[
+        sort_variant("uniform", [], "gensort's uniformly random keys"),
+        sort_variant("skewed", ["-s"], "gensort -s skewed keys (many duplicates)"),
+    ],
+    contenders=[
+        Contender(
+            name="spillway sort",
+            role="spillway",
+            command=[
+                "{spillway}", "sort", "{dir}/input.bin", "{dir}/spillway.out",
+                "--memory", SORT_BUDGET, "--tmp", "{dir}/tmp-spillway", "--json",
+            ],
+            writes="{dir}/spillway.out",
+            json_report=True,
+            validate=[valsort_step("{dir}/spillway.out", "checksum")],
+            cleanup=["{dir}/spillway.out"],
+        ),
+        Contender(
+            name="GNU sort",
+            role="peer",
+            command=[
+                "sh", "-c",
+                "LC_ALL=C sort -S 4G --parallel=2 -T {dir}/tmp-gnu -o {dir}/gnu.out {dir}/input.txt"
+                " && sync --data {dir}/gnu.out {dir}",
+            ],
+            writes="{dir}/gnu.out",
+            # GNU sort sorts lines: it gets the same records in gensort's ASCII form,
+            # generated before each of its runs and deleted after (disk space).
+            prepare=[
+                Step(
+                    command=["sh", "-c", "{spillway} gensort -a {gensort_flags} -c {records} {dir}/input.txt"],
+                    capture={"checksum_ascii": r"(?m)^([0-9a-f]+)\s*$"},
+                ),
+            ],
+            validate=[valsort_step("{dir}/gnu.out", "checksum_ascii")],
+            cleanup=["{dir}/gnu.out", "{dir}/input.txt"],
+            requires=[COREUTILS_SORT, COREUTILS_SYNC],
+        ),
+        Contender(
+            name="Parquet conversion",
+            role="peer",
+            command=["{python}", SORT_PEERS, "to-parquet", "{dir}/input.bin", "{dir}/input.parquet"],
+            writes="{dir}/input.parquet",
+            output_size_exact=False,
+            requires=[PIP_NUMPY, PIP_PYARROW],
+        ),
+        Contender(
+            name="DuckDB sort",
+            role="peer",
+            command=[
+                "{python}", SORT_PEERS, "duckdb", "{dir}/input.parquet", "{dir}/duckdb.parquet",
+                "--memory", "4GiB", "--threads", "2", "--tmp", "{dir}/tmp-duckdb",
+            ],
+            writes="{dir}/duckdb.parquet",
+            output_size_exact=False,
+            validate=parquet_checks("{dir}/duckdb.parquet"),
+            cleanup=["{dir}/duckdb.parquet"],
+            requires=[PIP_DUCKDB, PIP_NUMPY, PIP_PYARROW],
+        ),
+        Contender(
+            name="Polars sort",
+            role="peer",
+            command=[
+                "env", "POLARS_MAX_THREADS=2", "POLARS_TEMP_DIR={dir}/tmp-polars",
+                "{python}", SORT_PEERS, "polars", "{dir}/input.parquet", "{dir}/polars.parquet",
+            ],
+            writes="{dir}/polars.parquet",
+            output_size_exact=False,
+            validate=parquet_checks("{dir}/polars.parquet"),
+            cleanup=["{dir}/polars.parquet"],
+            requires=[PIP_POLARS, PIP_NUMPY, PIP_PYARROW],
+        ),
+        Contender(
+            name="dd write",
+            role="peer",
+            command=[
+                "dd", "if=/dev/zero", "of={dir}/dd.out", "bs=4M", "count={bytes}",
+                "iflag=count_bytes", "conv=fdatasync",
+            ],
+            writes="{dir}/dd.out",
+            cleanup=["{dir}/dd.out"],
+            requires=[COREUTILS_DD],
+        ),
+        Contender(
+            name="dd read",
+            role="peer",
+            command=["dd", "if={dir}/input.bin", "of=/dev/null", "bs=4M"],
+            command_warm_cache=["dd", "if={dir}/input.bin", "of=/dev/null", "bs=4M", "iflag=direct"],
+            requires=[COREUTILS_DD],
+        ),
+    ],
+    comparisons=[
+        Comparison(label="sort", contender="spillway sort", peer="GNU sort", target=5.0),
+        Comparison(label="sort", contender="spillway sort", peer="DuckDB sort", target=2.0),
+        Comparison(label="sort", contender="spillway sort", peer="Polars sort"),
+    ],
+    disk_bound=DiskBound(
+        read="dd read",
+        write="dd write",
+        memory_budget_bytes=SORT_BUDGET_BYTES,
+        contenders=["spillway sort", "GNU sort", "DuckDB sort", "Polars sort"],
+        targets={"spillway sort": 0.70},
+    ),
+    # input.bin + input.parquet, plus the largest engine's temporary files and output
+    # (DuckDB spills more than the data size); input.txt exists only around GNU sort.
+    scratch_bytes_per_data_byte=5.0,
+    throughput_unit="GB/s",
+    notes=[
+        (
+            "Memory: Spillway gets `--memory 4G`, GNU sort `-S 4G`, DuckDB `memory_limit='4GiB'`; "
+            "Polars has no memory setting for its streaming engine. Every engine runs inside the "
+            "same cgroup v1 memory limit (see the data line above), which counts page cache, so "
+            "the engines' own budgets bind and none can use the machine's RAM as a cache."
+        ),
+        (
+            "Threads: 2 for every engine (the machine has 2 cores): Spillway uses all cores, "
+            "GNU sort `--parallel=2`, DuckDB `SET threads=2`, Polars `POLARS_MAX_THREADS=2`."
+        ),
+        (
+            "Durability: every engine's output is on the device when its clock stops. Spillway "
+            "fdatasyncs its output before renaming it into place; GNU sort is followed by "
+            "`sync --data` of its output and directory inside the timed command; the DuckDB and "
+            "Polars drivers (bench/sort_peers.py) fdatasync their Parquet file and its directory. "
+            "dd write uses conv=fdatasync."
+        ),
+        (
+            "Inputs: Spillway sorts gensort's binary records; GNU sort the same number of records "
+            "generated with gensort -a (ASCII, 10 printable key bytes, CRLF-terminated 100-byte "
+            "lines), which `LC_ALL=C sort` orders by key (ties by the rest of the line); DuckDB "
+            "and Polars the binary records as an uncompressed Parquet table (key BLOB of 10 "
+            "bytes, payload BLOB of 90 bytes, row groups of 2^20 rows), written from the binary "
+            "file by pyarrow in the 'Parquet conversion' row, timed separately from the sorts. "
+            "A peer's time in the tables is its sort only; add the conversion for the "
+            "end-to-end time from the binary file."
+        ),
+        (
+            "Outputs: DuckDB writes Parquet (uncompressed, no dictionary), its fastest output "
+            "here (writing a DuckDB table file was several times slower); Polars writes "
+            "uncompressed Parquet with `sink_parquet`. Spillway and GNU sort write records."
+        ),
+        (
+            "Validation, untimed, after every run: `spillway valsort` must print SUCCESS, all "
+            "records and the checksum gensort printed for the input (binary or ASCII). DuckDB's "
+            "and Polars' Parquet outputs are written back to 100-byte records in file order "
+            "(bench/sort_peers.py to-records) and checked the same way, so every engine's "
+            "output is fully checked: order, record count and checksum."
+        ),
+        (
+            "Disk-bound limit: data that fits the 4 GiB budget must be read and written once, "
+            "larger data twice; the limit time is passes x (median dd read time + median dd write "
+            "time) for the same number of bytes, and a contender's fraction is that limit over "
+            "its median time. dd writes zeros and reads the binary input with 4 MiB blocks."
+        ),
+        (
+            "The virtual disk is backed by the host, which may cache reads and writes below the "
+            "guest's page cache, so 'cold' means cold in the guest only, and dd's rates vary "
+            "between runs."
+        ),
+    ],
+)
+
+WORKLOADS: dict[str, Workload] = {workload.name: workload for workload in [GENSORT, SORT]}

@@ -1,8 +1,11 @@
-//! Sort benchmark records and, in time, the 2-IO external sort.
+//! Sort benchmark records and the 2-IO external sort.
 //!
 //! This crate generates the input of the sort benchmarks byte for byte as
-//! gensort 1.5 does ([`generate_file`], [`Generator`]) and validates sorted
-//! output as valsort 1.5 does ([`validate_file`], [`Summary`]), on all cores.
+//! gensort 1.5 does ([`generate_file`], [`Generator`]), validates sorted
+//! output as valsort 1.5 does ([`validate_file`], [`Summary`]), both on all
+//! cores, and sorts files larger than memory reading and writing every
+//! record exactly twice ([`sort_file`], TritonSort's algorithm on the
+//! pipeline runtime of `spillway-pipeline`).
 //!
 //! ```
 //! use spillway_sort::{generate_vec, GenerateSpec, KeyOrder, Summary};
