@@ -8,6 +8,7 @@
 //! - [`hash`]: XXH3-64 with a fixed seed, the only hash Spillway persists.
 //! - [`varint`]: LEB128 and zig-zag integers.
 //! - [`codec`]: block compression (none, LZ4, Snappy, zstd).
+//! - [`memory`]: huge-page hints for large data buffers.
 //! - [`limits`]: the bounds every decoder checks before it allocates.
 //! - [`stats`]: counters and latency histograms.
 //! - [`threads`]: the worker-thread count convention (0 = every core).
@@ -23,6 +24,7 @@ pub mod fs;
 pub mod hash;
 pub mod io_accounting;
 pub mod limits;
+pub mod memory;
 pub mod stats;
 pub mod threads;
 pub mod varint;

@@ -680,6 +680,7 @@ fn phase_one(
                         let buffer = &mut buffers[partition];
                         if buffer.capacity() == 0 {
                             buffer.reserve_exact(ld_buffer_bytes);
+                            spillway_core::memory::advise_huge_pages(buffer);
                         }
                         buffer.extend_from_slice(record);
                         if buffer.len() >= ld_buffer_bytes {
