@@ -150,6 +150,7 @@ def sort(
     ascii: bool = False,
     sync: bool = True,
     partitioned: bool = False,
+    direct: bool = False,
 ) -> SortReport:
     """Sort the 100-byte records of ``input`` by key into ``output``.
 
@@ -158,7 +159,8 @@ def sort(
     output appears only when complete. Validate it with :func:`valsort`.
     With ``partitioned``, ``output`` is a directory of ordered partition
     files (``output_files``), each with a ``.sum`` summary, and ``all.sum``
-    for ``valsort(..., summaries=True)``.
+    for ``valsort(..., summaries=True)``. ``direct`` reads the input and the
+    partitions with O_DIRECT, bypassing the page cache.
     """
     report = _native.sort(
         os.fspath(input),
@@ -170,5 +172,6 @@ def sort(
         ascii=ascii,
         sync=sync,
         partitioned=partitioned,
+        direct=direct,
     )
     return SortReport(**json.loads(report))

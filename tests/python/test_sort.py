@@ -143,3 +143,11 @@ def test_sort_partitioned_output(tmp_path):
         assert spillway.valsort(path).sorted
     combined = spillway.valsort(tmp_path / "out" / "all.sum", summaries=True)
     assert combined.sorted and combined.checksum == generated.checksum and combined.records == 20_000
+
+
+def test_sort_direct_io(tmp_path):
+    source = tmp_path / "input.dat"
+    generated = spillway.gensort(source, 12_345)
+    spillway.sort(source, tmp_path / "out.dat", memory="1M", direct=True)
+    check = spillway.valsort(tmp_path / "out.dat")
+    assert check.sorted and check.checksum == generated.checksum

@@ -35,6 +35,9 @@ pub struct Args {
     /// `spillway valsort -s`.
     #[arg(long)]
     partitioned: bool,
+    /// Read the input and the partition files with O_DIRECT (bypassing the page cache).
+    #[arg(long)]
+    direct: bool,
     /// Number of partitions (default: chosen from the memory budget).
     #[arg(long, value_name = "N", default_value_t = 0)]
     partitions: usize,
@@ -63,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         threads: args.threads,
         sync: !args.no_sync,
         partitioned_output: args.partitioned,
+        direct_io: args.direct,
         ascii: args.ascii,
     };
     // One bar per phase, replaced when the phase changes.

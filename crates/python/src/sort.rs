@@ -103,7 +103,7 @@ pub fn valsort<'py>(
 /// Sorts gensort records from `input` into `output` with the 2-IO external
 /// sort; returns the report as a JSON object text.
 #[pyfunction]
-#[pyo3(signature = (input, output, *, memory, tmp=None, partitions=0, threads=0, ascii=false, sync=true, partitioned=false))]
+#[pyo3(signature = (input, output, *, memory, tmp=None, partitions=0, threads=0, ascii=false, sync=true, partitioned=false, direct=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn sort(
     py: Python<'_>,
@@ -116,6 +116,7 @@ pub fn sort(
     ascii: bool,
     sync: bool,
     partitioned: bool,
+    direct: bool,
 ) -> PyResult<String> {
     let tmp_dir = tmp.unwrap_or_else(|| {
         output
@@ -130,6 +131,7 @@ pub fn sort(
         threads,
         sync,
         partitioned_output: partitioned,
+        direct_io: direct,
         ascii,
     };
     let report = py

@@ -23,11 +23,13 @@
 //! `OUTPUT` only when complete; intermediate files are removed on success
 //! and on failure.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use spillway_core::fs::{OpenOptions, DIRECT_IO_ALIGNMENT_BYTES};
 use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, IoCounters, Result};
 use spillway_pipeline::{
     Allocation, BufferPool, MemoryQuota, PhaseBuilder, PhaseReport, PooledBuffer, StageSpec, WorkUnit, Worker,
@@ -40,8 +42,15 @@ use crate::valsort::{KeyOrder, Summary};
 
 /// Largest and smallest phase-one read (multiples of the record size); a
 /// read is a sixteenth of the memory budget within these bounds.
-const CHUNK_BYTES_MAX: usize = 8_000_000;
-const CHUNK_BYTES_MIN: usize = 100 * RECORD_BYTES;
+const CHUNK_BYTES_MAX: usize = 8_192_000;
+const CHUNK_BYTES_MIN: usize = ALIGNED_RECORDS_BYTES;
+/// The least common multiple of the record size and the O_DIRECT alignment:
+/// reads at multiples of it start on a record and on an aligned offset.
+const ALIGNED_RECORDS_BYTES: usize = 102_400;
+const DIRECT_ALIGNMENT: usize = DIRECT_IO_ALIGNMENT_BYTES as usize;
+const _: () =
+    assert!(ALIGNED_RECORDS_BYTES % RECORD_BYTES == 0 && ALIGNED_RECORDS_BYTES % DIRECT_ALIGNMENT == 0);
+const _: () = assert!(CHUNK_BYTES_MAX % ALIGNED_RECORDS_BYTES == 0);
 /// Chunks in flight between the reader and the distributors.
 const CHUNKS_IN_FLIGHT: usize = 4;
 /// Logical-disk buffers queued for the writer.
@@ -68,7 +77,7 @@ fn phase_two_bytes(bytes: u64) -> u64 {
 }
 /// Bytes of one piece of a partition read back in phase two: at most
 /// [`SEGMENT_RECORDS_MAX`] records, as the sort kernel requires.
-const SEGMENT_BYTES: usize = 4_000_000;
+const SEGMENT_BYTES: usize = 39 * ALIGNED_RECORDS_BYTES;
 const _: () = assert!(SEGMENT_BYTES / RECORD_BYTES <= SEGMENT_RECORDS_MAX);
 const _: () = assert!(LD_BUFFER_BYTES_MAX / RECORD_BYTES <= SEGMENT_RECORDS_MAX);
 /// Sorted output moves to the writer in `OUTPUT_CHUNKS` pooled buffers of
@@ -98,6 +107,10 @@ pub struct SortOptions {
     pub threads: usize,
     /// fdatasync the output before renaming it into place.
     pub sync: bool,
+    /// Read the input and the partition files with O_DIRECT, bypassing the
+    /// page cache (writes stay buffered: their sizes and offsets are not
+    /// block-aligned).
+    pub direct_io: bool,
     /// Write the output as a directory of ordered partition files with their
     /// valsort summaries instead of one file (see [`sort_file`]).
     pub partitioned_output: bool,
@@ -117,6 +130,7 @@ impl SortOptions {
             threads: 0,
             sync: true,
             partitioned_output: false,
+            direct_io: false,
             ascii: false,
         }
     }
@@ -183,11 +197,20 @@ pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 struct Chunk {
     offset: u64,
     data: PooledBuffer,
+    /// Where the chunk's records lie in `data` (an O_DIRECT read starts at
+    /// an aligned address inside the buffer).
+    records: Range<usize>,
+}
+
+impl Chunk {
+    fn records(&self) -> &[u8] {
+        &self.data[self.records.clone()]
+    }
 }
 
 impl WorkUnit for Chunk {
     fn bytes(&self) -> u64 {
-        self.data.len() as u64
+        self.records.len() as u64
     }
 }
 
@@ -209,7 +232,7 @@ impl WorkUnit for PartitionBuffer {
 #[derive(Debug)]
 struct PartitionData {
     partition: usize,
-    segments: Vec<Vec<u8>>,
+    segments: Vec<Segment>,
     bytes: u64,
     _memory: Allocation,
 }
@@ -218,6 +241,63 @@ impl WorkUnit for PartitionData {
     fn bytes(&self) -> u64 {
         self.bytes
     }
+}
+
+/// A piece of a partition: a buffer and where its records lie in it.
+#[derive(Debug)]
+struct Segment {
+    buffer: Vec<u8>,
+    records: Range<usize>,
+}
+
+impl Segment {
+    fn whole(buffer: Vec<u8>) -> Self {
+        let records = 0..buffer.len();
+        Segment { buffer, records }
+    }
+
+    fn records(&self) -> &[u8] {
+        &self.buffer[self.records.clone()]
+    }
+}
+
+/// Reads `length` bytes at `offset` of `file` into `buffer` and returns where
+/// they lie in it. With `direct`, the read is widened to O_DIRECT's
+/// alignment: it starts at an aligned address inside the buffer and asks for
+/// a whole number of blocks (only the last read of a file comes back short).
+fn read_into(
+    file: &dyn FsFile,
+    buffer: &mut Vec<u8>,
+    offset: u64,
+    length: usize,
+    direct: bool,
+) -> Result<Range<usize>> {
+    buffer.clear();
+    if !direct {
+        buffer.resize(length, 0);
+        file.read_exact_at(buffer, offset)?;
+        return Ok(0..length);
+    }
+    debug_assert_eq!(offset % DIRECT_IO_ALIGNMENT_BYTES, 0);
+    let span = length.next_multiple_of(DIRECT_ALIGNMENT);
+    buffer.reserve(span + DIRECT_ALIGNMENT);
+    let pad = buffer.as_ptr().align_offset(DIRECT_ALIGNMENT);
+    buffer.resize(pad + span, 0);
+    let mut done = 0;
+    while done < length {
+        let read = file.read_at(&mut buffer[pad + done..pad + span], offset + done as u64)?;
+        if read == 0 {
+            return Err(Error::io(
+                format!(
+                    "reading {length} bytes at offset {offset} of {}: the file ended after {done}",
+                    file.path().display()
+                ),
+                std::io::ErrorKind::UnexpectedEof.into(),
+            ));
+        }
+        done += read;
+    }
+    Ok(pad..pad + length)
 }
 
 /// Sorted records and where they go: `offset` is in the output file, or in
@@ -412,6 +492,13 @@ fn sort_into(
         .clamp(LD_BUFFER_BYTES_MIN, LD_BUFFER_BYTES_MAX)
         / RECORD_BYTES
         * RECORD_BYTES;
+    // Phase one reads through its own handle, with O_DIRECT when asked; the
+    // sample above read through the buffered one.
+    let input = if options.direct_io {
+        Arc::from(fs.open(input_path, OpenOptions::read().with_direct(true))?)
+    } else {
+        input
+    };
     let distribution = Distribution {
         input,
         input_path: input_path.to_path_buf(),
@@ -420,9 +507,10 @@ fn sort_into(
         threads,
         ld_buffer_bytes,
         chunk_bytes: (options.memory_bytes as usize / 16).clamp(CHUNK_BYTES_MIN, CHUNK_BYTES_MAX)
-            / RECORD_BYTES
-            * RECORD_BYTES,
+            / ALIGNED_RECORDS_BYTES
+            * ALIGNED_RECORDS_BYTES,
         ascii: options.ascii,
+        direct: options.direct_io,
     };
     let (phase_one, disks, sizes) = phase_one(distribution, disks_take(&mut disks), &progress)?;
 
@@ -436,9 +524,10 @@ fn sort_into(
         disks,
         &sizes,
         &target,
-        PhaseTwoMemory {
+        PhaseTwoSettings {
             quota_bytes: phase_two_quota,
             chunk_bytes: output_chunk_bytes(options.memory_bytes),
+            direct: options.direct_io,
         },
         threads,
         &progress,
@@ -618,6 +707,8 @@ struct Distribution {
     chunk_bytes: usize,
     /// Check that records are gensort ASCII.
     ascii: bool,
+    /// `input` was opened with O_DIRECT.
+    direct: bool,
 }
 
 /// Phase one: read the input once and route every record to its partition.
@@ -636,13 +727,19 @@ fn phase_one(
         ld_buffer_bytes,
         chunk_bytes,
         ascii,
+        direct,
     } = distribution;
     let partitions = boundaries.partitions();
     let mut phase = PhaseBuilder::new("phase one: read and distribute");
     let (chunk_producer, chunk_consumer) = phase.queue::<Chunk>("chunks", CHUNKS_IN_FLIGHT);
     let (ld_producer, ld_consumer) =
         phase.queue::<PartitionBuffer>("logical-disk buffers", LD_BUFFERS_QUEUED);
-    let pool = BufferPool::new("read chunks", CHUNKS_IN_FLIGHT + 2, chunk_bytes);
+    // Room for an O_DIRECT read to start at an aligned address.
+    let pool = BufferPool::new(
+        "read chunks",
+        CHUNKS_IN_FLIGHT + 2,
+        chunk_bytes + DIRECT_ALIGNMENT,
+    );
 
     let reader_progress = progress.clone();
     phase.stage(StageSpec::new("reader", 1).writes(&chunk_producer), {
@@ -652,10 +749,16 @@ fn phase_one(
             while offset < input_bytes {
                 let length = (input_bytes - offset).min(chunk_bytes as u64) as usize;
                 let mut data = worker.take(&pool)?;
-                data.resize(length, 0);
-                input.read_exact_at(&mut data, offset)?;
+                let records = read_into(&*input, &mut data, offset, length, direct)?;
                 worker.count_in(length as u64);
-                worker.send(&chunk_producer, Chunk { offset, data })?;
+                worker.send(
+                    &chunk_producer,
+                    Chunk {
+                        offset,
+                        data,
+                        records,
+                    },
+                )?;
                 offset += length as u64;
                 reader_progress("read", offset, input_bytes);
             }
@@ -675,7 +778,7 @@ fn phase_one(
                     if ascii {
                         check_ascii_records(&chunk, &input_path)?;
                     }
-                    for record in chunk.data.chunks_exact(RECORD_BYTES) {
+                    for record in chunk.records().chunks_exact(RECORD_BYTES) {
                         let partition = boundaries.partition_of(key_value(record));
                         let buffer = &mut buffers[partition];
                         if buffer.capacity() == 0 {
@@ -725,7 +828,7 @@ fn phase_one(
 /// Fails on the first record of `chunk` that does not end with CRLF.
 fn check_ascii_records(chunk: &Chunk, path: &Path) -> Result<()> {
     match chunk
-        .data
+        .records()
         .chunks_exact(RECORD_BYTES)
         .position(|record| &record[RECORD_BYTES - 2..] != b"\r\n")
     {
@@ -738,13 +841,15 @@ fn check_ascii_records(chunk: &Chunk, path: &Path) -> Result<()> {
     }
 }
 
-/// How phase two divides its memory.
+/// How phase two uses memory and reads partitions.
 #[derive(Debug, Clone, Copy)]
-struct PhaseTwoMemory {
+struct PhaseTwoSettings {
     /// For partitions being read and sorted.
     quota_bytes: u64,
     /// Each of the `OUTPUT_CHUNKS` output buffers.
     chunk_bytes: usize,
+    /// Read partition files with O_DIRECT.
+    direct: bool,
 }
 
 /// Phase two: read each partition once, sort it, write it once at its offset.
@@ -753,14 +858,15 @@ fn phase_two(
     disks: LogicalDisks,
     sizes: &[u64],
     target: &Arc<OutputTarget>,
-    memory: PhaseTwoMemory,
+    settings: PhaseTwoSettings,
     threads: usize,
     progress: &Progress,
 ) -> Result<PhaseReport> {
-    let PhaseTwoMemory {
+    let PhaseTwoSettings {
         quota_bytes,
         chunk_bytes,
-    } = memory;
+        direct,
+    } = settings;
     let partitions = sizes.len();
     let mut offsets = Vec::with_capacity(partitions);
     let mut total = 0u64;
@@ -798,12 +904,20 @@ fn phase_two(
                 let memory = worker.allocate(&quota, needed)?;
                 let segments = match &mut *disks.lock().unwrap() {
                     LogicalDisks::Files { paths, files } => {
-                        let segments = read_segments(&*files[partition], size, &recycled)?;
+                        let segments = if direct {
+                            let file = fs.open(&paths[partition], OpenOptions::read().with_direct(true))?;
+                            read_segments(&*file, size, &recycled, true)?
+                        } else {
+                            read_segments(&*files[partition], size, &recycled, false)?
+                        };
                         // The partition is in memory now: free its disk space early.
                         fs.remove_file(&paths[partition])?;
                         segments
                     }
-                    LogicalDisks::Memory(buffers) => std::mem::take(&mut buffers[partition]),
+                    LogicalDisks::Memory(buffers) => std::mem::take(&mut buffers[partition])
+                        .into_iter()
+                        .map(Segment::whole)
+                        .collect(),
                 };
                 worker.count_in(size);
                 let data = PartitionData {
@@ -828,7 +942,7 @@ fn phase_two(
             move |worker: &mut Worker| {
                 let mut scratch = SortScratch::default();
                 while let Some(partition) = worker.recv(&read_consumer)? {
-                    let segments: Vec<&[u8]> = partition.segments.iter().map(Vec::as_slice).collect();
+                    let segments: Vec<&[u8]> = partition.segments.iter().map(Segment::records).collect();
                     scratch.sort(&segments, sort_threads);
                     let chunk_records = chunk_bytes / RECORD_BYTES;
                     let mut summary: Option<Summary> = None;
@@ -864,7 +978,10 @@ fn phase_two(
                     }
                     drop(segments);
                     if from_files {
-                        recycled.lock().unwrap().extend(partition.segments);
+                        recycled
+                            .lock()
+                            .unwrap()
+                            .extend(partition.segments.into_iter().map(|segment| segment.buffer));
                     }
                 }
                 Ok(())
@@ -892,15 +1009,19 @@ fn phase_two(
 
 /// Reads the `size` bytes of a partition file in pieces of [`SEGMENT_BYTES`],
 /// reusing recycled buffers.
-fn read_segments(file: &dyn FsFile, size: u64, recycled: &Mutex<Vec<Vec<u8>>>) -> Result<Vec<Vec<u8>>> {
+fn read_segments(
+    file: &dyn FsFile,
+    size: u64,
+    recycled: &Mutex<Vec<Vec<u8>>>,
+    direct: bool,
+) -> Result<Vec<Segment>> {
     let mut segments = Vec::with_capacity(size.div_ceil(SEGMENT_BYTES as u64) as usize);
     let mut offset = 0u64;
     while offset < size {
         let length = (size - offset).min(SEGMENT_BYTES as u64) as usize;
-        let mut segment = recycled.lock().unwrap().pop().unwrap_or_default();
-        segment.resize(length, 0);
-        file.read_exact_at(&mut segment, offset)?;
-        segments.push(segment);
+        let mut buffer = recycled.lock().unwrap().pop().unwrap_or_default();
+        let records = read_into(file, &mut buffer, offset, length, direct)?;
+        segments.push(Segment { buffer, records });
         offset += length as u64;
     }
     Ok(segments)

@@ -287,3 +287,55 @@ fn failed_partitioned_output_leaves_no_summary_and_no_partition() {
         fs.list_dir(directory)
     );
 }
+
+#[test]
+fn direct_io_reads_give_the_same_output() {
+    // SimFs enforces O_DIRECT's alignment on direct handles, so a misaligned
+    // read would fail here. 33,333 records end mid-block.
+    for memory in [64 * MIB, MIB] {
+        let (fs, checksum) = setup(RecordFormat::Ascii, true, 33_333);
+        let options = SortOptions {
+            direct_io: true,
+            ..options(memory)
+        };
+        sort(&fs, &options).unwrap();
+        let summary = validate(&fs);
+        assert!(summary.is_sorted());
+        assert_eq!((summary.records, summary.checksum), (33_333, checksum));
+        assert_clean(&fs, true);
+    }
+}
+
+#[test]
+fn direct_io_on_the_real_file_system() {
+    let directory = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let fs: Arc<dyn Fs> = Arc::new(spillway_core::RealFs::new());
+    let input = directory.path().join("input.dat");
+    let output = directory.path().join("sorted.dat");
+    let spec = GenerateSpec {
+        format: RecordFormat::Binary,
+        skewed: false,
+        start_record: 0,
+        records: 25_001,
+    };
+    let checksum = generate_file(&*fs, &input, &spec, &WriteOptions::default(), &|_| {})
+        .unwrap()
+        .checksum;
+    let options = SortOptions {
+        direct_io: true,
+        threads: 2,
+        ..SortOptions::new(MIB, directory.path())
+    };
+    let report = sort_file(
+        fs.clone(),
+        &input,
+        &output,
+        &options,
+        Arc::new(|_: &str, _: u64, _: u64| {}),
+    )
+    .unwrap_or_else(|error| panic!("O_DIRECT sort in {} failed: {error}", directory.path().display()));
+    assert_eq!(report.mode, SortMode::TwoPass);
+    let summary = validate_file(&*fs, &output, &ValidateOptions::default(), &|_| {}).unwrap();
+    assert!(summary.is_sorted());
+    assert_eq!(Some(summary.checksum), checksum);
+}
