@@ -114,9 +114,14 @@ impl StageReport {
     pub fn throughput_bytes_per_second(&self) -> Option<f64> {
         let bytes = self.throughput_bytes();
         let busy_per_worker = self.busy.as_secs_f64() / self.workers.max(1) as f64;
-        (bytes > 0 && busy_per_worker > 0.0).then(|| bytes as f64 / busy_per_worker)
+        // Below a millisecond of work the rate is noise (a stage that only
+        // hands buffers on), not a capacity: report none.
+        (bytes > 0 && busy_per_worker >= BUSY_SECONDS_MIN).then(|| bytes as f64 / busy_per_worker)
     }
 }
+
+/// Busy time per worker below which a stage's throughput is not reported.
+const BUSY_SECONDS_MIN: f64 = 1e-3;
 
 impl PhaseReport {
     /// The stage with the lowest throughput: the one that limits the phase.
