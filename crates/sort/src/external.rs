@@ -91,6 +91,10 @@ fn output_chunk_bytes(memory_bytes: u64) -> usize {
         * RECORD_BYTES
 }
 
+/// Most partitions of one sort: a two-pass sort keeps one file open per
+/// partition, and this stays below the usual limit of 1024 open files.
+pub const PARTITIONS_MAX: usize = 1000;
+
 /// The smallest memory budget accepted.
 pub const MEMORY_BYTES_MIN: u64 = 1 << 20;
 
@@ -445,6 +449,14 @@ fn sort_into(
             / (RECORD_BYTES as u64 + 32);
         partitions_for(input_bytes, partition_bytes_max, input_path)?
     };
+    ensure!(
+        partitions <= PARTITIONS_MAX,
+        InvalidArgument,
+        "sorting {} ({input_bytes} bytes) with a memory budget of {} bytes needs {partitions} partitions, \
+         more than the {PARTITIONS_MAX} that can be open at once; raise --memory",
+        input_path.display(),
+        options.memory_bytes
+    );
     let phase_two_quota = options.memory_bytes - output_pool_bytes - if in_memory { input_bytes } else { 0 };
     let partition_needs = |bytes| {
         if in_memory {

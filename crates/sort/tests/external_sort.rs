@@ -172,6 +172,16 @@ fn bad_input_and_options_get_clear_errors() {
         "{error}"
     );
     assert_clean(&fs, false);
+    // More partitions than can be open at once.
+    let error = sort(
+        &fs,
+        &SortOptions {
+            partitions: 5000,
+            ..options(64 * MIB)
+        },
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("5000 partitions"), "{error}");
     // A budget below the minimum.
     let error = sort(&fs, &options(1000)).unwrap_err();
     assert!(error.to_string().contains("memory budget"), "{error}");
