@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -31,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import importlib.util
 from pathlib import Path
 from typing import Any, Callable
 
@@ -376,7 +376,8 @@ def read_peak_rss_kib(path: Path) -> int:
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     summary: dict[str, dict[str, float]] = {}
-    for key in ("wall_s", "throughput_mb_s", "peak_rss_kib", "cpu_s", "read_bytes", "write_bytes"):
+    keys = ("wall_s", "throughput_mb_s", "peak_rss_kib", "cpu_s", "read_bytes", "write_bytes", "cgroup_peak_bytes")
+    for key in keys:
         values = [run[key] for run in runs if run.get(key) is not None]
         if values:
             summary[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
@@ -403,10 +404,49 @@ def compare(comparison: Comparison, contenders: dict[str, dict[str, Any]]) -> di
     }
 
 
+def disk_bound(workload: Workload, contenders: dict[str, dict[str, Any]], data_bytes: int) -> dict[str, Any] | None:
+    """The disk-bound limit of a 2-IO operation on this data and each contender's fraction of it."""
+    spec = workload.disk_bound
+    if spec is None:
+        return None
+    read_s = contenders[spec.read]["summary"]["wall_s"]["median"]
+    write_s = contenders[spec.write]["summary"]["wall_s"]["median"]
+    passes = 1 if data_bytes <= spec.memory_budget_bytes else 2
+    limit_s = passes * (read_s + write_s)
+    fractions = {name: limit_s / contenders[name]["summary"]["wall_s"]["median"] for name in spec.contenders}
+    targets = {}
+    if passes == 2:
+        for name, target in spec.targets.items():
+            targets[name] = {"target": target, "fraction": fractions[name], "met": fractions[name] >= target}
+    return {
+        "read_contender": spec.read,
+        "write_contender": spec.write,
+        "read_mb_s": data_bytes / read_s / MEGABYTE,
+        "write_mb_s": data_bytes / write_s / MEGABYTE,
+        "memory_budget_bytes": spec.memory_budget_bytes,
+        "in_memory": passes == 1,
+        "passes": passes,
+        "limit_s": limit_s,
+        "fractions": fractions,
+        "targets": targets,
+    }
+
+
+def size_plan(size_bytes: int | list[int], runs: int | list[int]) -> list[tuple[int, int]]:
+    """Pairs (size, runs): one runs count for every size, or one per size in order."""
+    sizes = [size_bytes] if isinstance(size_bytes, int) else list(size_bytes)
+    counts = [runs] if isinstance(runs, int) else list(runs)
+    if len(counts) == 1:
+        counts = counts * len(sizes)
+    if not sizes or len(counts) != len(sizes):
+        raise BenchmarkFailure("give --runs once, or once for every --size (paired in order)")
+    return list(zip(sizes, counts))
+
+
 def run_workload(
     workload: Workload,
-    size_bytes: int,
-    runs: int,
+    size_bytes: int | list[int],
+    runs: int | list[int],
     base_dir: Path,
     out_dir: Path,
     spillway: str | None = None,
@@ -414,11 +454,17 @@ def run_workload(
     drop_cache: bool = True,
     reproduce: str | None = None,
 ) -> dict[str, Any]:
-    """Run every contender `runs` times (alternating), write the reports, return the results."""
-    records = size_bytes // RECORD_BYTES
-    data_bytes = records * RECORD_BYTES
-    if records < 1 or runs < 1:
-        raise BenchmarkFailure("need at least one record and one run")
+    """Run every contender `runs` times (alternating), write the reports, return the results.
+
+    `size_bytes` and `runs` may be lists (several sizes). Every (size, variant) pair
+    is one part, run in its own data directory, deleted afterwards. A single part
+    without variants gives the flat report (its fields at the top level); several
+    give a report with a `parts` list.
+    """
+    plan = size_plan(size_bytes, runs)
+    for size, count in plan:
+        if size // RECORD_BYTES < 1 or count < 1:
+            raise BenchmarkFailure("need at least one record and one run")
     names = [contender.name for contender in workload.contenders]
     if len(set(names)) != len(names):
         raise BenchmarkFailure(f"workload {workload.name}: contender names repeat: {names}")
@@ -427,65 +473,140 @@ def run_workload(
             raise BenchmarkFailure(
                 f"workload {workload.name}: comparison {comparison.label!r} names an unknown contender"
             )
+    if workload.disk_bound is not None:
+        spec = workload.disk_bound
+        unknown = [name for name in [spec.read, spec.write, *spec.contenders] if name not in names]
+        if unknown:
+            raise BenchmarkFailure(f"workload {workload.name}: disk_bound names unknown contenders {unknown}")
     if base_dir.resolve().is_relative_to(REPO_ROOT) and (REPO_ROOT / ".git").exists():
         raise BenchmarkFailure(f"data directory {base_dir} is inside the repository; use a scratch directory")
     created_base_dir = not base_dir.exists()
     base_dir.mkdir(parents=True, exist_ok=True)
-    written_files = sum(1 for contender in workload.contenders if contender.writes)
-    needed_bytes = written_files * data_bytes + 2**30
-    if shutil.disk_usage(base_dir).free < needed_bytes:
-        raise BenchmarkFailure(f"{base_dir} has less than {format_bytes(needed_bytes)} free")
-
-    spillway_meta: dict[str, Any] | None = None
-    params = {"dir": "", "records": str(records), "bytes": str(data_bytes), "spillway": "spillway"}
-    if uses_spillway(workload):
-        spillway_path = resolve_spillway(spillway)
-        spillway_meta = spillway_info(spillway_path)
-        params["spillway"] = spillway_meta["path"]
-        if spillway_meta["profile"] == "debug":
-            warn_debug_build(spillway_meta["path"])
-    ensure_requirements(HARNESS_REQUIREMENTS)
-    for contender in workload.contenders:
-        ensure_requirements(contender.requires)
-
-    cache_droppable = drop_cache and drop_page_cache()
-    cache = "cold" if cache_droppable else "warm"
-    data_dir = Path(tempfile.mkdtemp(prefix=f"{workload.name}-", dir=base_dir))
-    params["dir"] = str(data_dir)
-    machine = machine_info(data_dir)
-    print_header(workload, machine, spillway_meta, data_bytes, records, runs, cache, data_dir)
-    if drop_cache and not cache_droppable:
-        print("warning: cannot drop the page cache here (not root?); runs are cache-WARM", file=sys.stderr)
-
-    cgroup = create_memory_cgroup(memory_limit_bytes) if memory_limit_bytes else None
-    preexec = None
-    if cgroup is not None:
-        procs_file = str(cgroup / "cgroup.procs")
-
-        def preexec() -> None:
-            with open(procs_file, "w") as procs:
-                procs.write(str(os.getpid()))
-
-    results: dict[str, dict[str, Any]] = {}
-    for contender in workload.contenders:
-        template = contender.command
-        if not cache_droppable and contender.command_warm_cache:
-            template = contender.command_warm_cache
-        results[contender.name] = {
-            "name": contender.name,
-            "role": contender.role,
-            "command": fill(template, params),
-            "runs": [],
-        }
     try:
-        for step in workload.setup:
-            argv = fill(step, params)
-            print(f"setup: {' '.join(argv)}", flush=True)
-            outcome = run_once(argv, data_dir, data_dir / "setup")
-            if outcome["exit_code"] != 0:
-                raise BenchmarkFailure(
-                    f"setup step failed ({outcome['exit_code']}): {' '.join(argv)}\n{outcome['stderr_tail']}"
-                )
+        largest = max(size for size, _ in plan) // RECORD_BYTES * RECORD_BYTES
+        if workload.scratch_bytes_per_data_byte is not None:
+            needed_bytes = int(workload.scratch_bytes_per_data_byte * largest) + 2**30
+        else:
+            needed_bytes = sum(1 for contender in workload.contenders if contender.writes) * largest + 2**30
+        if shutil.disk_usage(base_dir).free < needed_bytes:
+            raise BenchmarkFailure(f"{base_dir} has less than {format_bytes(needed_bytes)} free")
+
+        spillway_meta: dict[str, Any] | None = None
+        params = {
+            "dir": "",
+            "records": "0",
+            "bytes": "0",
+            "spillway": "spillway",
+            "python": sys.executable,
+            "bench": str(Path(__file__).resolve().parent),
+        }
+        if uses_spillway(workload):
+            spillway_path = resolve_spillway(spillway)
+            spillway_meta = spillway_info(spillway_path)
+            params["spillway"] = spillway_meta["path"]
+            if spillway_meta["profile"] == "debug":
+                warn_debug_build(spillway_meta["path"])
+        ensure_requirements(HARNESS_REQUIREMENTS)
+        for contender in workload.contenders:
+            ensure_requirements(contender.requires)
+
+        cache_droppable = drop_cache and drop_page_cache()
+        cache = "cold" if cache_droppable else "warm"
+        machine = machine_info(base_dir)
+        print_header(workload, machine, spillway_meta, plan, cache, base_dir, memory_limit_bytes)
+        if drop_cache and not cache_droppable:
+            print("warning: cannot drop the page cache here (not root?); runs are cache-WARM", file=sys.stderr)
+
+        cgroup = create_memory_cgroup(memory_limit_bytes) if memory_limit_bytes else None
+        preexec = None
+        if cgroup is not None:
+            procs_file = str(cgroup / "cgroup.procs")
+
+            def preexec() -> None:
+                with open(procs_file, "w") as procs:
+                    procs.write(str(os.getpid()))
+
+        started = time.perf_counter()
+        parts = []
+        try:
+            variants: list[Variant | None] = list(workload.variants) or [None]
+            for size, count in plan:
+                for variant in variants:
+                    parts.append(
+                        run_part(workload, variant, size, count, base_dir, params, cache_droppable, cgroup, preexec)
+                    )
+        finally:
+            if cgroup is not None:
+                remove_memory_cgroup(cgroup)
+    finally:
+        if created_base_dir and base_dir.exists() and not any(base_dir.iterdir()):
+            base_dir.rmdir()
+
+    common = {
+        "workload": workload.name,
+        "description": workload.description,
+        "notes": workload.notes,
+        "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "reproduce": reproduce
+        or f"python3 bench/run.py {workload.name} "
+        + " ".join(f"--size {size} --runs {count}" for size, count in plan),
+        "order": "alternating: every round runs each contender once, in the declared order",
+        "cache": cache,
+        "memory_limit_bytes": memory_limit_bytes,
+        "throughput_unit": workload.throughput_unit,
+        "benchmark_wall_s": time.perf_counter() - started,
+        "machine": machine,
+        "spillway": spillway_meta,
+    }
+    if len(parts) == 1 and not workload.variants:
+        report = {**common, **parts[0]}
+        del report["label"]
+        del report["variant"]
+    else:
+        report = {**common, "parts": parts}
+    write_reports(report, out_dir)
+    return report
+
+
+def run_part(
+    workload: Workload,
+    variant: Variant | None,
+    size_bytes: int,
+    runs: int,
+    base_dir: Path,
+    base_params: dict[str, str],
+    cache_droppable: bool,
+    cgroup: Path | None,
+    preexec: Callable[[], None] | None,
+) -> dict[str, Any]:
+    """One size and variant: setup, then `runs` rounds of every contender; its data directory is deleted after."""
+    records = size_bytes // RECORD_BYTES
+    data_bytes = records * RECORD_BYTES
+    label = format_bytes(data_bytes) + (f", {variant.name}" if variant else "")
+    prefix = f"{workload.name}-" + (f"{variant.name}-" if variant else "")
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix, dir=base_dir))
+    params = dict(base_params, dir=str(data_dir), records=str(records), bytes=str(data_bytes))
+    if variant:
+        params.update(variant.params)
+    print(f"part       {label}: {records} records, {runs} runs per contender; data in {data_dir}", flush=True)
+    results: dict[str, dict[str, Any]] = {}
+    setup_log: list[dict[str, Any]] = []
+    part_started = time.perf_counter()
+    try:
+        steps = list(workload.setup) + (list(variant.setup) if variant else [])
+        for index, step in enumerate(steps):
+            outcome = run_step(as_step(step), params, data_dir, f"setup-{index}", "setup step")
+            setup_log.append(outcome)
+        for contender in workload.contenders:
+            template = contender.command
+            if not cache_droppable and contender.command_warm_cache:
+                template = contender.command_warm_cache
+            results[contender.name] = {
+                "name": contender.name,
+                "role": contender.role,
+                "command": fill(template, params),
+                "runs": [],
+            }
         for round_index in range(runs):
             for contender in workload.contenders:
                 entry = results[contender.name]
@@ -498,33 +619,55 @@ def run_workload(
                 print(progress_line(round_index, runs, contender.name, run, data_bytes), flush=True)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
-        if created_base_dir and not any(base_dir.iterdir()):
-            base_dir.rmdir()
-        if cgroup is not None:
-            remove_memory_cgroup(cgroup)
 
     for entry in results.values():
         entry["summary"] = summarize(entry["runs"])
-    report = {
-        "workload": workload.name,
-        "description": workload.description,
-        "notes": workload.notes,
-        "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "reproduce": reproduce or f"python3 bench/run.py {workload.name} --size {size_bytes} --runs {runs}",
+    return {
+        "label": label,
+        "variant": None
+        if variant is None
+        else {"name": variant.name, "description": variant.description, "params": variant.params},
         "data_dir": str(data_dir),
         "data_bytes": data_bytes,
         "records": records,
         "runs_per_contender": runs,
-        "order": "alternating: every round runs each contender once, in the declared order",
-        "cache": cache,
-        "memory_limit_bytes": memory_limit_bytes,
-        "machine": machine,
-        "spillway": spillway_meta,
+        "setup": setup_log,
+        "part_wall_s": time.perf_counter() - part_started,
         "contenders": list(results.values()),
         "comparisons": [compare(comparison, results) for comparison in workload.comparisons],
+        "disk_bound": disk_bound(workload, results, data_bytes),
     }
-    write_reports(report, out_dir)
-    return report
+
+
+def run_step(step: Step, params: dict[str, str], data_dir: Path, slug: str, what: str) -> dict[str, Any]:
+    """An untimed command (setup, prepare, validate): checked, and its captures added to params."""
+    argv = fill(step.command, params)
+    print(f"{what}: {' '.join(argv)}", flush=True)
+    log_prefix = data_dir / slug
+    outcome = run_once(argv, data_dir, log_prefix)
+    printed = "".join(
+        log_prefix.with_suffix(suffix).read_text(errors="replace") for suffix in (".stdout", ".stderr")
+    )
+    problem = None
+    if outcome["exit_code"] not in step.exit_codes:
+        problem = f"exit code {outcome['exit_code']}"
+    elif step.expect_output:
+        pattern = step.expect_output.format(**params)
+        if not re.search(pattern, printed):
+            problem = f"exit code {outcome['exit_code']} without printing /{pattern}/"
+    if problem is None:
+        for name, pattern in step.capture.items():
+            match = re.search(pattern, printed)
+            if not match:
+                problem = f"no /{pattern}/ in its output to capture {{{name}}}"
+                break
+            params[name] = match.group(1)
+    if problem:
+        raise BenchmarkFailure(
+            f"{what} failed ({problem}): {' '.join(argv)}\n"
+            f"stderr: {outcome['stderr_tail']}\nstdout: {outcome['stdout_tail']}"
+        )
+    return {"command": argv, "wall_s": outcome["wall_s"], "exit_code": outcome["exit_code"]}
 
 
 def run_contender(
@@ -537,8 +680,12 @@ def run_contender(
     cgroup: Path | None,
     preexec: Callable[[], None] | None,
 ) -> dict[str, Any]:
-    """One measured run: fresh output file, synced disk, dropped cache, then the command."""
-    output = Path(contender.writes.format(**params)) if contender.writes else None
+    """One measured run: prepare, fresh output file, synced disk, dropped cache, the command, validate, clean up."""
+    slug = re.sub(r"[^a-z0-9]+", "-", contender.name.lower()).strip("-")
+    local = dict(params)
+    for index, step in enumerate(contender.prepare):
+        run_step(step, local, data_dir, f"{slug}-{round_index}-prepare-{index}", f"prepare {contender.name}")
+    output = Path(contender.writes.format(**local)) if contender.writes else None
     if output is not None and output.exists():
         output.unlink()
     # Sync even when the cache cannot be dropped, so the previous run's dirty
@@ -550,7 +697,6 @@ def run_contender(
         cold = False
     if cgroup is not None:
         (cgroup / "memory.max_usage_in_bytes").write_text("0")
-    slug = re.sub(r"[^a-z0-9]+", "-", contender.name.lower()).strip("-")
     log_prefix = data_dir / f"{slug}-{round_index}"
     load_average_1m = os.getloadavg()[0]
     run = run_once(argv, data_dir, log_prefix, preexec)
@@ -562,8 +708,10 @@ def run_contender(
     problem = None
     if run["exit_code"] not in contender.exit_codes:
         problem = f"failed with exit code {run['exit_code']}"
+        if run["exit_code"] in (-9, 137) and cgroup is not None:
+            problem += " (killed: out of memory in the cgroup?)"
     elif contender.expect_output:
-        pattern = contender.expect_output.format(**params)
+        pattern = contender.expect_output.format(**local)
         printed = "".join(
             log_prefix.with_suffix(suffix).read_text(errors="replace") for suffix in (".stdout", ".stderr")
         )
@@ -576,9 +724,34 @@ def run_contender(
         )
     if output is not None:
         size = output.stat().st_size if output.exists() else -1
-        expected = int(params["bytes"])
-        if size != expected:
+        expected = int(local["bytes"])
+        if contender.output_size_exact and size != expected:
             raise BenchmarkFailure(f"{contender.name} wrote {size} bytes to {output}, expected {expected}")
+        if not contender.output_size_exact and size <= 0:
+            raise BenchmarkFailure(f"{contender.name} wrote no output to {output}")
+        run["output_bytes"] = size
+    if contender.json_report:
+        try:
+            run["report"] = json.loads(log_prefix.with_suffix(".stdout").read_text())
+        except (OSError, ValueError) as error:
+            raise BenchmarkFailure(
+                f"{contender.name} printed no JSON report in round {round_index + 1}: {error}\n"
+                f"stdout: {run['stdout_tail']}"
+            ) from error
+    validation = []
+    for index, step in enumerate(contender.validate):
+        try:
+            validation.append(
+                run_step(step, local, data_dir, f"{slug}-{round_index}-validate-{index}", f"validate {contender.name}")
+            )
+        except BenchmarkFailure as failure:
+            raise BenchmarkFailure(
+                f"OUTPUT DID NOT VALIDATE: {contender.name}, round {round_index + 1}\n{failure}"
+            ) from failure
+    if validation:
+        run["validation"] = validation
+    for path in contender.cleanup:
+        Path(path.format(**local)).unlink(missing_ok=True)
     return run
 
 
@@ -586,20 +759,21 @@ def print_header(
     workload: Workload,
     machine: dict[str, Any],
     spillway_meta: dict[str, Any] | None,
-    data_bytes: int,
-    records: int,
-    runs: int,
+    plan: list[tuple[int, int]],
     cache: str,
-    data_dir: Path,
+    base_dir: Path,
+    memory_limit_bytes: int | None,
 ) -> None:
-    print(f"workload   {workload.name}: {format_bytes(data_bytes)} ({records} records), {runs} runs per contender")
+    sizes = ", ".join(f"{format_bytes(size // RECORD_BYTES * RECORD_BYTES)} x {count} runs" for size, count in plan)
+    variants = ", ".join(variant.name for variant in workload.variants)
+    print(f"workload   {workload.name}: {sizes}" + (f"; variants {variants}" if variants else ""))
     print(
         f"machine    {machine['cpu_model']}, {machine['cpu_cores']} cores, "
         f"{format_bytes(machine['memory_bytes'])} RAM, kernel {machine['kernel']}"
     )
     print(
         f"disk       {machine['disk_device']} ({machine['disk_fstype']}, {machine['disk_mount_options']}), "
-        f"{format_bytes(machine['disk_free_bytes'])} free; data in {data_dir}"
+        f"{format_bytes(machine['disk_free_bytes'])} free; data under {base_dir}"
     )
     if spillway_meta:
         print(
@@ -609,16 +783,19 @@ def print_header(
     print(
         f"cache      {cache} ({'page cache dropped before every run' if cache == 'cold' else 'page cache NOT dropped'})"
     )
+    if memory_limit_bytes:
+        print(f"memory     every run in a cgroup v1 memory limit of {format_bytes(memory_limit_bytes)}")
     print(flush=True)
 
 
 def progress_line(round_index: int, runs: int, name: str, run: dict[str, Any], data_bytes: int) -> str:
     read = run["read_bytes"] if run["read_bytes"] is not None else run["inblock_bytes"]
     written = run["write_bytes"] if run["write_bytes"] is not None else run["oublock_bytes"]
+    cgroup = f"  cgroup peak {run['cgroup_peak_bytes'] / 2**20:.0f} MiB" if "cgroup_peak_bytes" in run else ""
     return (
         f"[{round_index + 1}/{runs}] {name:<20} {run['wall_s']:8.3f} s {run['throughput_mb_s']:9.1f} MB/s "
         f"RSS {run['peak_rss_kib'] / 1024:8.1f} MiB  read {read / data_bytes:5.2f}x  written {written / data_bytes:5.2f}x  "
-        f"cpu {run['cpu_s']:.2f} s  ({run['cache']})"
+        f"cpu {run['cpu_s']:.2f} s  ({run['cache']}){cgroup}"
     )
 
 
@@ -636,6 +813,22 @@ def write_reports(report: dict[str, Any], out_dir: Path) -> None:
     print(f"\nwrote {out_dir / name}.json, .md, .png and {out_dir / 'README.md'}")
 
 
+def parts_of(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's parts: its `parts` list, or the flat report itself as the only part."""
+    return report["parts"] if "parts" in report else [report]
+
+
+def throughput_scale(report: dict[str, Any]) -> tuple[str, float, int]:
+    """(unit, factor from MB/s, digits) for the report's throughput unit."""
+    if report.get("throughput_unit") == "GB/s":
+        return "GB/s", 1e-3, 2
+    return "MB/s", 1.0, 0
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def spread(summary: dict[str, float], scale: float = 1.0, digits: int = 1) -> str:
     return (
         f"{summary['median'] * scale:.{digits}f} "
@@ -645,11 +838,14 @@ def spread(summary: dict[str, float], scale: float = 1.0, digits: int = 1) -> st
 
 def ratio_sentences(report: dict[str, Any]) -> list[str]:
     """One plain sentence per comparison: the ratio, the target, CPU-boundness, noise."""
+    unit, scale, digits = throughput_scale(report)
     summaries = {contender["name"]: contender["summary"] for contender in report["contenders"]}
     sentences = []
     for comparison in report["comparisons"]:
         ratio = comparison["ratio"]
-        figures = f"{comparison['contender_mb_s']:.0f} vs {comparison['peer_mb_s']:.0f} MB/s"
+        figures = (
+            f"{comparison['contender_mb_s'] * scale:.{digits}f} vs {comparison['peer_mb_s'] * scale:.{digits}f} {unit}"
+        )
         if ratio < 1:
             sentence = f"{comparison['contender']} reaches {ratio:.0%} of {comparison['peer']}'s throughput ({figures})"
             ours, theirs = summaries[comparison["contender"]], summaries[comparison["peer"]]
@@ -662,17 +858,204 @@ def ratio_sentences(report: dict[str, Any]) -> list[str]:
         target = comparison["target"]
         if target is not None:
             verdict = "meets" if comparison["meets_target"] else "misses"
-            sentence += f"; it {verdict} the target of {target:.0%}"
+            shown = f"{target:.0%}" if target < 1 else f"{target:g}x"
+            sentence += f"; it {verdict} the target of {shown}"
         low, high = min(comparison["per_round_ratios"]), max(comparison["per_round_ratios"])
         if high > 1.2 * low:
             sentence += f"; the per-round ratios range from {low:.2f} to {high:.2f}, so the disk's noise is large here"
         sentences.append(sentence + ".")
+    bound = report.get("disk_bound")
+    if bound:
+        for name, verdict in bound["targets"].items():
+            sentences.append(
+                f"Out of memory, {name} reaches {verdict['fraction']:.0%} of the disk-bound limit "
+                f"({bound['limit_s']:.1f} s); it {'meets' if verdict['met'] else 'misses'} the target of "
+                f"{verdict['target']:.0%}."
+            )
     return sentences
+
+
+def target_text(target: float | None, met: bool | None) -> str:
+    if target is None:
+        return ""
+    shown = f"{target:.2f}" if target < 1 else f"{target:g}"
+    return f">= {shown} ({'met' if met else 'missed'})"
+
+
+def part_tables(report: dict[str, Any], part: dict[str, Any]) -> list[str]:
+    """The contender table, the comparison table and the disk-bound line of one part."""
+    unit, scale, digits = throughput_scale(report)
+    data_bytes = part["data_bytes"]
+    bound = part.get("disk_bound")
+    cgroup = report.get("memory_limit_bytes") is not None
+    header = f"| contender | median time s (min–max) | {unit} (min–max) | CPU s | peak RSS MiB |"
+    rule = "|---|---|---|---|---|"
+    if cgroup:
+        header += " cgroup peak MiB |"
+        rule += "---|"
+    header += " read / data | written / data |"
+    rule += "---|---|"
+    if bound:
+        header += " of disk-bound limit |"
+        rule += "---|"
+    header += " Spillway / peer |"
+    rule += "---|"
+    lines = [header, rule]
+    ratios: dict[str, list[str]] = {}
+    for comparison in part["comparisons"]:
+        ratios.setdefault(comparison["contender"], []).append(f"{comparison['ratio']:.2f} vs {comparison['peer']}")
+    for contender in part["contenders"]:
+        summary = contender["summary"]
+        read = summary.get("read_bytes", {}).get("median")
+        written = summary.get("write_bytes", {}).get("median")
+        row = (
+            f"| {contender['name']} | {spread(summary['wall_s'], digits=2)} "
+            f"| {spread(summary['throughput_mb_s'], scale=scale, digits=digits)} "
+            f"| {summary['cpu_s']['median']:.2f} | {summary['peak_rss_kib']['median'] / 1024:.1f} |"
+        )
+        if cgroup:
+            peak = summary.get("cgroup_peak_bytes", {}).get("median")
+            row += f" {'n/a' if peak is None else f'{peak / 2**20:.0f}'} |"
+        row += (
+            f" {'n/a' if read is None else f'{read / data_bytes:.2f}'} "
+            f"| {'n/a' if written is None else f'{written / data_bytes:.2f}'} |"
+        )
+        if bound:
+            fraction = bound["fractions"].get(contender["name"])
+            row += f" {'' if fraction is None else f'{fraction:.0%}'} |"
+        row += f" {'; '.join(ratios.get(contender['name'], []))} |"
+        lines.append(row)
+    lines += [
+        "",
+        f"| comparison | Spillway / peer (median {unit}) | per-round ratios | target |",
+        "|---|---|---|---|",
+    ]
+    for comparison in part["comparisons"]:
+        per_round = ", ".join(f"{value:.2f}" for value in comparison["per_round_ratios"])
+        lines.append(
+            f"| {comparison['label']}: {comparison['contender']} / {comparison['peer']} "
+            f"| **{comparison['ratio']:.2f}** | {per_round} | {target_text(comparison['target'], comparison['meets_target'])} |"
+        )
+    if bound:
+        mode = "fits" if bound["in_memory"] else "does not fit"
+        lines += [
+            "",
+            (
+                f"Disk-bound limit: the data {mode} in the {format_bytes(bound['memory_budget_bytes'])} budget, so a "
+                f"2-IO sort reads and writes it {'once' if bound['passes'] == 1 else 'twice'}: "
+                f"{bound['passes']} x {format_bytes(data_bytes)} at {bound['read_mb_s'] * scale:.{max(digits, 1)}f} {unit} "
+                f"({bound['read_contender']}) + {bound['passes']} x {format_bytes(data_bytes)} at "
+                f"{bound['write_mb_s'] * scale:.{max(digits, 1)}f} {unit} ({bound['write_contender']}) = "
+                f"**{bound['limit_s']:.1f} s**."
+            ),
+        ]
+        for name, verdict in bound["targets"].items():
+            lines.append(
+                f"{name} reaches **{verdict['fraction']:.0%}** of it (target {target_text(verdict['target'], verdict['met'])})."
+            )
+    return lines
+
+
+def median_run(contender: dict[str, Any]) -> dict[str, Any]:
+    """The run with the median wall time (the lower middle one for an even count)."""
+    ordered = sorted(contender["runs"], key=lambda run: run["wall_s"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def stage_tables(part: dict[str, Any]) -> list[str]:
+    """Spillway's pipeline report (phases of stages) of each JSON-reporting contender's median run."""
+    lines: list[str] = []
+    for contender in part["contenders"]:
+        run = median_run(contender)
+        pipeline = run.get("report")
+        if not isinstance(pipeline, dict) or not pipeline.get("phases"):
+            continue
+        facts = []
+        if "mode" in pipeline:
+            facts.append(f"mode `{pipeline['mode']}`")
+        if "partitions" in pipeline:
+            facts.append(f"{pipeline['partitions']} partitions")
+        if "elapsed" in pipeline:
+            facts.append(f"{pipeline['elapsed']:.2f} s by its own clock")
+        input_bytes = pipeline.get("input_bytes")
+        if input_bytes and "device_read_bytes" in pipeline:
+            facts.append(
+                f"device read {pipeline['device_read_bytes'] / input_bytes:.2f} and written "
+                f"{pipeline.get('device_write_bytes', 0) / input_bytes:.2f} x the input"
+            )
+        lines += [
+            f"Where {contender['name']}'s time goes (its own report, median run: round {run['round'] + 1}, "
+            f"{run['wall_s']:.2f} s; {', '.join(facts)}):",
+            "",
+        ]
+        for phase in pipeline["phases"]:
+            elapsed = phase.get("elapsed", 0.0)
+            phase_bytes = phase.get("bytes_in", 0)
+            rate = f", {phase_bytes / elapsed / MEGABYTE:.0f} MB/s" if elapsed else ""
+            lines += [
+                f"*{phase.get('name', 'phase')}*: {elapsed:.2f} s{rate}",
+                "",
+                "| stage | workers | MB in | MB out | busy s | blocked in s | blocked out s | blocked mem s | MB/s busy |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
+            rates = []
+            for stage in phase.get("stages", []):
+                busy = stage.get("busy", 0.0)
+                workers = max(1, stage.get("workers", 1))
+                # Like Spillway's own table: no rate for under a millisecond of work per worker.
+                rates.append(
+                    stage.get("bytes_in", 0) / (busy / workers) / MEGABYTE if busy / workers >= 1e-3 else float("inf")
+                )
+            slowest = rates.index(min(rates)) if rates and min(rates) != float("inf") else -1
+            for index, (stage, stage_rate) in enumerate(zip(phase.get("stages", []), rates)):
+                shown = "" if stage_rate == float("inf") else f"{stage_rate:.0f}"
+                if index == slowest:
+                    shown = f"**{shown}** (bottleneck)"
+                lines.append(
+                    f"| {stage.get('name')} | {stage.get('workers')} | {stage.get('bytes_in', 0) / MEGABYTE:.0f} "
+                    f"| {stage.get('bytes_out', 0) / MEGABYTE:.0f} | {stage.get('busy', 0):.2f} "
+                    f"| {stage.get('blocked_input', 0):.2f} | {stage.get('blocked_output', 0):.2f} "
+                    f"| {stage.get('blocked_memory', 0):.2f} | {shown} |"
+                )
+            queues = phase.get("queues", [])
+            if queues:
+                lines += [
+                    "",
+                    "Queues: "
+                    + "; ".join(f"{q.get('name')} capacity {q.get('capacity')}, max depth {q.get('max_depth')}" for q in queues)
+                    + ".",
+                ]
+            lines.append("")
+    return lines
+
+
+def data_line(report: dict[str, Any], part: dict[str, Any], with_cache: bool) -> str:
+    cache_text = (
+        "page cache dropped before every run (cache-cold)"
+        if report["cache"] == "cold"
+        else "**page cache NOT dropped (cache-warm)**: the kernel did not allow it"
+    )
+    limit = report["memory_limit_bytes"]
+    variant = part.get("variant")
+    text = f"Data: {format_bytes(part['data_bytes'])} ({part['records']:,} records of 100 bytes)"
+    if variant:
+        text += f", {variant['description'] or variant['name']}"
+    text += f". {plural(part['runs_per_contender'], 'run')} per contender, alternating between contenders"
+    if with_cache:
+        text += (
+            f"; {cache_text}"
+            + (f"; every run inside a cgroup v1 memory limit of {format_bytes(limit)}" if limit else "")
+            + f". Times and throughputs are medians with (min–max); {throughput_scale(report)[0][:2]} = "
+            + ("10^9" if throughput_scale(report)[0] == "GB/s" else "10^6")
+            + " bytes"
+        )
+    return text + "."
 
 
 def markdown_report(report: dict[str, Any]) -> str:
     machine = report["machine"]
-    data_bytes = report["data_bytes"]
+    parts = parts_of(report)
+    multi = "parts" in report
     lines = [
         f"# Benchmark: {report['workload']}",
         "",
@@ -692,106 +1075,132 @@ def markdown_report(report: dict[str, Any]) -> str:
         )
         if spillway_meta["profile"] == "debug":
             lines.append("**WARNING: debug build; these numbers do not describe Spillway's speed.**")
-    cache_text = (
-        "page cache dropped before every run (cache-cold)"
-        if report["cache"] == "cold"
-        else "**page cache NOT dropped (cache-warm)**: the kernel did not allow it"
-    )
-    limit = report["memory_limit_bytes"]
-    lines += [
-        "",
-        f"Data: {format_bytes(data_bytes)} ({report['records']:,} records of 100 bytes). "
-        f"{report['runs_per_contender']} runs per contender, alternating between contenders; {cache_text}"
-        + (f"; every run inside a cgroup v1 memory limit of {format_bytes(limit)}" if limit else "")
-        + ". Times and throughputs are medians with (min–max); MB = 10^6 bytes.",
-        "",
-        "Reproduce:",
-        "",
-        "```",
-        report["reproduce"],
-        "```",
-        "",
-        (
-            "| contender | median time s (min–max) | MB/s (min–max) | CPU s | peak RSS MiB | read / data "
-            "| written / data | Spillway / peer |"
-        ),
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    ratios = {c["contender"]: f"{c['ratio']:.2f} vs {c['peer']}" for c in report["comparisons"]}
-    for contender in report["contenders"]:
-        summary = contender["summary"]
-        read = summary.get("read_bytes", {}).get("median")
-        written = summary.get("write_bytes", {}).get("median")
+    lines.append("")
+    if multi:
+        limit = report["memory_limit_bytes"]
+        unit = throughput_scale(report)[0]
         lines.append(
-            f"| {contender['name']} | {spread(summary['wall_s'], digits=2)} | {spread(summary['throughput_mb_s'], digits=0)} "
-            f"| {summary['cpu_s']['median']:.2f} | {summary['peak_rss_kib']['median'] / 1024:.1f} "
-            f"| {'n/a' if read is None else f'{read / data_bytes:.2f}'} "
-            f"| {'n/a' if written is None else f'{written / data_bytes:.2f}'} "
-            f"| {ratios.get(contender['name'], '')} |"
+            ("Page cache dropped before every run (cache-cold)" if report["cache"] == "cold"
+             else "**Page cache NOT dropped (cache-warm)**: the kernel did not allow it")
+            + (f"; every run inside a cgroup v1 memory limit of {format_bytes(limit)}" if limit else "")
+            + f". Times and throughputs are medians with (min–max); {unit[:2]} = "
+            + ("10^9" if unit == "GB/s" else "10^6")
+            + " bytes."
+            + (
+                f" The whole benchmark took {report['benchmark_wall_s'] / 60:.1f} minutes."
+                if report.get("benchmark_wall_s")
+                else ""
+            )
         )
-    lines += [
-        "",
-        "| comparison | Spillway / peer (median MB/s) | per-round ratios | target |",
-        "|---|---|---|---|",
-    ]
-    for comparison in report["comparisons"]:
-        per_round = ", ".join(f"{value:.2f}" for value in comparison["per_round_ratios"])
-        target = (
-            ""
-            if comparison["target"] is None
-            else (f">= {comparison['target']:.2f} ({'met' if comparison['meets_target'] else 'missed'})")
-        )
-        lines.append(
-            f"| {comparison['label']}: {comparison['contender']} / {comparison['peer']} "
-            f"| **{comparison['ratio']:.2f}** | {per_round} | {target} |"
-        )
-    lines += ["", "Where we stand:", ""] + [f"- {sentence}" for sentence in ratio_sentences(report)] + [""]
+    else:
+        lines.append(data_line(report, report, with_cache=True))
+    lines += ["", "Reproduce:", "", "```", report["reproduce"], "```", ""]
+    if multi:
+        lines += summary_table(report) + [""]
+    for part in parts:
+        if multi:
+            lines += [f"## {part['label']}", "", data_line(report, part, with_cache=False), ""]
+        lines += part_tables(report, part)
+        lines += ["", "Where we stand:", ""] + [f"- {sentence}" for sentence in ratio_sentences({**report, **part})] + [""]
+        lines += stage_tables(part)
     if report["notes"]:
-        lines += ["Method notes:", ""] + [f"- {note}" for note in report["notes"]] + [""]
+        lines += ["## Method" if multi else "Method notes:", ""] + [f"- {note}" for note in report["notes"]] + [""]
     lines += ["Commands (`$DIR` is a scratch directory on the same disk, deleted afterwards):", ""]
-    for contender in report["contenders"]:
-        command = " ".join(contender["command"]).replace(report["data_dir"], "$DIR")
+    first = parts[0]
+    for step in first.get("setup", []):
+        command = " ".join(step["command"]).replace(first["data_dir"], "$DIR").replace(f"{REPO_ROOT}/", "")
+        lines.append(f"- setup{'' if not first.get('variant') else ' (' + first['variant']['name'] + ')'}: `{command}`")
+    for contender in first["contenders"]:
+        command = " ".join(contender["command"]).replace(first["data_dir"], "$DIR")
         command = command.replace(f"{REPO_ROOT}/", "")
         lines.append(f"- {contender['name']}: `{command}`")
+        run = contender["runs"][0] if contender["runs"] else {}
+        for step in run.get("validation", []):
+            check = " ".join(step["command"]).replace(first["data_dir"], "$DIR").replace(f"{REPO_ROOT}/", "")
+            lines.append(f"  - then, untimed: `{check}`")
     lines += ["", f"![median throughput]({report['workload']}.png)", ""]
     return "\n".join(lines)
 
 
+def summary_table(report: dict[str, Any]) -> list[str]:
+    """Every part's comparisons (and disk-bound fractions) in one table."""
+    unit, scale, digits = throughput_scale(report)
+    names = [c["name"] for c in parts_of(report)[0]["contenders"]]
+    bound_names = list((parts_of(report)[0].get("disk_bound") or {}).get("fractions", {}))
+    lines = ["Summary (median of each part; Spillway / peer, higher is better):", ""]
+    header = "| data | " + " | ".join(
+        f"{c['contender']} / {c['peer']}" for c in parts_of(report)[0]["comparisons"]
+    ) + " |"
+    if bound_names:
+        header += " " + " | ".join(f"{name}: of disk-bound limit" for name in bound_names[:1]) + " |"
+    header += f" {names[0]} {unit} |"
+    lines += [header, "|" + "---|" * (header.count("|") - 1)]
+    for part in parts_of(report):
+        cells = [
+            f"**{c['ratio']:.2f}**" + (f" ({'met' if c['meets_target'] else 'missed'} {c['target']:g}x)" if c["target"] else "")
+            for c in part["comparisons"]
+        ]
+        bound = part.get("disk_bound")
+        if bound_names and bound:
+            name = bound_names[0]
+            verdict = bound["targets"].get(name)
+            fraction = f"{bound['fractions'][name]:.0%}"
+            if verdict:
+                fraction += f" ({'met' if verdict['met'] else 'missed'} {verdict['target']:.0%})"
+            elif bound["in_memory"]:
+                fraction += " (in memory)"
+            cells.append(fraction)
+        first = part["contenders"][0]["summary"]["throughput_mb_s"]["median"] * scale
+        cells.append(f"{first:.{digits}f}")
+        lines.append(f"| {part['label']} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def write_chart(report: dict[str, Any], path: Path) -> None:
     pyplot = import_pyplot()
-    contenders = report["contenders"]
-    names = [contender["name"] for contender in contenders]
-    medians = [contender["summary"]["throughput_mb_s"]["median"] for contender in contenders]
-    lows = [m - contender["summary"]["throughput_mb_s"]["min"] for m, contender in zip(medians, contenders)]
-    highs = [contender["summary"]["throughput_mb_s"]["max"] - m for m, contender in zip(medians, contenders)]
+    unit, scale, digits = throughput_scale(report)
+    parts = parts_of(report)
+    columns = min(2, len(parts))
+    rows = (len(parts) + columns - 1) // columns
+    width = max(5.0, 1.2 * len(parts[0]["contenders"])) * columns
+    figure, axes_grid = pyplot.subplots(rows, columns, figsize=(width, 4.0 * rows), squeeze=False)
     role_colors = {"spillway": "#1f77b4", "peer": "#999999"}
-    colors = [role_colors.get(contender["role"], "#999999") for contender in contenders]
-    figure, axes = pyplot.subplots(figsize=(max(5.0, 1.6 * len(names)), 4.0))
-    bars = axes.bar(names, medians, yerr=[lows, highs], capsize=6, color=colors)
-    for bar, median in zip(bars, medians):
-        axes.annotate(
-            f"{median:.0f}",
-            (bar.get_x() + bar.get_width() / 2, 0),
-            xytext=(0, 4),
-            textcoords="offset points",
-            ha="center",
-            color="white",
-            fontweight="bold",
+    for index, part in enumerate(parts):
+        axes = axes_grid[index // columns][index % columns]
+        contenders = part["contenders"]
+        names = [contender["name"] for contender in contenders]
+        medians = [contender["summary"]["throughput_mb_s"]["median"] * scale for contender in contenders]
+        lows = [m - c["summary"]["throughput_mb_s"]["min"] * scale for m, c in zip(medians, contenders)]
+        highs = [c["summary"]["throughput_mb_s"]["max"] * scale - m for m, c in zip(medians, contenders)]
+        colors = [role_colors.get(contender["role"], "#999999") for contender in contenders]
+        bars = axes.bar(names, medians, yerr=[lows, highs], capsize=6, color=colors)
+        for bar, median in zip(bars, medians):
+            axes.annotate(
+                f"{median:.{digits}f}",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
+        ratios = ", ".join(f"{c['contender']} / {c['peer']} = {c['ratio']:.2f}" for c in part["comparisons"])
+        if len(ratios) > 70:
+            ratios = "\n".join(f"{c['contender']} / {c['peer']} = {c['ratio']:.2f}" for c in part["comparisons"])
+        axes.legend(
+            handles=[pyplot.Rectangle((0, 0), 1, 1, color=color) for color in role_colors.values()],
+            labels=["Spillway", "peer"],
+            loc="best",
+            fontsize=8,
         )
-    ratios = ", ".join(f"{c['contender']} / {c['peer']} = {c['ratio']:.2f}" for c in report["comparisons"])
-    axes.legend(
-        handles=[pyplot.Rectangle((0, 0), 1, 1, color=color) for color in role_colors.values()],
-        labels=["Spillway", "peer"],
-        loc="best",
-        fontsize=8,
-    )
-    axes.set_ylabel("MB/s (median, min–max bars)")
-    axes.set_title(
-        f"{report['workload']}: {format_bytes(report['data_bytes'])}, {report['runs_per_contender']} runs, "
-        f"cache {report['cache']}\n{ratios}",
-        fontsize=9,
-    )
-    axes.tick_params(axis="x", labelsize=8)
+        axes.set_ylabel(f"{unit} (median, min–max bars)")
+        what = part["label"] if "parts" in report else format_bytes(part["data_bytes"])
+        axes.set_title(
+            f"{report['workload']}: {what}, {plural(part['runs_per_contender'], 'run')}, cache {report['cache']}\n{ratios}",
+            fontsize=8,
+        )
+        axes.tick_params(axis="x", labelsize=7, labelrotation=20)
+    for index in range(len(parts), rows * columns):
+        axes_grid[index // columns][index % columns].axis("off")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     pyplot.close(figure)
@@ -814,16 +1223,26 @@ def write_index(out_dir: Path) -> None:
     for json_path in sorted(out_dir.glob("*.json")):
         try:
             report = json.loads(json_path.read_text())
-            comparisons = report["comparisons"]
             name = report["workload"]
-        except (OSError, ValueError, KeyError):
+            parts = parts_of(report)
+            for part in parts:
+                part["comparisons"]
+        except (OSError, ValueError, KeyError, TypeError):
             continue
-        texts = [f"{c['contender']} / {c['peer']}: **{c['ratio']:.2f}**" for c in comparisons]
-        headline = texts[0] if texts else ""
-        lines.append(
-            f"| [{name}]({name}.md) | {headline} | {'; '.join(texts[1:])} | {format_bytes(report['data_bytes'])} "
-            f"| {report['cache']} | {report['generated_at'][:10]} |"
-        )
+        for part in parts:
+            texts = [f"{c['contender']} / {c['peer']}: **{c['ratio']:.2f}**" for c in part["comparisons"]]
+            bound = part.get("disk_bound")
+            if bound:
+                texts += [
+                    f"{contender}: {fraction:.0%} of disk-bound limit"
+                    for contender, fraction in list(bound["fractions"].items())[:1]
+                ]
+            headline = texts[0] if texts else ""
+            data = part.get("label") if "parts" in report else format_bytes(part["data_bytes"])
+            lines.append(
+                f"| [{name}]({name}.md) | {headline} | {'; '.join(texts[1:])} | {data} "
+                f"| {report['cache']} | {report['generated_at'][:10]} |"
+            )
     (out_dir / "README.md").write_text("\n".join(lines) + "\n")
 
 
@@ -841,8 +1260,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workload", nargs="?", help="workload name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the workloads and exit")
-    parser.add_argument("--size", type=parse_size, default=parse_size("4G"), help="data size (default 4G)")
-    parser.add_argument("--runs", type=int, default=3, help="runs per contender (default 3)")
+    parser.add_argument(
+        "--size",
+        type=parse_size,
+        action="append",
+        help="data size (default 4G); repeat for several sizes, each a part of the report",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        action="append",
+        help="runs per contender (default 3); once for every size, or once per --size in the same order",
+    )
     parser.add_argument(
         "--dir",
         type=Path,
@@ -864,9 +1293,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.workload not in WORKLOADS:
         print(f"unknown workload {args.workload!r}; known: {', '.join(WORKLOADS)}", file=sys.stderr)
         return 2
-    reproduce = " ".join(
-        ["python3", "bench/run.py", args.workload, "--size", format_size_arg(args.size), "--runs", str(args.runs)]
-    )
+    sizes = args.size or [parse_size("4G")]
+    runs = args.runs or [3]
+    try:
+        plan = size_plan(sizes, runs)
+    except BenchmarkFailure as failure:
+        print(f"error: {failure}", file=sys.stderr)
+        return 2
+    reproduce = " ".join(["python3", "bench/run.py", args.workload])
+    if len(runs) == 1:
+        reproduce += " " + " ".join(f"--size {format_size_arg(size)}" for size in sizes) + f" --runs {runs[0]}"
+    else:
+        reproduce += " " + " ".join(f"--size {format_size_arg(size)} --runs {count}" for size, count in plan)
     if args.memory_limit:
         reproduce += f" --memory-limit {format_size_arg(args.memory_limit)}"
     if args.warm:
@@ -874,8 +1312,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_workload(
             WORKLOADS[args.workload],
-            size_bytes=args.size,
-            runs=args.runs,
+            size_bytes=sizes,
+            runs=runs,
             base_dir=args.dir or default_data_dir(),
             out_dir=args.out,
             spillway=args.spillway,

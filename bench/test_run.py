@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run
-from workloads import Comparison, Contender, Workload
+from workloads import Comparison, Contender, DiskBound, Step, Variant, Workload
 
 TOY = Workload(
     name="toy",
@@ -159,3 +159,93 @@ def test_refuses_data_inside_the_repository(tmp_path: Path) -> None:
     with pytest.raises(run.BenchmarkFailure, match="inside the repository"):
         run.run_workload(TOY, 1000, 1, inside, tmp_path / "out", drop_cache=False)
     assert not inside.exists()
+
+
+def parts_workload(validate_script: str = "cmp {dir}/copy.dat {dir}/input.dat") -> Workload:
+    """Two variants with their own setup, a captured placeholder, validation, cleanup and a disk bound."""
+
+    def variant(name: str, byte: str) -> Variant:
+        return Variant(
+            name=name,
+            description=f"{name} bytes",
+            params={"byte": byte},
+            setup=[
+                Step(
+                    command=["sh", "-c", "head -c {bytes} /dev/zero | tr '\\0' '{byte}' > {dir}/input.dat; echo sum=$(cksum < {dir}/input.dat | cut -d' ' -f1) >&2"],
+                    capture={"sum": r"sum=(\d+)"},
+                )
+            ],
+        )
+
+    return Workload(
+        name="parts",
+        description="Copy a file with cp and with cat, checked with cmp and cksum.",
+        variants=[variant("zeros", "0"), variant("ones", "1")],
+        contenders=[
+            Contender(
+                name="cp copy",
+                role="spillway",
+                command=["cp", "{dir}/input.dat", "{dir}/copy.dat"],
+                writes="{dir}/copy.dat",
+                prepare=[Step(command=["sh", "-c", "echo prepared > {dir}/marker"])],
+                validate=[
+                    Step(command=["sh", "-c", validate_script]),
+                    Step(command=["sh", "-c", "cksum < {dir}/copy.dat"], expect_output=r"^{sum} "),
+                ],
+                cleanup=["{dir}/copy.dat", "{dir}/marker"],
+            ),
+            Contender(
+                name="cat copy",
+                role="peer",
+                command=["sh", "-c", "cat {dir}/input.dat > {dir}/cat.dat"],
+                writes="{dir}/cat.dat",
+                output_size_exact=False,
+            ),
+            Contender(name="cat read", role="peer", command=["cat", "{dir}/input.dat"]),
+        ],
+        comparisons=[Comparison(label="copy", contender="cp copy", peer="cat copy", target=0.01)],
+        disk_bound=DiskBound(
+            read="cat read",
+            write="cat copy",
+            memory_budget_bytes=1500,
+            contenders=["cp copy"],
+            targets={"cp copy": 0.0},
+        ),
+    )
+
+
+def test_sizes_and_variants_make_parts(tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    report = run.run_workload(
+        parts_workload(), size_bytes=[1000, 2000], runs=[2, 1], base_dir=tmp_path / "data", out_dir=out_dir,
+        drop_cache=False,
+    )
+    saved = json.loads((out_dir / "parts.json").read_text())
+    assert [part["label"] for part in saved["parts"]] == [
+        "1000 B, zeros", "1000 B, ones", "1.95 KiB, zeros", "1.95 KiB, ones",
+    ]
+    assert [part["runs_per_contender"] for part in saved["parts"]] == [2, 2, 1, 1]
+    first, _, large, _ = saved["parts"]
+    assert first["disk_bound"]["in_memory"] and first["disk_bound"]["passes"] == 1
+    assert first["disk_bound"]["targets"] == {}
+    assert large["disk_bound"]["passes"] == 2
+    assert large["disk_bound"]["targets"]["cp copy"]["met"] is True
+    cp = first["contenders"][0]
+    assert len(cp["runs"][0]["validation"]) == 2
+    assert first["setup"][0]["exit_code"] == 0
+    assert report["parts"][0]["comparisons"][0]["ratio"] > 0
+    markdown = (out_dir / "parts.md").read_text()
+    assert "## 1000 B, zeros" in markdown and "Summary" in markdown and "of disk-bound limit" in markdown
+    assert (out_dir / "parts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    index = (out_dir / "README.md").read_text()
+    assert "1.95 KiB, ones" in index
+    assert not (tmp_path / "data").exists()
+
+
+def test_output_that_does_not_validate_fails_loudly(tmp_path: Path) -> None:
+    with pytest.raises(run.BenchmarkFailure, match="OUTPUT DID NOT VALIDATE: cp copy"):
+        run.run_workload(
+            parts_workload("exit 1"), 1000, 1, tmp_path / "data", tmp_path / "out", drop_cache=False
+        )
+    assert not (tmp_path / "out" / "parts.json").exists()
+    assert not (tmp_path / "data").exists()
