@@ -39,28 +39,29 @@ pub(crate) fn with_context(error: Error, context: &str) -> Error {
 /// errors (the copy's `io::Error` is rebuilt from the raw errno when there is
 /// one, else from the error kind and its text).
 pub(crate) fn duplicate(error: &Error, context: &str) -> Error {
-    match error {
-        Error::InvalidArgument(message) => Error::InvalidArgument(format!("{context}: {message}")),
+    let copy = match error {
+        Error::InvalidArgument(message) => Error::InvalidArgument(message.clone()),
         Error::Corruption { file, offset, what } => Error::Corruption {
             file: file.clone(),
             offset: *offset,
-            what: format!("{context}: {what}"),
+            what: what.clone(),
         },
         Error::Io {
             context: inner,
             source,
         } => Error::Io {
-            context: format!("{context}: {inner}"),
+            context: inner.clone(),
             source: match source.raw_os_error() {
                 Some(errno) => io::Error::from_raw_os_error(errno),
                 None => io::Error::new(source.kind(), source.to_string()),
             },
         },
-        Error::ResourcesExhausted(message) => Error::ResourcesExhausted(format!("{context}: {message}")),
-        Error::Poisoned(message) => Error::Poisoned(format!("{context}: {message}")),
-        Error::Internal(message) => Error::Internal(format!("{context}: {message}")),
-        other => Error::Internal(format!("{context}: {other}")),
-    }
+        Error::ResourcesExhausted(message) => Error::ResourcesExhausted(message.clone()),
+        Error::Poisoned(message) => Error::Poisoned(message.clone()),
+        Error::Internal(message) => Error::Internal(message.clone()),
+        other => Error::Internal(other.to_string()),
+    };
+    with_context(copy, context)
 }
 
 /// The text of a panic payload (`panic!` with a literal or a formatted message).
