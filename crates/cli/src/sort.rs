@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use indicatif::ProgressBar;
+use spillway_core::fs::parent_directory;
 use spillway_core::RealFs;
 use spillway_sort::{sort_file, SortMode, SortOptions, SortReport};
 
@@ -53,12 +54,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let tmp = args.tmp.clone().unwrap_or_else(|| {
-        args.output
-            .parent()
-            .filter(|parent| !parent.as_os_str().is_empty())
-            .map_or(PathBuf::from("."), Into::into)
-    });
+    let tmp = args
+        .tmp
+        .clone()
+        .unwrap_or_else(|| parent_directory(&args.output).to_path_buf());
     let options = SortOptions {
         memory_bytes: args.memory,
         tmp_dir: tmp,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use spillway_core::fs::parent_directory;
 use spillway_core::RealFs;
 use spillway_sort::{
     format_checksum, generate_file, sort_file, validate_path, GenerateSpec, KeyOrder, RecordFormat,
@@ -118,12 +119,7 @@ pub fn sort(
     partitioned: bool,
     direct: bool,
 ) -> PyResult<String> {
-    let tmp_dir = tmp.unwrap_or_else(|| {
-        output
-            .parent()
-            .filter(|parent| !parent.as_os_str().is_empty())
-            .map_or(PathBuf::from("."), Into::into)
-    });
+    let tmp_dir = tmp.unwrap_or_else(|| parent_directory(&output).to_path_buf());
     let options = SortOptions {
         memory_bytes: memory,
         tmp_dir,

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use spillway_core::fs::{OpenOptions, DIRECT_IO_ALIGNMENT_BYTES};
+use spillway_core::fs::{parent_directory, OpenOptions, DIRECT_IO_ALIGNMENT_BYTES};
 use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, IoCounters, Result};
 use spillway_pipeline::{
     Allocation, BufferPool, MemoryQuota, PhaseBuilder, PhaseReport, PooledBuffer, StageSpec, WorkUnit, Worker,
@@ -577,13 +577,6 @@ fn sort_into(
         phases: vec![phase_one, phase_two],
         output_files,
     })
-}
-
-/// The directory holding `path` (`.` for a bare file name).
-fn parent_directory(path: &Path) -> &Path {
-    path.parent()
-        .filter(|parent| !parent.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
 }
 
 /// Where phase two writes.

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use spillway_core::fs::parent_directory;
 use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, Result};
 
 use crate::lcg;
@@ -347,13 +348,6 @@ pub fn generate_file(
         let _ = fs.remove_file(path);
     }
     outcome
-}
-
-/// The directory holding `path` (`.` for a bare file name).
-fn parent_directory(path: &Path) -> &Path {
-    path.parent()
-        .filter(|parent| !parent.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
 }
 
 /// Runs the workers over every block, writing into `file` when there is one.

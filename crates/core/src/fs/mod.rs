@@ -64,6 +64,14 @@ use crate::{Error, Result};
 /// blocks.
 pub const DIRECT_IO_ALIGNMENT_BYTES: u64 = 4096;
 
+/// The directory holding `path`, the one to [`Fs::sync_dir`] after creating
+/// or renaming it (`.` for a bare file name).
+pub fn parent_directory(path: &Path) -> &Path {
+    path.parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
 /// A file system: the operations on names and directories, and the way to
 /// open files. Every engine does its file I/O through this trait so that
 /// tests can run it on [`SimFs`].
