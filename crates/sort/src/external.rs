@@ -37,7 +37,7 @@ use spillway_pipeline::{
 
 use crate::partition::{key_value, partitions_for, sample_keys, Boundaries};
 use crate::radix::{SortScratch, SEGMENT_RECORDS_MAX};
-use crate::record::RECORD_BYTES;
+use crate::record::{open_records, RECORD_BYTES};
 use crate::valsort::{KeyOrder, Summary};
 
 /// Largest and smallest phase-one read (multiples of the record size); a
@@ -421,14 +421,8 @@ fn sort_into(
         "the memory budget of {} bytes is below the minimum of {MEMORY_BYTES_MIN} bytes",
         options.memory_bytes
     );
-    let input: Arc<dyn FsFile> = Arc::from(fs.open_read(input_path)?);
-    let input_bytes = input.len()?;
-    ensure!(
-        input_bytes % RECORD_BYTES as u64 == 0,
-        InvalidArgument,
-        "{}: its size, {input_bytes} bytes, is not a multiple of the {RECORD_BYTES}-byte record",
-        input_path.display()
-    );
+    let (input, input_bytes) = open_records(&**fs, input_path)?;
+    let input: Arc<dyn FsFile> = Arc::from(input);
     let records = input_bytes / RECORD_BYTES as u64;
     let threads = worker_threads(options.threads);
     // In memory when the whole input plus the partitions being sorted fit

@@ -1,5 +1,9 @@
 //! The sort benchmark record: 100 bytes, of which the first 10 are the key.
 
+use std::path::Path;
+
+use spillway_core::{ensure, Fs, FsFile, Result};
+
 /// Bytes in one record.
 pub const RECORD_BYTES: usize = 100;
 /// Bytes of the key at the start of every record.
@@ -19,4 +23,18 @@ pub fn record_crc(record: &[u8]) -> u32 {
 /// hexadecimal without leading zeros.
 pub fn format_checksum(checksum: u128) -> String {
     format!("{checksum:x}")
+}
+
+/// Opens a file of records for reading and returns it with its size, which
+/// must be a whole number of records.
+pub(crate) fn open_records(fs: &dyn Fs, path: &Path) -> Result<(Box<dyn FsFile>, u64)> {
+    let file = fs.open_read(path)?;
+    let bytes = file.len()?;
+    ensure!(
+        bytes % RECORD_BYTES as u64 == 0,
+        InvalidArgument,
+        "{}: its size, {bytes} bytes, is not a multiple of the {RECORD_BYTES}-byte record (partial record found at end)",
+        path.display()
+    );
+    Ok((file, bytes))
 }

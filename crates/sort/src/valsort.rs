@@ -31,7 +31,7 @@ use std::sync::Mutex;
 
 use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, Result};
 
-use crate::record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
+use crate::record::{format_checksum, open_records, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 
 /// Bytes of one partition summary in a summary file.
 pub const SUMMARY_BYTES: usize = 5 * 16 + 2 * RECORD_BYTES;
@@ -236,14 +236,7 @@ pub fn validate_file(
     options: &ValidateOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary> {
-    let file = fs.open_read(path)?;
-    let bytes = file.len()?;
-    ensure!(
-        bytes % RECORD_BYTES as u64 == 0,
-        InvalidArgument,
-        "{}: its size, {bytes} bytes, is not a multiple of the {RECORD_BYTES}-byte record (partial record found at end)",
-        path.display()
-    );
+    let (file, bytes) = open_records(fs, path)?;
     ensure!(
         bytes > 0,
         InvalidArgument,
