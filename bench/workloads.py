@@ -172,6 +172,31 @@ class Workload:
 
 COREUTILS_DD = Requirement(executable="dd", source="apt", package="coreutils")
 
+
+def dd_write(path: str, cleanup: bool = False) -> Contender:
+    """The disk's synced write rate: dd writing {bytes} zeros to `path`."""
+    return Contender(
+        name="dd write",
+        role="peer",
+        command=[
+            "dd", "if=/dev/zero", f"of={path}", "bs=4M", "count={bytes}", "iflag=count_bytes", "conv=fdatasync",
+        ],
+        writes=path,
+        cleanup=[path] if cleanup else [],
+        requires=[COREUTILS_DD],
+    )
+
+
+def dd_read(path: str) -> Contender:
+    """The disk's read rate: dd reading `path` (with iflag=direct when the cache cannot be dropped)."""
+    return Contender(
+        name="dd read",
+        role="peer",
+        command=["dd", f"if={path}", "of=/dev/null", "bs=4M"],
+        command_warm_cache=["dd", f"if={path}", "of=/dev/null", "bs=4M", "iflag=direct"],
+        requires=[COREUTILS_DD],
+    )
+
 GENSORT = Workload(
     name="gensort",
     description=(
@@ -186,21 +211,7 @@ GENSORT = Workload(
             command=["{spillway}", "gensort", "-c", "{records}", "{dir}/gen.dat"],
             writes="{dir}/gen.dat",
         ),
-        Contender(
-            name="dd write",
-            role="peer",
-            command=[
-                "dd",
-                "if=/dev/zero",
-                "of={dir}/dd.dat",
-                "bs=4M",
-                "count={bytes}",
-                "iflag=count_bytes",
-                "conv=fdatasync",
-            ],
-            writes="{dir}/dd.dat",
-            requires=[COREUTILS_DD],
-        ),
+        dd_write("{dir}/dd.dat"),
         Contender(
             name="spillway valsort",
             role="spillway",
@@ -210,13 +221,7 @@ GENSORT = Workload(
             exit_codes=[0, 1],
             expect_output=r"(?m)^Records: {records}$",
         ),
-        Contender(
-            name="dd read",
-            role="peer",
-            command=["dd", "if={dir}/gen.dat", "of=/dev/null", "bs=4M"],
-            command_warm_cache=["dd", "if={dir}/gen.dat", "of=/dev/null", "bs=4M", "iflag=direct"],
-            requires=[COREUTILS_DD],
-        ),
+        dd_read("{dir}/gen.dat"),
     ],
     comparisons=[
         Comparison(label="generate (synced write)", contender="spillway gensort", peer="dd write", target=0.80),
@@ -370,24 +375,8 @@ SORT = Workload(
             cleanup=["{dir}/polars.parquet"],
             requires=[PIP_POLARS, PIP_NUMPY, PIP_PYARROW],
         ),
-        Contender(
-            name="dd write",
-            role="peer",
-            command=[
-                "dd", "if=/dev/zero", "of={dir}/dd.out", "bs=4M", "count={bytes}",
-                "iflag=count_bytes", "conv=fdatasync",
-            ],
-            writes="{dir}/dd.out",
-            cleanup=["{dir}/dd.out"],
-            requires=[COREUTILS_DD],
-        ),
-        Contender(
-            name="dd read",
-            role="peer",
-            command=["dd", "if={dir}/input.bin", "of=/dev/null", "bs=4M"],
-            command_warm_cache=["dd", "if={dir}/input.bin", "of=/dev/null", "bs=4M", "iflag=direct"],
-            requires=[COREUTILS_DD],
-        ),
+        dd_write("{dir}/dd.out", cleanup=True),
+        dd_read("{dir}/input.bin"),
     ],
     comparisons=[
         Comparison(label="sort", contender="spillway sort", peer="GNU sort", target=5.0),
