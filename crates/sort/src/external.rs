@@ -472,7 +472,7 @@ fn sort_into(
     let boundaries = Arc::new(Boundaries::from_sample(&mut sample, partitions));
     drop(sample);
 
-    let mut disks = if in_memory {
+    let disks = if in_memory {
         LogicalDisks::Memory(vec![Vec::new(); partitions])
     } else {
         fs.create_dir_all(&options.tmp_dir)?;
@@ -518,7 +518,7 @@ fn sort_into(
         ascii: options.ascii,
         direct: options.direct_io,
     };
-    let (phase_one, disks, sizes) = phase_one(distribution, disks_take(&mut disks), &progress)?;
+    let (phase_one, disks, sizes) = phase_one(distribution, disks, &progress)?;
 
     let target = Arc::new(if options.partitioned_output {
         OutputTarget::partitioned(fs, output, &sizes, cleanup)?
@@ -686,10 +686,6 @@ fn write_synced(fs: &Arc<dyn Fs>, path: &Path, bytes: &[u8], sync: bool) -> Resu
         file.sync_data()?;
     }
     Ok(())
-}
-
-fn disks_take(disks: &mut LogicalDisks) -> LogicalDisks {
-    std::mem::replace(disks, LogicalDisks::Memory(Vec::new()))
 }
 
 /// What phase one reads and how it routes records.
