@@ -59,6 +59,20 @@ fn unsynced_writes_are_dropped() {
 }
 
 #[test]
+fn starting_writeback_makes_nothing_durable() {
+    let fs = setup();
+    durable_file(&fs, "a", b"kept");
+    let file = fs.open_read_write(&path("a")).unwrap();
+    file.append(b" and lost").unwrap();
+    file.start_writeback().unwrap();
+    assert_eq!(fs.stats().writeback_hints, 1);
+    fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(contents(&fs, "a").as_deref(), Some(&b"kept"[..]));
+    // A handle from before the crash is stale, like every other call on it.
+    assert!(file.start_writeback().is_err());
+}
+
+#[test]
 fn sync_data_makes_every_earlier_write_durable_and_no_later_one() {
     let fs = setup();
     durable_file(&fs, "log", b"");

@@ -80,6 +80,12 @@ fn phase_two_bytes(bytes: u64) -> u64 {
 const SEGMENT_BYTES: usize = 39 * ALIGNED_RECORDS_BYTES;
 const _: () = assert!(SEGMENT_BYTES / RECORD_BYTES <= SEGMENT_RECORDS_MAX);
 const _: () = assert!(LD_BUFFER_BYTES_MAX / RECORD_BYTES <= SEGMENT_RECORDS_MAX);
+/// Writers ask the kernel to start writing a file back every
+/// `WRITEBACK_BYTES` they write to it. Left alone, the kernel waits until
+/// dirty pages reach a share of RAM (gigabytes), so the disk idles while the
+/// sort computes and the final sync then writes everything while the sort
+/// waits; dirty pages also count against a cgroup's memory limit.
+const WRITEBACK_BYTES: u64 = 32 << 20;
 /// Sorted output moves to the writer in `OUTPUT_CHUNKS` pooled buffers of
 /// [`output_chunk_bytes`] each.
 const OUTPUT_CHUNKS: usize = 8;
@@ -340,6 +346,14 @@ impl LogicalDisks {
             LogicalDisks::Memory(partitions) => partitions[buffer.partition].push(buffer.data),
         }
         Ok(())
+    }
+
+    /// Starts write-back of a partition file (see [`WRITEBACK_BYTES`]).
+    fn start_writeback(&self, partition: usize) -> Result<()> {
+        match self {
+            LogicalDisks::Files { files, .. } => files[partition].start_writeback(),
+            LogicalDisks::Memory(_) => Ok(()),
+        }
     }
 }
 
@@ -611,13 +625,23 @@ impl OutputTarget {
     }
 
     fn write(&self, chunk: &OutputChunk) -> Result<()> {
+        self.file_of(chunk.partition).write_at(&chunk.data, chunk.offset)
+    }
+
+    /// Starts write-back of the file that holds `partition`'s output (see
+    /// [`WRITEBACK_BYTES`]).
+    fn start_writeback(&self, partition: usize) -> Result<()> {
+        self.file_of(partition).start_writeback()
+    }
+
+    fn file_of(&self, partition: usize) -> &dyn FsFile {
         match self {
-            OutputTarget::File(file) => file.write_at(&chunk.data, chunk.offset),
+            OutputTarget::File(file) => &**file,
             OutputTarget::Partitions { files, .. } => {
-                let (file, _) = files[chunk.partition]
+                &*files[partition]
                     .as_ref()
-                    .expect("an empty partition has no records");
-                file.write_at(&chunk.data, chunk.offset)
+                    .expect("an empty partition has no records")
+                    .0
             }
         }
     }
@@ -801,12 +825,19 @@ fn phase_one(
     phase.stage(StageSpec::new("writer", 1).reads(&ld_consumer), {
         let disks = disks.clone();
         move |worker: &mut Worker| {
+            let mut unhinted = vec![0u64; partitions];
             while let Some(buffer) = worker.recv(&ld_consumer)? {
+                let partition = buffer.partition;
                 let bytes = buffer.data.len() as u64;
                 let mut guard = disks.lock().unwrap();
                 let (disks, sizes) = &mut *guard;
-                sizes[buffer.partition] += bytes;
+                sizes[partition] += bytes;
                 disks.append(buffer)?;
+                unhinted[partition] += bytes;
+                if unhinted[partition] >= WRITEBACK_BYTES {
+                    disks.start_writeback(partition)?;
+                    unhinted[partition] = 0;
+                }
                 worker.count_out(bytes);
             }
             Ok(())
@@ -990,8 +1021,14 @@ fn phase_two(
         StageSpec::new("writer", 1).reads(&sorted_consumer),
         move |worker: &mut Worker| {
             let mut written = 0u64;
+            let mut unhinted = 0u64;
             while let Some(chunk) = worker.recv(&sorted_consumer)? {
                 target.write(&chunk)?;
+                unhinted += chunk.data.len() as u64;
+                if unhinted >= WRITEBACK_BYTES {
+                    target.start_writeback(chunk.partition)?;
+                    unhinted = 0;
+                }
                 worker.count_out(chunk.data.len() as u64);
                 written += chunk.data.len() as u64;
                 writer_progress("sort and write", written, total);

@@ -175,6 +175,15 @@ pub trait FsFile: Send + Sync + Debug {
     /// after a failure (assumption 4).
     fn sync_data(&self) -> Result<()>;
 
+    /// Asks the kernel to start writing the file's dirty pages to the disk
+    /// now, without waiting for them (`sync_file_range` with
+    /// `SYNC_FILE_RANGE_WRITE`). It promises nothing about durability; only
+    /// [`sync_data`](Self::sync_data) does. A writer that produces far more
+    /// than it keeps calls it every few tens of megabytes so that the disk
+    /// works while it computes, instead of idling until the final sync, and
+    /// so that dirty pages do not pile up against a cgroup's memory limit.
+    fn start_writeback(&self) -> Result<()>;
+
     /// Reserves disk space for `len` bytes at `offset` and extends the file
     /// to at least `offset + len` bytes (fallocate mode 0), so later writes
     /// there cannot fail with ENOSPC and need no block allocation. Where the
@@ -352,6 +361,10 @@ fn len_context(path: &Path) -> String {
 
 fn set_len_context(path: &Path, len: u64) -> String {
     format!("setting the length of {} to {len} bytes", path.display())
+}
+
+fn writeback_context(path: &Path) -> String {
+    format!("starting write-back of {}", path.display())
 }
 
 fn sync_data_context(path: &Path) -> String {

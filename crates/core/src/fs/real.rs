@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use super::{
     allocate_context, append_context, check_direct_alignment, create_dir_context, exists_context,
     len_context, list_dir_context, read_context, remove_context, rename_context, set_len_context, short_read,
-    sync_data_context, sync_dir_context, write_context, Creation, Fs, FsFile, OpenOptions,
+    sync_data_context, sync_dir_context, write_context, writeback_context, Creation, Fs, FsFile, OpenOptions,
 };
 use crate::{Error, IoContext, Result};
 
@@ -237,6 +237,10 @@ impl FsFile for RealFile {
         self.file.sync_data().io_context(|| sync_data_context(&self.path))
     }
 
+    fn start_writeback(&self) -> Result<()> {
+        start_writeback(&self.file).io_context(|| writeback_context(&self.path))
+    }
+
     fn allocate(&self, offset: u64, len: u64) -> Result<()> {
         if len == 0 {
             return Ok(());
@@ -287,6 +291,33 @@ fn fallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts write-back of
+/// every dirty page of the file and returns without waiting for it.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn start_writeback(file: &File) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    loop {
+        // SAFETY: the descriptor belongs to `file`, which the borrow keeps
+        // open for the duration of the call; sync_file_range takes no
+        // pointers.
+        let result = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+        if result == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+/// Elsewhere write-back is left to the kernel.
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_file: &File) -> io::Result<()> {
+    Ok(())
+}
+
 #[cfg(not(target_os = "linux"))]
 fn fallocate(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
@@ -318,6 +349,7 @@ mod tests {
         let mut buf = [0u8; 13];
         file.read_exact_at(&mut buf, 0).unwrap();
         assert_eq!(&buf, b"Hello, world!");
+        file.start_writeback().unwrap();
         file.sync_data().unwrap();
         fs.sync_dir(&data_dir).unwrap();
         assert_eq!(fs.file_len(&path).unwrap(), 13);

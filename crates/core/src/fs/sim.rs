@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::{
     allocate_context, append_context, check_direct_alignment, create_dir_context, exists_context,
     len_context, list_dir_context, read_context, remove_context, rename_context, set_len_context, short_read,
-    sync_data_context, sync_dir_context, write_context, Creation, Fs, FsFile, OpenOptions,
+    sync_data_context, sync_dir_context, write_context, writeback_context, Creation, Fs, FsFile, OpenOptions,
 };
 use crate::{Error, IoContext, Result};
 
@@ -182,6 +182,8 @@ pub struct SimStats {
     pub sync_data_count: u64,
     /// Successful `sync_dir` calls.
     pub sync_dir_count: u64,
+    /// `start_writeback` calls (hints only: they make nothing durable).
+    pub writeback_hints: u64,
     /// Operations failed by an injected fault.
     pub faults_injected: u64,
     /// Calls of [`SimFs::crash`].
@@ -1064,6 +1066,15 @@ impl FsFile for SimFile {
         state.begin(OpKind::SyncData).io_context(context)?;
         state.inode(self.file).sync();
         state.stats.sync_data_count += 1;
+        Ok(())
+    }
+
+    fn start_writeback(&self) -> Result<()> {
+        // A hint: the simulated disk keeps unsynced data volatile whatever
+        // the kernel would have written back early (assumption 1).
+        let context = || writeback_context(&self.path);
+        let mut state = self.lock_live(context, false)?;
+        state.stats.writeback_hints += 1;
         Ok(())
     }
 
