@@ -149,6 +149,7 @@ fn direct_handles_enforce_alignment() {
     buffer.fill(3);
     file.write_at(&buffer, 0).unwrap();
     assert_eq!(file.append(&buffer[..block]).unwrap(), 2 * block as u64);
+    assert_eq!(fs.stats().direct_write_bytes, 3 * block as u64);
     let error = file.write_at(&buffer[1..=block], 0).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
     let error = file.write_at(&buffer[..block], 512).unwrap_err();

@@ -29,7 +29,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use spillway_core::fs::{parent_directory, OpenOptions, DIRECT_IO_ALIGNMENT_BYTES};
+use spillway_core::fs::{
+    parent_directory, start_for_offset, DirectWriter, OpenOptions, DIRECT_IO_ALIGNMENT_BYTES,
+};
 use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, IoCounters, Result};
 use spillway_pipeline::{
     Allocation, BufferPool, MemoryQuota, PhaseBuilder, PhaseReport, PooledBuffer, StageSpec, WorkUnit, Worker,
@@ -224,16 +226,25 @@ impl WorkUnit for Chunk {
     }
 }
 
-/// A run of records bound for one partition.
+/// A run of records bound for one partition. The records start at `start`
+/// in `data`: an aligned address when logical disks are written with
+/// O_DIRECT, so they go to the disk without a copy.
 #[derive(Debug)]
 struct PartitionBuffer {
     partition: usize,
     data: Vec<u8>,
+    start: usize,
+}
+
+impl PartitionBuffer {
+    fn records(&self) -> &[u8] {
+        &self.data[self.start..]
+    }
 }
 
 impl WorkUnit for PartitionBuffer {
     fn bytes(&self) -> u64 {
-        self.data.len() as u64
+        self.records().len() as u64
     }
 }
 
@@ -312,16 +323,76 @@ fn read_into(
 
 /// Sorted records and where they go: `offset` is in the output file, or in
 /// the partition's own file with partitioned output.
+/// The records start at `start` in `data`, where their address agrees with
+/// `offset` for O_DIRECT (see [`start_for_offset`]).
 #[derive(Debug)]
 struct OutputChunk {
     partition: usize,
     offset: u64,
     data: PooledBuffer,
+    start: usize,
+}
+
+impl OutputChunk {
+    fn records(&self) -> &[u8] {
+        &self.data[self.start..]
+    }
 }
 
 impl WorkUnit for OutputChunk {
     fn bytes(&self) -> u64 {
-        self.data.len() as u64
+        self.records().len() as u64
+    }
+}
+
+/// A file the sort writes: through the page cache, or with O_DIRECT through
+/// a [`DirectWriter`] that handles the blocks shared by neighbouring writes.
+#[derive(Debug)]
+enum WriteFile {
+    Buffered(Arc<dyn FsFile>),
+    Direct(DirectWriter),
+}
+
+impl WriteFile {
+    fn create(fs: &Arc<dyn Fs>, path: &Path, direct: bool) -> Result<Self> {
+        let file: Arc<dyn FsFile> =
+            Arc::from(fs.open(path, OpenOptions::create_or_truncate().with_direct(direct))?);
+        Ok(if direct {
+            WriteFile::Direct(DirectWriter::new(file))
+        } else {
+            WriteFile::Buffered(file)
+        })
+    }
+
+    fn file(&self) -> &Arc<dyn FsFile> {
+        match self {
+            WriteFile::Buffered(file) => file,
+            WriteFile::Direct(writer) => writer.file(),
+        }
+    }
+
+    fn write_at(&self, data: &[u8], offset: u64) -> Result<()> {
+        match self {
+            WriteFile::Buffered(file) => file.write_at(data, offset),
+            WriteFile::Direct(writer) => writer.write_at(data, offset),
+        }
+    }
+
+    /// See [`WRITEBACK_BYTES`]; direct writes leave no dirty pages.
+    fn start_writeback(&self) -> Result<()> {
+        match self {
+            WriteFile::Buffered(file) => file.start_writeback(),
+            WriteFile::Direct(_) => Ok(()),
+        }
+    }
+
+    /// Completes a file of `len` bytes: writes its last partial block when
+    /// direct.
+    fn finish(&self, len: u64) -> Result<()> {
+        match self {
+            WriteFile::Buffered(_) => Ok(()),
+            WriteFile::Direct(writer) => writer.finish(len),
+        }
     }
 }
 
@@ -331,19 +402,33 @@ enum LogicalDisks {
     /// One file per partition in the temporary directory.
     Files {
         paths: Vec<PathBuf>,
-        files: Vec<Arc<dyn FsFile>>,
+        files: Vec<WriteFile>,
     },
     /// The buffers of each partition, kept in memory.
     Memory(Vec<Vec<Vec<u8>>>),
 }
 
 impl LogicalDisks {
-    fn append(&mut self, buffer: PartitionBuffer) -> Result<()> {
+    /// Appends a partition's buffer at `offset`, the partition's size so far.
+    fn append(&mut self, buffer: PartitionBuffer, offset: u64) -> Result<()> {
         match self {
             LogicalDisks::Files { files, .. } => {
-                files[buffer.partition].append(&buffer.data)?;
+                files[buffer.partition].write_at(buffer.records(), offset)?
             }
-            LogicalDisks::Memory(partitions) => partitions[buffer.partition].push(buffer.data),
+            LogicalDisks::Memory(partitions) => {
+                debug_assert_eq!(buffer.start, 0, "memory partitions are not aligned");
+                partitions[buffer.partition].push(buffer.data)
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes the partition files once phase one has written `sizes`.
+    fn finish(&self, sizes: &[u64]) -> Result<()> {
+        if let LogicalDisks::Files { files, .. } = self {
+            for (file, &size) in files.iter().zip(sizes) {
+                file.finish(size)?;
+            }
         }
         Ok(())
     }
@@ -497,7 +582,7 @@ fn sort_into(
                 .tmp_dir
                 .join(format!("spillway-sort-{}-{partition:05}.ld", std::process::id()));
             cleanup.paths.push(path.clone());
-            files.push(Arc::from(fs.create_or_truncate(&path)?));
+            files.push(WriteFile::create(fs, &path, options.direct_io)?);
             paths.push(path);
         }
         LogicalDisks::Files { paths, files }
@@ -508,10 +593,17 @@ fn sort_into(
         SortMode::TwoPass
     };
 
+    let aligned_buffers = options.direct_io && !in_memory;
+    // Whole records; with O_DIRECT whole blocks too, so that every buffer but
+    // a partition's last few lands at an aligned offset.
+    let ld_unit = if aligned_buffers {
+        ALIGNED_RECORDS_BYTES
+    } else {
+        RECORD_BYTES
+    };
     let ld_buffer_bytes = ((options.memory_bytes / 4) as usize / (partitions * threads).max(1))
         .clamp(LD_BUFFER_BYTES_MIN, LD_BUFFER_BYTES_MAX)
-        / RECORD_BYTES
-        * RECORD_BYTES;
+        .next_multiple_of(ld_unit);
     // Phase one reads through its own handle, with O_DIRECT when asked; the
     // sample above read through the buffered one.
     let input = if options.direct_io {
@@ -531,13 +623,14 @@ fn sort_into(
             * ALIGNED_RECORDS_BYTES,
         ascii: options.ascii,
         direct: options.direct_io,
+        aligned_buffers,
     };
     let (phase_one, disks, sizes) = phase_one(distribution, disks, &progress)?;
 
     let target = Arc::new(if options.partitioned_output {
-        OutputTarget::partitioned(fs, output, &sizes, cleanup)?
+        OutputTarget::partitioned(fs, output, &sizes, options.direct_io, cleanup)?
     } else {
-        OutputTarget::File(Arc::from(fs.create_or_truncate(partial)?))
+        OutputTarget::File(WriteFile::create(fs, partial, options.direct_io)?)
     });
     let phase_two = phase_two(
         fs.clone(),
@@ -556,8 +649,9 @@ fn sort_into(
         .map_err(|_| Error::Internal("phase two still holds the output after it ended".into()))?;
     let output_files = match target {
         OutputTarget::File(file) => {
+            file.finish(input_bytes)?;
             if options.sync {
-                file.sync_data()?;
+                file.file().sync_data()?;
             }
             drop(file);
             fs.rename(partial, output)?;
@@ -590,11 +684,11 @@ fn sort_into(
 /// Where phase two writes.
 enum OutputTarget {
     /// One file (`OUTPUT.partial` until complete).
-    File(Arc<dyn FsFile>),
+    File(WriteFile),
     /// One `.partial` file per non-empty partition, by partition, with its
     /// final path, and the valsort summaries of the sorted partitions.
     Partitions {
-        files: Vec<Option<(Arc<dyn FsFile>, PathBuf)>>,
+        files: Vec<Option<(WriteFile, PathBuf)>>,
         summaries: Mutex<Vec<Option<Summary>>>,
     },
 }
@@ -602,7 +696,13 @@ enum OutputTarget {
 impl OutputTarget {
     /// Creates the directory and the partial file of every non-empty
     /// partition, numbered in key order; registers every name for cleanup.
-    fn partitioned(fs: &Arc<dyn Fs>, directory: &Path, sizes: &[u64], cleanup: &mut Cleanup) -> Result<Self> {
+    fn partitioned(
+        fs: &Arc<dyn Fs>,
+        directory: &Path,
+        sizes: &[u64],
+        direct: bool,
+        cleanup: &mut Cleanup,
+    ) -> Result<Self> {
         fs.create_dir_all(directory)?;
         cleanup.outputs.push(directory.join(ALL_SUMMARIES));
         cleanup.paths.push(partial_path(&directory.join(ALL_SUMMARIES)));
@@ -617,7 +717,7 @@ impl OutputTarget {
             let partial = partial_path(&path);
             cleanup.paths.push(partial.clone());
             cleanup.outputs.extend([path.clone(), path.with_extension("sum")]);
-            files.push(Some((Arc::from(fs.create_or_truncate(&partial)?), path)));
+            files.push(Some((WriteFile::create(fs, &partial, direct)?, path)));
             number += 1;
         }
         let summaries = Mutex::new(vec![None; files.len()]);
@@ -625,7 +725,8 @@ impl OutputTarget {
     }
 
     fn write(&self, chunk: &OutputChunk) -> Result<()> {
-        self.file_of(chunk.partition).write_at(&chunk.data, chunk.offset)
+        self.file_of(chunk.partition)
+            .write_at(chunk.records(), chunk.offset)
     }
 
     /// Starts write-back of the file that holds `partition`'s output (see
@@ -634,11 +735,11 @@ impl OutputTarget {
         self.file_of(partition).start_writeback()
     }
 
-    fn file_of(&self, partition: usize) -> &dyn FsFile {
+    fn file_of(&self, partition: usize) -> &WriteFile {
         match self {
-            OutputTarget::File(file) => &**file,
+            OutputTarget::File(file) => file,
             OutputTarget::Partitions { files, .. } => {
-                &*files[partition]
+                &files[partition]
                     .as_ref()
                     .expect("an empty partition has no records")
                     .0
@@ -666,7 +767,7 @@ const ALL_SUMMARIES: &str = "all.sum";
 fn finish_partitioned(
     fs: &Arc<dyn Fs>,
     directory: &Path,
-    files: Vec<Option<(Arc<dyn FsFile>, PathBuf)>>,
+    files: Vec<Option<(WriteFile, PathBuf)>>,
     summaries: Vec<Option<Summary>>,
     sync: bool,
 ) -> Result<Vec<PathBuf>> {
@@ -680,8 +781,9 @@ fn finish_partitioned(
                 path.display()
             ))
         })?;
+        file.finish(summary.records as u64 * RECORD_BYTES as u64)?;
         if sync {
-            file.sync_data()?;
+            file.file().sync_data()?;
         }
         drop(file);
         fs.rename(&partial_path(&path), &path)?;
@@ -728,6 +830,9 @@ struct Distribution {
     ascii: bool,
     /// `input` was opened with O_DIRECT.
     direct: bool,
+    /// Logical disks are written with O_DIRECT: buffers start at aligned
+    /// addresses and `ld_buffer_bytes` is a whole number of blocks.
+    aligned_buffers: bool,
 }
 
 /// Phase one: read the input once and route every record to its partition.
@@ -747,6 +852,7 @@ fn phase_one(
         chunk_bytes,
         ascii,
         direct,
+        aligned_buffers,
     } = distribution;
     let partitions = boundaries.partitions();
     let mut phase = PhaseBuilder::new("phase one: read and distribute");
@@ -792,28 +898,50 @@ fn phase_one(
         {
             let ld_producer = ld_producer.clone();
             move |worker: &mut Worker| {
-                let mut buffers: Vec<Vec<u8>> = (0..partitions).map(|_| Vec::new()).collect();
+                // Each partition's buffer and where its records start.
+                let mut buffers: Vec<(Vec<u8>, usize)> = (0..partitions).map(|_| (Vec::new(), 0)).collect();
                 while let Some(chunk) = worker.recv(&chunk_consumer)? {
                     if ascii {
                         check_ascii_records(&chunk, &input_path)?;
                     }
                     for record in chunk.records().chunks_exact(RECORD_BYTES) {
                         let partition = boundaries.partition_of(key_value(record));
-                        let buffer = &mut buffers[partition];
+                        let (buffer, start) = &mut buffers[partition];
                         if buffer.capacity() == 0 {
-                            buffer.reserve_exact(ld_buffer_bytes);
+                            buffer.reserve_exact(
+                                ld_buffer_bytes + if aligned_buffers { DIRECT_ALIGNMENT } else { 0 },
+                            );
                             spillway_core::memory::advise_huge_pages(buffer);
+                            if aligned_buffers {
+                                *start = start_for_offset(buffer.as_ptr() as usize, 0);
+                                buffer.resize(*start, 0);
+                            }
                         }
                         buffer.extend_from_slice(record);
-                        if buffer.len() >= ld_buffer_bytes {
+                        if buffer.len() - *start >= ld_buffer_bytes {
                             let data = std::mem::take(buffer);
-                            worker.send(&ld_producer, PartitionBuffer { partition, data })?;
+                            let start = std::mem::take(start);
+                            worker.send(
+                                &ld_producer,
+                                PartitionBuffer {
+                                    partition,
+                                    data,
+                                    start,
+                                },
+                            )?;
                         }
                     }
                 }
-                for (partition, data) in buffers.into_iter().enumerate() {
-                    if !data.is_empty() {
-                        worker.send(&ld_producer, PartitionBuffer { partition, data })?;
+                for (partition, (data, start)) in buffers.into_iter().enumerate() {
+                    if data.len() > start {
+                        worker.send(
+                            &ld_producer,
+                            PartitionBuffer {
+                                partition,
+                                data,
+                                start,
+                            },
+                        )?;
                     }
                 }
                 Ok(())
@@ -828,11 +956,11 @@ fn phase_one(
             let mut unhinted = vec![0u64; partitions];
             while let Some(buffer) = worker.recv(&ld_consumer)? {
                 let partition = buffer.partition;
-                let bytes = buffer.data.len() as u64;
+                let bytes = buffer.bytes();
                 let mut guard = disks.lock().unwrap();
                 let (disks, sizes) = &mut *guard;
+                disks.append(buffer, sizes[partition])?;
                 sizes[partition] += bytes;
-                disks.append(buffer)?;
                 unhinted[partition] += bytes;
                 if unhinted[partition] >= WRITEBACK_BYTES {
                     disks.start_writeback(partition)?;
@@ -840,7 +968,8 @@ fn phase_one(
                 }
                 worker.count_out(bytes);
             }
-            Ok(())
+            let (disks, sizes) = &*disks.lock().unwrap();
+            disks.finish(sizes)
         }
     });
     let report = phase.build()?.run()?;
@@ -901,7 +1030,8 @@ fn phase_two(
         total += size;
     }
     let quota = MemoryQuota::new("phase two partitions", quota_bytes);
-    let output_pool = BufferPool::new("sorted output", OUTPUT_CHUNKS, chunk_bytes);
+    // Room to start the records where O_DIRECT wants them.
+    let output_pool = BufferPool::new("sorted output", OUTPUT_CHUNKS, chunk_bytes + DIRECT_ALIGNMENT);
     let sorters = threads.min(partitions).max(1);
     let sort_threads = (threads / sorters).max(1);
     let from_files = matches!(disks, LogicalDisks::Files { .. });
@@ -934,7 +1064,7 @@ fn phase_two(
                             let file = fs.open(&paths[partition], OpenOptions::read().with_direct(true))?;
                             read_segments(&*file, size, &recycled, true)?
                         } else {
-                            read_segments(&*files[partition], size, &recycled, false)?
+                            read_segments(&**files[partition].file(), size, &recycled, false)?
                         };
                         // The partition is in memory now: free its disk space early.
                         fs.remove_file(&paths[partition])?;
@@ -975,15 +1105,6 @@ fn phase_two(
                     let mut rank = 0;
                     while rank < scratch.len() {
                         let count = chunk_records.min(scratch.len() - rank);
-                        let mut data = worker.take(&output_pool)?;
-                        data.resize(count * RECORD_BYTES, 0);
-                        scratch.gather(&segments, rank..rank + count, &mut data);
-                        if summarize {
-                            match &mut summary {
-                                Some(summary) => summary.extend(&data, KeyOrder::Bytes),
-                                None => summary = Some(Summary::of_records(&data, KeyOrder::Bytes)),
-                            }
-                        }
                         // Partition files start at 0; the single output at the partition's offset.
                         let within = (rank * RECORD_BYTES) as u64;
                         let offset = if summarize {
@@ -991,10 +1112,26 @@ fn phase_two(
                         } else {
                             offsets[partition.partition] + within
                         };
+                        let mut data = worker.take(&output_pool)?;
+                        let start = if direct {
+                            start_for_offset(data.as_ptr() as usize, offset)
+                        } else {
+                            0
+                        };
+                        data.resize(start + count * RECORD_BYTES, 0);
+                        let records = &mut data[start..];
+                        scratch.gather(&segments, rank..rank + count, records);
+                        if summarize {
+                            match &mut summary {
+                                Some(summary) => summary.extend(records, KeyOrder::Bytes),
+                                None => summary = Some(Summary::of_records(records, KeyOrder::Bytes)),
+                            }
+                        }
                         let chunk = OutputChunk {
                             partition: partition.partition,
                             offset,
                             data,
+                            start,
                         };
                         worker.send(&sorted_producer, chunk)?;
                         rank += count;

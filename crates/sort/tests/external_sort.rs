@@ -8,8 +8,8 @@ use std::sync::Arc;
 use spillway_core::fs::{Fault, FaultTarget, OpKind};
 use spillway_core::{ErrorKind, Fs, SimFs};
 use spillway_sort::{
-    generate_file, sort_file, validate_file, GenerateSpec, RecordFormat, SortMode, SortOptions, SortReport,
-    Summary, ValidateOptions, WriteOptions, RECORD_BYTES,
+    generate_file, sort_file, validate_file, validate_summaries_file, GenerateSpec, KeyOrder, RecordFormat,
+    SortMode, SortOptions, SortReport, Summary, ValidateOptions, WriteOptions, RECORD_BYTES,
 };
 
 const INPUT: &str = "/data/input.dat";
@@ -231,7 +231,6 @@ fn a_failing_disk_ends_the_sort_cleanly_at_every_stage() {
 
 #[test]
 fn partitioned_output_validates_through_its_summaries() {
-    use spillway_sort::{validate_summaries_file, KeyOrder};
     let records = 30_000;
     let (fs, checksum) = setup(RecordFormat::Binary, true, records);
     for memory in [64 * MIB, MIB] {
@@ -299,20 +298,50 @@ fn failed_partitioned_output_leaves_no_summary_and_no_partition() {
 }
 
 #[test]
-fn direct_io_reads_give_the_same_output() {
+fn direct_io_gives_the_same_output() {
     // SimFs enforces O_DIRECT's alignment on direct handles, so a misaligned
-    // read would fail here. 33,333 records end mid-block.
-    for memory in [64 * MIB, MIB] {
+    // read or write would fail here. 33,333 records end mid-block, and so do
+    // the partitions.
+    for (memory, partitioned) in [(64 * MIB, false), (MIB, false), (MIB, true)] {
         let (fs, checksum) = setup(RecordFormat::Ascii, true, 33_333);
+        let output = if partitioned {
+            "/data/sorted"
+        } else {
+            "/data/sorted.dat"
+        };
         let options = SortOptions {
             direct_io: true,
+            partitioned_output: partitioned,
             ..options(memory)
         };
-        sort(&fs, &options).unwrap();
-        let summary = validate(&fs);
+        let before = fs.stats().direct_write_bytes;
+        let report = sort_file(
+            fs.clone(),
+            Path::new(INPUT),
+            Path::new(output),
+            &options,
+            Arc::new(|_: &str, _: u64, _: u64| {}),
+        )
+        .unwrap();
+        // Every byte of the output, and of the logical disks out of memory,
+        // went through direct handles (edge blocks are written whole).
+        let written = fs.stats().direct_write_bytes - before;
+        let passes = if report.mode == SortMode::InMemory { 1 } else { 2 };
+        assert!(
+            written >= passes * report.input_bytes,
+            "{written} bytes direct, mode {:?}",
+            report.mode
+        );
+        let summary = if partitioned {
+            validate_summaries_file(&*fs, &Path::new(output).join("all.sum"), KeyOrder::Bytes).unwrap()
+        } else {
+            validate(&fs)
+        };
         assert!(summary.is_sorted());
         assert_eq!((summary.records, summary.checksum), (33_333, checksum));
-        assert_clean(&fs, true);
+        if !partitioned {
+            assert_clean(&fs, true);
+        }
     }
 }
 

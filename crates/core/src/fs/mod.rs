@@ -44,8 +44,11 @@
 //! offset 8192 of /x/000007.list: No space left on device (os error 28)`, and
 //! keeps the operating system's error number ([`Error::raw_os_error`]).
 
+mod direct_writer;
 mod real;
 mod sim;
+
+pub use direct_writer::{start_for_offset, DirectWriter};
 
 pub use real::RealFs;
 pub use sim::{

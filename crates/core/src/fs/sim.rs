@@ -182,6 +182,8 @@ pub struct SimStats {
     pub sync_data_count: u64,
     /// Successful `sync_dir` calls.
     pub sync_dir_count: u64,
+    /// Of `write_bytes`, those written through O_DIRECT handles.
+    pub direct_write_bytes: u64,
     /// `start_writeback` calls (hints only: they make nothing durable).
     pub writeback_hints: u64,
     /// Operations failed by an injected fault.
@@ -1031,7 +1033,11 @@ impl FsFile for SimFile {
         let context = || write_context(&self.path, buf.len(), offset);
         let mut state = self.lock_live(context, true)?;
         self.check_alignment(context, buf.as_ptr() as usize, offset, buf.len())?;
-        self.write_locked(&mut state, buf, offset).io_context(context)
+        self.write_locked(&mut state, buf, offset).io_context(context)?;
+        if self.direct {
+            state.stats.direct_write_bytes += buf.len() as u64;
+        }
+        Ok(())
     }
 
     fn append(&self, buf: &[u8]) -> Result<u64> {
@@ -1041,6 +1047,9 @@ impl FsFile for SimFile {
         self.check_alignment(context, buf.as_ptr() as usize, offset, buf.len())?;
         self.write_locked(&mut state, buf, offset)
             .io_context(|| format!("{} at offset {offset}", context()))?;
+        if self.direct {
+            state.stats.direct_write_bytes += buf.len() as u64;
+        }
         Ok(offset)
     }
 
