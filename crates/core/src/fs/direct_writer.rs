@@ -96,12 +96,12 @@ impl DirectWriter {
         let edges = std::mem::take(&mut *self.edges.lock().unwrap());
         for (block, edge) in edges {
             let start = block * DIRECT_IO_ALIGNMENT_BYTES;
-            if edge.filled as u64 != len.saturating_sub(start).min(DIRECT_IO_ALIGNMENT_BYTES) {
+            let needed = len.saturating_sub(start).min(DIRECT_IO_ALIGNMENT_BYTES);
+            if edge.filled as u64 != needed {
                 return Err(Error::Internal(format!(
-                    "{}: block at offset {start} holds {} bytes but the file of {len} bytes needs {} there",
+                    "{}: block at offset {start} holds {} bytes but the file of {len} bytes needs {needed} there",
                     self.file.path().display(),
                     edge.filled,
-                    len.saturating_sub(start).min(DIRECT_IO_ALIGNMENT_BYTES)
                 )));
             }
             self.file.write_at(&edge.data, start)?;

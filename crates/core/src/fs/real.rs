@@ -277,18 +277,9 @@ fn fallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
     let too_large = || io::Error::from_raw_os_error(libc::EFBIG);
     let offset = libc::off_t::try_from(offset).map_err(|_| too_large())?;
     let len = libc::off_t::try_from(len).map_err(|_| too_large())?;
-    loop {
-        // SAFETY: the descriptor belongs to `file`, which the borrow keeps
-        // open for the duration of the call; fallocate takes no pointers.
-        let result = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
-        if result == 0 {
-            return Ok(());
-        }
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(error);
-        }
-    }
+    // SAFETY: the descriptor belongs to `file`, which the borrow keeps open
+    // for the duration of the call; fallocate takes no pointers.
+    retry_interrupted(|| unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) })
 }
 
 /// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts write-back of
@@ -297,12 +288,18 @@ fn fallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
 #[allow(unsafe_code)]
 fn start_writeback(file: &File) -> io::Result<()> {
     use std::os::unix::io::AsRawFd;
+    // SAFETY: as for fallocate; sync_file_range takes no pointers.
+    retry_interrupted(|| unsafe {
+        libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
+    })
+}
+
+/// Calls `call`, a system call returning 0 or -1 with errno, until it is not
+/// interrupted (EINTR).
+#[cfg(target_os = "linux")]
+fn retry_interrupted(mut call: impl FnMut() -> libc::c_int) -> io::Result<()> {
     loop {
-        // SAFETY: the descriptor belongs to `file`, which the borrow keeps
-        // open for the duration of the call; sync_file_range takes no
-        // pointers.
-        let result = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
-        if result == 0 {
+        if call() == 0 {
             return Ok(());
         }
         let error = io::Error::last_os_error();
@@ -312,7 +309,6 @@ fn start_writeback(file: &File) -> io::Result<()> {
     }
 }
 
-/// Elsewhere write-back is left to the kernel.
 #[cfg(not(target_os = "linux"))]
 fn start_writeback(_file: &File) -> io::Result<()> {
     Ok(())
