@@ -226,25 +226,18 @@ impl WorkUnit for Chunk {
     }
 }
 
-/// A run of records bound for one partition. The records start at `start`
-/// in `data`: an aligned address when logical disks are written with
-/// O_DIRECT, so they go to the disk without a copy.
+/// A run of records bound for one partition. Its records start at an
+/// aligned address when logical disks are written with O_DIRECT, so they go
+/// to the disk without a copy.
 #[derive(Debug)]
 struct PartitionBuffer {
     partition: usize,
-    data: Vec<u8>,
-    start: usize,
-}
-
-impl PartitionBuffer {
-    fn records(&self) -> &[u8] {
-        &self.data[self.start..]
-    }
+    segment: Segment,
 }
 
 impl WorkUnit for PartitionBuffer {
     fn bytes(&self) -> u64 {
-        self.records().len() as u64
+        self.segment.records().len() as u64
     }
 }
 
@@ -272,8 +265,9 @@ struct Segment {
 }
 
 impl Segment {
-    fn whole(buffer: Vec<u8>) -> Self {
-        let records = 0..buffer.len();
+    /// The records from `start` to the end of `buffer`.
+    fn starting_at(buffer: Vec<u8>, start: usize) -> Self {
+        let records = start..buffer.len();
         Segment { buffer, records }
     }
 
@@ -405,7 +399,7 @@ enum LogicalDisks {
         files: Vec<WriteFile>,
     },
     /// The buffers of each partition, kept in memory.
-    Memory(Vec<Vec<Vec<u8>>>),
+    Memory(Vec<Vec<Segment>>),
 }
 
 impl LogicalDisks {
@@ -413,12 +407,9 @@ impl LogicalDisks {
     fn append(&mut self, buffer: PartitionBuffer, offset: u64) -> Result<()> {
         match self {
             LogicalDisks::Files { files, .. } => {
-                files[buffer.partition].write_at(buffer.records(), offset)?
+                files[buffer.partition].write_at(buffer.segment.records(), offset)?
             }
-            LogicalDisks::Memory(partitions) => {
-                debug_assert_eq!(buffer.start, 0, "memory partitions are not aligned");
-                partitions[buffer.partition].push(buffer.data)
-            }
+            LogicalDisks::Memory(partitions) => partitions[buffer.partition].push(buffer.segment),
         }
         Ok(())
     }
@@ -572,7 +563,7 @@ fn sort_into(
     drop(sample);
 
     let disks = if in_memory {
-        LogicalDisks::Memory(vec![Vec::new(); partitions])
+        LogicalDisks::Memory((0..partitions).map(|_| Vec::new()).collect())
     } else {
         fs.create_dir_all(&options.tmp_dir)?;
         let mut paths = Vec::with_capacity(partitions);
@@ -919,29 +910,15 @@ fn phase_one(
                         }
                         buffer.extend_from_slice(record);
                         if buffer.len() - *start >= ld_buffer_bytes {
-                            let data = std::mem::take(buffer);
-                            let start = std::mem::take(start);
-                            worker.send(
-                                &ld_producer,
-                                PartitionBuffer {
-                                    partition,
-                                    data,
-                                    start,
-                                },
-                            )?;
+                            let segment = Segment::starting_at(std::mem::take(buffer), std::mem::take(start));
+                            worker.send(&ld_producer, PartitionBuffer { partition, segment })?;
                         }
                     }
                 }
                 for (partition, (data, start)) in buffers.into_iter().enumerate() {
                     if data.len() > start {
-                        worker.send(
-                            &ld_producer,
-                            PartitionBuffer {
-                                partition,
-                                data,
-                                start,
-                            },
-                        )?;
+                        let segment = Segment::starting_at(data, start);
+                        worker.send(&ld_producer, PartitionBuffer { partition, segment })?;
                     }
                 }
                 Ok(())
@@ -1070,10 +1047,7 @@ fn phase_two(
                         fs.remove_file(&paths[partition])?;
                         segments
                     }
-                    LogicalDisks::Memory(buffers) => std::mem::take(&mut buffers[partition])
-                        .into_iter()
-                        .map(Segment::whole)
-                        .collect(),
+                    LogicalDisks::Memory(buffers) => std::mem::take(&mut buffers[partition]),
                 };
                 worker.count_in(size);
                 let data = PartitionData {
