@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! phase zero   sample the input, cut P key ranges of about equal size
-//! phase one    reader ──chunks──▶ distributor ×T ──logical-disk buffers──▶ writer
+//! phase one    reader ×2 ──chunks──▶ distributor ×T ──logical-disk buffers──▶ writer
 //!              (8 MB reads)       (route each record     (append each buffer to
 //!                                  by key range)          its partition)
 //! phase two    reader ──partitions──▶ sorter ×T ──sorted partitions──▶ writer
@@ -25,6 +25,7 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -55,6 +56,9 @@ const _: () =
 const _: () = assert!(CHUNK_BYTES_MAX % ALIGNED_RECORDS_BYTES == 0);
 /// Chunks in flight between the reader and the distributors.
 const CHUNKS_IN_FLIGHT: usize = 4;
+/// Reader threads in phase one: two keep a read in flight while the other
+/// copies its chunk out of the page cache or waits for a CPU.
+const READERS: usize = 2;
 /// Logical-disk buffers queued for the writer.
 const LD_BUFFERS_QUEUED: usize = 16;
 /// Largest and smallest per-partition buffer of a distributor: large enough
@@ -289,8 +293,7 @@ fn read_into(
 ) -> Result<Range<usize>> {
     buffer.clear();
     if !direct {
-        buffer.resize(length, 0);
-        file.read_exact_at(buffer, offset)?;
+        file.read_exact_append(buffer, length, offset)?;
         return Ok(0..length);
     }
     debug_assert_eq!(offset % DIRECT_IO_ALIGNMENT_BYTES, 0);
@@ -858,27 +861,29 @@ fn phase_one(
     );
 
     let reader_progress = progress.clone();
-    phase.stage(StageSpec::new("reader", 1).writes(&chunk_producer), {
+    let next_chunk = Arc::new(AtomicU64::new(0));
+    let read_bytes = Arc::new(AtomicU64::new(0));
+    phase.stage(StageSpec::new("reader", READERS).writes(&chunk_producer), {
         let chunk_producer = chunk_producer.clone();
-        move |worker: &mut Worker| {
-            let mut offset = 0u64;
-            while offset < input_bytes {
-                let length = (input_bytes - offset).min(chunk_bytes as u64) as usize;
-                let mut data = worker.take(&pool)?;
-                let records = read_into(&*input, &mut data, offset, length, direct)?;
-                worker.count_in(length as u64);
-                worker.send(
-                    &chunk_producer,
-                    Chunk {
-                        offset,
-                        data,
-                        records,
-                    },
-                )?;
-                offset += length as u64;
-                reader_progress("read", offset, input_bytes);
+        move |worker: &mut Worker| loop {
+            let offset = next_chunk.fetch_add(chunk_bytes as u64, Ordering::Relaxed);
+            if offset >= input_bytes {
+                return Ok(());
             }
-            Ok(())
+            let length = (input_bytes - offset).min(chunk_bytes as u64) as usize;
+            let mut data = worker.take(&pool)?;
+            let records = read_into(&*input, &mut data, offset, length, direct)?;
+            worker.count_in(length as u64);
+            worker.send(
+                &chunk_producer,
+                Chunk {
+                    offset,
+                    data,
+                    records,
+                },
+            )?;
+            let read = read_bytes.fetch_add(length as u64, Ordering::Relaxed) + length as u64;
+            reader_progress("read", read, input_bytes);
         }
     });
 

@@ -155,6 +155,21 @@ pub trait FsFile: Send + Sync + Debug {
     /// a failing disk.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
 
+    /// Appends exactly `len` bytes read at `offset` to `buf`, failing like
+    /// [`read_exact_at`](Self::read_exact_at); on failure `buf` keeps its
+    /// old length. [`RealFs`](super::RealFs) reads straight into the spare
+    /// capacity, so a reader that refills large buffers does not zero every
+    /// byte before the kernel overwrites it.
+    fn read_exact_append(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> Result<()> {
+        let start = buf.len();
+        buf.resize(start + len, 0);
+        let outcome = self.read_exact_at(&mut buf[start..], offset);
+        if outcome.is_err() {
+            buf.truncate(start);
+        }
+        outcome
+    }
+
     /// Writes all of `buf` at `offset` (pwrite), extending the file if
     /// needed. On error a prefix may have been written (assumption 5).
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;

@@ -3,6 +3,7 @@
 
 use std::fs::{self, File};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -202,6 +203,47 @@ impl FsFile for RealFile {
         Ok(())
     }
 
+    fn read_exact_append(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> Result<()> {
+        let start = buf.len();
+        buf.reserve(len);
+        let target = &mut buf.spare_capacity_mut()[..len];
+        let context = || read_context(&self.path, len, offset);
+        self.check_alignment(context, target.as_ptr() as usize, offset, len)?;
+        let fd = self.file.as_raw_fd();
+        let mut filled = 0;
+        while filled < len {
+            let rest = &mut target[filled..];
+            // SAFETY: `rest` is writable memory of `rest.len()` bytes owned
+            // by `buf`; pread only writes into it, and uninitialised bytes
+            // are a valid destination.
+            #[allow(unsafe_code)]
+            let read = unsafe {
+                libc::pread(
+                    fd,
+                    rest.as_mut_ptr().cast(),
+                    rest.len(),
+                    (offset + filled as u64) as libc::off_t,
+                )
+            };
+            match read {
+                0 => return Err(short_read(&self.path, len, offset, filled)),
+                read if read > 0 => filled += read as usize,
+                _ => {
+                    let error = io::Error::last_os_error();
+                    if error.kind() != io::ErrorKind::Interrupted {
+                        return Err(Error::io(context(), error));
+                    }
+                }
+            }
+        }
+        // SAFETY: pread wrote all `len` bytes after the old length.
+        #[allow(unsafe_code)]
+        unsafe {
+            buf.set_len(start + len)
+        };
+        Ok(())
+    }
+
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let context = || write_context(&self.path, buf.len(), offset);
         self.check_alignment(context, buf.as_ptr() as usize, offset, buf.len())?;
@@ -273,7 +315,6 @@ fn is_unsupported(error: &io::Error) -> bool {
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn fallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    use std::os::unix::io::AsRawFd;
     let too_large = || io::Error::from_raw_os_error(libc::EFBIG);
     let offset = libc::off_t::try_from(offset).map_err(|_| too_large())?;
     let len = libc::off_t::try_from(len).map_err(|_| too_large())?;
@@ -287,7 +328,6 @@ fn fallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn start_writeback(file: &File) -> io::Result<()> {
-    use std::os::unix::io::AsRawFd;
     // SAFETY: as for fallocate; sync_file_range takes no pointers.
     retry_interrupted(|| unsafe {
         libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
@@ -391,6 +431,32 @@ mod tests {
         assert_eq!(fs.list_dir(&data_dir).unwrap(), vec!["sub"]);
         let error = fs.open_read_write(&renamed).unwrap_err();
         assert_eq!(error.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn read_exact_append_appends_or_leaves_the_buffer_alone() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("f");
+        let real = RealFs::new();
+        let sim = crate::SimFs::new();
+        for fs in [&real as &dyn Fs, &sim] {
+            fs.create_dir_all(directory.path()).unwrap();
+            let file = fs.create_or_truncate(&path).unwrap();
+            file.write_at(b"0123456789", 0).unwrap();
+            let mut buf = Vec::with_capacity(2);
+            buf.extend_from_slice(b"ab");
+            file.read_exact_append(&mut buf, 4, 3).unwrap();
+            assert_eq!(buf, b"ab3456");
+            let error = file.read_exact_append(&mut buf, 5, 7).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Io);
+            assert!(
+                error.to_string().contains("the file ends after 3 of the 5 bytes"),
+                "{error}"
+            );
+            assert_eq!(buf, b"ab3456");
+            file.read_exact_append(&mut buf, 0, 10).unwrap();
+            assert_eq!(buf, b"ab3456");
+        }
     }
 
     #[test]
