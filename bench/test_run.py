@@ -203,13 +203,18 @@ def parts_workload(validate_script: str = "cmp {dir}/copy.dat {dir}/input.dat") 
             ),
             Contender(name="cat read", role="peer", command=["cat", "{dir}/input.dat"]),
         ],
-        comparisons=[Comparison(label="copy", contender="cp copy", peer="cat copy", target=0.01)],
+        comparisons=[
+            Comparison(label="copy", contender="cp copy", peer="cat copy", target=0.01),
+            # Out of reach of any copy: the report must say the disk forbids it.
+            Comparison(label="copy", contender="cp copy", peer="cat read", target=1e9),
+        ],
         disk_bound=DiskBound(
             read="cat read",
             write="cat copy",
             memory_budget_bytes=1500,
             contenders=["cp copy"],
             targets={"cp copy": 0.0},
+            read_write="cat copy",
         ),
     )
 
@@ -230,12 +235,21 @@ def test_sizes_and_variants_make_parts(tmp_path: Path) -> None:
     assert first["disk_bound"]["targets"] == {}
     assert large["disk_bound"]["passes"] == 2
     assert large["disk_bound"]["targets"]["cp copy"]["met"] is True
+    assert first["disk_bound"]["overlapped"] is None
+    assert first["disk_bound"]["floor_s"] == first["disk_bound"]["limit_s"]
+    cat_copy = next(c for c in large["contenders"] if c["name"] == "cat copy")
+    overlapped = large["disk_bound"]["overlapped"]
+    assert overlapped["limit_s"] == 2 * cat_copy["summary"]["wall_s"]["median"]
+    assert large["disk_bound"]["floor_s"] == overlapped["limit_s"]
+    assert set(overlapped["fractions"]) == {"cp copy"}
     cp = first["contenders"][0]
     assert len(cp["runs"][0]["validation"]) == 2
     assert first["setup"][0]["exit_code"] == 0
     assert report["parts"][0]["comparisons"][0]["ratio"] > 0
     markdown = (out_dir / "parts.md").read_text()
     assert "## 1000 B, zeros" in markdown and "Summary" in markdown and "of disk-bound limit" in markdown
+    assert "Overlapped limit" in markdown
+    assert "so no 2-IO sort reaches it on this disk" in markdown
     assert (out_dir / "parts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     index = (out_dir / "README.md").read_text()
     assert "1.95 KiB, ones" in index
