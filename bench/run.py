@@ -886,12 +886,12 @@ def ratio_sentences(report: dict[str, Any]) -> list[str]:
                 needed_s = summaries[comparison["peer"]]["wall_s"]["median"] / target
                 floor_s = bound["floor_s"]
                 sentence += (
-                    f"; {target:g}x would take {needed_s:.1f} s, "
+                    f"; {target:g}x would take {needed_s:.2f} s, "
                     + (
-                        f"less than the {floor_s:.1f} s the disk needs for a 2-IO sort here (see below), "
+                        f"less than the {floor_s:.2f} s the disk needs for a 2-IO sort here (see below), "
                         "so no 2-IO sort reaches it on this disk"
                         if needed_s < floor_s
-                        else f"{floor_s / needed_s:.0%} of the disk's limit ({floor_s:.1f} s, see below)"
+                        else f"{floor_s / needed_s:.0%} of the disk's limit ({floor_s:.2f} s, see below)"
                     )
                 )
         sentences.append(sentence + ".")
