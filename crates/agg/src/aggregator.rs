@@ -1,0 +1,264 @@
+//! [`Aggregator`]: one interface over the two engines, chosen by option.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use spillway_core::{bail, Result};
+
+use crate::cbt::{CbtOptions, CompressedBufferTree};
+use crate::function::{function, AggregateFunction};
+use crate::hash::HashAggregator;
+use crate::value::{Output, Value};
+
+/// Which engine aggregates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// The Compressed Buffer Tree: least memory, results after finalize.
+    Cbt,
+    /// The hash aggregator: fastest while the keys' states fit in memory.
+    Hash,
+}
+
+impl std::str::FromStr for Engine {
+    type Err = spillway_core::Error;
+
+    fn from_str(text: &str) -> Result<Engine> {
+        match text.to_ascii_lowercase().as_str() {
+            "cbt" => Ok(Engine::Cbt),
+            "hash" => Ok(Engine::Hash),
+            _ => bail!(
+                InvalidArgument,
+                "unknown aggregation engine '{text}'; use 'cbt' or 'hash'"
+            ),
+        }
+    }
+}
+
+/// Settings of an [`Aggregator`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AggregatorOptions {
+    /// The engine.
+    pub engine: Engine,
+    /// The memory the engine may hold; inserts fail beyond it.
+    pub memory_bytes: u64,
+    /// The CBT's shape (its `memory_bytes` is replaced by the one above).
+    pub cbt: CbtOptions,
+}
+
+impl Default for AggregatorOptions {
+    fn default() -> Self {
+        AggregatorOptions {
+            engine: Engine::Cbt,
+            memory_bytes: 1 << 30,
+            cbt: CbtOptions::default(),
+        }
+    }
+}
+
+/// Work and memory of an [`Aggregator`], whichever engine it runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AggregatorStats {
+    /// The engine.
+    pub engine: Engine,
+    /// The function's name.
+    pub function: String,
+    /// Values inserted.
+    pub inserts: u64,
+    /// Memory held, by part (name, bytes).
+    pub memory: Vec<(&'static str, u64)>,
+    /// All memory held.
+    pub memory_bytes: u64,
+    /// Uncompressed over compressed bytes of the data at rest (1 for the
+    /// hash engine, which does not compress).
+    pub compression_ratio: f64,
+    /// Times data was moved down the tree (root and node emptyings; 0 for
+    /// the hash engine).
+    pub spills: u64,
+    /// Time spent inserting.
+    pub insert_seconds: f64,
+    /// Inserts per second of insert time.
+    pub inserts_per_second: f64,
+}
+
+/// The results of an [`Aggregator`]: each key with its output.
+pub type Results<'a> = Box<dyn Iterator<Item = Result<(Vec<u8>, Output)>> + 'a>;
+
+#[derive(Debug)]
+enum Inner {
+    Cbt(CompressedBufferTree),
+    Hash(HashAggregator),
+}
+
+/// GroupBy-Aggregate: insert (key, value) pairs, finalize, read one result
+/// per key.
+#[derive(Debug)]
+pub struct Aggregator {
+    inner: Inner,
+}
+
+impl Aggregator {
+    /// An aggregator of the built-in function named `spec` (see
+    /// [`function`]).
+    pub fn new(spec: &str, options: AggregatorOptions) -> Result<Self> {
+        Self::with_function(function(spec)?, options)
+    }
+
+    /// An aggregator of any function, a user-defined one included.
+    pub fn with_function(function: Arc<dyn AggregateFunction>, options: AggregatorOptions) -> Result<Self> {
+        let inner = match options.engine {
+            Engine::Cbt => Inner::Cbt(CompressedBufferTree::new(
+                function,
+                CbtOptions {
+                    memory_bytes: options.memory_bytes,
+                    ..options.cbt
+                },
+            )?),
+            Engine::Hash => Inner::Hash(HashAggregator::new(function, options.memory_bytes)),
+        };
+        Ok(Aggregator { inner })
+    }
+
+    /// Folds `value` into `key`'s result.
+    pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+        match &mut self.inner {
+            Inner::Cbt(tree) => tree.insert(key, value),
+            Inner::Hash(table) => table.insert(key, value),
+        }
+    }
+
+    /// Inserts every pair in order; stops at the first error.
+    pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
+        match &mut self.inner {
+            Inner::Cbt(tree) => tree.insert_batch(pairs),
+            Inner::Hash(table) => table.insert_batch(pairs),
+        }
+    }
+
+    /// Makes the results readable (the CBT empties every node; the hash
+    /// engine has nothing to do).
+    pub fn finalize(&mut self) -> Result<()> {
+        match &mut self.inner {
+            Inner::Cbt(tree) => tree.finalize(),
+            Inner::Hash(_) => Ok(()),
+        }
+    }
+
+    /// `key`'s result, if it has one; the CBT needs a finalize first.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Output>> {
+        match &self.inner {
+            Inner::Cbt(tree) => tree.get(key),
+            Inner::Hash(table) => table.get(key),
+        }
+    }
+
+    /// Every key and its result (the CBT in hash order, after a finalize).
+    pub fn iter(&self) -> Result<Results<'_>> {
+        Ok(match &self.inner {
+            Inner::Cbt(tree) => Box::new(tree.iter()?),
+            Inner::Hash(table) => Box::new(
+                table
+                    .iter()
+                    .map(|item| item.map(|(key, output)| (key.to_vec(), output))),
+            ),
+        })
+    }
+
+    /// Work and memory so far.
+    pub fn stats(&self) -> AggregatorStats {
+        let (engine, function, inserts, memory, ratio, spills, time) = match &self.inner {
+            Inner::Cbt(tree) => {
+                let stats = tree.stats();
+                (
+                    Engine::Cbt,
+                    tree.function().name(),
+                    stats.inserts,
+                    vec![
+                        ("root buffer", stats.root_bytes),
+                        ("fragments", stats.compressed_bytes),
+                    ],
+                    stats.compression_ratio(),
+                    stats.root_empties + stats.node_empties,
+                    stats.insert_time,
+                )
+            }
+            Inner::Hash(table) => {
+                let stats = table.stats();
+                (
+                    Engine::Hash,
+                    table.function().name(),
+                    stats.inserts,
+                    vec![
+                        ("table", stats.table_bytes),
+                        ("keys", stats.key_bytes),
+                        ("states", stats.state_bytes),
+                    ],
+                    1.0,
+                    0,
+                    stats.insert_time,
+                )
+            }
+        };
+        let seconds = time.as_secs_f64();
+        AggregatorStats {
+            engine,
+            function,
+            inserts,
+            memory_bytes: memory.iter().map(|(_, bytes)| bytes).sum(),
+            memory,
+            compression_ratio: ratio,
+            spills,
+            insert_seconds: seconds,
+            inserts_per_second: if time > Duration::ZERO {
+                inserts as f64 / seconds
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_engines_give_the_same_results() {
+        let mut results = Vec::new();
+        for engine in [Engine::Cbt, Engine::Hash] {
+            let options = AggregatorOptions {
+                engine,
+                memory_bytes: 64 << 20,
+                cbt: CbtOptions {
+                    buffer_bytes: 8192,
+                    ..CbtOptions::default()
+                },
+            };
+            let mut aggregator = Aggregator::new("max", options).unwrap();
+            let keys: Vec<String> = (0..30_000).map(|index| format!("k{}", index % 997)).collect();
+            aggregator
+                .insert_batch(
+                    keys.iter()
+                        .enumerate()
+                        .map(|(index, key)| (key.as_bytes(), Value::Int(index as i64))),
+                )
+                .unwrap();
+            aggregator.finalize().unwrap();
+            let mut pairs: Vec<(Vec<u8>, Output)> = aggregator.iter().unwrap().map(Result::unwrap).collect();
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            let stats = aggregator.stats();
+            assert_eq!(stats.inserts, 30_000);
+            assert!(stats.memory_bytes > 0);
+            assert_eq!(aggregator.get(b"k5").unwrap(), Some(Output::Int(29_915)));
+            results.push(pairs);
+        }
+        assert_eq!(results[0].len(), 997);
+        assert_eq!(results[0], results[1]);
+        assert!("btree"
+            .parse::<Engine>()
+            .unwrap_err()
+            .to_string()
+            .contains("use 'cbt' or 'hash'"));
+    }
+}

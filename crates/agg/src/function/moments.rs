@@ -1,0 +1,123 @@
+//! `mean`, `variance`, `variance_pop`, `stddev` and `stddev_pop` from one
+//! mergeable state: count, mean and the sum of squared deviations (M2).
+//!
+//! Merging uses Chan, Golub and LeVeque's pairwise update, which, unlike
+//! sums of x and x², does not cancel catastrophically when the mean is large
+//! against the spread.
+
+use spillway_core::{bail, DecodeError, Result};
+
+use super::{Aggregate, Input};
+use crate::value::{expect_end, read_f64, read_u64, Output};
+
+/// Which statistic [`Moments`] finalizes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// The arithmetic mean.
+    Mean,
+    /// The sample variance (divided by n - 1; null for one value).
+    Variance,
+    /// The population variance (divided by n).
+    VariancePop,
+    /// The sample standard deviation.
+    Stddev,
+    /// The population standard deviation.
+    StddevPop,
+}
+
+/// Mean, variance or standard deviation of numbers.
+#[derive(Debug, Clone, Copy)]
+pub struct Moments(pub Moment);
+
+/// The state of [`Moments`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MomentsState {
+    count: u64,
+    mean: f64,
+    m2: f64,
+}
+
+const STATE_BYTES: usize = 24;
+
+impl Aggregate for Moments {
+    type State = MomentsState;
+
+    fn name(&self) -> String {
+        match self.0 {
+            Moment::Mean => "mean",
+            Moment::Variance => "variance",
+            Moment::VariancePop => "variance_pop",
+            Moment::Stddev => "stddev",
+            Moment::StddevPop => "stddev_pop",
+        }
+        .into()
+    }
+
+    fn init(&self, input: Input<'_>) -> Result<MomentsState> {
+        let value = input
+            .value
+            .to_scalar(&self.name())?
+            .as_value()
+            .number(&self.name())?;
+        Ok(MomentsState {
+            count: 1,
+            mean: value,
+            m2: 0.0,
+        })
+    }
+
+    fn merge(&self, into: &mut MomentsState, other: MomentsState) -> Result<()> {
+        let Some(count) = into.count.checked_add(other.count) else {
+            bail!(
+                InvalidArgument,
+                "{}: more values than a 64-bit count holds",
+                self.name()
+            );
+        };
+        let (a, b) = (into.count as f64, other.count as f64);
+        let delta = other.mean - into.mean;
+        into.mean += delta * b / count as f64;
+        into.m2 += other.m2 + delta * delta * a * b / count as f64;
+        into.count = count;
+        Ok(())
+    }
+
+    fn serialize(&self, state: &MomentsState, out: &mut Vec<u8>) {
+        out.extend_from_slice(&state.count.to_le_bytes());
+        out.extend_from_slice(&state.mean.to_le_bytes());
+        out.extend_from_slice(&state.m2.to_le_bytes());
+    }
+
+    fn deserialize(&self, bytes: &[u8]) -> Result<MomentsState, DecodeError> {
+        expect_end(bytes, STATE_BYTES)?;
+        let count = read_u64(bytes, "a count")?;
+        if count == 0 {
+            return Err(DecodeError::new("moments over no values"));
+        }
+        Ok(MomentsState {
+            count,
+            mean: read_f64(&bytes[8..], "a mean")?,
+            m2: read_f64(&bytes[16..], "a sum of squares")?,
+        })
+    }
+
+    fn finalize(&self, state: MomentsState) -> Result<Output> {
+        let n = state.count as f64;
+        // Rounding can leave M2 a hair below zero for equal values.
+        let m2 = state.m2.max(0.0);
+        let sample = |value: f64| {
+            if state.count < 2 {
+                Output::Null
+            } else {
+                Output::Float(value)
+            }
+        };
+        Ok(match self.0 {
+            Moment::Mean => Output::Float(state.mean),
+            Moment::Variance => sample(m2 / (n - 1.0)),
+            Moment::VariancePop => Output::Float(m2 / n),
+            Moment::Stddev => sample((m2 / (n - 1.0)).sqrt()),
+            Moment::StddevPop => Output::Float((m2 / n).sqrt()),
+        })
+    }
+}

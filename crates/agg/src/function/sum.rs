@@ -1,0 +1,206 @@
+//! `count` and `sum`.
+
+use spillway_core::{bail, DecodeError, Result};
+
+use super::{Aggregate, Input};
+use crate::value::{expect_end, read_f64, read_u64, Output, Value};
+
+/// The number of values.
+#[derive(Debug, Clone, Copy)]
+pub struct Count;
+
+impl Aggregate for Count {
+    type State = u64;
+
+    fn name(&self) -> String {
+        "count".into()
+    }
+
+    fn init(&self, _input: Input<'_>) -> Result<u64> {
+        Ok(1)
+    }
+
+    fn merge(&self, into: &mut u64, other: u64) -> Result<()> {
+        let Some(total) = into.checked_add(other) else {
+            bail!(InvalidArgument, "count overflows a 64-bit counter");
+        };
+        *into = total;
+        Ok(())
+    }
+
+    fn serialize(&self, state: &u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(&state.to_le_bytes());
+    }
+
+    fn deserialize(&self, bytes: &[u8]) -> Result<u64, DecodeError> {
+        expect_end(bytes, 8)?;
+        read_u64(bytes, "a count")
+    }
+
+    fn finalize(&self, state: u64) -> Result<Output> {
+        match i64::try_from(state) {
+            Ok(count) => Ok(Output::Int(count)),
+            Err(_) => bail!(
+                InvalidArgument,
+                "count {state} does not fit a 64-bit signed integer"
+            ),
+        }
+    }
+
+    fn update(&self, state: &mut u64, input: Input<'_>) -> Result<()> {
+        self.merge(state, self.init(input)?)
+    }
+}
+
+/// The sum of numbers. Integers are summed exactly in 128 bits, so partial
+/// sums never overflow whatever the order, and a total that does not fit 64
+/// bits is reported at finalize instead of wrapping. Floats are summed with
+/// Neumaier's compensation; a mix of both gives a float.
+#[derive(Debug, Clone, Copy)]
+pub struct Sum;
+
+/// The state of [`Sum`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SumState {
+    integers: i128,
+    /// `Some` once a float was summed: the compensated float sum.
+    floats: Option<Compensated>,
+}
+
+/// A float sum with its running compensation (Neumaier's variant of Kahan
+/// summation), which keeps the error independent of the number of terms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Compensated {
+    sum: f64,
+    compensation: f64,
+}
+
+impl Compensated {
+    fn add(&mut self, value: f64) {
+        let total = self.sum + value;
+        self.compensation += if self.sum.abs() >= value.abs() {
+            (self.sum - total) + value
+        } else {
+            (value - total) + self.sum
+        };
+        self.sum = total;
+    }
+
+    fn merge(&mut self, other: Compensated) {
+        self.add(other.sum);
+        self.compensation += other.compensation;
+    }
+
+    fn value(&self) -> f64 {
+        self.sum + self.compensation
+    }
+}
+
+const INTEGERS_ONLY: u8 = 0;
+const WITH_FLOATS: u8 = 1;
+
+impl Aggregate for Sum {
+    type State = SumState;
+
+    fn name(&self) -> String {
+        "sum".into()
+    }
+
+    fn init(&self, input: Input<'_>) -> Result<SumState> {
+        Ok(match input.value {
+            Value::Int(value) => SumState {
+                integers: value.into(),
+                floats: None,
+            },
+            Value::Float(value) if value.is_nan() => {
+                bail!(InvalidArgument, "sum: NaN is not a value that can be aggregated")
+            }
+            Value::Float(value) => SumState {
+                integers: 0,
+                floats: Some(Compensated {
+                    sum: value,
+                    compensation: 0.0,
+                }),
+            },
+            Value::Bytes(_) => bail!(InvalidArgument, "sum takes numbers, not a byte string"),
+        })
+    }
+
+    fn merge(&self, into: &mut SumState, other: SumState) -> Result<()> {
+        let Some(integers) = into.integers.checked_add(other.integers) else {
+            bail!(InvalidArgument, "sum overflows 128 bits");
+        };
+        into.integers = integers;
+        match (&mut into.floats, other.floats) {
+            (Some(floats), Some(other)) => floats.merge(other),
+            (floats @ None, Some(other)) => *floats = Some(other),
+            (_, None) => {}
+        }
+        Ok(())
+    }
+
+    fn serialize(&self, state: &SumState, out: &mut Vec<u8>) {
+        out.push(if state.floats.is_some() {
+            WITH_FLOATS
+        } else {
+            INTEGERS_ONLY
+        });
+        out.extend_from_slice(&state.integers.to_le_bytes());
+        if let Some(floats) = state.floats {
+            out.extend_from_slice(&floats.sum.to_le_bytes());
+            out.extend_from_slice(&floats.compensation.to_le_bytes());
+        }
+    }
+
+    fn deserialize(&self, bytes: &[u8]) -> Result<SumState, DecodeError> {
+        let Some((&tag, rest)) = bytes.split_first() else {
+            return Err(DecodeError::new("a sum is empty"));
+        };
+        let integers = rest
+            .get(..16)
+            .and_then(|bytes| bytes.try_into().ok())
+            .map(i128::from_le_bytes)
+            .ok_or_else(|| DecodeError::new("an integer sum is cut short"))?;
+        let floats = match tag {
+            INTEGERS_ONLY => {
+                expect_end(bytes, 17)?;
+                None
+            }
+            WITH_FLOATS => {
+                expect_end(bytes, 33)?;
+                Some(Compensated {
+                    sum: read_f64(&rest[16..], "a float sum")?,
+                    compensation: read_f64(&rest[24..], "a float sum")?,
+                })
+            }
+            other => return Err(DecodeError::new(format!("unknown sum kind {other}"))),
+        };
+        Ok(SumState { integers, floats })
+    }
+
+    fn finalize(&self, state: SumState) -> Result<Output> {
+        match state.floats {
+            Some(floats) => Ok(Output::Float(state.integers as f64 + floats.value())),
+            None => match i64::try_from(state.integers) {
+                Ok(sum) => Ok(Output::Int(sum)),
+                Err(_) => bail!(
+                    InvalidArgument,
+                    "integer sum overflow: the sum {} does not fit a 64-bit signed integer",
+                    state.integers
+                ),
+            },
+        }
+    }
+
+    fn update(&self, state: &mut SumState, input: Input<'_>) -> Result<()> {
+        match (input.value, &mut state.floats) {
+            (Value::Int(value), _) => match state.integers.checked_add(value.into()) {
+                Some(integers) => state.integers = integers,
+                None => bail!(InvalidArgument, "sum overflows 128 bits"),
+            },
+            (Value::Float(value), Some(floats)) if !value.is_nan() => floats.add(value),
+            _ => self.merge(state, self.init(input)?)?,
+        }
+        Ok(())
+    }
+}
