@@ -7,6 +7,7 @@ use std::ffi::OsString;
 
 use clap::{Parser, Subcommand};
 
+mod agg;
 mod gensort;
 mod progress;
 mod sort;
@@ -34,6 +35,8 @@ enum Command {
     Sort(sort::Args),
     /// Generate benchmark workloads (key-value operations, text, graphs, click logs).
     Gen(workload::Args),
+    /// Aggregate values by key (GroupBy-Aggregate) with the CBT or a hash table.
+    Agg(agg::Args),
 }
 
 /// Runs the command line `arguments` (the first is the program name) and
@@ -52,6 +55,7 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Valsort(args) => valsort::run(args),
         Command::Sort(args) => sort::run(args),
         Command::Gen(args) => workload::run(args),
+        Command::Agg(args) => agg::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -1,0 +1,331 @@
+//! `spillway agg`: GroupBy-Aggregate over a delimited text file, or over
+//! generated Zipf-distributed data.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use serde_json::json;
+use spillway_agg::{Aggregator, AggregatorOptions, CbtOptions, Engine, Output, Value};
+use spillway_workload::{Rng, Zipf};
+
+use crate::units::parse_count;
+
+/// Aggregate values by key: one result per distinct key.
+///
+/// Examples: `spillway agg clicks.csv --key 1 --value 3 --function sum`,
+/// `spillway agg --generate 10M --keys 1M --function count --engine hash`.
+/// Results are written as `key<TAB>result` lines to OUTPUT (or standard
+/// output), the CBT's in hash order.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Delimited text file to aggregate (one record per line).
+    #[arg(required_unless_present = "generate", conflicts_with = "generate")]
+    input: Option<PathBuf>,
+    /// The aggregate function: count, sum, min, max, mean, variance,
+    /// variance_pop, stddev, stddev_pop, first, last, top_k(K),
+    /// approx_distinct(P), collect_list, collect_set.
+    #[arg(short, long, default_value = "count")]
+    function: String,
+    /// The engine: cbt (Compressed Buffer Tree, least memory) or hash.
+    #[arg(long, default_value = "cbt")]
+    engine: String,
+    /// Column of the key, counting from 1.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    key: usize,
+    /// Column of the value, counting from 1 (not needed for count).
+    #[arg(long, value_name = "N")]
+    value: Option<usize>,
+    /// Column separator (one byte; `\t` for tab).
+    #[arg(short, long, default_value = ",")]
+    delimiter: String,
+    /// Skip the first line.
+    #[arg(long)]
+    header: bool,
+    /// How values are read: auto (integer, else float, else text), int,
+    /// float or text.
+    #[arg(long, default_value = "auto")]
+    value_type: String,
+    /// Aggregate this many generated records instead of a file.
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    generate: Option<u64>,
+    /// Distinct keys of the generated records (Zipf-distributed).
+    #[arg(long, value_name = "N", default_value = "1M", value_parser = parse_count)]
+    keys: u64,
+    /// Zipf exponent of the generated keys (0 is uniform).
+    #[arg(long, default_value_t = 0.99)]
+    zipf: f64,
+    /// Seed of the generated records.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Memory the engine may use (K/M/G suffixes).
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_count)]
+    memory: u64,
+    /// The CBT's buffer size (K/M/G suffixes).
+    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_count)]
+    buffer: u64,
+    /// The CBT's fan-out.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    fan_out: usize,
+    /// Write the results here (atomically, when complete) instead of to
+    /// standard output; `-` discards them (for measuring).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Print the report as JSON to standard output (results need --output).
+    #[arg(long)]
+    json: bool,
+}
+
+/// How a field becomes a value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ValueType {
+    Auto,
+    Int,
+    Float,
+    Text,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let engine: Engine = args.engine.parse()?;
+    let value_type = match args.value_type.as_str() {
+        "auto" => ValueType::Auto,
+        "int" => ValueType::Int,
+        "float" => ValueType::Float,
+        "text" => ValueType::Text,
+        other => bail!("--value-type must be auto, int, float or text, not '{other}'"),
+    };
+    if args.json && args.output.is_none() {
+        bail!(
+            "--json prints the report to standard output, so the results need --output FILE (or --output -)"
+        );
+    }
+    let options = AggregatorOptions {
+        engine,
+        memory_bytes: args.memory,
+        cbt: CbtOptions {
+            buffer_bytes: usize::try_from(args.buffer).context("--buffer is too large")?,
+            fan_out: args.fan_out,
+            ..CbtOptions::default()
+        },
+    };
+    let mut aggregator = Aggregator::new(&args.function, options)?;
+    let started = Instant::now();
+    let records = match &args.input {
+        Some(path) => aggregate_file(&mut aggregator, path, &args, value_type)?,
+        None => aggregate_generated(&mut aggregator, &args)?,
+    };
+    aggregator.finalize()?;
+    let aggregated = started.elapsed();
+    let keys = write_results(&aggregator, args.output.as_deref())?;
+    let elapsed = started.elapsed();
+    let stats = aggregator.stats();
+    if args.json {
+        let report = json!({
+            "records": records,
+            "keys": keys,
+            "seconds": elapsed.as_secs_f64(),
+            "aggregate_seconds": aggregated.as_secs_f64(),
+            "records_per_second": records as f64 / aggregated.as_secs_f64(),
+            "stats": stats,
+        });
+        println!("{report}");
+    } else {
+        eprintln!(
+            "agg: {records} records, {keys} keys, {} with the {} engine in {:.3} s ({:.0} records/s); \
+             memory {} bytes ({}), compression {:.2}x, {} spills",
+            stats.function,
+            args.engine,
+            elapsed.as_secs_f64(),
+            records as f64 / aggregated.as_secs_f64(),
+            stats.memory_bytes,
+            stats
+                .memory
+                .iter()
+                .map(|(part, bytes)| format!("{part} {bytes}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            stats.compression_ratio,
+            stats.spills
+        );
+    }
+    Ok(0)
+}
+
+fn delimiter_byte(text: &str) -> anyhow::Result<u8> {
+    match text {
+        "\\t" | "\t" => Ok(b'\t'),
+        _ if text.len() == 1 => Ok(text.as_bytes()[0]),
+        _ => bail!("--delimiter must be one byte (or \\t), not '{text}'"),
+    }
+}
+
+/// Aggregates every line of `path`; returns the number of records.
+fn aggregate_file(
+    aggregator: &mut Aggregator,
+    path: &Path,
+    args: &Args,
+    value_type: ValueType,
+) -> anyhow::Result<u64> {
+    let delimiter = delimiter_byte(&args.delimiter)?;
+    if args.key == 0 || args.value == Some(0) {
+        bail!("columns count from 1");
+    }
+    let value_column = match args.value {
+        Some(column) => Some(column - 1),
+        None if args.function == "count" => None,
+        None => bail!("--value N is needed for {}", args.function),
+    };
+    let key_column = args.key - 1;
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::with_capacity(256);
+    let mut records = 0u64;
+    let mut number = 0u64;
+    loop {
+        line.clear();
+        if reader
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("reading {}", path.display()))?
+            == 0
+        {
+            return Ok(records);
+        }
+        number += 1;
+        if number == 1 && args.header {
+            continue;
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.is_empty() {
+            continue;
+        }
+        let field = |column: usize| {
+            text.split(|&byte| byte == delimiter).nth(column).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{} line {number}: no column {} (the line has {})",
+                    path.display(),
+                    column + 1,
+                    text.split(|&byte| byte == delimiter).count()
+                )
+            })
+        };
+        let key = field(key_column)?;
+        let value = match value_column {
+            Some(column) => parse_value(field(column)?, value_type)
+                .with_context(|| format!("{} line {number}, column {}", path.display(), column + 1))?,
+            None => Value::Int(1),
+        };
+        aggregator
+            .insert(key, value)
+            .with_context(|| format!("{} line {number}", path.display()))?;
+        records += 1;
+    }
+}
+
+fn parse_value(field: &[u8], value_type: ValueType) -> anyhow::Result<Value<'_>> {
+    let text = std::str::from_utf8(field).ok().map(str::trim);
+    let int = || text.and_then(|text| text.parse::<i64>().ok());
+    let float = || text.and_then(|text| text.parse::<f64>().ok());
+    Ok(match value_type {
+        ValueType::Text => Value::Bytes(field),
+        ValueType::Int => match int() {
+            Some(value) => Value::Int(value),
+            None => bail!("'{}' is not an integer", String::from_utf8_lossy(field)),
+        },
+        ValueType::Float => match float() {
+            Some(value) => Value::Float(value),
+            None => bail!("'{}' is not a number", String::from_utf8_lossy(field)),
+        },
+        ValueType::Auto => match (int(), float()) {
+            (Some(value), _) => Value::Int(value),
+            (None, Some(value)) if value.is_finite() => Value::Float(value),
+            _ => Value::Bytes(field),
+        },
+    })
+}
+
+/// Aggregates `--generate` records with Zipf keys `key-RANK` and random
+/// values below 1000; returns the number of records.
+fn aggregate_generated(aggregator: &mut Aggregator, args: &Args) -> anyhow::Result<u64> {
+    let records = args.generate.unwrap_or(0);
+    let zipf = Zipf::new(args.keys, args.zipf)?;
+    let mut rng = Rng::new(args.seed);
+    let mut key = Vec::with_capacity(32);
+    for _ in 0..records {
+        key.clear();
+        write!(key, "key-{}", zipf.sample(&mut rng)).expect("writing to a Vec");
+        aggregator.insert(&key, Value::Int(rng.next_below(1000) as i64))?;
+    }
+    Ok(records)
+}
+
+/// Writes `key<TAB>result` lines to `output` (through `.partial` and a
+/// rename), to standard output when there is none, nowhere for `-`;
+/// returns the number of keys.
+fn write_results(aggregator: &Aggregator, output: Option<&Path>) -> anyhow::Result<u64> {
+    let mut keys = 0u64;
+    let mut line = Vec::with_capacity(256);
+    let mut emit = |out: &mut dyn Write| -> anyhow::Result<()> {
+        for result in aggregator.iter()? {
+            let (key, value) = result?;
+            line.clear();
+            line.extend_from_slice(&key);
+            line.push(b'\t');
+            format_output(&value, &mut line);
+            line.push(b'\n');
+            out.write_all(&line)?;
+            keys += 1;
+        }
+        Ok(())
+    };
+    match output {
+        Some(path) if path == Path::new("-") => emit(&mut std::io::sink())?,
+        Some(path) => {
+            let mut partial = path.as_os_str().to_owned();
+            partial.push(".partial");
+            let partial = PathBuf::from(partial);
+            let file = File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
+            let mut writer = BufWriter::with_capacity(1 << 20, file);
+            let written = emit(&mut writer).and_then(|()| {
+                let file = writer.into_inner().map_err(|error| error.into_error())?;
+                file.sync_all()?;
+                Ok(())
+            });
+            if let Err(error) = written {
+                let _ = std::fs::remove_file(&partial);
+                return Err(error.context(format!("writing {}", partial.display())));
+            }
+            std::fs::rename(&partial, path)
+                .with_context(|| format!("renaming {} to {}", partial.display(), path.display()))?;
+        }
+        None => {
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            emit(&mut out)?;
+            out.flush().context("writing the results to standard output")?;
+        }
+    }
+    Ok(keys)
+}
+
+/// Integers and floats as Rust prints them, text as its bytes, lists in
+/// brackets, a missing result as `null`.
+fn format_output(output: &Output, line: &mut Vec<u8>) {
+    match output {
+        Output::Null => line.extend_from_slice(b"null"),
+        Output::Int(value) => write!(line, "{value}").expect("writing to a Vec"),
+        Output::Float(value) => write!(line, "{value}").expect("writing to a Vec"),
+        Output::Bytes(bytes) => line.extend_from_slice(bytes),
+        Output::List(items) => {
+            line.push(b'[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    line.push(b',');
+                }
+                format_output(item, line);
+            }
+            line.push(b']');
+        }
+    }
+}
