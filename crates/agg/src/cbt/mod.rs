@@ -263,13 +263,9 @@ impl CompressedBufferTree {
     /// Inserts every pair in order; stops at the first error.
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
         let started = Instant::now();
-        let mut outcome = Ok(());
-        for (key, value) in pairs {
-            outcome = self.insert_one(key, value);
-            if outcome.is_err() {
-                break;
-            }
-        }
+        let outcome = pairs
+            .into_iter()
+            .try_for_each(|(key, value)| self.insert_one(key, value));
         self.stats.insert_time += started.elapsed();
         outcome
     }

@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 
 use spillway_core::{varint, DecodeError, Result};
 
-use super::order::decode_scalars;
+use super::order::{decode_scalars, encode_scalars};
 use super::{Aggregate, Input};
 use crate::value::{expect_end, read_u64, Output, Scalar};
 
@@ -95,10 +95,7 @@ impl Aggregate for CollectSet {
     }
 
     fn serialize(&self, state: &Vec<Scalar>, out: &mut Vec<u8>) {
-        varint::encode_u64(state.len() as u64, out);
-        for scalar in state {
-            scalar.encode(out);
-        }
+        encode_scalars(state, out);
     }
 
     fn deserialize(&self, bytes: &[u8]) -> Result<Vec<Scalar>, DecodeError> {

@@ -170,10 +170,7 @@ impl Aggregate for TopK {
     }
 
     fn serialize(&self, state: &Vec<Scalar>, out: &mut Vec<u8>) {
-        varint::encode_u64(state.len() as u64, out);
-        for scalar in state {
-            scalar.encode(out);
-        }
+        encode_scalars(state, out);
     }
 
     fn deserialize(&self, bytes: &[u8]) -> Result<Vec<Scalar>, DecodeError> {
@@ -182,6 +179,14 @@ impl Aggregate for TopK {
 
     fn finalize(&self, state: Vec<Scalar>) -> Result<Output> {
         Ok(Output::List(state.into_iter().map(Output::from).collect()))
+    }
+}
+
+/// Appends a varint count and the scalars, as [`decode_scalars`] reads them.
+pub(super) fn encode_scalars(scalars: &[Scalar], out: &mut Vec<u8>) {
+    varint::encode_u64(scalars.len() as u64, out);
+    for scalar in scalars {
+        scalar.encode(out);
     }
 }
 
