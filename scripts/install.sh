@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet maturin pytest matplotlib  # matplotlib: bench/ charts
+# matplotlib: bench/ charts; numpy and pyarrow: the aggregator's batch tests
+.venv/bin/python -m pip install --quiet maturin pytest matplotlib numpy pyarrow
 .venv/bin/python -m pip install --quiet .
 .venv/bin/spillway --version

@@ -15,10 +15,12 @@ from .errors import (
     SpillwayIOError,
 )
 from . import workload
+from .agg import Aggregator
 from .sortbench import GensortReport, SortReport, ValsortReport, gensort, sort, valsort
 
 __all__ = [
     "__version__",
+    "Aggregator",
     "gensort",
     "valsort",
     "sort",

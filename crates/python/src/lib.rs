@@ -7,6 +7,7 @@
 
 use pyo3::prelude::*;
 
+mod agg;
 mod errors;
 mod sort;
 
@@ -35,6 +36,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(sort::valsort, module)?)?;
     module.add_function(wrap_pyfunction!(sort::sort, module)?)?;
     module.add_function(wrap_pyfunction!(cli_main, module)?)?;
+    module.add_class::<agg::PyAggregator>()?;
     module.add_function(wrap_pyfunction!(generate_workload, module)?)?;
     Ok(())
 }

@@ -1,0 +1,195 @@
+"""GroupBy-Aggregate: one result per key, with the Compressed Buffer Tree or a hash table.
+
+>>> import spillway
+>>> totals = spillway.Aggregator("sum")
+>>> totals.insert("apples", 3)
+>>> totals.insert_batch(["pears", "apples"], [2, 4])
+>>> totals.finalize()
+>>> totals.to_dict()                                  # doctest: +SKIP
+{'apples': 7, 'pears': 2}
+
+Keys may be ``str``, ``bytes`` or ``int`` (one kind per aggregator); values
+``int``, ``float``, ``str`` or ``bytes``. ``insert_batch`` takes lists, NumPy
+arrays or Arrow arrays; integer keys with numeric NumPy values go to the engine
+as two flat buffers, without a Python object per record.
+
+A function of your own is an object with ``init(value)``, ``merge(a, b)``
+and ``finalize(state)`` methods (merge must be commutative and associative).
+It is the slow path: every state is pickled into the engine's buffers and
+every call takes the GIL. See ``docs/aggregate.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple, Union
+
+from . import _native
+from .errors import InvalidArgumentError
+
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_INT_KEY_BYTES = 8
+
+
+def _size(value: Union[int, str], what: str) -> int:
+    """``4G`` -> 4 GiB; ints pass through."""
+    if isinstance(value, int):
+        return value
+    text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
+    number = text[: len(text) - len(unit)]
+    if not number.isdigit():
+        raise InvalidArgumentError(f"{what} must be a size such as 512M or 4G, not {value!r}")
+    return int(number) * _SIZE_UNITS[unit]
+
+
+def _is_numpy(values: Any) -> bool:
+    return type(values).__module__ == "numpy" and hasattr(values, "dtype")
+
+
+def _from_arrow(values: Any) -> Any:
+    """Arrow arrays as NumPy (numbers) or lists (anything else)."""
+    if type(values).__module__.startswith("pyarrow") and hasattr(values, "to_pylist"):
+        if hasattr(values, "type") and str(values.type) in ("int64", "int32", "double", "float", "int16", "int8"):
+            return values.to_numpy(zero_copy_only=False)
+        return values.to_pylist()
+    return values
+
+
+class Aggregator:
+    """Aggregates values by key with ``function``.
+
+    ``function`` is a built-in name (``count``, ``sum``, ``min``, ``max``,
+    ``mean``, ``variance``, ``stddev``, ``first``, ``last``, ``top_k(K)``,
+    ``approx_distinct(P)``, ``collect_list``, ``collect_set``, ...) or an
+    object with ``init``, ``merge`` and ``finalize`` methods. ``engine`` is
+    ``"cbt"`` (least memory; results after :meth:`finalize`) or ``"hash"``.
+    ``memory`` bounds the engine's memory (inserts beyond it raise
+    :class:`spillway.ResourcesExhaustedError`); ``buffer`` and ``fan_out``
+    shape the CBT.
+    """
+
+    def __init__(
+        self,
+        function: Any = "count",
+        engine: str = "cbt",
+        memory: Union[int, str] = "1G",
+        buffer: Union[int, str] = "8M",
+        fan_out: int = 16,
+    ) -> None:
+        name, user = (function, None) if isinstance(function, str) else (None, function)
+        self._native = _native.Aggregator(
+            name, engine, _size(memory, "memory"), _size(buffer, "buffer"), fan_out, user
+        )
+        self._key_kind: Optional[type] = None
+        self._text_values = False
+
+    # Keys travel as bytes: text as UTF-8, integers as 8 big-endian bytes
+    # with the sign bit flipped.
+    def _check_key_kind(self, kind: type) -> None:
+        if self._key_kind is None:
+            self._key_kind = kind
+        elif self._key_kind is not kind:
+            raise InvalidArgumentError(
+                f"keys must all be of one kind: this aggregator has {self._key_kind.__name__} keys, "
+                f"not {kind.__name__}"
+            )
+
+    def _key(self, key: Any) -> bytes:
+        if isinstance(key, bool) or not isinstance(key, (str, bytes, int)):
+            raise InvalidArgumentError(f"a key must be str, bytes or int, not {type(key).__name__}")
+        kind = int if isinstance(key, int) else type(key)
+        self._check_key_kind(kind)
+        if kind is str:
+            return key.encode()
+        if kind is int:
+            if not -(2**63) <= key < 2**63:
+                raise InvalidArgumentError(f"integer key {key} does not fit 64 bits")
+            return (key + 2**63).to_bytes(_INT_KEY_BYTES, "big")
+        return key
+
+    def _unkey(self, key: bytes) -> Any:
+        if self._key_kind is str:
+            return key.decode()
+        if self._key_kind is int:
+            return int.from_bytes(key, "big") - 2**63
+        return key
+
+    def _value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            self._text_values = True
+        elif isinstance(value, bool) or not isinstance(value, (int, float, bytes)):
+            if hasattr(value, "item"):  # a NumPy scalar
+                return self._value(value.item())
+            raise InvalidArgumentError(f"a value must be int, float, str or bytes, not {type(value).__name__}")
+        return value
+
+    def _output(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self._output(item) for item in value]
+        if isinstance(value, bytes) and self._text_values:
+            return value.decode(errors="replace")
+        return value
+
+    def insert(self, key: Any, value: Any = 1) -> None:
+        """Folds ``value`` into ``key``'s result (``count`` ignores the value)."""
+        self._native.insert(self._key(key), self._value(value))
+
+    def insert_batch(self, keys: Iterable[Any], values: Iterable[Any]) -> None:
+        """Inserts ``keys[i], values[i]`` for every i: lists, NumPy or Arrow arrays."""
+        keys, values = _from_arrow(keys), _from_arrow(values)
+        if _is_numpy(keys) and _is_numpy(values) and keys.dtype.kind in "iu" and values.dtype.kind in "iuf":
+            import numpy
+
+            self._check_key_kind(int)
+            flipped = keys.astype(">i8").view(numpy.uint8).reshape(-1, _INT_KEY_BYTES).copy()
+            flipped[:, 0] ^= 0x80
+            kind = "f8" if values.dtype.kind == "f" else "i8"
+            packed = numpy.ascontiguousarray(values.astype("<" + kind))
+            self._native.insert_columns(flipped.tobytes(), _INT_KEY_BYTES, packed.tobytes(), kind)
+            return
+        keys = keys.tolist() if _is_numpy(keys) else list(keys)
+        values = values.tolist() if _is_numpy(values) else list(values)
+        if len(keys) != len(values):
+            raise InvalidArgumentError(f"{len(keys)} keys but {len(values)} values; give one value per key")
+        self._native.insert_lists([self._key(key) for key in keys], [self._value(value) for value in values])
+
+    def finalize(self) -> None:
+        """Makes the results readable; inserting afterwards needs another finalize."""
+        self._native.finalize()
+
+    def get(self, key: Any) -> Any:
+        """``key``'s result, or None if nothing was inserted for it."""
+        return self._output(self._native.get(self._key(key)))
+
+    def __iter__(self) -> Iterator[Tuple[Any, Any]]:
+        """(key, result) pairs: the CBT's in hash order, after :meth:`finalize`."""
+        for key, value in self._native.results():
+            yield self._unkey(key), self._output(value)
+
+    items = __iter__
+
+    def to_dict(self) -> Dict[Any, Any]:
+        """Every key's result in a dict."""
+        return dict(self)
+
+    def to_arrow(self) -> Any:
+        """Every key's result as a ``pyarrow.Table`` with columns ``key`` and ``value``."""
+        import pyarrow
+
+        keys, values = [], []
+        for key, value in self:
+            keys.append(key)
+            values.append(value)
+        return pyarrow.table({"key": keys, "value": values})
+
+    def stats(self) -> Dict[str, Any]:
+        """Inserts, memory by part, compression ratio, spills, inserts per second."""
+        return json.loads(self._native.stats())
+
+    def __repr__(self) -> str:
+        stats = self.stats()
+        return f"Aggregator({stats['function']!r}, engine={stats['engine']!r}, inserts={stats['inserts']})"
+
+
+__all__ = ["Aggregator"]
