@@ -79,14 +79,25 @@ fn check_against_hash(spec: &str, hash_bits: u32, codec: Codec, count: u64, seed
 
 #[test]
 fn matches_a_hash_aggregator_through_splits_and_spills() {
-    for (spec, seed) in [
-        ("sum", 1),
-        ("count", 2),
-        ("mean", 3),
-        ("collect_set", 4),
-        ("first", 5),
-    ] {
-        check_against_hash(spec, 64, Codec::Lz4, 60_000, seed);
+    let specs = [
+        "count",
+        "sum",
+        "min",
+        "max",
+        "mean",
+        "variance",
+        "variance_pop",
+        "stddev",
+        "stddev_pop",
+        "first",
+        "last",
+        "top_k(3)",
+        "approx_distinct(8)",
+        "collect_list",
+        "collect_set",
+    ];
+    for (seed, spec) in specs.into_iter().enumerate() {
+        check_against_hash(spec, 64, Codec::Lz4, 30_000, seed as u64);
     }
 }
 
