@@ -181,6 +181,41 @@ mod tests {
     }
 
     #[test]
+    fn damaged_fragments_never_panic_the_decoder() {
+        let mut run = Run::default();
+        for index in 0..200u64 {
+            run.push(
+                index * 3,
+                format!("k{index}").as_bytes(),
+                &index.to_le_bytes()[..(index % 9) as usize],
+            );
+        }
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for codec in [Codec::None, Codec::Lz4] {
+            let original = Fragment::encode(&run, 0..200, codec, &mut Vec::new()).unwrap();
+            for _ in 0..2000 {
+                let mut damaged = original.clone();
+                match next() % 3 {
+                    0 => {
+                        let at = next() as usize % damaged.bytes.len();
+                        damaged.bytes[at] ^= 1 << (next() % 8);
+                    }
+                    1 => damaged.bytes.truncate(next() as usize % damaged.bytes.len()),
+                    _ => damaged.records = (next() % 400) as u32,
+                }
+                // Either an error or some records; never a panic.
+                let _ = damaged.decode_into(codec, &mut Vec::new(), &mut Run::default());
+            }
+        }
+    }
+
+    #[test]
     fn damaged_fragments_are_refused() {
         let mut run = Run::default();
         run.push(1, b"a", b"x");
