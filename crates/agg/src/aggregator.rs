@@ -76,9 +76,9 @@ pub struct AggregatorStats {
     /// Times data was moved down the tree (root and node emptyings; 0 for
     /// the hash engine).
     pub spills: u64,
-    /// Time spent inserting.
+    /// Wall time from the first insert to the latest.
     pub insert_seconds: f64,
-    /// Inserts per second of insert time.
+    /// Inserts per second over that time: the ingest rate.
     pub inserts_per_second: f64,
 }
 

@@ -13,11 +13,12 @@
 //! the arena.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hashbrown::HashTable;
 use spillway_core::{ensure, hash64, Result};
 
+use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
 use crate::value::{Output, Value};
 
@@ -53,7 +54,8 @@ pub struct HashStats {
     pub garbage_bytes: u64,
     /// Compactions of the state arena.
     pub compactions: u64,
-    /// Time spent inserting.
+    /// Wall time from the first insert to the latest (the clock is read
+    /// every 1024 inserts and after each batch).
     pub insert_time: Duration,
 }
 
@@ -76,6 +78,7 @@ pub struct HashAggregator {
     next_sequence: u64,
     scratch: Vec<u8>,
     stats: HashStats,
+    clock: InsertClock,
 }
 
 impl HashAggregator {
@@ -94,6 +97,7 @@ impl HashAggregator {
             next_sequence: 0,
             scratch: Vec::new(),
             stats: HashStats::default(),
+            clock: InsertClock::default(),
         }
     }
 
@@ -105,20 +109,18 @@ impl HashAggregator {
     /// Folds `value` into `key`'s state; the value's sequence number is the
     /// count of inserts before it.
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        let started = Instant::now();
-        let outcome = self.insert_one(key, value);
-        self.stats.insert_time += started.elapsed();
-        outcome
+        self.clock.tick();
+        self.insert_one(key, value)
     }
 
     /// Inserts every pair in order; stops at the first error, after the
     /// pairs before it were inserted.
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        let started = Instant::now();
-        let outcome = pairs
-            .into_iter()
-            .try_for_each(|(key, value)| self.insert_one(key, value));
-        self.stats.insert_time += started.elapsed();
+        let outcome = pairs.into_iter().try_for_each(|(key, value)| {
+            self.clock.tick();
+            self.insert_one(key, value)
+        });
+        self.clock.read();
         outcome
     }
 
@@ -242,6 +244,7 @@ impl HashAggregator {
     pub fn stats(&self) -> HashStats {
         HashStats {
             keys: self.table.len() as u64,
+            insert_time: self.clock.elapsed(),
             table_bytes: self.table.allocation_size() as u64,
             key_bytes: self.keys.capacity() as u64,
             state_bytes: self.states.capacity() as u64,

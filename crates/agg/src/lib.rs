@@ -19,6 +19,7 @@
 
 pub mod aggregator;
 pub mod cbt;
+mod clock;
 pub mod function;
 pub mod hash;
 pub mod value;

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use spillway_core::{bail, ensure, hash64, Codec, Error, Result};
 
+use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
 use crate::value::{Output, Value};
 use fragment::Fragment;
@@ -131,7 +132,8 @@ pub struct CbtStats {
     pub compressed_bytes: u64,
     /// Uncompressed bytes of the records in the fragments.
     pub raw_bytes: u64,
-    /// Time spent inserting, emptying included.
+    /// Wall time from the first insert to the latest (emptying included;
+    /// the clock is read every 1024 inserts and after each batch).
     pub insert_time: Duration,
     /// Time spent emptying nodes (sort, merge, compress).
     pub empty_time: Duration,
@@ -175,7 +177,9 @@ struct Node {
 /// The root buffer: records as they arrive, uncompressed.
 #[derive(Debug, Default)]
 struct RootBuffer {
-    /// Each record's key and state: varint key length, key, state.
+    /// Each record: key length and state length (u32 LE each), key, state.
+    /// Fixed-width lengths cost a few bytes per record but no decoding
+    /// when the root is emptied.
     data: Vec<u8>,
     /// Each record's hash and where it starts in `data`.
     index: Vec<(u64, u32)>,
@@ -183,19 +187,19 @@ struct RootBuffer {
 }
 
 impl RootBuffer {
+    /// Bytes held: records plus each one's index entry.
     fn bytes(&self) -> usize {
         self.data.len() + run::RECORD_OVERHEAD_BYTES * self.index.len()
     }
 
     fn record(&self, at: u32) -> (&[u8], &[u8]) {
         let record = &self.data[at as usize..];
-        let (key_len, used) =
-            spillway_core::varint::decode_u64(record).expect("the root buffer encodes its records");
-        let key = &record[used..used + key_len as usize];
-        let (state_len, state_used) = spillway_core::varint::decode_u64(&record[used + key.len()..])
-            .expect("the root buffer encodes its records");
-        let start = used + key.len() + state_used;
-        (key, &record[start..start + state_len as usize])
+        let length = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let (key_len, state_len) = (length(0), length(4));
+        (
+            &record[8..8 + key_len],
+            &record[8 + key_len..8 + key_len + state_len],
+        )
     }
 }
 
@@ -219,6 +223,7 @@ pub struct CompressedBufferTree {
     merger: GroupMerger,
     scratch: Vec<u8>,
     stats: CbtStats,
+    clock: InsertClock,
 }
 
 impl CompressedBufferTree {
@@ -238,6 +243,7 @@ impl CompressedBufferTree {
             merger: GroupMerger::default(),
             scratch: Vec::new(),
             stats: CbtStats::default(),
+            clock: InsertClock::default(),
         })
     }
 
@@ -254,19 +260,17 @@ impl CompressedBufferTree {
     /// root when it is full; the value's sequence number is the count of
     /// inserts before it.
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        let started = Instant::now();
-        let outcome = self.insert_one(key, value);
-        self.stats.insert_time += started.elapsed();
-        outcome
+        self.clock.tick();
+        self.insert_one(key, value)
     }
 
     /// Inserts every pair in order; stops at the first error.
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        let started = Instant::now();
-        let outcome = pairs
-            .into_iter()
-            .try_for_each(|(key, value)| self.insert_one(key, value));
-        self.stats.insert_time += started.elapsed();
+        let outcome = pairs.into_iter().try_for_each(|(key, value)| {
+            self.clock.tick();
+            self.insert_one(key, value)
+        });
+        self.clock.read();
         outcome
     }
 
@@ -310,20 +314,30 @@ impl CompressedBufferTree {
         );
         let hash = self.hash(key);
         let at = self.root.data.len();
-        spillway_core::varint::encode_u64(key.len() as u64, &mut self.root.data);
+        // The root empties at buffer_bytes (at most 1 GiB), so offsets fit.
+        let offset =
+            u32::try_from(at).map_err(|_| Error::Internal("the CBT root buffer passed 4 GiB".into()))?;
+        // The state goes straight after a placeholder header and the key.
+        self.root.data.extend_from_slice(&[0; 8]);
         self.root.data.extend_from_slice(key);
-        self.scratch.clear();
-        if let Err(error) = self
+        let state_at = self.root.data.len();
+        let state_len = self
             .function
-            .init_into(Input::new(value, self.next_sequence), &mut self.scratch)
-        {
-            self.root.data.truncate(at);
-            return Err(error);
-        }
-        spillway_core::varint::encode_u64(self.scratch.len() as u64, &mut self.root.data);
-        self.root.data.extend_from_slice(&self.scratch);
-        let at = u32::try_from(at).map_err(|_| Error::Internal("the CBT root buffer passed 4 GiB".into()))?;
-        self.root.index.push((hash, at));
+            .init_into(Input::new(value, self.next_sequence), &mut self.root.data)
+            .and_then(|()| {
+                u32::try_from(self.root.data.len() - state_at)
+                    .map_err(|_| Error::InvalidArgument("a value's state is larger than 4 GiB".into()))
+            });
+        let state_len = match state_len {
+            Ok(state_len) => state_len,
+            Err(error) => {
+                self.root.data.truncate(at);
+                return Err(error);
+            }
+        };
+        self.root.data[at..at + 4].copy_from_slice(&(key.len() as u32).to_le_bytes());
+        self.root.data[at + 4..at + 8].copy_from_slice(&state_len.to_le_bytes());
+        self.root.index.push((hash, offset));
         self.next_sequence += 1;
         self.stats.inserts += 1;
         self.finalized = false;
@@ -676,6 +690,7 @@ impl CompressedBufferTree {
     /// Work and memory so far.
     pub fn stats(&self) -> CbtStats {
         let mut stats = self.stats.clone();
+        stats.insert_time = self.clock.elapsed();
         let mut height = 0;
         let mut level = self.children.clone();
         while !level.is_empty() {
