@@ -342,7 +342,7 @@ impl CompressedBufferTree {
         self.stats.inserts += 1;
         self.finalized = false;
         if self.root.bytes() >= self.options.buffer_bytes {
-            self.emptying(Self::empty_root)?;
+            self.emptying(|tree| tree.empty_root(false))?;
         }
         Ok(())
     }
@@ -386,13 +386,16 @@ impl CompressedBufferTree {
 
     /// Algorithm 1 at the root: split a root that is a leaf, spill one that
     /// is not, then empty the full children and split the root if it has
-    /// too many.
-    fn empty_root(&mut self) -> Result<()> {
+    /// too many. With `force` (finalize) every node below is emptied too,
+    /// not only the full ones.
+    fn empty_root(&mut self, force: bool) -> Result<()> {
         let started = Instant::now();
-        self.stats.root_empties += 1;
+        if !force {
+            self.stats.root_empties += 1;
+        }
         let run = self.root_run()?;
         let mut children = std::mem::take(&mut self.children);
-        let outcome = self.spill_into(run, &mut children, false);
+        let outcome = self.spill_into(run, &mut children, force);
         self.children = children;
         outcome?;
         self.grow_if_needed();
@@ -586,20 +589,8 @@ impl CompressedBufferTree {
     /// and needs another finalize before reading.
     pub fn finalize(&mut self) -> Result<()> {
         self.check_usable()?;
-        self.emptying(Self::finalize_all)?;
+        self.emptying(|tree| tree.empty_root(true))?;
         self.finalized = true;
-        Ok(())
-    }
-
-    fn finalize_all(&mut self) -> Result<()> {
-        let started = Instant::now();
-        let run = self.root_run()?;
-        let mut children = std::mem::take(&mut self.children);
-        let outcome = self.spill_into(run, &mut children, true);
-        self.children = children;
-        outcome?;
-        self.grow_if_needed();
-        self.stats.empty_time += started.elapsed();
         Ok(())
     }
 
