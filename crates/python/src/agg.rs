@@ -41,10 +41,10 @@ pub struct PyAggregator {
     inner: Mutex<Aggregator>,
 }
 
-fn lock(aggregator: &Mutex<Aggregator>) -> std::sync::MutexGuard<'_, Aggregator> {
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic inside the engine is reported where it happens; the data is
-    // still a consistent aggregator or a failed one that says so.
-    aggregator.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    // still a consistent aggregator (or a failed one that says so).
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The output as a Python object: int, float, bytes, list or None.
@@ -224,6 +224,10 @@ struct PythonAggregate {
     user: Py<PyAny>,
     name: String,
     pickle: Py<PyModule>,
+    /// Why the last state that could not be pickled failed: `serialize`
+    /// cannot return an error, so it is reported when the empty state it
+    /// left is read back.
+    pickle_error: Mutex<Option<String>>,
 }
 
 impl PythonAggregate {
@@ -248,6 +252,7 @@ impl PythonAggregate {
                 pickle: py.import("pickle")?.unbind(),
                 user,
                 name,
+                pickle_error: Mutex::new(None),
             })
         })
     }
@@ -291,16 +296,15 @@ impl Aggregate for PythonAggregate {
     }
 
     fn serialize(&self, state: &Py<PyAny>, out: &mut Vec<u8>) {
-        // A state that cannot be pickled is reported when it is read back
-        // (deserialize) as an empty, undecodable state.
         let pickled = Python::attach(|py| -> PyResult<Vec<u8>> {
             self.pickle
                 .bind(py)
                 .call_method1("dumps", (state.bind(py),))?
                 .extract()
         });
-        if let Ok(bytes) = pickled {
-            out.extend_from_slice(&bytes);
+        match pickled {
+            Ok(bytes) => out.extend_from_slice(&bytes),
+            Err(error) => *lock(&self.pickle_error) = Some(error.to_string()),
         }
     }
 
@@ -310,7 +314,12 @@ impl Aggregate for PythonAggregate {
                 .bind(py)
                 .call_method1("loads", (PyBytes::new(py, bytes),))
                 .map(Bound::unbind)
-                .map_err(|error| DecodeError::new(format!("a pickled state does not load: {error}")))
+                .map_err(|error| match &*lock(&self.pickle_error) {
+                    Some(cause) if bytes.is_empty() => {
+                        DecodeError::new(format!("a state could not be pickled: {cause}"))
+                    }
+                    _ => DecodeError::new(format!("a pickled state does not load: {error}")),
+                })
         })
     }
 
