@@ -178,6 +178,7 @@ fn aggregate_file(
         None => bail!("--value N is needed for {}", args.function),
     };
     let key_column = args.key - 1;
+    let last_column = key_column.max(value_column.unwrap_or(0));
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut line = Vec::with_capacity(256);
@@ -201,19 +202,31 @@ fn aggregate_file(
         if text.is_empty() {
             continue;
         }
-        let field = |column: usize| {
-            text.split(|&byte| byte == delimiter).nth(column).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "{} line {number}: no column {} (the line has {})",
-                    path.display(),
-                    column + 1,
-                    text.split(|&byte| byte == delimiter).count()
-                )
-            })
+        // One pass over the line picks out both columns.
+        let wanted = [Some(key_column), value_column];
+        let mut fields: [Option<&[u8]>; 2] = [None, None];
+        for (index, field) in text
+            .split(|&byte| byte == delimiter)
+            .enumerate()
+            .take(last_column + 1)
+        {
+            for (slot, column) in fields.iter_mut().zip(wanted) {
+                if column == Some(index) {
+                    *slot = Some(field);
+                }
+            }
+        }
+        let missing = |column: usize| {
+            anyhow::anyhow!(
+                "{} line {number}: no column {} (the line has {})",
+                path.display(),
+                column + 1,
+                text.split(|&byte| byte == delimiter).count()
+            )
         };
-        let key = field(key_column)?;
+        let key = fields[0].ok_or_else(|| missing(key_column))?;
         let value = match value_column {
-            Some(column) => parse_value(field(column)?, value_type)
+            Some(column) => parse_value(fields[1].ok_or_else(|| missing(column))?, value_type)
                 .with_context(|| format!("{} line {number}, column {}", path.display(), column + 1))?,
             None => Value::Int(1),
         };
