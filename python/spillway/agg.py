@@ -66,7 +66,9 @@ class Aggregator:
     ``"cbt"`` (least memory; results after :meth:`finalize`) or ``"hash"``.
     ``memory`` bounds the engine's memory (inserts beyond it raise
     :class:`spillway.ResourcesExhaustedError`); ``buffer`` and ``fan_out``
-    shape the CBT.
+    shape the CBT; ``threads`` is the number of CBT worker threads, each
+    with a tree of its own (0 empties one tree on the inserting thread, as
+    user-defined aggregates always do).
     """
 
     def __init__(
@@ -76,10 +78,11 @@ class Aggregator:
         memory: Union[int, str] = "1G",
         buffer: Union[int, str] = "8M",
         fan_out: int = 16,
+        threads: int = 2,
     ) -> None:
         name, user = (function, None) if isinstance(function, str) else (None, function)
         self._native = _native.Aggregator(
-            name, engine, _size(memory, "memory"), _size(buffer, "buffer"), fan_out, user
+            name, engine, _size(memory, "memory"), _size(buffer, "buffer"), fan_out, threads, user
         )
         self._key_kind: Optional[type] = None
         self._text_values = False

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use spillway_core::{bail, Result};
 
-use crate::cbt::{CbtOptions, CompressedBufferTree};
+use crate::cbt::{CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt};
 use crate::function::{function, AggregateFunction};
 use crate::hash::HashAggregator;
 use crate::value::{Output, Value};
@@ -45,6 +45,10 @@ pub struct AggregatorOptions {
     pub memory_bytes: u64,
     /// The CBT's shape (its `memory_bytes` is replaced by the one above).
     pub cbt: CbtOptions,
+    /// Worker threads of the CBT, each emptying a tree of its own with a
+    /// slice of the keys (see [`ParallelCbt`]); 0 empties one tree on the
+    /// inserting thread. The hash engine ignores it.
+    pub threads: usize,
 }
 
 impl Default for AggregatorOptions {
@@ -53,6 +57,7 @@ impl Default for AggregatorOptions {
             engine: Engine::Cbt,
             memory_bytes: 1 << 30,
             cbt: CbtOptions::default(),
+            threads: 2,
         }
     }
 }
@@ -88,6 +93,7 @@ pub type Results<'a> = Box<dyn Iterator<Item = Result<(Vec<u8>, Output)>> + 'a>;
 #[derive(Debug)]
 enum Inner {
     Cbt(CompressedBufferTree),
+    Parallel(ParallelCbt),
     Hash(HashAggregator),
 }
 
@@ -107,14 +113,13 @@ impl Aggregator {
 
     /// An aggregator of any function, a user-defined one included.
     pub fn with_function(function: Arc<dyn AggregateFunction>, options: AggregatorOptions) -> Result<Self> {
+        let cbt = CbtOptions {
+            memory_bytes: options.memory_bytes,
+            ..options.cbt
+        };
         let inner = match options.engine {
-            Engine::Cbt => Inner::Cbt(CompressedBufferTree::new(
-                function,
-                CbtOptions {
-                    memory_bytes: options.memory_bytes,
-                    ..options.cbt
-                },
-            )?),
+            Engine::Cbt if options.threads == 0 => Inner::Cbt(CompressedBufferTree::new(function, cbt)?),
+            Engine::Cbt => Inner::Parallel(ParallelCbt::new(function, cbt, options.threads)?),
             Engine::Hash => Inner::Hash(HashAggregator::new(function, options.memory_bytes)),
         };
         Ok(Aggregator { inner })
@@ -124,6 +129,7 @@ impl Aggregator {
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         match &mut self.inner {
             Inner::Cbt(tree) => tree.insert(key, value),
+            Inner::Parallel(trees) => trees.insert(key, value),
             Inner::Hash(table) => table.insert(key, value),
         }
     }
@@ -132,6 +138,7 @@ impl Aggregator {
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
         match &mut self.inner {
             Inner::Cbt(tree) => tree.insert_batch(pairs),
+            Inner::Parallel(trees) => trees.insert_batch(pairs),
             Inner::Hash(table) => table.insert_batch(pairs),
         }
     }
@@ -141,6 +148,7 @@ impl Aggregator {
     pub fn finalize(&mut self) -> Result<()> {
         match &mut self.inner {
             Inner::Cbt(tree) => tree.finalize(),
+            Inner::Parallel(trees) => trees.finalize(),
             Inner::Hash(_) => Ok(()),
         }
     }
@@ -149,6 +157,7 @@ impl Aggregator {
     pub fn get(&self, key: &[u8]) -> Result<Option<Output>> {
         match &self.inner {
             Inner::Cbt(tree) => tree.get(key),
+            Inner::Parallel(trees) => trees.get(key),
             Inner::Hash(table) => table.get(key),
         }
     }
@@ -157,6 +166,7 @@ impl Aggregator {
     pub fn iter(&self) -> Result<Results<'_>> {
         Ok(match &self.inner {
             Inner::Cbt(tree) => Box::new(tree.iter()?),
+            Inner::Parallel(trees) => trees.iter()?,
             Inner::Hash(table) => Box::new(
                 table
                     .iter()
@@ -167,54 +177,65 @@ impl Aggregator {
 
     /// Work and memory so far.
     pub fn stats(&self) -> AggregatorStats {
-        let (engine, function, inserts, memory, ratio, spills, time) = match &self.inner {
-            Inner::Cbt(tree) => {
-                let stats = tree.stats();
-                (
-                    Engine::Cbt,
-                    tree.function().name(),
-                    stats.inserts,
-                    vec![
-                        ("root buffer", stats.root_bytes),
-                        ("fragments", stats.compressed_bytes),
-                    ],
-                    stats.compression_ratio(),
-                    stats.root_empties + stats.node_empties,
-                    stats.insert_time,
-                )
-            }
+        match &self.inner {
+            Inner::Cbt(tree) => AggregatorStats::of_cbt(tree.function(), tree.stats()),
+            Inner::Parallel(trees) => AggregatorStats::of_cbt(trees.function(), trees.stats()),
             Inner::Hash(table) => {
                 let stats = table.stats();
-                (
+                let memory = vec![
+                    ("table", stats.table_bytes),
+                    ("keys", stats.key_bytes),
+                    ("states", stats.state_bytes),
+                ];
+                AggregatorStats::new(
                     Engine::Hash,
-                    table.function().name(),
+                    table.function(),
                     stats.inserts,
-                    vec![
-                        ("table", stats.table_bytes),
-                        ("keys", stats.key_bytes),
-                        ("states", stats.state_bytes),
-                    ],
-                    1.0,
-                    0,
+                    memory,
                     stats.insert_time,
                 )
             }
-        };
+        }
+    }
+}
+
+impl AggregatorStats {
+    /// Stats with nothing compressed and nothing spilled (the hash engine).
+    fn new(
+        engine: Engine,
+        function: &Arc<dyn AggregateFunction>,
+        inserts: u64,
+        memory: Vec<(&'static str, u64)>,
+        time: Duration,
+    ) -> Self {
         let seconds = time.as_secs_f64();
         AggregatorStats {
             engine,
-            function,
+            function: function.name(),
             inserts,
             memory_bytes: memory.iter().map(|(_, bytes)| bytes).sum(),
             memory,
-            compression_ratio: ratio,
-            spills,
+            compression_ratio: 1.0,
+            spills: 0,
             insert_seconds: seconds,
             inserts_per_second: if time > Duration::ZERO {
                 inserts as f64 / seconds
             } else {
                 0.0
             },
+        }
+    }
+
+    /// The stats of either CBT engine.
+    fn of_cbt(function: &Arc<dyn AggregateFunction>, stats: CbtStats) -> Self {
+        let memory = vec![
+            ("root buffers", stats.root_bytes),
+            ("fragments", stats.compressed_bytes),
+        ];
+        AggregatorStats {
+            compression_ratio: stats.compression_ratio(),
+            spills: stats.root_empties + stats.node_empties,
+            ..Self::new(Engine::Cbt, function, stats.inserts, memory, stats.insert_time)
         }
     }
 }
@@ -234,6 +255,7 @@ mod tests {
                     buffer_bytes: 8192,
                     ..CbtOptions::default()
                 },
+                threads: 2,
             };
             let mut aggregator = Aggregator::new("max", options).unwrap();
             let keys: Vec<String> = (0..30_000).map(|index| format!("k{}", index % 997)).collect();

@@ -25,7 +25,7 @@ pub mod hash;
 pub mod value;
 
 pub use aggregator::{Aggregator, AggregatorOptions, AggregatorStats, Engine, Results};
-pub use cbt::{CbtIter, CbtOptions, CbtStats, CompressedBufferTree};
+pub use cbt::{CbtIter, CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt};
 pub use function::{function, Aggregate, AggregateFunction, Input, FUNCTION_NAMES};
 pub use hash::{HashAggregator, HashStats};
 pub use value::{Output, Scalar, Value};

@@ -4,19 +4,76 @@
 
 use std::collections::BTreeMap;
 
-use spillway_agg::{function, CbtOptions, CompressedBufferTree, HashAggregator, Output, Value};
+use spillway_agg::{
+    function, CbtOptions, CbtStats, CompressedBufferTree, HashAggregator, Output, ParallelCbt, Value,
+};
 use spillway_core::Codec;
 use spillway_workload::{Rng, Zipf};
 
-fn small_tree(spec: &str, hash_bits: u32, codec: Codec) -> CompressedBufferTree {
-    let options = CbtOptions {
+fn small_options(hash_bits: u32, codec: Codec) -> CbtOptions {
+    CbtOptions {
         buffer_bytes: 4096,
         fan_out: 4,
         codec,
         memory_bytes: 1 << 30,
         hash_bits,
-    };
-    CompressedBufferTree::new(function(spec).unwrap(), options).unwrap()
+    }
+}
+
+fn small_tree(spec: &str, hash_bits: u32, codec: Codec) -> CompressedBufferTree {
+    CompressedBufferTree::new(function(spec).unwrap(), small_options(hash_bits, codec)).unwrap()
+}
+
+/// One tree on the calling thread, or several on workers.
+enum Trees {
+    One(Box<CompressedBufferTree>),
+    Many(ParallelCbt),
+}
+
+impl Trees {
+    /// `count` trees: 0 for one on the calling thread.
+    fn new(spec: &str, hash_bits: u32, codec: Codec, count: usize) -> Trees {
+        if count == 0 {
+            return Trees::One(Box::new(small_tree(spec, hash_bits, codec)));
+        }
+        let options = small_options(hash_bits, codec);
+        Trees::Many(ParallelCbt::new(function(spec).unwrap(), options, count).unwrap())
+    }
+
+    fn insert(&mut self, key: &[u8], value: Value<'_>) -> spillway_core::Result<()> {
+        match self {
+            Trees::One(tree) => tree.insert(key, value),
+            Trees::Many(trees) => trees.insert(key, value),
+        }
+    }
+
+    fn finalize(&mut self) -> spillway_core::Result<()> {
+        match self {
+            Trees::One(tree) => tree.finalize(),
+            Trees::Many(trees) => trees.finalize(),
+        }
+    }
+
+    fn get(&self, key: &[u8]) -> spillway_core::Result<Option<Output>> {
+        match self {
+            Trees::One(tree) => tree.get(key),
+            Trees::Many(trees) => trees.get(key),
+        }
+    }
+
+    fn results(&self) -> Vec<(Vec<u8>, Output)> {
+        match self {
+            Trees::One(tree) => tree.iter().unwrap().map(Result::unwrap).collect(),
+            Trees::Many(trees) => trees.iter().unwrap().map(Result::unwrap).collect(),
+        }
+    }
+
+    fn stats(&self) -> CbtStats {
+        match self {
+            Trees::One(tree) => tree.stats(),
+            Trees::Many(trees) => trees.stats(),
+        }
+    }
 }
 
 /// Equal, floats to within rounding: merge order changes their last bits.
@@ -27,10 +84,11 @@ fn same(a: &Output, b: &Output) -> bool {
     }
 }
 
-/// Inserts `count` Zipf-distributed keys with small integer values into a
-/// tree and a hash aggregator, finalizes, and checks every key both ways.
-fn check_against_hash(spec: &str, hash_bits: u32, codec: Codec, count: u64, seed: u64) {
-    let mut tree = small_tree(spec, hash_bits, codec);
+/// Inserts `count` Zipf-distributed keys with small integer values into
+/// `trees` trees (0: one on this thread) and a hash aggregator, finalizes,
+/// and checks every key both ways.
+fn check_against_hash(spec: &str, hash_bits: u32, codec: Codec, count: u64, seed: u64, trees: usize) {
+    let mut tree = Trees::new(spec, hash_bits, codec, trees);
     let mut model = HashAggregator::new(function(spec).unwrap(), u64::MAX);
     let mut rng = Rng::new(seed);
     let zipf = Zipf::new(5_000, 0.9).unwrap();
@@ -50,7 +108,7 @@ fn check_against_hash(spec: &str, hash_bits: u32, codec: Codec, count: u64, seed
             (key.to_vec(), output)
         })
         .collect();
-    let got: Vec<(Vec<u8>, Output)> = tree.iter().unwrap().map(Result::unwrap).collect();
+    let got = tree.results();
     assert_eq!(got.len(), expected.len(), "{spec}: one result per key");
     let got_map: BTreeMap<Vec<u8>, Output> = got.into_iter().collect();
     assert_eq!(got_map.len(), expected.len(), "{spec}: the same keys");
@@ -60,7 +118,7 @@ fn check_against_hash(spec: &str, hash_bits: u32, codec: Codec, count: u64, seed
             .unwrap_or_else(|| panic!("{spec}: {key:?} is missing"));
         assert!(
             same(found, want),
-            "{spec}, {hash_bits} hash bits, {codec}: {key:?} gives {found:?}, not {want:?}"
+            "{spec}, {hash_bits} hash bits, {codec}, {trees} trees: {key:?} gives {found:?}, not {want:?}"
         );
     }
     for key in keys.iter().take(500) {
@@ -97,16 +155,27 @@ fn matches_a_hash_aggregator_through_splits_and_spills() {
         "collect_set",
     ];
     for (seed, spec) in specs.into_iter().enumerate() {
-        check_against_hash(spec, 64, Codec::Lz4, 30_000, seed as u64);
+        check_against_hash(spec, 64, Codec::Lz4, 30_000, seed as u64, 0);
     }
+}
+
+#[test]
+fn several_trees_on_workers_match_a_hash_aggregator() {
+    for (seed, spec) in ["sum", "mean", "first", "collect_list", "approx_distinct(8)"]
+        .into_iter()
+        .enumerate()
+    {
+        check_against_hash(spec, 64, Codec::Lz4, 60_000, seed as u64, 3);
+    }
+    check_against_hash("count", 8, Codec::Snappy, 60_000, 9, 2);
 }
 
 #[test]
 fn colliding_hashes_keep_keys_apart() {
     // 6 hash bits: 64 hash values for 5,000 keys, so almost every record
     // shares its hash with other keys.
-    check_against_hash("sum", 6, Codec::Snappy, 40_000, 7);
-    check_against_hash("collect_list", 10, Codec::None, 20_000, 8);
+    check_against_hash("sum", 6, Codec::Snappy, 40_000, 7, 0);
+    check_against_hash("collect_list", 10, Codec::None, 20_000, 8, 0);
 }
 
 #[test]
@@ -208,4 +277,95 @@ fn a_merge_that_fails_part_way_leaves_the_tree_refusing_work() {
         assert_eq!(error.kind(), spillway_core::ErrorKind::Poisoned, "{error}");
         assert!(error.to_string().contains("max cannot compare"), "{error}");
     }
+}
+
+#[test]
+fn several_trees_read_in_hash_order_and_reopen_after_finalize() {
+    let mut trees = Trees::new("count", 64, Codec::Lz4, 4);
+    assert!(trees
+        .get(b"x")
+        .unwrap_err()
+        .to_string()
+        .contains("must be finalized"));
+    for index in 0..40_000u32 {
+        trees
+            .insert(&(index % 10_000).to_le_bytes(), Value::Int(1))
+            .unwrap();
+    }
+    trees.finalize().unwrap();
+    let results = trees.results();
+    assert_eq!(results.len(), 10_000);
+    assert!(results.iter().all(|(_, output)| *output == Output::Int(4)));
+    let hashes: Vec<u64> = results
+        .iter()
+        .map(|(key, _)| spillway_core::hash64(key))
+        .collect();
+    assert!(hashes.windows(2).all(|pair| pair[0] < pair[1]));
+    trees.insert(&7u32.to_le_bytes(), Value::Int(1)).unwrap();
+    trees.finalize().unwrap();
+    assert_eq!(trees.get(&7u32.to_le_bytes()).unwrap(), Some(Output::Int(5)));
+    let stats = trees.stats();
+    assert_eq!(stats.inserts, 40_001);
+    assert!(stats.root_empties >= 4 && stats.leaves >= 4, "{stats:?}");
+}
+
+#[test]
+fn a_worker_that_fails_leaves_the_trees_refusing_work() {
+    let mut trees = Trees::new("max", 64, Codec::Lz4, 2);
+    trees.insert(b"k", Value::Int(1)).unwrap();
+    trees.insert(b"k", Value::Bytes(b"one")).unwrap();
+    // Enough other keys to fill and hand over every root buffer.
+    let mut error = None;
+    for index in 0..100_000u32 {
+        if let Err(failed) = trees.insert(&index.to_le_bytes(), Value::Int(1)) {
+            error = Some(failed);
+            break;
+        }
+    }
+    let error = error.unwrap_or_else(|| trees.finalize().unwrap_err());
+    assert!(error.to_string().contains("max cannot compare"), "{error}");
+    for error in [
+        trees.insert(b"other", Value::Int(2)).unwrap_err(),
+        trees.finalize().unwrap_err(),
+        trees.get(b"k").unwrap_err(),
+    ] {
+        assert_eq!(error.kind(), spillway_core::ErrorKind::Poisoned, "{error}");
+        assert!(error.to_string().contains("max cannot compare"), "{error}");
+    }
+}
+
+#[test]
+fn several_trees_respect_the_memory_budget() {
+    let options = CbtOptions {
+        buffer_bytes: 4096,
+        fan_out: 4,
+        memory_bytes: 64 << 10,
+        ..CbtOptions::default()
+    };
+    let error = ParallelCbt::new(function("sum").unwrap(), options, 16).unwrap_err();
+    assert!(error.to_string().contains("too small for 16 CBTs"), "{error}");
+    let mut trees = ParallelCbt::new(function("sum").unwrap(), options, 2).unwrap();
+    let error = (0..1_000_000u32)
+        .map(|index| trees.insert(&index.to_le_bytes(), Value::Int(1)))
+        .find_map(Result::err)
+        .expect("the budget must bind");
+    assert_eq!(error.kind(), spillway_core::ErrorKind::ResourcesExhausted);
+    assert!(
+        error
+            .to_string()
+            .contains("over their memory budget of 65536 bytes"),
+        "{error}"
+    );
+    // Nothing accepted was lost: a finalize still reads every key inserted.
+    let accepted = trees.stats().inserts;
+    trees.finalize().unwrap();
+    let sum: i64 = trees
+        .iter()
+        .unwrap()
+        .map(|item| match item.unwrap().1 {
+            Output::Int(value) => value,
+            other => panic!("{other:?}"),
+        })
+        .sum();
+    assert_eq!(sum as u64, accepted);
 }

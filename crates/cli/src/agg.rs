@@ -69,6 +69,10 @@ pub struct Args {
     /// The CBT's fan-out.
     #[arg(long, value_name = "N", default_value_t = 16)]
     fan_out: usize,
+    /// CBT worker threads, each with a tree of its own (0: one tree,
+    /// emptied on the reading thread).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
     /// Write the results here (atomically, when complete) instead of to
     /// standard output; `-` discards them (for measuring).
     #[arg(short, long, value_name = "FILE")]
@@ -109,6 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             fan_out: args.fan_out,
             ..CbtOptions::default()
         },
+        threads: args.threads,
     };
     let mut aggregator = Aggregator::new(&args.function, options)?;
     let started = Instant::now();

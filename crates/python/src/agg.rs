@@ -69,15 +69,20 @@ impl PyAggregator {
     /// `function` is a built-in name, or None with `user` set to an object
     /// with `init(value)`, `merge(a, b)` and `finalize(state)` methods.
     #[new]
-    #[pyo3(signature = (name, engine, memory, buffer, fan_out, user=None))]
+    #[pyo3(signature = (name, engine, memory, buffer, fan_out, threads, user=None))]
     fn new(
         name: Option<&str>,
         engine: &str,
         memory: u64,
         buffer: usize,
         fan_out: usize,
+        threads: usize,
         user: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
+        // A Python aggregate runs on the inserting thread only: a worker
+        // would need the GIL, which the thread dropping the aggregator
+        // (and waiting for its workers) may hold.
+        let threads = if user.is_some() { 0 } else { threads };
         let engine: Engine = engine.parse().map_err(to_py_err)?;
         let function: Arc<dyn AggregateFunction> = match (name, user) {
             (Some(name), None) => builtin(name).map_err(to_py_err)?,
@@ -96,6 +101,7 @@ impl PyAggregator {
                 fan_out,
                 ..CbtOptions::default()
             },
+            threads,
         };
         let aggregator = Aggregator::with_function(function, options).map_err(to_py_err)?;
         Ok(PyAggregator {

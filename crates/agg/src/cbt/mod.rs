@@ -24,6 +24,7 @@
 //! descending to its leaf.
 
 mod fragment;
+mod parallel;
 mod run;
 
 use std::sync::Arc;
@@ -36,6 +37,8 @@ use crate::function::{AggregateFunction, Input};
 use crate::value::{Output, Value};
 use fragment::Fragment;
 use run::{radix_sort_by_hash, GroupMerger, Run};
+
+pub use parallel::{ParallelCbt, ROOT_BUFFERS};
 
 /// How a [`CompressedBufferTree`] is shaped.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -155,6 +158,11 @@ impl CbtStats {
     }
 }
 
+/// The hash a tree orders a key by: the top `hash_bits` of its 64-bit hash.
+fn tree_hash(full_hash: u64, hash_bits: u32) -> u64 {
+    full_hash >> (64 - hash_bits)
+}
+
 type NodeId = usize;
 
 /// A child's lowest hash and its node; a node covers hashes from its low up
@@ -174,9 +182,11 @@ struct Node {
     children: Vec<Child>,
 }
 
-/// The root buffer: records as they arrive, uncompressed.
+/// A root buffer: records as they arrive, uncompressed. A tree fills its
+/// own; a [`ParallelCbt`] fills several per tree and hands the full ones to
+/// the tree's worker.
 #[derive(Debug, Default)]
-struct RootBuffer {
+pub(crate) struct RootBuffer {
     /// Each record: key length and state length (u32 LE each), key, state.
     /// Fixed-width lengths cost a few bytes per record but no decoding
     /// when the root is emptied.
@@ -190,6 +200,58 @@ impl RootBuffer {
     /// Bytes held: records plus each one's index entry.
     fn bytes(&self) -> usize {
         self.data.len() + run::RECORD_OVERHEAD_BYTES * self.index.len()
+    }
+
+    /// Whether the buffer has reached `buffer_bytes` and must be emptied.
+    pub(crate) fn is_full(&self, buffer_bytes: usize) -> bool {
+        self.bytes() >= buffer_bytes
+    }
+
+    /// Bytes allocated.
+    pub(crate) fn capacity_bytes(&self) -> usize {
+        let entry = size_of::<(u64, u32)>();
+        self.data.capacity() + entry * (self.index.capacity() + self.sort_scratch.capacity())
+    }
+
+    /// Appends the PAO of `input` under `key` and its `hash`; on error the
+    /// buffer is as it was.
+    pub(crate) fn push(
+        &mut self,
+        function: &dyn AggregateFunction,
+        hash: u64,
+        key: &[u8],
+        input: Input<'_>,
+    ) -> Result<()> {
+        ensure!(
+            key.len() <= crate::hash::KEY_BYTES_MAX,
+            InvalidArgument,
+            "a key of {} bytes is longer than the {} bytes allowed",
+            key.len(),
+            crate::hash::KEY_BYTES_MAX
+        );
+        let at = self.data.len();
+        // Buffers empty at buffer_bytes (at most 1 GiB), so offsets fit.
+        let offset =
+            u32::try_from(at).map_err(|_| Error::Internal("a CBT root buffer passed 4 GiB".into()))?;
+        // The state goes straight after a placeholder header and the key.
+        self.data.extend_from_slice(&[0; 8]);
+        self.data.extend_from_slice(key);
+        let state_at = self.data.len();
+        let state_len = function.init_into(input, &mut self.data).and_then(|()| {
+            u32::try_from(self.data.len() - state_at)
+                .map_err(|_| Error::InvalidArgument("a value's state is larger than 4 GiB".into()))
+        });
+        let state_len = match state_len {
+            Ok(state_len) => state_len,
+            Err(error) => {
+                self.data.truncate(at);
+                return Err(error);
+            }
+        };
+        self.data[at..at + 4].copy_from_slice(&(key.len() as u32).to_le_bytes());
+        self.data[at + 4..at + 8].copy_from_slice(&state_len.to_le_bytes());
+        self.index.push((hash, offset));
+        Ok(())
     }
 
     fn record(&self, at: u32) -> (&[u8], &[u8]) {
@@ -253,7 +315,7 @@ impl CompressedBufferTree {
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
-        hash64(key) >> (64 - self.options.hash_bits)
+        tree_hash(hash64(key), self.options.hash_bits)
     }
 
     /// Appends `value` as a PAO of `key` to the root buffer, emptying the
@@ -296,13 +358,6 @@ impl CompressedBufferTree {
 
     fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         self.check_usable()?;
-        ensure!(
-            key.len() <= crate::hash::KEY_BYTES_MAX,
-            InvalidArgument,
-            "a key of {} bytes is longer than the {} bytes allowed",
-            key.len(),
-            crate::hash::KEY_BYTES_MAX
-        );
         let memory = self.memory_bytes();
         ensure!(
             memory <= self.options.memory_bytes,
@@ -313,45 +368,33 @@ impl CompressedBufferTree {
             self.options.memory_bytes
         );
         let hash = self.hash(key);
-        let at = self.root.data.len();
-        // The root empties at buffer_bytes (at most 1 GiB), so offsets fit.
-        let offset =
-            u32::try_from(at).map_err(|_| Error::Internal("the CBT root buffer passed 4 GiB".into()))?;
-        // The state goes straight after a placeholder header and the key.
-        self.root.data.extend_from_slice(&[0; 8]);
-        self.root.data.extend_from_slice(key);
-        let state_at = self.root.data.len();
-        let state_len = self
-            .function
-            .init_into(Input::new(value, self.next_sequence), &mut self.root.data)
-            .and_then(|()| {
-                u32::try_from(self.root.data.len() - state_at)
-                    .map_err(|_| Error::InvalidArgument("a value's state is larger than 4 GiB".into()))
-            });
-        let state_len = match state_len {
-            Ok(state_len) => state_len,
-            Err(error) => {
-                self.root.data.truncate(at);
-                return Err(error);
-            }
-        };
-        self.root.data[at..at + 4].copy_from_slice(&(key.len() as u32).to_le_bytes());
-        self.root.data[at + 4..at + 8].copy_from_slice(&state_len.to_le_bytes());
-        self.root.index.push((hash, offset));
+        let input = Input::new(value, self.next_sequence);
+        self.root.push(&*self.function, hash, key, input)?;
         self.next_sequence += 1;
         self.stats.inserts += 1;
         self.finalized = false;
-        if self.root.bytes() >= self.options.buffer_bytes {
-            self.emptying(|tree| tree.empty_root(false))?;
+        if self.root.is_full(self.options.buffer_bytes) {
+            let mut root = std::mem::take(&mut self.root);
+            let outcome = self.empty_buffer(&mut root, false);
+            self.root = root;
+            outcome?;
         }
         Ok(())
     }
 
+    /// Empties a full root buffer into the tree (Algorithm 1 at the root),
+    /// leaving it empty for reuse; with `force` every node below is emptied
+    /// too (finalize). A failure part-way makes the tree unusable.
+    pub(crate) fn empty_buffer(&mut self, buffer: &mut RootBuffer, force: bool) -> Result<()> {
+        self.check_usable()?;
+        self.finalized = false;
+        self.emptying(|tree| tree.empty_root(buffer, force))?;
+        self.finalized = force;
+        Ok(())
+    }
+
     fn memory_bytes(&self) -> u64 {
-        let entry = size_of::<(u64, u32)>();
-        let root = self.root.data.capacity()
-            + entry * (self.root.index.capacity() + self.root.sort_scratch.capacity());
-        (root + self.fragment_bytes) as u64
+        (self.root.capacity_bytes() + self.fragment_bytes) as u64
     }
 
     fn push_fragment(&mut self, id: NodeId, fragment: Fragment) {
@@ -370,8 +413,7 @@ impl CompressedBufferTree {
     }
 
     /// Sorts and aggregates the root buffer into a run, and empties it.
-    fn root_run(&mut self) -> Result<Run> {
-        let root = &mut self.root;
+    fn root_run(&mut self, root: &mut RootBuffer) -> Result<Run> {
         radix_sort_by_hash(&mut root.index, &mut root.sort_scratch);
         let mut out = Run::with_capacity(root.index.len(), root.data.len());
         for &(hash, at) in &root.index {
@@ -388,12 +430,12 @@ impl CompressedBufferTree {
     /// is not, then empty the full children and split the root if it has
     /// too many. With `force` (finalize) every node below is emptied too,
     /// not only the full ones.
-    fn empty_root(&mut self, force: bool) -> Result<()> {
+    fn empty_root(&mut self, root: &mut RootBuffer, force: bool) -> Result<()> {
         let started = Instant::now();
         if !force {
             self.stats.root_empties += 1;
         }
-        let run = self.root_run()?;
+        let run = self.root_run(root)?;
         let mut children = std::mem::take(&mut self.children);
         let outcome = self.spill_into(run, &mut children, force);
         self.children = children;
@@ -588,10 +630,10 @@ impl CompressedBufferTree {
     /// [`iter`](Self::iter) read the results. Inserting again is allowed
     /// and needs another finalize before reading.
     pub fn finalize(&mut self) -> Result<()> {
-        self.check_usable()?;
-        self.emptying(|tree| tree.empty_root(true))?;
-        self.finalized = true;
-        Ok(())
+        let mut root = std::mem::take(&mut self.root);
+        let outcome = self.empty_buffer(&mut root, true);
+        self.root = root;
+        outcome
     }
 
     fn check_finalized(&self) -> Result<()> {

@@ -1,0 +1,417 @@
+//! Several Compressed Buffer Trees with keys hash-partitioned, each emptied
+//! by a worker thread of its own (seed 000 §5.4).
+//!
+//! The inserting thread does the cheap part of an insert: it hashes the key,
+//! picks the tree whose slice of the hash range holds it, and appends the
+//! PAO to that tree's current root buffer. A full buffer goes to the tree's
+//! worker over a bounded queue and the inserter carries on with a spare one;
+//! the worker sorts and empties it into its tree (the expensive part:
+//! sorting, merging, compressing) and sends the emptied buffer back for
+//! reuse. Each tree has [`ROOT_BUFFERS`] buffers, so inserts block only when
+//! all of a tree's buffers are full, which is the back pressure that keeps
+//! memory bounded.
+//!
+//! Trees share nothing, so workers need no locks and no dependency tracking
+//! between nodes: every node belongs to one tree and one thread. Finalize
+//! runs on every worker at once, and hands the trees back to the caller for
+//! [`get`](ParallelCbt::get) and [`iter`](ParallelCbt::iter).
+
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use spillway_core::{bail, ensure, hash64, Error, Result};
+
+use super::{CbtOptions, CbtStats, CompressedBufferTree, RootBuffer};
+use crate::aggregator::Results;
+use crate::clock::InsertClock;
+use crate::function::{AggregateFunction, Input};
+use crate::value::{Output, Value};
+
+/// Root buffers per tree: one filling, one being emptied.
+pub const ROOT_BUFFERS: usize = 2;
+
+/// Work for a tree's worker.
+enum Job {
+    /// Empty this full root buffer into the tree and send it back.
+    Empty(RootBuffer),
+    /// Empty this last buffer with force (finalize), then stop.
+    Finalize(RootBuffer),
+}
+
+/// A tree being worked on by its thread.
+#[derive(Debug)]
+struct Worker {
+    jobs: SyncSender<Job>,
+    /// Emptied buffers, or the error that emptying gave.
+    done: Receiver<Result<RootBuffer>>,
+    /// The tree's statistics as of its latest emptying.
+    stats: Arc<Mutex<CbtStats>>,
+    thread: JoinHandle<CompressedBufferTree>,
+    /// Buffers handed over and not yet back.
+    in_flight: usize,
+}
+
+impl Worker {
+    fn start(mut tree: CompressedBufferTree, index: usize) -> Result<Worker> {
+        let (jobs, job_queue) = sync_channel::<Job>(ROOT_BUFFERS);
+        let (done_queue, done) = sync_channel(ROOT_BUFFERS);
+        let stats = Arc::new(Mutex::new(tree.stats()));
+        let published = Arc::clone(&stats);
+        let thread = std::thread::Builder::new()
+            .name(format!("cbt-{index}"))
+            .spawn(move || {
+                for job in job_queue {
+                    let (mut buffer, force) = match job {
+                        Job::Empty(buffer) => (buffer, false),
+                        Job::Finalize(buffer) => (buffer, true),
+                    };
+                    let outcome = tree.empty_buffer(&mut buffer, force);
+                    *published.lock().unwrap_or_else(PoisonError::into_inner) = tree.stats();
+                    // The inserter may be gone (dropped); the tree goes
+                    // back through the join either way.
+                    let _ = done_queue.send(outcome.map(|()| buffer));
+                    if force {
+                        break;
+                    }
+                }
+                tree
+            })
+            .map_err(|error| Error::io("starting a CBT worker thread", error))?;
+        Ok(Worker {
+            jobs,
+            done,
+            stats,
+            thread,
+            in_flight: 0,
+        })
+    }
+
+    fn send(&mut self, job: Job) -> Result<()> {
+        self.jobs.send(job).map_err(|_| stopped())?;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// The next emptied buffer, waiting for it.
+    fn receive(&mut self) -> Result<RootBuffer> {
+        let buffer = self.done.recv().map_err(|_| stopped())?;
+        self.in_flight -= 1;
+        buffer
+    }
+
+    fn stats(&self) -> CbtStats {
+        self.stats.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Waits for the thread to end and takes its tree back.
+    fn join(self) -> Result<CompressedBufferTree> {
+        drop(self.jobs);
+        self.thread.join().map_err(|_| stopped())
+    }
+}
+
+fn stopped() -> Error {
+    Error::Internal("a CBT worker thread stopped (it panicked)".into())
+}
+
+/// Where the trees are.
+#[derive(Debug)]
+enum Trees {
+    /// With the caller: before the first insert and after finalize.
+    Here(Vec<CompressedBufferTree>),
+    /// With their workers.
+    Working(Vec<Worker>),
+    /// Lost to a worker that panicked.
+    Gone,
+}
+
+/// GroupBy-Aggregate in several [`CompressedBufferTree`]s on worker
+/// threads; see the module docs.
+#[derive(Debug)]
+pub struct ParallelCbt {
+    function: Arc<dyn AggregateFunction>,
+    options: CbtOptions,
+    trees: Trees,
+    /// The buffer each tree is filling.
+    filling: Vec<RootBuffer>,
+    /// Buffers not in use, by tree.
+    spare: Vec<Vec<RootBuffer>>,
+    next_sequence: u64,
+    finalized: bool,
+    /// Why the trees are unusable (an emptying failed), if they are.
+    failed: Option<String>,
+    clock: InsertClock,
+}
+
+impl ParallelCbt {
+    /// `trees` empty trees computing `function`, each with `options`; the
+    /// memory budget covers all of them and their root buffers.
+    pub fn new(function: Arc<dyn AggregateFunction>, options: CbtOptions, trees: usize) -> Result<Self> {
+        ensure!(
+            (1..=256).contains(&trees),
+            InvalidArgument,
+            "the number of CBTs must be from 1 to 256, got {trees}"
+        );
+        let buffers = (trees * ROOT_BUFFERS) as u64 * options.buffer_bytes as u64;
+        ensure!(
+            options.memory_bytes >= 2 * buffers,
+            InvalidArgument,
+            "a memory budget of {} bytes is too small for {trees} CBTs with {ROOT_BUFFERS} root buffers of {} \
+             bytes each; give it at least {}",
+            options.memory_bytes,
+            options.buffer_bytes,
+            2 * buffers
+        );
+        let built = (0..trees)
+            .map(|_| CompressedBufferTree::new(Arc::clone(&function), options))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ParallelCbt {
+            function,
+            options,
+            trees: Trees::Here(built),
+            filling: (0..trees).map(|_| RootBuffer::default()).collect(),
+            spare: (0..trees).map(|_| Vec::new()).collect(),
+            next_sequence: 0,
+            finalized: false,
+            failed: None,
+            clock: InsertClock::default(),
+        })
+    }
+
+    /// The function aggregated.
+    pub fn function(&self) -> &Arc<dyn AggregateFunction> {
+        &self.function
+    }
+
+    /// The tree that holds the keys of this full hash: trees split the hash
+    /// range evenly, in order, so reading them one after the other gives
+    /// hash order.
+    fn tree_of(&self, full_hash: u64) -> usize {
+        ((u128::from(full_hash) * self.filling.len() as u128) >> 64) as usize
+    }
+
+    /// Appends `value` as a PAO of `key` to its tree's root buffer, handing
+    /// the buffer to the tree's worker when it is full.
+    pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+        self.clock.tick();
+        self.insert_one(key, value)
+    }
+
+    /// Inserts every pair in order; stops at the first error.
+    pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
+        let outcome = pairs.into_iter().try_for_each(|(key, value)| {
+            self.clock.tick();
+            self.insert_one(key, value)
+        });
+        self.clock.read();
+        outcome
+    }
+
+    fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+        self.check_usable()?;
+        let full_hash = hash64(key);
+        let tree = self.tree_of(full_hash);
+        if self.filling[tree].is_full(self.options.buffer_bytes) {
+            self.hand_over(tree)?;
+        }
+        let hash = super::tree_hash(full_hash, self.options.hash_bits);
+        let input = Input::new(value, self.next_sequence);
+        self.filling[tree].push(&*self.function, hash, key, input)?;
+        self.next_sequence += 1;
+        self.finalized = false;
+        Ok(())
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.failed {
+            Some(error) => Err(Error::Poisoned(format!(
+                "the CBTs lost records when emptying failed: {error}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the first failure of a worker: the trees are unusable.
+    fn fail(&mut self, error: Error) -> Error {
+        if self.failed.is_none() {
+            self.failed = Some(error.to_string());
+        }
+        error
+    }
+
+    /// Starts the workers if the trees are here.
+    fn workers(&mut self) -> Result<&mut Vec<Worker>> {
+        if let Trees::Here(_) = self.trees {
+            let Trees::Here(trees) = std::mem::replace(&mut self.trees, Trees::Gone) else {
+                unreachable!("checked above");
+            };
+            let workers = trees
+                .into_iter()
+                .enumerate()
+                .map(|(index, tree)| Worker::start(tree, index))
+                .collect::<Result<Vec<_>>>()?;
+            self.trees = Trees::Working(workers);
+        }
+        match &mut self.trees {
+            Trees::Working(workers) => Ok(workers),
+            _ => Err(stopped()),
+        }
+    }
+
+    /// Sends tree `tree`'s full buffer to its worker and takes a spare one,
+    /// waiting for the worker to return one if none is spare. Fails, with
+    /// the buffer kept, when the trees are over the memory budget.
+    fn hand_over(&mut self, tree: usize) -> Result<()> {
+        let held = self.memory_bytes();
+        ensure!(
+            held <= self.options.memory_bytes,
+            ResourcesExhausted,
+            "the CBTs hold {held} bytes, over their memory budget of {} bytes; raise the budget",
+            self.options.memory_bytes
+        );
+        let buffer = std::mem::take(&mut self.filling[tree]);
+        let mut spare = std::mem::take(&mut self.spare[tree]);
+        let outcome = self.workers().and_then(|workers| {
+            let worker = &mut workers[tree];
+            worker.send(Job::Empty(buffer))?;
+            while worker.in_flight >= ROOT_BUFFERS {
+                spare.push(worker.receive()?);
+            }
+            Ok(())
+        });
+        self.spare[tree] = spare;
+        if let Err(error) = outcome {
+            return Err(self.fail(error));
+        }
+        self.filling[tree] = self.spare[tree].pop().unwrap_or_default();
+        Ok(())
+    }
+
+    /// Empties every tree completely, all at once on their workers, so that
+    /// results can be read. Inserting again is allowed and needs another
+    /// finalize before reading.
+    pub fn finalize(&mut self) -> Result<()> {
+        self.check_usable()?;
+        let outcome = self.finalize_trees();
+        if let Err(error) = outcome {
+            return Err(self.fail(error));
+        }
+        self.finalized = true;
+        Ok(())
+    }
+
+    fn finalize_trees(&mut self) -> Result<()> {
+        let mut first_error = None;
+        let workers = std::mem::take(self.workers()?);
+        self.trees = Trees::Gone;
+        let mut trees = Vec::with_capacity(workers.len());
+        for (index, mut worker) in workers.into_iter().enumerate() {
+            let last = std::mem::take(&mut self.filling[index]);
+            let mut sent = worker.send(Job::Finalize(last));
+            while sent.is_ok() && worker.in_flight > 0 {
+                match worker.receive() {
+                    Ok(buffer) => self.spare[index].push(buffer),
+                    Err(error) => sent = Err(error),
+                }
+            }
+            if let Err(error) = sent {
+                first_error.get_or_insert(error);
+            }
+            trees.push(worker.join()?);
+        }
+        self.trees = Trees::Here(trees);
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    fn finalized_trees(&self) -> Result<&[CompressedBufferTree]> {
+        self.check_usable()?;
+        match &self.trees {
+            Trees::Here(trees) if self.finalized => Ok(trees),
+            _ => bail!(
+                InvalidArgument,
+                "the CBTs must be finalized before their results are read"
+            ),
+        }
+    }
+
+    /// The result for `key` after [`finalize`](Self::finalize), if any
+    /// value was inserted for it.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Output>> {
+        let trees = self.finalized_trees()?;
+        trees[self.tree_of(hash64(key))].get(key)
+    }
+
+    /// Every key with its result after [`finalize`](Self::finalize), tree by
+    /// tree.
+    pub fn iter(&self) -> Result<Results<'_>> {
+        let iters = self
+            .finalized_trees()?
+            .iter()
+            .map(CompressedBufferTree::iter)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Box::new(iters.into_iter().flatten()))
+    }
+
+    fn buffer_bytes(&self) -> usize {
+        let filling: usize = self.filling.iter().map(RootBuffer::capacity_bytes).sum();
+        let spare: usize = self.spare.iter().flatten().map(RootBuffer::capacity_bytes).sum();
+        let in_flight = match &self.trees {
+            Trees::Working(workers) => workers.iter().map(|worker| worker.in_flight).sum(),
+            _ => 0,
+        };
+        filling + spare + in_flight * self.options.buffer_bytes
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        let fragments: u64 = self.tree_stats().iter().map(|stats| stats.compressed_bytes).sum();
+        fragments + self.buffer_bytes() as u64
+    }
+
+    fn tree_stats(&self) -> Vec<CbtStats> {
+        match &self.trees {
+            Trees::Here(trees) => trees.iter().map(CompressedBufferTree::stats).collect(),
+            Trees::Working(workers) => workers.iter().map(Worker::stats).collect(),
+            Trees::Gone => Vec::new(),
+        }
+    }
+
+    /// Work and memory of all the trees together as of their latest
+    /// emptying: counts are summed, the height is the tallest tree's, the
+    /// emptying time is summed over workers (CPU time, not wall time), and
+    /// the root bytes are every root buffer's.
+    pub fn stats(&self) -> CbtStats {
+        let mut total = CbtStats::default();
+        for stats in self.tree_stats() {
+            total.root_empties += stats.root_empties;
+            total.node_empties += stats.node_empties;
+            total.leaf_splits += stats.leaf_splits;
+            total.node_splits += stats.node_splits;
+            total.height = total.height.max(stats.height);
+            total.leaves += stats.leaves;
+            total.fragments += stats.fragments;
+            total.compressed_bytes += stats.compressed_bytes;
+            total.raw_bytes += stats.raw_bytes;
+            total.empty_time += stats.empty_time;
+        }
+        total.inserts = self.next_sequence;
+        total.root_bytes = self.buffer_bytes() as u64;
+        total.insert_time = self.clock.elapsed();
+        total
+    }
+}
+
+impl Drop for ParallelCbt {
+    /// Stops the workers and waits for them, so no thread outlives the
+    /// trees' owner.
+    fn drop(&mut self) {
+        if let Trees::Working(workers) = std::mem::replace(&mut self.trees, Trees::Gone) {
+            for worker in workers {
+                let _ = worker.join();
+            }
+        }
+    }
+}
