@@ -27,7 +27,7 @@ fn small_tree(spec: &str, hash_bits: u32, codec: Codec) -> CompressedBufferTree 
 /// One tree on the calling thread, or several on workers.
 enum Trees {
     One(Box<CompressedBufferTree>),
-    Many(ParallelCbt),
+    Many(Box<ParallelCbt>),
 }
 
 impl Trees {
@@ -37,7 +37,9 @@ impl Trees {
             return Trees::One(Box::new(small_tree(spec, hash_bits, codec)));
         }
         let options = small_options(hash_bits, codec);
-        Trees::Many(ParallelCbt::new(function(spec).unwrap(), options, count).unwrap())
+        Trees::Many(Box::new(
+            ParallelCbt::new(function(spec).unwrap(), options, count).unwrap(),
+        ))
     }
 
     fn insert(&mut self, key: &[u8], value: Value<'_>) -> spillway_core::Result<()> {
