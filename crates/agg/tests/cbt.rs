@@ -163,7 +163,7 @@ fn matches_a_hash_aggregator_through_splits_and_spills() {
 
 #[test]
 fn several_trees_on_workers_match_a_hash_aggregator() {
-    for (seed, spec) in ["sum", "mean", "first", "collect_list", "approx_distinct(8)"]
+    for (seed, spec) in ["sum+count", "mean", "first", "collect_list", "approx_distinct(8)"]
         .into_iter()
         .enumerate()
     {

@@ -132,6 +132,9 @@ fn number_of(scalar: &Scalar) -> f64 {
 
 /// The result computed directly from all the values, without the function.
 fn oracle(spec: &str, inputs: &[(u64, Scalar)]) -> Output {
+    if spec.contains('+') {
+        return Output::List(spec.split('+').map(|part| oracle(part, inputs)).collect());
+    }
     let values: Vec<&Scalar> = inputs.iter().map(|(_, scalar)| scalar).collect();
     let n = values.len() as f64;
     let mean = || values.iter().map(|scalar| number_of(scalar)).sum::<f64>() / n;
@@ -217,6 +220,8 @@ fn any_grouping_and_order_gives_the_same_result() {
         ("approx_distinct", &[Kinds::Everything]),
         ("collect_list", &[Kinds::Everything]),
         ("collect_set", &[Kinds::Everything]),
+        ("sum+count", &[Kinds::Ints, Kinds::Floats]),
+        ("min+max+count+first+collect_list", &[Kinds::Ints, Kinds::Strings]),
     ];
     let mut rng = Rng::new(0x5EED);
     for &(spec, kinds) in cases {
@@ -323,6 +328,11 @@ fn bad_values_get_clear_errors() {
     }
     for (spec, values, message) in [
         (
+            "count+sum",
+            vec![Value::Int(1), Value::Bytes(b"x")],
+            "sum takes numbers, not a byte string",
+        ),
+        (
             "sum",
             vec![Value::Bytes(b"x")],
             "sum takes numbers, not a byte string",
@@ -364,4 +374,18 @@ fn variance_of_one_value_is_null_and_large_means_do_not_cancel() {
         panic!("variance gives a float");
     };
     assert!((variance - 30.0).abs() < 1e-6, "{variance}");
+}
+
+#[test]
+fn a_composite_whose_part_refuses_a_value_writes_nothing() {
+    let both = function("count+sum").unwrap();
+    let mut out = b"kept".to_vec();
+    let error = both
+        .init_into(Input::new(Value::Bytes(b"x"), 0), &mut out)
+        .unwrap_err();
+    assert!(error.to_string().contains("sum takes numbers"), "{error}");
+    assert_eq!(out, b"kept");
+    assert_eq!(both.name(), "count+sum");
+    let error = both.finalize_bytes(&[1, 2]).unwrap_err();
+    assert!(error.to_string().contains("overruns"), "{error}");
 }

@@ -3,6 +3,7 @@
 //! functions chosen by name with [`function`].
 
 mod collect;
+mod composite;
 mod distinct;
 mod moments;
 mod order;
@@ -16,6 +17,7 @@ use spillway_core::{bail, ensure, DecodeError, Error, Result};
 use crate::value::{Output, Value};
 
 pub use collect::{CollectList, CollectSet};
+pub use composite::Composite;
 pub use distinct::{ApproxDistinct, PRECISION_DEFAULT, PRECISION_MAX, PRECISION_MIN};
 pub use moments::{Moment, Moments};
 pub use order::{Extreme, Positional, TopK};
@@ -164,8 +166,13 @@ pub const FUNCTION_NAMES: &[&str] = &[
 /// The built-in function named by `spec`: a name from [`FUNCTION_NAMES`],
 /// with its parameter in parentheses where it takes one (`top_k(10)`;
 /// `approx_distinct` alone uses precision [`PRECISION_DEFAULT`]). `avg` is
-/// accepted for `mean`.
+/// accepted for `mean`. Several names joined by `+` (`sum+count`) compute
+/// each function over the same values; their results come as a list.
 pub fn function(spec: &str) -> Result<Arc<dyn AggregateFunction>> {
+    if spec.contains('+') {
+        let parts = spec.split('+').map(function).collect::<Result<Vec<_>>>()?;
+        return Ok(Arc::new(Composite::new(parts)?));
+    }
     let spec = spec.trim();
     let (name, parameter) = match spec.split_once('(') {
         Some((name, rest)) => {
@@ -252,6 +259,8 @@ mod tests {
             ("top_k(3", "must end with ')'"),
             ("sum(2)", "takes no parameter"),
             ("approx_distinct(30)", "precision"),
+            ("sum+median", "unknown aggregate function 'median'"),
+            ("sum+", "unknown aggregate function ''"),
         ] {
             let error = function(spec).unwrap_err();
             assert!(error.to_string().contains(message), "{spec}: {error}");
