@@ -40,6 +40,12 @@ use run::{radix_sort_by_hash, GroupMerger, Run};
 
 pub use parallel::{ParallelCbt, ROOT_BUFFERS};
 
+/// Entry points for the fuzz targets in `crates/agg/fuzz`; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::fragment::fuzz_decode as fragment_decode;
+}
+
 /// How a [`CompressedBufferTree`] is shaped.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CbtOptions {
