@@ -63,6 +63,9 @@ enum Command {
         /// Spillway's CBT buffer, in KiB.
         #[arg(long, default_value_t = 8192)]
         buffer_kib: usize,
+        /// Spillway's CBT fan-out.
+        #[arg(long, default_value_t = 16)]
+        fan_out: usize,
         /// Threads: CBT workers, or hashbrown partitions.
         #[arg(long, default_value_t = 2)]
         threads: usize,
@@ -113,13 +116,23 @@ fn main() -> Result<()> {
             engine,
             memory_mib,
             buffer_kib,
+            fan_out,
             threads,
             dir,
         } => {
             let report = match engine {
                 Contender::Cbt | Contender::Hash => {
-                    let engine = if engine == Contender::Cbt { Engine::Cbt } else { Engine::Hash };
-                    run_spillway(engine, memory_mib << 20, buffer_kib << 10, threads, &dir)?
+                    let engine = if engine == Contender::Cbt {
+                        Engine::Cbt
+                    } else {
+                        Engine::Hash
+                    };
+                    let cbt = CbtOptions {
+                        buffer_bytes: buffer_kib << 10,
+                        fan_out,
+                        ..CbtOptions::default()
+                    };
+                    run_spillway(engine, memory_mib << 20, cbt, threads, &dir)?
                 }
                 Contender::Hashbrown => run_hashbrown(threads, &dir)?,
             };
@@ -212,7 +225,11 @@ fn generate(shape: Shape, records: u64, keys: u64, zipf: f64, seed: u64, dir: &P
     let integer = matches!(shape, Shape::Uniform | Shape::Zipf);
     let mut out = KeyWriter {
         keys: create(&dir.join(if integer { "keys.u64" } else { "keys.dat" }))?,
-        offsets: if integer { None } else { Some(create(&dir.join("keys.off"))?) },
+        offsets: if integer {
+            None
+        } else {
+            Some(create(&dir.join("keys.off"))?)
+        },
         offset: 0,
     };
     if let Some(offsets) = &mut out.offsets {
@@ -383,7 +400,11 @@ impl Reader {
     }
 
     fn value(&self, index: usize) -> i64 {
-        i64::from_le_bytes(self.value_bytes[8 * index..8 * index + 8].try_into().expect("8 bytes"))
+        i64::from_le_bytes(
+            self.value_bytes[8 * index..8 * index + 8]
+                .try_into()
+                .expect("8 bytes"),
+        )
     }
 }
 
@@ -412,7 +433,9 @@ impl Check {
         self.sum_of_sums += i128::from(sum);
         self.sum_of_counts += count;
         self.count_squares = self.count_squares.wrapping_add(count.wrapping_mul(count));
-        self.sum_squares = self.sum_squares.wrapping_add((sum as u64).wrapping_mul(sum as u64));
+        self.sum_squares = self
+            .sum_squares
+            .wrapping_add((sum as u64).wrapping_mul(sum as u64));
     }
 
     fn merge(&mut self, other: Check) {
@@ -437,21 +460,26 @@ impl Check {
     }
 }
 
-fn run_spillway(engine: Engine, memory: u64, buffer: usize, threads: usize, dir: &Path) -> Result<serde_json::Value> {
+fn run_spillway(
+    engine: Engine,
+    memory: u64,
+    cbt: CbtOptions,
+    threads: usize,
+    dir: &Path,
+) -> Result<serde_json::Value> {
     let options = AggregatorOptions {
         engine,
         memory_bytes: memory,
-        cbt: CbtOptions {
-            buffer_bytes: buffer,
-            ..CbtOptions::default()
-        },
+        cbt,
         threads,
     };
     let started = Instant::now();
     let mut aggregator = Aggregator::new("sum+count", options)?;
     let mut reader = Reader::new(dir)?;
     while reader.next_chunk()? {
-        aggregator.insert_batch((0..reader.len()).map(|index| (reader.key(index), Value::Int(reader.value(index)))))?;
+        aggregator.insert_batch(
+            (0..reader.len()).map(|index| (reader.key(index), Value::Int(reader.value(index)))),
+        )?;
     }
     let inserted = started.elapsed();
     aggregator.finalize()?;
@@ -468,7 +496,11 @@ fn run_spillway(engine: Engine, memory: u64, buffer: usize, threads: usize, dir:
         check.add(sum, count as u64);
     }
     let total = started.elapsed();
-    let name = if engine == Engine::Cbt { "spillway-cbt" } else { "spillway-hash" };
+    let name = if engine == Engine::Cbt {
+        "spillway-cbt"
+    } else {
+        "spillway-hash"
+    };
     let mut report = check.report(name, reader.read_time, total - reader.read_time);
     report["insert_s"] = json!(inserted.as_secs_f64());
     report["finalize_s"] = json!((finalized - inserted).as_secs_f64());

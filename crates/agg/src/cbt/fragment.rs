@@ -179,7 +179,11 @@ pub fn fuzz_decode(data: &[u8]) {
         bytes: data[9..].to_vec(),
     };
     let mut decoded = Run::default();
-    if fragment.decode_into(codec, &mut Vec::new(), &mut decoded).is_err() || decoded.is_empty() {
+    if fragment
+        .decode_into(codec, &mut Vec::new(), &mut decoded)
+        .is_err()
+        || decoded.is_empty()
+    {
         return;
     }
     assert_eq!(decoded.len(), fragment.records());
@@ -267,7 +271,8 @@ mod tests {
         }
         let mut state = 0x2545_F491_4F6C_DD1Du64;
         for codec_byte in 0..4u8 {
-            let codec = [Codec::None, Codec::Lz4, Codec::Snappy, Codec::Zstd { level: 1 }][codec_byte as usize];
+            let codec =
+                [Codec::None, Codec::Lz4, Codec::Snappy, Codec::Zstd { level: 1 }][codec_byte as usize];
             let fragment = Fragment::encode(&run, 0..50, codec, &mut Vec::new()).unwrap();
             let mut data = vec![codec_byte];
             data.extend_from_slice(&fragment.records.to_le_bytes());
