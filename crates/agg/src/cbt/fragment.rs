@@ -18,6 +18,11 @@ use spillway_core::{varint, Codec, DecodeError, Result};
 
 use super::run::Run;
 
+thread_local! {
+    /// The output of compression, reused by every fragment of this thread.
+    static COMPRESSED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A compressed range of a run.
 #[derive(Debug, Clone)]
 pub(crate) struct Fragment {
@@ -67,9 +72,16 @@ impl Fragment {
             scratch.extend_from_slice(run.state(index));
             raw_bytes += run.state(index).len();
         }
-        let mut bytes = Vec::new();
-        codec.compress(scratch, &mut bytes)?;
-        bytes.shrink_to_fit();
+        // Compressed into a reused buffer, then copied to an allocation of
+        // the exact size: compressing into a fresh vector and shrinking it
+        // leaves a hole in the heap per fragment, which fragmented the heap
+        // to several times the fragments' size.
+        let bytes = COMPRESSED.with(|compressed| {
+            let mut compressed = compressed.borrow_mut();
+            compressed.clear();
+            codec.compress(scratch, &mut compressed)?;
+            Ok::<_, spillway_core::Error>(compressed.to_vec())
+        })?;
         Ok(Fragment {
             records: range.len() as u32,
             encoded_bytes: scratch.len() as u32,
