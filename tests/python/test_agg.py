@@ -36,6 +36,22 @@ def test_sums_and_means_match_a_direct_computation(engine):
     assert stats["inserts"] == 20_000 and stats["engine"] == engine and stats["memory_bytes"] > 0
 
 
+@pytest.mark.parametrize("threads", [0, 1, 3])
+def test_composite_functions_on_any_number_of_cbt_workers(threads):
+    rng = random.Random(threads)
+    keys = [rng.randrange(5_000) for _ in range(50_000)]
+    values = [rng.randrange(1_000) for _ in keys]
+    both = spillway.Aggregator("sum+count", buffer="16K", threads=threads)
+    both.insert_batch(keys, values)
+    both.finalize()
+    expected = collections.defaultdict(lambda: [0, 0])
+    for key, value in zip(keys, values):
+        expected[key][0] += value
+        expected[key][1] += 1
+    assert both.to_dict() == dict(expected)
+    assert both.stats()["inserts"] == 50_000
+
+
 def test_numpy_and_arrow_batches_with_integer_keys():
     keys = numpy.arange(100_000, dtype=numpy.int64) % 1000 - 500
     values = numpy.arange(100_000, dtype=numpy.float64)
