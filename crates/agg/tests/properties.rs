@@ -386,6 +386,6 @@ fn a_composite_whose_part_refuses_a_value_writes_nothing() {
     assert!(error.to_string().contains("sum takes numbers"), "{error}");
     assert_eq!(out, b"kept");
     assert_eq!(both.name(), "count+sum");
-    let error = both.finalize_bytes(&[1, 2]).unwrap_err();
+    let error = both.finalize_bytes(&[5, 2]).unwrap_err();
     assert!(error.to_string().contains("overruns"), "{error}");
 }

@@ -153,7 +153,17 @@ pub fn decode_i64(input: &[u8]) -> Result<(i64, usize), DecodeError> {
 }
 
 /// Decodes a canonical LEB128 integer of at most `value_bits` bits (32 or 64).
+#[inline]
 fn decode_bounded(input: &[u8], value_bits: u32) -> Result<(u64, usize), DecodeError> {
+    // Most varints in our formats (lengths, deltas, counts) take one byte.
+    match input.first() {
+        Some(&byte) if byte < 0x80 => Ok((u64::from(byte), 1)),
+        _ => decode_long(input, value_bits),
+    }
+}
+
+#[cold]
+fn decode_long(input: &[u8], value_bits: u32) -> Result<(u64, usize), DecodeError> {
     let bytes_max = value_bits.div_ceil(7) as usize;
     let mut value = 0u64;
     for (index, &byte) in input.iter().take(bytes_max).enumerate() {

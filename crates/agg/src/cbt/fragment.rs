@@ -1,22 +1,23 @@
 //! Fragments: a range of a run, compressed column by column.
 //!
 //! ```text
-//! hashes       first hash (u64 LE), then varint deltas (the run is sorted)
-//! key lengths  varints
-//! state sizes  (repeat count, size) varint pairs: fixed-size PAOs take a
-//!              few bytes for the whole fragment
+//! key lengths  (repeat count, length) varint pairs
+//! state sizes  (repeat count, size) varint pairs
 //! keys         concatenated
 //! states       concatenated
 //! ```
 //!
 //! The columns are written one after another and the whole is compressed
-//! with the tree's codec. Hashes as deltas and sizes as runs are the
-//! seed's column specialisation (§5.4): they remove the per-record
-//! framing that a general compressor only partly recovers.
+//! with the tree's codec. Lengths as runs are the seed's column
+//! specialisation (§5.4): fixed-size keys or PAOs take a few bytes for the
+//! whole fragment. Hashes are not stored at all: decoding recomputes them
+//! from the keys, which costs less than decoding stored 64-bit deltas (7
+//! bytes a record) and saves their memory, and checks that they ascend.
 
-use spillway_core::{varint, Codec, DecodeError, Result};
+use spillway_core::{hash64, varint, Codec, DecodeError, Result};
 
 use super::run::Run;
+use super::tree_hash;
 
 thread_local! {
     /// The output of compression, reused by every fragment of this thread.
@@ -44,34 +45,13 @@ impl Fragment {
         scratch: &mut Vec<u8>,
     ) -> Result<Fragment> {
         scratch.clear();
-        let mut raw_bytes = 0;
-        let mut previous = run.hashes[range.start];
-        scratch.extend_from_slice(&previous.to_le_bytes());
-        for &hash in &run.hashes[range.start + 1..range.end] {
-            varint::encode_u64(hash - previous, scratch);
-            previous = hash;
-        }
-        for index in range.clone() {
-            varint::encode_u64(run.key(index).len() as u64, scratch);
-        }
-        let mut index = range.start;
-        while index < range.end {
-            let size = run.state(index).len();
-            let repeats = (index..range.end)
-                .take_while(|&other| run.state(other).len() == size)
-                .count();
-            varint::encode_u64(repeats as u64, scratch);
-            varint::encode_u64(size as u64, scratch);
-            index += repeats;
-        }
-        for index in range.clone() {
-            scratch.extend_from_slice(run.key(index));
-            raw_bytes += run.key(index).len();
-        }
-        for index in range.clone() {
-            scratch.extend_from_slice(run.state(index));
-            raw_bytes += run.state(index).len();
-        }
+        encode_lengths(range.clone().map(|index| run.key(index).len()), scratch);
+        encode_lengths(range.clone().map(|index| run.state(index).len()), scratch);
+        let keys = run.keys_of(range.clone());
+        let states = run.states_of(range.clone());
+        scratch.extend_from_slice(keys);
+        scratch.extend_from_slice(states);
+        let raw_bytes = keys.len() + states.len();
         // Compressed into a reused buffer, then copied to an allocation of
         // the exact size: compressing into a fresh vector and shrinking it
         // leaves a hole in the heap per fragment, which fragmented the heap
@@ -100,11 +80,13 @@ impl Fragment {
     }
 
     /// Decompresses and decodes the fragment, appending its records to
-    /// `out` (which must end below its first hash); `scratch` holds the
-    /// decompressed columns.
+    /// `out` (which must end below its first hash), hashing keys to
+    /// `hash_bits` as the tree does; `scratch` holds the decompressed
+    /// columns.
     pub(crate) fn decode_into(
         &self,
         codec: Codec,
+        hash_bits: u32,
         scratch: &mut Vec<u8>,
         out: &mut Run,
     ) -> Result<(), DecodeError> {
@@ -112,60 +94,66 @@ impl Fragment {
         codec.decompress(&self.bytes, self.encoded_bytes as usize, scratch)?;
         let records = self.records as usize;
         let mut at = 0;
-        let first = scratch
-            .get(..8)
-            .ok_or_else(|| DecodeError::new("a fragment's hashes are cut short"))?;
-        // A record takes at least a byte in each of two columns, so the
-        // decompressed length bounds the count (and what a damaged count
-        // can make us allocate).
-        let capacity = records.min(scratch.len());
-        let mut hashes = Vec::with_capacity(capacity);
-        let mut hash = u64::from_le_bytes(first.try_into().expect("8 bytes"));
-        hashes.push(hash);
-        at += 8;
-        for _ in 1..records {
-            let (delta, used) = varint::decode_u64(&scratch[at..])?;
-            hash = hash
-                .checked_add(delta)
-                .ok_or_else(|| DecodeError::new("a fragment's hashes overflow"))?;
-            hashes.push(hash);
-            at += used;
-        }
-        let mut key_lengths = Vec::with_capacity(capacity);
-        for _ in 0..records {
-            let (length, used) = varint::decode_u64(&scratch[at..])?;
-            key_lengths.push(length as usize);
-            at += used;
-        }
-        let mut state_sizes = Vec::with_capacity(capacity);
-        while state_sizes.len() < records {
-            let (repeats, used) = varint::decode_u64(&scratch[at..])?;
-            at += used;
-            let (size, used) = varint::decode_u64(&scratch[at..])?;
-            at += used;
-            if repeats == 0 || repeats as usize > records - state_sizes.len() {
-                return Err(DecodeError::new("a fragment's state sizes do not add up"));
-            }
-            state_sizes.extend(std::iter::repeat_n(size as usize, repeats as usize));
-        }
-        let keys_total: usize = key_lengths.iter().sum();
-        let states_total: usize = state_sizes.iter().sum();
-        if at + keys_total + states_total != scratch.len() {
+        let key_lengths = decode_lengths(scratch, &mut at, records, "key lengths")?;
+        let state_sizes = decode_lengths(scratch, &mut at, records, "state sizes")?;
+        let total = |lengths: &[u32]| lengths.iter().map(|&length| u64::from(length)).sum::<u64>();
+        let (keys_total, states_total) = (total(&key_lengths), total(&state_sizes));
+        if at as u64 + keys_total + states_total != scratch.len() as u64 {
             return Err(DecodeError::new(
                 "a fragment's columns do not add up to its length",
             ));
         }
-        let mut key_at = at;
-        let mut state_at = at + keys_total;
-        for index in 0..records {
-            let key = &scratch[key_at..key_at + key_lengths[index]];
-            let state = &scratch[state_at..state_at + state_sizes[index]];
-            out.push(hashes[index], key, state);
-            key_at += key_lengths[index];
-            state_at += state_sizes[index];
+        let (keys, states) = scratch[at..].split_at(keys_total as usize);
+        let mut hashes = Vec::with_capacity(records);
+        let mut key_at = 0;
+        for &length in &key_lengths {
+            let key = &keys[key_at..key_at + length as usize];
+            let hash = tree_hash(hash64(key), hash_bits);
+            if hashes.last().is_some_and(|&last| last > hash) {
+                return Err(DecodeError::new("a fragment's keys are out of hash order"));
+            }
+            hashes.push(hash);
+            key_at += length as usize;
         }
+        out.extend_columns(&hashes, &key_lengths, &state_sizes, keys, states);
         Ok(())
     }
+}
+
+/// Appends `lengths` as (repeat count, length) varint pairs.
+fn encode_lengths(mut lengths: impl Iterator<Item = usize>, out: &mut Vec<u8>) {
+    let Some(mut length) = lengths.next() else { return };
+    let mut repeats = 1u64;
+    for next in lengths {
+        if next == length {
+            repeats += 1;
+            continue;
+        }
+        varint::encode_u64(repeats, out);
+        varint::encode_u64(length as u64, out);
+        (length, repeats) = (next, 1);
+    }
+    varint::encode_u64(repeats, out);
+    varint::encode_u64(length as u64, out);
+}
+
+/// Reads `records` lengths that [`encode_lengths`] wrote at `at`, moving
+/// `at` past them.
+fn decode_lengths(input: &[u8], at: &mut usize, records: usize, what: &str) -> Result<Vec<u32>, DecodeError> {
+    // A pair takes at least two bytes, so the input bounds what a damaged
+    // count can make us allocate.
+    let mut lengths = Vec::with_capacity(records.min(input.len()));
+    while lengths.len() < records {
+        let (repeats, used) = varint::decode_u64(input.get(*at..).unwrap_or_default())?;
+        *at += used;
+        let (length, used) = varint::decode_u32(input.get(*at..).unwrap_or_default())?;
+        *at += used;
+        if repeats == 0 || repeats > (records - lengths.len()) as u64 {
+            return Err(DecodeError::new(format!("a fragment's {what} do not add up")));
+        }
+        lengths.extend(std::iter::repeat_n(length, repeats as usize));
+    }
+    Ok(lengths)
 }
 
 /// The fuzz target's body (`crates/agg/fuzz`): `data` is a fragment with
@@ -192,7 +180,7 @@ pub fn fuzz_decode(data: &[u8]) {
     };
     let mut decoded = Run::default();
     if fragment
-        .decode_into(codec, &mut Vec::new(), &mut decoded)
+        .decode_into(codec, 64, &mut Vec::new(), &mut decoded)
         .is_err()
         || decoded.is_empty()
     {
@@ -203,7 +191,7 @@ pub fn fuzz_decode(data: &[u8]) {
     let again = Fragment::encode(&decoded, 0..decoded.len(), codec, &mut Vec::new()).expect("re-encoding");
     let mut round_trip = Run::default();
     again
-        .decode_into(codec, &mut Vec::new(), &mut round_trip)
+        .decode_into(codec, 64, &mut Vec::new(), &mut round_trip)
         .expect("a re-encoded fragment decodes");
     assert_eq!(round_trip.hashes, decoded.hashes);
     for index in 0..decoded.len() {
@@ -216,19 +204,32 @@ pub fn fuzz_decode(data: &[u8]) {
 mod tests {
     use super::*;
 
+    /// A run of `records` (key, state), hashed and ordered as a tree's.
+    fn run_of(records: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Run {
+        let mut records: Vec<(u64, Vec<u8>, Vec<u8>)> = records
+            .into_iter()
+            .map(|(key, state)| (hash64(&key), key, state))
+            .collect();
+        records.sort();
+        let mut run = Run::default();
+        for (hash, key, state) in &records {
+            run.push(*hash, key, state);
+        }
+        run
+    }
+
     #[test]
     fn fragments_round_trip_any_range_with_every_codec() {
-        let mut run = Run::default();
-        for index in 0..1000u64 {
+        let run = run_of((0..1000u64).map(|index| {
             let state = if index % 10 == 0 { vec![1; 20] } else { vec![2; 8] };
-            run.push(index * 977, format!("key{index}").as_bytes(), &state);
-        }
+            (format!("key{index}").into_bytes(), state)
+        }));
         for codec in [Codec::None, Codec::Lz4, Codec::Snappy, Codec::Zstd { level: 1 }] {
             for range in [0..1000, 0..1, 17..503, 999..1000] {
                 let fragment = Fragment::encode(&run, range.clone(), codec, &mut Vec::new()).unwrap();
                 let mut decoded = Run::default();
                 fragment
-                    .decode_into(codec, &mut Vec::new(), &mut decoded)
+                    .decode_into(codec, 64, &mut Vec::new(), &mut decoded)
                     .unwrap();
                 assert_eq!(decoded.len(), range.len());
                 for (index, original) in range.clone().enumerate() {
@@ -242,14 +243,12 @@ mod tests {
 
     #[test]
     fn damaged_fragments_never_panic_the_decoder() {
-        let mut run = Run::default();
-        for index in 0..200u64 {
-            run.push(
-                index * 3,
-                format!("k{index}").as_bytes(),
-                &index.to_le_bytes()[..(index % 9) as usize],
-            );
-        }
+        let run = run_of((0..200u64).map(|index| {
+            (
+                format!("k{index}").into_bytes(),
+                index.to_le_bytes()[..(index % 9) as usize].to_vec(),
+            )
+        }));
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = move || {
             state ^= state << 13;
@@ -270,17 +269,14 @@ mod tests {
                     _ => damaged.records = (next() % 400) as u32,
                 }
                 // Either an error or some records; never a panic.
-                let _ = damaged.decode_into(codec, &mut Vec::new(), &mut Run::default());
+                let _ = damaged.decode_into(codec, 64, &mut Vec::new(), &mut Run::default());
             }
         }
     }
 
     #[test]
     fn the_fuzz_target_survives_random_and_valid_inputs() {
-        let mut run = Run::default();
-        for index in 0..50u64 {
-            run.push(index * 11, format!("k{index}").as_bytes(), &[index as u8; 3]);
-        }
+        let run = run_of((0..50u64).map(|index| (format!("k{index}").into_bytes(), vec![index as u8; 3])));
         let mut state = 0x2545_F491_4F6C_DD1Du64;
         for codec_byte in 0..4u8 {
             let codec =
@@ -305,13 +301,22 @@ mod tests {
 
     #[test]
     fn damaged_fragments_are_refused() {
-        let mut run = Run::default();
-        run.push(1, b"a", b"x");
-        run.push(2, b"b", b"y");
-        let mut fragment = Fragment::encode(&run, 0..2, Codec::None, &mut Vec::new()).unwrap();
-        fragment.bytes[9] = 200;
-        assert!(fragment
-            .decode_into(Codec::None, &mut Vec::new(), &mut Run::default())
-            .is_err());
+        let run = run_of([(b"a".to_vec(), b"x".to_vec()), (b"b".to_vec(), b"y".to_vec())]);
+        let fragment = Fragment::encode(&run, 0..2, Codec::None, &mut Vec::new()).unwrap();
+        let decode = |fragment: &Fragment| {
+            fragment
+                .decode_into(Codec::None, 64, &mut Vec::new(), &mut Run::default())
+                .map_err(|error| error.what().to_string())
+        };
+        assert_eq!(decode(&fragment), Ok(()));
+        // Lengths that overrun the bytes.
+        let mut long = fragment.clone();
+        long.bytes[1] = 9;
+        assert!(decode(&long).unwrap_err().contains("do not add up"));
+        // The keys swapped: out of hash order.
+        let mut swapped = fragment.clone();
+        let keys_at = swapped.bytes.len() - 4;
+        swapped.bytes.swap(keys_at, keys_at + 1);
+        assert!(decode(&swapped).unwrap_err().contains("out of hash order"));
     }
 }

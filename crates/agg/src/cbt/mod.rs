@@ -36,7 +36,7 @@ use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
 use crate::value::{Output, Value};
 use fragment::Fragment;
-use run::{radix_sort_by_hash, GroupMerger, Run};
+use run::{merge_runs, radix_sort_by_hash, Run};
 
 pub use parallel::{ParallelCbt, ROOT_BUFFERS};
 
@@ -260,6 +260,28 @@ impl RootBuffer {
         Ok(())
     }
 
+    /// Orders the records by (hash, key), the order of runs: a radix sort
+    /// by hash, then a sort by key of each group of equal hashes (rare but
+    /// for collisions and repeated keys, which the stable radix sort leaves
+    /// in arrival order).
+    fn sort(&mut self) {
+        radix_sort_by_hash(&mut self.index, &mut self.sort_scratch);
+        let mut start = 0;
+        while start < self.index.len() {
+            let hash = self.index[start].0;
+            let end = start
+                + self.index[start..]
+                    .iter()
+                    .take_while(|&&(other, _)| other == hash)
+                    .count();
+            if end - start > 1 {
+                let data = &self.data;
+                self.index[start..end].sort_by(|a, b| record_key(data, a.1).cmp(record_key(data, b.1)));
+            }
+            start = end;
+        }
+    }
+
     fn record(&self, at: u32) -> (&[u8], &[u8]) {
         let record = &self.data[at as usize..];
         let length = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes")) as usize;
@@ -269,6 +291,13 @@ impl RootBuffer {
             &record[8 + key_len..8 + key_len + state_len],
         )
     }
+}
+
+/// The key of the root buffer record at `at`.
+fn record_key(data: &[u8], at: u32) -> &[u8] {
+    let record = &data[at as usize..];
+    let key_len = u32::from_le_bytes(record[..4].try_into().expect("4 bytes")) as usize;
+    &record[8..8 + key_len]
 }
 
 /// GroupBy-Aggregate in a Compressed Buffer Tree; see the module docs.
@@ -288,7 +317,6 @@ pub struct CompressedBufferTree {
     /// such as `max` over an integer and a string of one key): records may
     /// be missing from the tree, so it refuses all further work.
     failed: Option<String>,
-    merger: GroupMerger,
     scratch: Vec<u8>,
     stats: CbtStats,
     clock: InsertClock,
@@ -308,7 +336,6 @@ impl CompressedBufferTree {
             next_sequence: 0,
             finalized: false,
             failed: None,
-            merger: GroupMerger::default(),
             scratch: Vec::new(),
             stats: CbtStats::default(),
             clock: InsertClock::default(),
@@ -354,7 +381,6 @@ impl CompressedBufferTree {
 
     /// Runs an emptying step; a failure makes the tree unusable.
     fn emptying<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
-        self.merger.clear();
         let outcome = step(self);
         if let Err(error) = &outcome {
             self.failed = Some(error.to_string());
@@ -420,13 +446,12 @@ impl CompressedBufferTree {
 
     /// Sorts and aggregates the root buffer into a run, and empties it.
     fn root_run(&mut self, root: &mut RootBuffer) -> Result<Run> {
-        radix_sort_by_hash(&mut root.index, &mut root.sort_scratch);
+        root.sort();
         let mut out = Run::with_capacity(root.index.len(), root.data.len());
         for &(hash, at) in &root.index {
             let (key, state) = root.record(at);
-            self.merger.add(&*self.function, hash, key, state, &mut out)?;
+            out.push_merging(&*self.function, hash, key, state)?;
         }
-        self.merger.flush(&mut out);
         root.data.clear();
         root.index.clear();
         Ok(out)
@@ -564,7 +589,7 @@ impl CompressedBufferTree {
         for fragment in fragments {
             let mut run = Run::with_capacity(fragment.records(), fragment.raw_bytes);
             fragment
-                .decode_into(codec, &mut self.scratch, &mut run)
+                .decode_into(codec, self.options.hash_bits, &mut self.scratch, &mut run)
                 .map_err(|error| {
                     Error::Internal(format!("a CBT fragment in memory does not decode: {error}"))
                 })?;
@@ -576,31 +601,7 @@ impl CompressedBufferTree {
             return Ok(runs.pop().expect("one run"));
         }
         let mut out = Run::with_capacity(records, bytes);
-        let mut cursors = vec![0usize; runs.len()];
-        loop {
-            // The fan-in is the number of spills a node received: a few
-            // dozen at most, so a linear scan beats a heap.
-            let next = runs
-                .iter()
-                .zip(&cursors)
-                .filter(|(run, &cursor)| cursor < run.len())
-                .map(|(run, &cursor)| run.hashes[cursor])
-                .min();
-            let Some(hash) = next else { break };
-            for (run, cursor) in runs.iter().zip(cursors.iter_mut()) {
-                while *cursor < run.len() && run.hashes[*cursor] == hash {
-                    self.merger.add(
-                        &*self.function,
-                        hash,
-                        run.key(*cursor),
-                        run.state(*cursor),
-                        &mut out,
-                    )?;
-                    *cursor += 1;
-                }
-            }
-        }
-        self.merger.flush(&mut out);
+        merge_runs(&*self.function, &runs, &mut out)?;
         Ok(out)
     }
 
@@ -673,7 +674,12 @@ impl CompressedBufferTree {
         let mut run = Run::default();
         if let Some(fragment) = node.fragments.first() {
             fragment
-                .decode_into(self.options.codec, &mut Vec::new(), &mut run)
+                .decode_into(
+                    self.options.codec,
+                    self.options.hash_bits,
+                    &mut Vec::new(),
+                    &mut run,
+                )
                 .map_err(|error| {
                     Error::Internal(format!("a CBT fragment in memory does not decode: {error}"))
                 })?;

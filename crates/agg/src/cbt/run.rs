@@ -4,7 +4,11 @@
 //! A run is what a node's data looks like uncompressed: records sorted by
 //! hash, each (hash, key) once. Records of equal hash but different keys
 //! (a collision) sit next to each other, ordered by key, so a run's order is
-//! a total order on (hash, key) and merging runs is deterministic.
+//! a total order on (hash, key): merging runs in that order brings the
+//! records of a key together, and aggregating is folding each record into
+//! the last one when their keys match. Collisions thus need no side table.
+
+use std::cmp::Ordering;
 
 use spillway_core::Result;
 
@@ -57,25 +61,106 @@ impl Run {
         &self.keys[start..self.key_ends[index] as usize]
     }
 
-    pub(crate) fn state(&self, index: usize) -> &[u8] {
-        let start = if index == 0 {
+    fn state_start(&self, index: usize) -> usize {
+        if index == 0 {
             0
         } else {
             self.state_ends[index - 1] as usize
-        };
-        &self.states[start..self.state_ends[index] as usize]
+        }
     }
 
+    pub(crate) fn state(&self, index: usize) -> &[u8] {
+        &self.states[self.state_start(index)..self.state_ends[index] as usize]
+    }
+
+    /// How record `index` orders against ⟨`hash`, `key`⟩.
+    pub(crate) fn compare(&self, index: usize, hash: u64, key: &[u8]) -> Ordering {
+        self.hashes[index]
+            .cmp(&hash)
+            .then_with(|| self.key(index).cmp(key))
+    }
+
+    /// The key bytes of records `range`, back to back.
+    pub(crate) fn keys_of(&self, range: std::ops::Range<usize>) -> &[u8] {
+        let start = if range.start == 0 {
+            0
+        } else {
+            self.key_ends[range.start - 1] as usize
+        };
+        &self.keys[start..self.key_ends[range.end - 1] as usize]
+    }
+
+    /// The state bytes of records `range`, back to back.
+    pub(crate) fn states_of(&self, range: std::ops::Range<usize>) -> &[u8] {
+        &self.states[self.state_start(range.start)..self.state_ends[range.end - 1] as usize]
+    }
+
+    /// Appends records given as columns: each one's hash, key length and
+    /// state length, then the keys and the states back to back. The caller
+    /// has checked that the lengths add up to the bytes.
+    pub(crate) fn extend_columns(
+        &mut self,
+        hashes: &[u64],
+        key_lengths: &[u32],
+        state_lengths: &[u32],
+        keys: &[u8],
+        states: &[u8],
+    ) {
+        debug_assert_eq!(
+            key_lengths.iter().map(|&length| length as usize).sum::<usize>(),
+            keys.len()
+        );
+        debug_assert_eq!(
+            state_lengths.iter().map(|&length| length as usize).sum::<usize>(),
+            states.len()
+        );
+        self.hashes.extend_from_slice(hashes);
+        let mut end = self.keys.len() as u32;
+        self.key_ends.extend(key_lengths.iter().map(|&length| {
+            end += length;
+            end
+        }));
+        let mut end = self.states.len() as u32;
+        self.state_ends.extend(state_lengths.iter().map(|&length| {
+            end += length;
+            end
+        }));
+        self.keys.extend_from_slice(keys);
+        self.states.extend_from_slice(states);
+    }
+
+    /// Appends a record that orders after the last one.
     pub(crate) fn push(&mut self, hash: u64, key: &[u8], state: &[u8]) {
         debug_assert!(
-            self.hashes.last().is_none_or(|&last| last <= hash),
-            "a run is in hash order"
+            self.is_empty() || self.compare(self.len() - 1, hash, key) == Ordering::Less,
+            "a run is in (hash, key) order, each pair once"
         );
         self.hashes.push(hash);
         self.keys.extend_from_slice(key);
         self.key_ends.push(self.keys.len() as u32);
         self.states.extend_from_slice(state);
         self.state_ends.push(self.states.len() as u32);
+    }
+
+    /// Appends a record that orders after the last one or has its key, in
+    /// which case its state is merged into the last one's.
+    pub(crate) fn push_merging(
+        &mut self,
+        function: &dyn AggregateFunction,
+        hash: u64,
+        key: &[u8],
+        state: &[u8],
+    ) -> Result<()> {
+        if let Some(last) = self.len().checked_sub(1) {
+            if self.hashes[last] == hash && self.key(last) == key {
+                let start = self.state_start(last);
+                function.merge_tail(&mut self.states, start, state)?;
+                self.state_ends[last] = self.states.len() as u32;
+                return Ok(());
+            }
+        }
+        self.push(hash, key, state);
+        Ok(())
     }
 
     /// The first index whose hash is at least `hash`.
@@ -105,64 +190,54 @@ impl Run {
     }
 }
 
-/// Merges groups of records that share a hash, telling keys apart with a
-/// small side table (the seed's accumulators for colliding keys), and
-/// appends one record per key to a run.
-#[derive(Debug, Default)]
-pub(crate) struct GroupMerger {
-    /// The keys of the current hash and their merged states.
-    table: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Table entries in use (kept allocated between groups).
-    used: usize,
-    hash: u64,
-}
-
-impl GroupMerger {
-    /// Adds one record of hash `hash`, which must not be below the previous
-    /// record's; a new hash flushes the previous group into `out`.
-    pub(crate) fn add(
-        &mut self,
-        function: &dyn AggregateFunction,
-        hash: u64,
-        key: &[u8],
-        state: &[u8],
-        out: &mut Run,
-    ) -> Result<()> {
-        if self.used > 0 && hash != self.hash {
-            self.flush(out);
+/// Merges `runs`, each in (hash, key) order, into `out`, folding the
+/// records of each key into one.
+///
+/// A binary heap holds each run's next hash: comparisons read a small,
+/// contiguous array, and keys are compared only when hashes tie.
+pub(crate) fn merge_runs(function: &dyn AggregateFunction, runs: &[Run], out: &mut Run) -> Result<()> {
+    let mut cursors = vec![0usize; runs.len()];
+    let mut heap: Vec<(u64, usize)> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, run)| !run.is_empty())
+        .map(|(index, run)| (run.hashes[0], index))
+        .collect();
+    let less = |a: (u64, usize), b: (u64, usize), cursors: &[usize]| {
+        a.0 < b.0 || (a.0 == b.0 && runs[a.1].key(cursors[a.1]) < runs[b.1].key(cursors[b.1]))
+    };
+    let sift_down = |heap: &mut [(u64, usize)], mut at: usize, cursors: &[usize]| loop {
+        let left = 2 * at + 1;
+        if left >= heap.len() {
+            return;
         }
-        self.hash = hash;
-        if let Some((_, merged)) = self.table[..self.used].iter_mut().find(|(other, _)| other == key) {
-            return function.merge_into(merged, state);
+        let right = left + 1;
+        let child = if right < heap.len() && less(heap[right], heap[left], cursors) {
+            right
+        } else {
+            left
+        };
+        if !less(heap[child], heap[at], cursors) {
+            return;
         }
-        if self.used == self.table.len() {
-            self.table.push((Vec::new(), Vec::new()));
-        }
-        let (stored_key, stored_state) = &mut self.table[self.used];
-        stored_key.clear();
-        stored_key.extend_from_slice(key);
-        stored_state.clear();
-        stored_state.extend_from_slice(state);
-        self.used += 1;
-        Ok(())
+        heap.swap(at, child);
+        at = child;
+    };
+    for at in (0..heap.len() / 2).rev() {
+        sift_down(&mut heap, at, &cursors);
     }
-
-    /// Forgets a pending group (after an error cut a merge short).
-    pub(crate) fn clear(&mut self) {
-        self.used = 0;
-    }
-
-    /// Appends the pending group, its keys in order, to `out`.
-    pub(crate) fn flush(&mut self, out: &mut Run) {
-        let group = &mut self.table[..self.used];
-        if group.len() > 1 {
-            group.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    while let Some(&(hash, index)) = heap.first() {
+        let (run, cursor) = (&runs[index], cursors[index]);
+        out.push_merging(function, hash, run.key(cursor), run.state(cursor))?;
+        cursors[index] += 1;
+        if cursor + 1 < run.len() {
+            heap[0] = (run.hashes[cursor + 1], index);
+        } else {
+            heap.swap_remove(0);
         }
-        for (key, state) in group.iter() {
-            out.push(self.hash, key, state);
-        }
-        self.used = 0;
+        sift_down(&mut heap, 0, &cursors);
     }
+    Ok(())
 }
 
 /// Sorts `(hash, position)` entries by hash with an LSD radix sort, 8 bits
@@ -218,41 +293,45 @@ mod tests {
     }
 
     #[test]
-    fn colliding_keys_stay_apart_and_come_out_in_key_order() {
+    fn records_of_one_key_merge_into_the_last_and_colliding_keys_stay_apart() {
         let count = function("count").unwrap();
-        let one = 1u64.to_le_bytes();
-        let mut merger = GroupMerger::default();
+        let one = [1u8];
         let mut run = Run::default();
-        for (hash, key) in [(5, "b"), (5, "a"), (5, "b"), (9, "c"), (9, "c")] {
-            merger.add(&*count, hash, key.as_bytes(), &one, &mut run).unwrap();
+        for (hash, key) in [(5, "a"), (5, "b"), (5, "b"), (9, "c"), (9, "c"), (9, "c")] {
+            run.push_merging(&*count, hash, key.as_bytes(), &one).unwrap();
         }
-        merger.flush(&mut run);
-        let records: Vec<(u64, &[u8], u64)> = (0..run.len())
-            .map(|index| {
-                (
-                    run.hashes[index],
-                    run.key(index),
-                    u64::from_le_bytes(run.state(index).try_into().unwrap()),
-                )
-            })
+        let records: Vec<(u64, &[u8], &[u8])> = (0..run.len())
+            .map(|index| (run.hashes[index], run.key(index), run.state(index)))
             .collect();
         assert_eq!(
             records,
-            vec![(5, &b"a"[..], 1), (5, &b"b"[..], 2), (9, &b"c"[..], 2)]
+            vec![
+                (5, &b"a"[..], &[1][..]),
+                (5, &b"b"[..], &[2][..]),
+                (9, &b"c"[..], &[3][..])
+            ]
         );
     }
 
     #[test]
     fn split_points_never_separate_equal_hashes() {
         let mut run = Run::default();
-        for hash in [1, 1, 1, 1, 2, 2, 3] {
-            run.push(hash, b"k", b"state");
+        for (hash, key) in [
+            (1, "a"),
+            (1, "b"),
+            (1, "c"),
+            (1, "d"),
+            (2, "a"),
+            (2, "b"),
+            (3, "a"),
+        ] {
+            run.push(hash, key.as_bytes(), b"state");
         }
         let at = run.split_point().unwrap();
         assert!(at == 4 || at == 6, "{at}");
         let mut same = Run::default();
-        for _ in 0..5 {
-            same.push(7, b"k", b"s");
+        for key in ["a", "b", "c", "d", "e"] {
+            same.push(7, key.as_bytes(), b"s");
         }
         assert_eq!(same.split_point(), None);
     }

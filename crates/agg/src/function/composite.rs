@@ -5,13 +5,13 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use spillway_core::{ensure, Error, Result};
+use spillway_core::{ensure, varint, Error, Result};
 
 use super::{AggregateFunction, Input};
 use crate::value::Output;
 
-/// The functions' states, each but the last behind its length (u32 LE); the
-/// last one runs to the end.
+/// The functions' states, each but the last behind its length (a varint);
+/// the last one runs to the end.
 #[derive(Debug)]
 pub struct Composite {
     parts: Vec<Arc<dyn AggregateFunction>>,
@@ -50,11 +50,10 @@ impl Composite {
                     state.len()
                 ))
             };
-            let length_bytes = state.get(..4).ok_or_else(broken)?;
-            let length = u32::from_le_bytes(length_bytes.try_into().expect("4 bytes")) as usize;
-            let part = state.get(4..4 + length).ok_or_else(broken)?;
+            let (length, used) = varint::decode_u64(state).map_err(|_| broken())?;
+            let part = state.get(used..used + length as usize).ok_or_else(broken)?;
             each(index, part)?;
-            state = &state[4 + length..];
+            state = &state[used + length as usize..];
         }
         each(last, state)
     }
@@ -70,12 +69,14 @@ impl Composite {
         if index + 1 == self.parts.len() {
             return write(out);
         }
+        // The part is written first and its length moved in front of it:
+        // states are a few bytes, so the move is cheaper than reserving the
+        // longest varint.
         let at = out.len();
-        out.extend_from_slice(&[0; 4]);
         write(out)?;
-        let length = u32::try_from(out.len() - at - 4)
-            .map_err(|_| Error::InvalidArgument("a part of a composite state is larger than 4 GiB".into()))?;
-        out[at..at + 4].copy_from_slice(&length.to_le_bytes());
+        let length = (out.len() - at) as u64;
+        varint::encode_u64(length, out);
+        out[at..].rotate_right(varint::encoded_len(length));
         Ok(())
     }
 
@@ -122,14 +123,31 @@ impl AggregateFunction for Composite {
         Ok(())
     }
 
-    fn merge_into(&self, state: &mut Vec<u8>, other: &[u8]) -> Result<()> {
+    fn merge_tail(&self, states: &mut Vec<u8>, start: usize, other: &[u8]) -> Result<()> {
         let mut others = [&[][..]; 16];
         self.split(other, |index, part| {
             others[index] = part;
             Ok(())
         })?;
-        self.rebuild(state, |index, part| {
-            self.parts[index].merge_into(part, others[index])
+        SCRATCH.with(|scratch| {
+            // The old state moves to scratch, and each part merges at the
+            // tail of `states` as it is rewritten.
+            let (old, _) = &mut *scratch.borrow_mut();
+            old.clear();
+            old.extend_from_slice(&states[start..]);
+            states.truncate(start);
+            let outcome = self.split(old, |index, part| {
+                self.put(index, states, |out| {
+                    let at = out.len();
+                    out.extend_from_slice(part);
+                    self.parts[index].merge_tail(out, at, others[index])
+                })
+            });
+            if outcome.is_err() {
+                states.truncate(start);
+                states.extend_from_slice(old);
+            }
+            outcome
         })
     }
 

@@ -89,8 +89,16 @@ pub trait AggregateFunction: Send + Sync + fmt::Debug {
     /// Appends the serialized state of one input to `out`.
     fn init_into(&self, input: Input<'_>, out: &mut Vec<u8>) -> Result<()>;
 
+    /// Replaces the serialized state that fills `states` from `start` to
+    /// the end by its merge with `other`; on error `states` is unchanged.
+    /// Engines keep a run's states back to back, so merging into the last
+    /// one in place copies nothing.
+    fn merge_tail(&self, states: &mut Vec<u8>, start: usize, other: &[u8]) -> Result<()>;
+
     /// Replaces the serialized `state` by its merge with `other`.
-    fn merge_into(&self, state: &mut Vec<u8>, other: &[u8]) -> Result<()>;
+    fn merge_into(&self, state: &mut Vec<u8>, other: &[u8]) -> Result<()> {
+        self.merge_tail(state, 0, other)
+    }
 
     /// Replaces the serialized `state` by its update with one input.
     fn update_into(&self, state: &mut Vec<u8>, input: Input<'_>) -> Result<()>;
@@ -110,11 +118,11 @@ impl<A: Aggregate> AggregateFunction for A {
         Ok(())
     }
 
-    fn merge_into(&self, state: &mut Vec<u8>, other: &[u8]) -> Result<()> {
-        let mut merged = read_state(self, state)?;
+    fn merge_tail(&self, states: &mut Vec<u8>, start: usize, other: &[u8]) -> Result<()> {
+        let mut merged = read_state(self, &states[start..])?;
         self.merge(&mut merged, read_state(self, other)?)?;
-        state.clear();
-        self.serialize(&merged, state);
+        states.truncate(start);
+        self.serialize(&merged, states);
         Ok(())
     }
 

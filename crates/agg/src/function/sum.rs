@@ -1,9 +1,9 @@
 //! `count` and `sum`.
 
-use spillway_core::{bail, DecodeError, Result};
+use spillway_core::{bail, varint, DecodeError, Result};
 
 use super::{Aggregate, Input};
-use crate::value::{expect_end, read_f64, read_u64, Output, Value};
+use crate::value::{expect_end, read_f64, Output, Value};
 
 /// The number of values.
 #[derive(Debug, Clone, Copy)]
@@ -28,13 +28,16 @@ impl Aggregate for Count {
         Ok(())
     }
 
+    /// A varint: most counts take one or two bytes, and states are what a
+    /// CBT sorts, merges and compresses.
     fn serialize(&self, state: &u64, out: &mut Vec<u8>) {
-        out.extend_from_slice(&state.to_le_bytes());
+        varint::encode_u64(*state, out);
     }
 
     fn deserialize(&self, bytes: &[u8]) -> Result<u64, DecodeError> {
-        expect_end(bytes, 8)?;
-        read_u64(bytes, "a count")
+        let (count, used) = varint::decode_u64(bytes)?;
+        expect_end(bytes, used)?;
+        Ok(count)
     }
 
     fn finalize(&self, state: u64) -> Result<Output> {
@@ -96,8 +99,12 @@ impl Compensated {
     }
 }
 
-const INTEGERS_ONLY: u8 = 0;
+/// The first byte of a sum's state: flags saying which parts follow. The
+/// integer sum comes next, as a zig-zag varint while it fits 64 bits (one
+/// to three bytes for most sums) or as 16 bytes LE once it does not; then,
+/// with [`WITH_FLOATS`], the compensated float sum (two f64 LE).
 const WITH_FLOATS: u8 = 1;
+const WIDE_INTEGERS: u8 = 2;
 
 impl Aggregate for Sum {
     type State = SumState;
@@ -140,12 +147,16 @@ impl Aggregate for Sum {
     }
 
     fn serialize(&self, state: &SumState, out: &mut Vec<u8>) {
-        out.push(if state.floats.is_some() {
-            WITH_FLOATS
-        } else {
-            INTEGERS_ONLY
-        });
-        out.extend_from_slice(&state.integers.to_le_bytes());
+        let narrow = i64::try_from(state.integers).ok();
+        let mut tag = if narrow.is_some() { 0 } else { WIDE_INTEGERS };
+        if state.floats.is_some() {
+            tag |= WITH_FLOATS;
+        }
+        out.push(tag);
+        match narrow {
+            Some(integers) => varint::encode_i64(integers, out),
+            None => out.extend_from_slice(&state.integers.to_le_bytes()),
+        }
         if let Some(floats) = state.floats {
             out.extend_from_slice(&floats.sum.to_le_bytes());
             out.extend_from_slice(&floats.compensation.to_le_bytes());
@@ -156,24 +167,29 @@ impl Aggregate for Sum {
         let Some((&tag, rest)) = bytes.split_first() else {
             return Err(DecodeError::new("a sum is empty"));
         };
-        let integers = rest
-            .get(..16)
-            .and_then(|bytes| bytes.try_into().ok())
-            .map(i128::from_le_bytes)
-            .ok_or_else(|| DecodeError::new("an integer sum is cut short"))?;
-        let floats = match tag {
-            INTEGERS_ONLY => {
-                expect_end(bytes, 17)?;
-                None
-            }
-            WITH_FLOATS => {
-                expect_end(bytes, 33)?;
-                Some(Compensated {
-                    sum: read_f64(&rest[16..], "a float sum")?,
-                    compensation: read_f64(&rest[24..], "a float sum")?,
-                })
-            }
-            other => return Err(DecodeError::new(format!("unknown sum kind {other}"))),
+        if tag & !(WITH_FLOATS | WIDE_INTEGERS) != 0 {
+            return Err(DecodeError::new(format!("unknown sum kind {tag}")));
+        }
+        let (integers, used) = if tag & WIDE_INTEGERS == 0 {
+            let (integers, used) = varint::decode_i64(rest)?;
+            (i128::from(integers), used)
+        } else {
+            let integers = rest
+                .get(..16)
+                .and_then(|bytes| bytes.try_into().ok())
+                .map(i128::from_le_bytes)
+                .ok_or_else(|| DecodeError::new("an integer sum is cut short"))?;
+            (integers, 16)
+        };
+        let floats = if tag & WITH_FLOATS == 0 {
+            expect_end(rest, used)?;
+            None
+        } else {
+            expect_end(rest, used + 16)?;
+            Some(Compensated {
+                sum: read_f64(&rest[used..], "a float sum")?,
+                compensation: read_f64(&rest[used + 8..], "a float sum")?,
+            })
         };
         Ok(SumState { integers, floats })
     }
