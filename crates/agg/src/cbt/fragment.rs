@@ -314,7 +314,7 @@ mod tests {
         long.bytes[1] = 9;
         assert!(decode(&long).unwrap_err().contains("do not add up"));
         // The keys swapped: out of hash order.
-        let mut swapped = fragment.clone();
+        let mut swapped = fragment;
         let keys_at = swapped.bytes.len() - 4;
         swapped.bytes.swap(keys_at, keys_at + 1);
         assert!(decode(&swapped).unwrap_err().contains("out of hash order"));
