@@ -2,7 +2,6 @@
 //! state per key holding each function's state, so an engine groups the
 //! keys once, as a SQL `GROUP BY` with several aggregates does.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use spillway_core::{ensure, varint, Error, Result};
@@ -17,17 +16,11 @@ pub struct Composite {
     parts: Vec<Arc<dyn AggregateFunction>>,
 }
 
-thread_local! {
-    /// Scratch for merges: the merged state and one part's state, reused so
-    /// that merging allocates nothing once warm.
-    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
-}
-
 impl Composite {
     /// The functions `parts`, in order; their results come as a list.
     pub fn new(parts: Vec<Arc<dyn AggregateFunction>>) -> Result<Self> {
         ensure!(
-            (2..=16).contains(&parts.len()),
+            (2..=PARTS_MAX).contains(&parts.len()),
             InvalidArgument,
             "a composite aggregate takes 2 to 16 functions, got {}",
             parts.len()
@@ -35,14 +28,12 @@ impl Composite {
         Ok(Composite { parts })
     }
 
-    /// Splits a composite state into its parts' states.
-    fn split<'a>(
-        &self,
-        mut state: &'a [u8],
-        mut each: impl FnMut(usize, &'a [u8]) -> Result<()>,
-    ) -> Result<()> {
+    /// Where each part's state lies in a composite state, as (start, end).
+    fn parts_of(&self, state: &[u8]) -> Result<[(usize, usize); PARTS_MAX]> {
+        let mut ranges = [(0, 0); PARTS_MAX];
         let last = self.parts.len() - 1;
-        for index in 0..last {
+        let mut at = 0;
+        for (index, range) in ranges.iter_mut().enumerate().take(last) {
             let broken = || {
                 Error::Internal(format!(
                     "{}: a state's part {index} overruns its {} bytes",
@@ -50,12 +41,16 @@ impl Composite {
                     state.len()
                 ))
             };
-            let (length, used) = varint::decode_u64(state).map_err(|_| broken())?;
-            let part = state.get(used..used + length as usize).ok_or_else(broken)?;
-            each(index, part)?;
-            state = &state[used + length as usize..];
+            let (length, used) = varint::decode_u64(&state[at..]).map_err(|_| broken())?;
+            let end = (at + used)
+                .checked_add(length as usize)
+                .filter(|&end| end <= state.len())
+                .ok_or_else(broken)?;
+            *range = (at + used, end);
+            at = end;
         }
-        each(last, state)
+        ranges[last] = (at, state.len());
+        Ok(ranges)
     }
 
     /// Appends part `index`'s state, written by `write`, behind its length
@@ -69,42 +64,60 @@ impl Composite {
         if index + 1 == self.parts.len() {
             return write(out);
         }
-        // The part is written first and its length moved in front of it:
-        // states are a few bytes, so the move is cheaper than reserving the
-        // longest varint.
-        let at = out.len();
+        // A one-byte length goes in front and the part after it; the rare
+        // part of 128 bytes or more moves to make room for a longer varint.
+        let length_at = out.len();
+        out.push(0);
         write(out)?;
-        let length = (out.len() - at) as u64;
-        varint::encode_u64(length, out);
-        out[at..].rotate_right(varint::encoded_len(length));
+        let length = (out.len() - length_at - 1) as u64;
+        if length < 0x80 {
+            out[length_at] = length as u8;
+        } else {
+            out.remove(length_at);
+            varint::encode_u64(length, out);
+            out[length_at..].rotate_right(varint::encoded_len(length));
+        }
         Ok(())
     }
 
-    /// Rebuilds `state` part by part: `step` turns each part's old state
-    /// (in a scratch vector) into its new one.
-    fn rebuild(
+    /// Rewrites the composite state that fills `states` from `start` on,
+    /// part by part: `step(index, states, at)` turns part `index`'s old
+    /// state, copied to `states[at..]`, into its new one. The new state is
+    /// built after the old one and moved over it, so nothing is allocated;
+    /// on error `states` is as it was.
+    fn rewrite_tail(
         &self,
-        state: &mut Vec<u8>,
-        mut step: impl FnMut(usize, &mut Vec<u8>) -> Result<()>,
+        states: &mut Vec<u8>,
+        start: usize,
+        mut step: impl FnMut(usize, &mut Vec<u8>, usize) -> Result<()>,
     ) -> Result<()> {
-        SCRATCH.with(|scratch| {
-            let (merged, part) = &mut *scratch.borrow_mut();
-            merged.clear();
-            self.split(state, |index, old| {
-                part.clear();
-                part.extend_from_slice(old);
-                step(index, part)?;
-                self.put(index, merged, |out| {
-                    out.extend_from_slice(part);
-                    Ok(())
-                })
-            })?;
-            state.clear();
-            state.extend_from_slice(merged);
-            Ok(())
-        })
+        let ranges = self.parts_of(&states[start..])?;
+        let old_end = states.len();
+        let outcome = (0..self.parts.len()).try_for_each(|index| {
+            let (part_start, part_end) = ranges[index];
+            self.put(index, states, |out| {
+                let at = out.len();
+                out.extend_from_within(start + part_start..start + part_end);
+                step(index, out, at)
+            })
+        });
+        match outcome {
+            Ok(()) => {
+                let new_len = states.len() - old_end;
+                states.copy_within(old_end.., start);
+                states.truncate(start + new_len);
+                Ok(())
+            }
+            Err(error) => {
+                states.truncate(old_end);
+                Err(error)
+            }
+        }
     }
 }
+
+/// The most functions a composite takes.
+const PARTS_MAX: usize = 16;
 
 impl AggregateFunction for Composite {
     fn name(&self) -> String {
@@ -124,43 +137,27 @@ impl AggregateFunction for Composite {
     }
 
     fn merge_tail(&self, states: &mut Vec<u8>, start: usize, other: &[u8]) -> Result<()> {
-        let mut others = [&[][..]; 16];
-        self.split(other, |index, part| {
-            others[index] = part;
-            Ok(())
-        })?;
-        SCRATCH.with(|scratch| {
-            // The old state moves to scratch, and each part merges at the
-            // tail of `states` as it is rewritten.
-            let (old, _) = &mut *scratch.borrow_mut();
-            old.clear();
-            old.extend_from_slice(&states[start..]);
-            states.truncate(start);
-            let outcome = self.split(old, |index, part| {
-                self.put(index, states, |out| {
-                    let at = out.len();
-                    out.extend_from_slice(part);
-                    self.parts[index].merge_tail(out, at, others[index])
-                })
-            });
-            if outcome.is_err() {
-                states.truncate(start);
-                states.extend_from_slice(old);
-            }
-            outcome
+        let others = self.parts_of(other)?;
+        self.rewrite_tail(states, start, |index, out, at| {
+            let (other_start, other_end) = others[index];
+            self.parts[index].merge_tail(out, at, &other[other_start..other_end])
         })
     }
 
-    fn update_into(&self, state: &mut Vec<u8>, input: Input<'_>) -> Result<()> {
-        self.rebuild(state, |index, part| self.parts[index].update_into(part, input))
+    fn update_tail(&self, states: &mut Vec<u8>, start: usize, input: Input<'_>) -> Result<()> {
+        self.rewrite_tail(states, start, |index, out, at| {
+            self.parts[index].update_tail(out, at, input)
+        })
     }
 
     fn finalize_bytes(&self, state: &[u8]) -> Result<Output> {
-        let mut outputs = Vec::with_capacity(self.parts.len());
-        self.split(state, |index, part| {
-            outputs.push(self.parts[index].finalize_bytes(part)?);
-            Ok(())
-        })?;
+        let ranges = self.parts_of(state)?;
+        let outputs = self
+            .parts
+            .iter()
+            .zip(ranges)
+            .map(|(part, (start, end))| part.finalize_bytes(&state[start..end]))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Output::List(outputs))
     }
 }

@@ -100,8 +100,15 @@ pub trait AggregateFunction: Send + Sync + fmt::Debug {
         self.merge_tail(state, 0, other)
     }
 
+    /// Replaces the serialized state that fills `states` from `start` to
+    /// the end by its update with one input; on error `states` is
+    /// unchanged.
+    fn update_tail(&self, states: &mut Vec<u8>, start: usize, input: Input<'_>) -> Result<()>;
+
     /// Replaces the serialized `state` by its update with one input.
-    fn update_into(&self, state: &mut Vec<u8>, input: Input<'_>) -> Result<()>;
+    fn update_into(&self, state: &mut Vec<u8>, input: Input<'_>) -> Result<()> {
+        self.update_tail(state, 0, input)
+    }
 
     /// The result a serialized state stands for.
     fn finalize_bytes(&self, state: &[u8]) -> Result<Output>;
@@ -126,11 +133,11 @@ impl<A: Aggregate> AggregateFunction for A {
         Ok(())
     }
 
-    fn update_into(&self, state: &mut Vec<u8>, input: Input<'_>) -> Result<()> {
-        let mut updated = read_state(self, state)?;
+    fn update_tail(&self, states: &mut Vec<u8>, start: usize, input: Input<'_>) -> Result<()> {
+        let mut updated = read_state(self, &states[start..])?;
         self.update(&mut updated, input)?;
-        state.clear();
-        self.serialize(&updated, state);
+        states.truncate(start);
+        self.serialize(&updated, states);
         Ok(())
     }
 
