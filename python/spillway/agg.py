@@ -31,6 +31,10 @@ _SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _INT_KEY_BYTES = 8
 
 
+# Results handed over per call to the engine while iterating.
+_RESULTS_PAGE = 65536
+
+
 def _size(value: Union[int, str], what: str) -> int:
     """``4G`` -> 4 GiB; ints pass through."""
     if isinstance(value, int):
@@ -166,9 +170,23 @@ class Aggregator:
         return self._output(self._native.get(self._key(key)))
 
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
-        """(key, result) pairs: the CBT's in hash order, after :meth:`finalize`."""
-        for key, value in self._native.results():
-            yield self._unkey(key), self._output(value)
+        """(key, result) pairs: the CBT's in hash order, after :meth:`finalize`.
+
+        The results stream: the engine hands them over a page at a time
+        (the CBT decompresses one leaf at a time), so reading them takes
+        little memory beyond the aggregator's own. Inserting or finalizing
+        while a reader is part-way makes its next page raise
+        :class:`InvalidArgumentError`.
+        """
+        epoch = self._native.epoch()
+        position = 0
+        while True:
+            page = self._native.results_page(position, _RESULTS_PAGE, epoch)
+            if not page:
+                return
+            position += len(page)
+            for key, value in page:
+                yield self._unkey(key), self._output(value)
 
     items = __iter__
 

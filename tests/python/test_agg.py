@@ -52,6 +52,30 @@ def test_composite_functions_on_any_number_of_cbt_workers(threads):
     assert both.stats()["inserts"] == 50_000
 
 
+@pytest.mark.parametrize("engine,threads", [("cbt", 0), ("cbt", 2), ("hash", 0)])
+def test_results_stream_page_by_page_and_a_change_part_way_is_an_error(engine, threads):
+    # More keys than one page of results (65,536), over several CBT leaves.
+    keys = numpy.arange(150_000, dtype=numpy.int64) % 140_000
+    aggregator = spillway.Aggregator("count", engine=engine, buffer="256K", threads=threads)
+    aggregator.insert_batch(keys, numpy.ones(len(keys), dtype=numpy.int64))
+    aggregator.finalize()
+    seen = {}
+    for key, count in aggregator:
+        assert key not in seen, f"{key} came twice"
+        seen[key] = count
+    assert len(seen) == 140_000
+    assert sum(seen.values()) == 150_000 and seen[5] == 2 and seen[139_999] == 1
+    # Reading, then inserting part-way: the reader's next page refuses.
+    results = iter(aggregator)
+    next(results)
+    aggregator.insert(7, 1)
+    aggregator.finalize()
+    with pytest.raises(spillway.InvalidArgumentError, match="changed .* while its results were read"):
+        for _ in results:
+            pass
+    assert dict(aggregator)[7] == 3
+
+
 def test_numpy_and_arrow_batches_with_integer_keys():
     keys = numpy.arange(100_000, dtype=numpy.int64) % 1000 - 500
     values = numpy.arange(100_000, dtype=numpy.float64)

@@ -164,12 +164,19 @@ impl Aggregator {
 
     /// Every key and its result (the CBT in hash order, after a finalize).
     pub fn iter(&self) -> Result<Results<'_>> {
+        self.iter_from(0)
+    }
+
+    /// [`iter`](Self::iter) less its first `skip` results, for readers that
+    /// take the results a page at a time (Python). The CBT skips whole
+    /// leaves by their counts; the hash engine steps over `skip` entries.
+    pub fn iter_from(&self, skip: usize) -> Result<Results<'_>> {
         Ok(match &self.inner {
-            Inner::Cbt(tree) => Box::new(tree.iter()?),
-            Inner::Parallel(trees) => trees.iter()?,
+            Inner::Cbt(tree) => Box::new(tree.iter_from(skip)?),
+            Inner::Parallel(trees) => trees.iter_from(skip)?,
             Inner::Hash(table) => Box::new(
                 table
-                    .iter()
+                    .iter_from(skip)
                     .map(|item| item.map(|(key, output)| (key.to_vec(), output))),
             ),
         })

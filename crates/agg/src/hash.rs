@@ -216,7 +216,13 @@ impl HashAggregator {
 
     /// Every key with its result, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = Result<(&[u8], Output)>> + '_ {
-        self.table.iter().map(move |slot| {
+        self.iter_from(0)
+    }
+
+    /// [`iter`](Self::iter) less its first `skip` results (the same order
+    /// while the table is unchanged); skipped entries are not finalized.
+    pub fn iter_from(&self, skip: usize) -> impl Iterator<Item = Result<(&[u8], Output)>> + '_ {
+        self.table.iter().skip(skip).map(move |slot| {
             let output = self.function.finalize_bytes(self.state_of(slot))?;
             Ok((slot_key(&self.keys, slot), output))
         })

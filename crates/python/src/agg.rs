@@ -2,6 +2,7 @@
 //! `spillway.Aggregator` (python/spillway/agg.py), which turns Python keys
 //! into bytes and back.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
@@ -39,6 +40,10 @@ impl PyValue {
 #[derive(Debug)]
 pub struct PyAggregator {
     inner: Mutex<Aggregator>,
+    /// Bumped by every call that changes the results, so that a reader
+    /// taking them page by page notices a change instead of mixing two
+    /// versions.
+    epoch: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -106,17 +111,20 @@ impl PyAggregator {
         let aggregator = Aggregator::with_function(function, options).map_err(to_py_err)?;
         Ok(PyAggregator {
             inner: Mutex::new(aggregator),
+            epoch: AtomicU64::new(0),
         })
     }
 
     /// Folds one value into `key`'s result.
     fn insert(&self, py: Python<'_>, key: &[u8], value: PyValue) -> PyResult<()> {
+        self.changed();
         py.detach(|| lock(&self.inner).insert(key, value.as_value()))
             .map_err(to_py_err)
     }
 
     /// Inserts pairs: `keys` a list of bytes, `values` a list of values.
     fn insert_lists(&self, py: Python<'_>, keys: Vec<Vec<u8>>, values: Vec<PyValue>) -> PyResult<()> {
+        self.changed();
         check_lengths(keys.len(), values.len())?;
         py.detach(|| {
             lock(&self.inner).insert_batch(
@@ -139,6 +147,7 @@ impl PyAggregator {
         values: &[u8],
         value_kind: &str,
     ) -> PyResult<()> {
+        self.changed();
         if key_width == 0 || keys.len() % key_width != 0 {
             return Err(to_py_err(Error::InvalidArgument(format!(
                 "{} key bytes are not a whole number of {key_width}-byte keys",
@@ -181,6 +190,7 @@ impl PyAggregator {
 
     /// Makes the results readable (the CBT merges everything down).
     fn finalize(&self, py: Python<'_>) -> PyResult<()> {
+        self.changed();
         py.detach(|| lock(&self.inner).finalize()).map_err(to_py_err)
     }
 
@@ -192,10 +202,37 @@ impl PyAggregator {
         }
     }
 
-    /// Every (key bytes, result) pair, as a list.
-    fn results<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    /// The version of the results: it changes with every insert and
+    /// finalize.
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Up to `limit` (key bytes, result) pairs after the first `skip`, as a
+    /// list; fails if the results are no longer those of `epoch`.
+    fn results_page<'py>(
+        &self,
+        py: Python<'py>,
+        skip: usize,
+        limit: usize,
+        epoch: u64,
+    ) -> PyResult<Bound<'py, PyList>> {
         let pairs = py
-            .detach(|| lock(&self.inner).iter()?.collect::<Result<Vec<_>>>())
+            .detach(|| {
+                let aggregator = lock(&self.inner);
+                if self.epoch() != epoch {
+                    return Err(Error::InvalidArgument(
+                        "the aggregator changed (an insert or a finalize) while its results were read; \
+                         read them again"
+                            .into(),
+                    ));
+                }
+                let page = aggregator
+                    .iter_from(skip)?
+                    .take(limit)
+                    .collect::<Result<Vec<_>>>();
+                page
+            })
             .map_err(to_py_err)?;
         let items = pairs
             .into_iter()
@@ -210,6 +247,12 @@ impl PyAggregator {
     /// The engine's statistics as JSON text.
     fn stats(&self) -> String {
         serde_json::to_string(&lock(&self.inner).stats()).expect("stats serialize")
+    }
+}
+
+impl PyAggregator {
+    fn changed(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 }
 

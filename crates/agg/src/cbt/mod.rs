@@ -709,16 +709,50 @@ impl CompressedBufferTree {
     /// Every key with its result after [`finalize`](Self::finalize), in hash
     /// order, one leaf decompressed at a time.
     pub fn iter(&self) -> Result<CbtIter<'_>> {
+        self.iter_from(0)
+    }
+
+    /// [`iter`](Self::iter) less its first `skip` results. Whole leaves are
+    /// skipped by their record counts, without decompressing them, so a
+    /// reader can resume at a position cheaply.
+    pub fn iter_from(&self, mut skip: usize) -> Result<CbtIter<'_>> {
         self.check_finalized()?;
         let mut leaves = Vec::new();
         self.collect_leaves(&self.children, &mut leaves);
         leaves.reverse();
+        while let Some(&leaf) = leaves.last() {
+            let records = self.leaf_records(leaf);
+            if skip < records {
+                break;
+            }
+            skip -= records;
+            leaves.pop();
+        }
+        let mut run = Run::default();
+        if skip > 0 {
+            if let Some(leaf) = leaves.pop() {
+                run = self.leaf_run(leaf)?;
+            }
+        }
         Ok(CbtIter {
             tree: self,
             leaves,
-            run: Run::default(),
-            index: 0,
+            run,
+            index: skip,
         })
+    }
+
+    /// The number of results after [`finalize`](Self::finalize): the
+    /// leaves' record counts, read without decompressing.
+    pub fn result_count(&self) -> Result<usize> {
+        self.check_finalized()?;
+        let mut leaves = Vec::new();
+        self.collect_leaves(&self.children, &mut leaves);
+        Ok(leaves.iter().map(|&leaf| self.leaf_records(leaf)).sum())
+    }
+
+    fn leaf_records(&self, leaf: NodeId) -> usize {
+        self.nodes[leaf].fragments.iter().map(Fragment::records).sum()
     }
 
     fn collect_leaves(&self, children: &[Child], leaves: &mut Vec<NodeId>) {

@@ -348,11 +348,22 @@ impl ParallelCbt {
     /// Every key with its result after [`finalize`](Self::finalize), tree by
     /// tree.
     pub fn iter(&self) -> Result<Results<'_>> {
-        let iters = self
-            .finalized_trees()?
-            .iter()
-            .map(CompressedBufferTree::iter)
-            .collect::<Result<Vec<_>>>()?;
+        self.iter_from(0)
+    }
+
+    /// [`iter`](Self::iter) less its first `skip` results; trees and leaves
+    /// before them are skipped by their counts, without decompressing.
+    pub fn iter_from(&self, mut skip: usize) -> Result<Results<'_>> {
+        let mut iters = Vec::new();
+        for tree in self.finalized_trees()? {
+            let results = tree.result_count()?;
+            if skip >= results {
+                skip -= results;
+                continue;
+            }
+            iters.push(tree.iter_from(skip)?);
+            skip = 0;
+        }
         Ok(Box::new(iters.into_iter().flatten()))
     }
 
