@@ -116,10 +116,9 @@ impl HashAggregator {
     /// Inserts every pair in order; stops at the first error, after the
     /// pairs before it were inserted.
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        let outcome = pairs.into_iter().try_for_each(|(key, value)| {
-            self.clock.tick();
-            self.insert_one(key, value)
-        });
+        let outcome = pairs
+            .into_iter()
+            .try_for_each(|(key, value)| self.insert(key, value));
         self.clock.read();
         outcome
     }

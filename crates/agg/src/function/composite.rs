@@ -64,19 +64,16 @@ impl Composite {
         if index + 1 == self.parts.len() {
             return write(out);
         }
-        // A one-byte length goes in front and the part after it; the rare
-        // part of 128 bytes or more moves to make room for a longer varint.
+        // A one-byte placeholder goes in front and the part after it; the
+        // rare part of 128 bytes or more moves to make room for a longer
+        // varint.
         let length_at = out.len();
         out.push(0);
         write(out)?;
         let length = (out.len() - length_at - 1) as u64;
-        if length < 0x80 {
-            out[length_at] = length as u8;
-        } else {
-            out.remove(length_at);
-            varint::encode_u64(length, out);
-            out[length_at..].rotate_right(varint::encoded_len(length));
-        }
+        let mut prefix = [0; 10];
+        let used = varint::encode_u64_to_slice(length, &mut prefix);
+        out.splice(length_at..=length_at, prefix[..used].iter().copied());
         Ok(())
     }
 
@@ -159,5 +156,33 @@ impl AggregateFunction for Composite {
             .map(|(part, (start, end))| part.finalize_bytes(&state[start..end]))
             .collect::<Result<Vec<_>>>()?;
         Ok(Output::List(outputs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::function;
+    use super::*;
+    use crate::value::Value;
+
+    #[test]
+    fn parts_of_128_bytes_or_more_keep_their_longer_length() {
+        // collect_list first, so that its growing state sits behind a
+        // length that outgrows one byte.
+        let both = function("collect_list+count").unwrap();
+        let mut state = Vec::new();
+        both.init_into(Input::new(Value::Int(0), 0), &mut state).unwrap();
+        for sequence in 1..40 {
+            let mut other = Vec::new();
+            both.init_into(Input::new(Value::Int(sequence as i64), sequence), &mut other)
+                .unwrap();
+            both.merge_into(&mut state, &other).unwrap();
+        }
+        assert!(state[0] >= 0x80, "the list's length takes more than one byte");
+        let Output::List(parts) = both.finalize_bytes(&state).unwrap() else {
+            panic!("a composite gives a list");
+        };
+        let expected: Vec<Output> = (0..40).map(Output::Int).collect();
+        assert_eq!(parts, vec![Output::List(expected), Output::Int(40)]);
     }
 }
