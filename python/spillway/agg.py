@@ -68,8 +68,9 @@ class Aggregator:
     ``approx_distinct(P)``, ``collect_list``, ``collect_set``, ...) or an
     object with ``init``, ``merge`` and ``finalize`` methods. ``engine`` is
     ``"cbt"`` (least memory; results after :meth:`finalize`) or ``"hash"``.
-    ``memory`` bounds the engine's memory (inserts beyond it raise
-    :class:`spillway.ResourcesExhaustedError`); ``buffer`` and ``fan_out``
+    ``memory`` bounds the engine's memory: the CBT compacts as it nears
+    it, and inserts beyond it raise
+    :class:`spillway.ResourcesExhaustedError`; ``buffer`` and ``fan_out``
     shape the CBT; ``threads`` is the number of CBT worker threads, each
     with a tree of its own (0 empties one tree on the inserting thread, as
     user-defined aggregates always do).
@@ -205,7 +206,7 @@ class Aggregator:
         return pyarrow.table({"key": keys, "value": values})
 
     def stats(self) -> Dict[str, Any]:
-        """Inserts, memory by part, compression ratio, spills, inserts per second."""
+        """Inserts, memory by part, compression ratio, spills, compactions, inserts per second."""
         return json.loads(self._native.stats())
 
     def __repr__(self) -> str:

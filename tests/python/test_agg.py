@@ -166,3 +166,22 @@ def test_errors_are_exceptions_of_their_kind():
 
     with pytest.raises(spillway.InvalidArgumentError, match="no init today"):
         spillway.Aggregator(Broken()).insert("k", 1)
+
+
+@pytest.mark.parametrize("threads,memory", [(0, "40K"), (2, "56K")])
+def test_a_tight_cbt_budget_is_kept_by_compacting(threads, memory):
+    # 1,500 keys seen 120 times each: the merged results fit the budget, the
+    # fragments still waiting in the tree's nodes would not.
+    rng = numpy.random.default_rng(threads)
+    keys = rng.integers(0, 1_500, size=180_000)
+    values = rng.integers(0, 7, size=len(keys))
+    totals = spillway.Aggregator("sum", buffer="4K", fan_out=4, threads=threads, memory=memory)
+    for start in range(0, len(keys), 20_000):
+        totals.insert_batch(keys[start : start + 20_000], values[start : start + 20_000])
+    stats = totals.stats()
+    assert stats["compactions"] > 0, stats
+    totals.finalize()
+    expected = collections.defaultdict(int)
+    for key, value in zip(keys.tolist(), values.tolist()):
+        expected[key] += value
+    assert totals.to_dict() == dict(expected)

@@ -41,7 +41,8 @@ impl std::str::FromStr for Engine {
 pub struct AggregatorOptions {
     /// The engine.
     pub engine: Engine,
-    /// The memory the engine may hold; inserts fail beyond it.
+    /// The memory the engine may hold; the CBT compacts as it nears it,
+    /// and inserts fail beyond it.
     pub memory_bytes: u64,
     /// The CBT's shape (its `memory_bytes` is replaced by the one above).
     pub cbt: CbtOptions,
@@ -81,6 +82,9 @@ pub struct AggregatorStats {
     /// Times data was moved down the tree (root and node emptyings; 0 for
     /// the hash engine).
     pub spills: u64,
+    /// Times the CBT merged its pending fragments to stay within its
+    /// memory budget (0 for the hash engine).
+    pub compactions: u64,
     /// Wall time from the first insert to the latest.
     pub insert_seconds: f64,
     /// Inserts per second over that time: the ingest rate.
@@ -224,6 +228,7 @@ impl AggregatorStats {
             memory,
             compression_ratio: 1.0,
             spills: 0,
+            compactions: 0,
             insert_seconds: seconds,
             inserts_per_second: if time > Duration::ZERO {
                 inserts as f64 / seconds
@@ -242,6 +247,7 @@ impl AggregatorStats {
         AggregatorStats {
             compression_ratio: stats.compression_ratio(),
             spills: stats.root_empties + stats.node_empties,
+            compactions: stats.compactions,
             ..Self::new(Engine::Cbt, function, stats.inserts, memory, stats.insert_time)
         }
     }

@@ -139,7 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     } else {
         eprintln!(
             "agg: {records} records, {keys} keys, {} with the {} engine in {:.3} s ({:.0} records/s); \
-             memory {} bytes ({}), compression {:.2}x, {} spills",
+             memory {} bytes ({}), compression {:.2}x, {} spills, {} compactions",
             stats.function,
             args.engine,
             elapsed.as_secs_f64(),
@@ -152,7 +152,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 .collect::<Vec<_>>()
                 .join(", "),
             stats.compression_ratio,
-            stats.spills
+            stats.spills,
+            stats.compactions
         );
     }
     Ok(0)

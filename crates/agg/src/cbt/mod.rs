@@ -57,7 +57,9 @@ pub struct CbtOptions {
     /// The codec of the fragments.
     pub codec: Codec,
     /// Memory the tree may hold (root buffer, fragments, and the runs of
-    /// one emptying); inserts fail once it is exceeded.
+    /// one emptying). When its fragments near it the tree compacts
+    /// (merges every node's pending fragments, collapsing repeated keys);
+    /// inserts fail only once the merged results alone exceed it.
     pub memory_bytes: u64,
     /// Bits of the key hash the tree orders by: 64 in use; fewer make
     /// collisions common, which tests use to exercise the side table.
@@ -129,6 +131,9 @@ pub struct CbtStats {
     pub leaf_splits: u64,
     /// Internal node splits (root splits included).
     pub node_splits: u64,
+    /// Times the fragments passed their share of the memory budget and
+    /// every node with pending fragments was emptied to collapse them.
+    pub compactions: u64,
     /// Levels below the root.
     pub height: u64,
     /// Leaves.
@@ -162,6 +167,24 @@ impl CbtStats {
     pub fn memory_bytes(&self) -> u64 {
         self.root_bytes + self.compressed_bytes
     }
+}
+
+/// What an emptying of the root does below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Emptying {
+    /// Spill, emptying the nodes that are full; then, if the fragments
+    /// hold more than `fragment_budget` bytes, compact.
+    Spill { fragment_budget: usize },
+    /// Empty every node with pending fragments (finalize).
+    Finalize,
+}
+
+/// The fragment bytes each of `trees` trees may hold before it compacts:
+/// its share of the memory budget less `root_bytes` of root buffers, less
+/// one buffer of room for the next spill.
+pub(crate) fn fragment_budget(options: &CbtOptions, root_bytes: usize, trees: usize) -> usize {
+    let memory = usize::try_from(options.memory_bytes).unwrap_or(usize::MAX);
+    (memory.saturating_sub(root_bytes) / trees).saturating_sub(options.buffer_bytes)
 }
 
 /// The hash a tree orders a key by: the top `hash_bits` of its 64-bit hash.
@@ -405,8 +428,9 @@ impl CompressedBufferTree {
         self.stats.inserts += 1;
         self.finalized = false;
         if self.root.is_full(self.options.buffer_bytes) {
+            let fragment_budget = fragment_budget(&self.options, self.root.capacity_bytes(), 1);
             let mut root = std::mem::take(&mut self.root);
-            let outcome = self.empty_buffer(&mut root, false);
+            let outcome = self.empty_buffer(&mut root, Emptying::Spill { fragment_budget });
             self.root = root;
             outcome?;
         }
@@ -414,13 +438,13 @@ impl CompressedBufferTree {
     }
 
     /// Empties a full root buffer into the tree (Algorithm 1 at the root),
-    /// leaving it empty for reuse; with `force` every node below is emptied
-    /// too (finalize). A failure part-way makes the tree unusable.
-    pub(crate) fn empty_buffer(&mut self, buffer: &mut RootBuffer, force: bool) -> Result<()> {
+    /// leaving it empty for reuse. A failure part-way makes the tree
+    /// unusable.
+    pub(crate) fn empty_buffer(&mut self, buffer: &mut RootBuffer, how: Emptying) -> Result<()> {
         self.check_usable()?;
         self.finalized = false;
-        self.emptying(|tree| tree.empty_root(buffer, force))?;
-        self.finalized = force;
+        self.emptying(|tree| tree.empty_root(buffer, how))?;
+        self.finalized = how == Emptying::Finalize;
         Ok(())
     }
 
@@ -458,16 +482,26 @@ impl CompressedBufferTree {
 
     /// Algorithm 1 at the root: split a root that is a leaf, spill one that
     /// is not, then empty the full children and split the root if it has
-    /// too many. With `force` (finalize) every node below is emptied too,
-    /// not only the full ones.
-    fn empty_root(&mut self, root: &mut RootBuffer, force: bool) -> Result<()> {
+    /// too many. Finalize empties every node below too, not only the full
+    /// ones; a spill that leaves the fragments over their budget does the
+    /// same (a compaction).
+    fn empty_root(&mut self, root: &mut RootBuffer, how: Emptying) -> Result<()> {
         let started = Instant::now();
+        let force = how == Emptying::Finalize;
         if !force {
             self.stats.root_empties += 1;
         }
         let run = self.root_run(root)?;
         let mut children = std::mem::take(&mut self.children);
-        let outcome = self.spill_into(run, &mut children, force);
+        let mut outcome = self.spill_into(run, &mut children, force);
+        if let Emptying::Spill { fragment_budget } = how {
+            if outcome.is_ok() && self.fragment_bytes > fragment_budget {
+                // Pending fragments hold a key once per spill that brought
+                // it; merging them collapses those copies.
+                self.stats.compactions += 1;
+                outcome = self.spill_into(Run::default(), &mut children, true);
+            }
+        }
         self.children = children;
         outcome?;
         self.grow_if_needed();
@@ -637,7 +671,7 @@ impl CompressedBufferTree {
     /// and needs another finalize before reading.
     pub fn finalize(&mut self) -> Result<()> {
         let mut root = std::mem::take(&mut self.root);
-        let outcome = self.empty_buffer(&mut root, true);
+        let outcome = self.empty_buffer(&mut root, Emptying::Finalize);
         self.root = root;
         outcome
     }

@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 
 use spillway_core::{bail, ensure, hash64, Error, Result};
 
-use super::{CbtOptions, CbtStats, CompressedBufferTree, RootBuffer};
+use super::{CbtOptions, CbtStats, CompressedBufferTree, Emptying, RootBuffer};
 use crate::aggregator::Results;
 use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
@@ -33,8 +33,9 @@ pub const ROOT_BUFFERS: usize = 2;
 
 /// Work for a tree's worker.
 enum Job {
-    /// Empty this full root buffer into the tree and send it back.
-    Empty(RootBuffer),
+    /// Empty this full root buffer into the tree and send it back; compact
+    /// if the tree's fragments pass this many bytes.
+    Empty(RootBuffer, usize),
     /// Empty this last buffer with force (finalize), then stop.
     Finalize(RootBuffer),
 }
@@ -62,16 +63,16 @@ impl Worker {
             .name(format!("cbt-{index}"))
             .spawn(move || {
                 for job in job_queue {
-                    let (mut buffer, force) = match job {
-                        Job::Empty(buffer) => (buffer, false),
-                        Job::Finalize(buffer) => (buffer, true),
+                    let (mut buffer, how) = match job {
+                        Job::Empty(buffer, fragment_budget) => (buffer, Emptying::Spill { fragment_budget }),
+                        Job::Finalize(buffer) => (buffer, Emptying::Finalize),
                     };
-                    let outcome = tree.empty_buffer(&mut buffer, force);
+                    let outcome = tree.empty_buffer(&mut buffer, how);
                     *published.lock().unwrap_or_else(PoisonError::into_inner) = tree.stats();
                     // The inserter may be gone (dropped); the tree goes
                     // back through the join either way.
                     let _ = done_queue.send(outcome.map(|()| buffer));
-                    if force {
+                    if how == Emptying::Finalize {
                         break;
                     }
                 }
@@ -269,11 +270,13 @@ impl ParallelCbt {
             "the CBTs hold {held} bytes, over their memory budget of {} bytes; raise the budget",
             self.options.memory_bytes
         );
+        // The tree's share of what the root buffers leave of the budget.
+        let fragment_budget = super::fragment_budget(&self.options, self.buffer_bytes(), self.filling.len());
         let buffer = std::mem::take(&mut self.filling[tree]);
         let mut spare = std::mem::take(&mut self.spare[tree]);
         let outcome = self.workers().and_then(|workers| {
             let worker = &mut workers[tree];
-            worker.send(Job::Empty(buffer))?;
+            worker.send(Job::Empty(buffer, fragment_budget))?;
             while worker.in_flight >= ROOT_BUFFERS {
                 spare.push(worker.receive()?);
             }
@@ -400,6 +403,7 @@ impl ParallelCbt {
             total.node_empties += stats.node_empties;
             total.leaf_splits += stats.leaf_splits;
             total.node_splits += stats.node_splits;
+            total.compactions += stats.compactions;
             total.height = total.height.max(stats.height);
             total.leaves += stats.leaves;
             total.fragments += stats.fragments;
