@@ -409,3 +409,34 @@ fn a_tight_budget_compacts_pending_fragments_instead_of_refusing() {
         assert_eq!(got, model, "{trees} trees");
     }
 }
+
+#[test]
+fn pending_fragments_as_large_as_the_merged_tree_are_compacted_whatever_the_budget() {
+    let mut tree = Trees::One(Box::new(small_tree("sum", 64, Codec::Lz4)));
+    let mut model = BTreeMap::new();
+    let mut rng = Rng::new(11);
+    for round in 0..400_000u32 {
+        let key = (rng.next_below(20_000) as u32).to_le_bytes();
+        tree.insert(&key, Value::Int(i64::from(round % 5))).unwrap();
+        *model.entry(key.to_vec()).or_insert(0i64) += i64::from(round % 5);
+    }
+    let stats = tree.stats();
+    assert!(stats.compactions > 0, "{stats:?}");
+    // Compacted when pending data doubled the tree: well under twice the
+    // merged size (plus a buffer or two in flight).
+    tree.finalize().unwrap();
+    let merged = tree.stats().compressed_bytes;
+    assert!(
+        stats.compressed_bytes < 3 * merged,
+        "{stats:?} against {merged} merged"
+    );
+    let got: BTreeMap<Vec<u8>, i64> = tree
+        .results()
+        .into_iter()
+        .map(|(key, output)| match output {
+            Output::Int(value) => (key, value),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(got, model);
+}

