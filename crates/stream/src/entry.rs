@@ -1,0 +1,14 @@
+//! What the indexes hold: a key, a timestamp and where the record is.
+
+/// One record's place in an index. The index never holds values (as in
+/// the seed): `location` says where the record lies in its buffer or
+/// segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Entry {
+    /// The record's key, order-preserving encoded (see [`crate::key`]).
+    pub key: u64,
+    /// The record's timestamp.
+    pub time: u64,
+    /// Where the record is: its position in the buffer or segment.
+    pub location: u64,
+}

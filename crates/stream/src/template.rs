@@ -1,0 +1,436 @@
+//! The template B+ tree (seed 004 ch. 3): internal nodes fixed, leaves
+//! filled in place, overflow chains instead of splits.
+//!
+//! The first buffer of a stream grows an ordinary [`BPlusTree`]. When the
+//! buffer is flushed, that tree's internal nodes are kept as the template:
+//! a complete plan of which leaf holds which keys. Later buffers descend the
+//! template read-only and append to the leaf whose range holds the key;
+//! a full leaf is "stretched" by chaining an overflow node to it, so no
+//! insert ever changes an internal node. That is why several threads can
+//! insert at once with a lock per leaf, and why an insert costs a descent
+//! and an append, never a split.
+//!
+//! Entries within a leaf are kept in arrival order (an append), and a read
+//! sorts what it takes from a leaf: leaves are small, reads are rarer than
+//! inserts, and a flush sorts each leaf once.
+//!
+//! Beyond the seed, which never changes a template: [`TemplateTree::from_keys`]
+//! builds one from a sorted sample of keys (the last buffer's), with
+//! equal-count leaves at a target fill, so a stream whose keys drift can
+//! get a template that fits it again.
+
+use std::sync::{Mutex, PoisonError};
+
+use crate::bptree::{BPlusTree, Node};
+use crate::Entry;
+
+/// An internal node of the template: `children[i]` covers keys from
+/// `separators[i - 1]` (inclusive) to `separators[i]` (exclusive);
+/// children are internal nodes above the last level and leaf numbers on it.
+#[derive(Debug, Clone)]
+struct Internal {
+    separators: Vec<u64>,
+    children: Vec<u32>,
+}
+
+/// A leaf: its primary node and the overflow nodes chained to it, each
+/// holding up to the leaf capacity.
+#[derive(Debug, Default)]
+struct Leaf {
+    nodes: Vec<Vec<Entry>>,
+}
+
+impl Leaf {
+    fn append(&mut self, entry: Entry, capacity: usize) {
+        match self.nodes.last_mut() {
+            Some(node) if node.len() < capacity => node.push(entry),
+            _ => {
+                let mut node = Vec::with_capacity(capacity);
+                node.push(entry);
+                self.nodes.push(node);
+            }
+        }
+    }
+}
+
+/// How stretched the leaves are: the seed's measure of a template's
+/// quality (its Tables 4.1-4.3).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OverflowStats {
+    /// Leaves of the template.
+    pub leaves: usize,
+    /// Leaves with 1, 2 and 3 or more overflow nodes.
+    pub overflowed: [usize; 3],
+    /// Entries held.
+    pub entries: usize,
+}
+
+impl OverflowStats {
+    /// Leaves with at least one overflow node.
+    pub fn overflowed_leaves(&self) -> usize {
+        self.overflowed.iter().sum()
+    }
+
+    /// The share of leaves with at least one overflow node, in 0..=1.
+    pub fn overflowed_share(&self) -> f64 {
+        if self.leaves == 0 {
+            0.0
+        } else {
+            self.overflowed_leaves() as f64 / self.leaves as f64
+        }
+    }
+}
+
+/// A template B+ tree of [`Entry`]s; see the module docs.
+#[derive(Debug)]
+pub struct TemplateTree {
+    /// The root is `internals[0]` when `height` > 0.
+    internals: Vec<Internal>,
+    /// Internal levels above the leaves; 0 when there is a single leaf.
+    height: usize,
+    leaves: Vec<Mutex<Leaf>>,
+    leaf_capacity: usize,
+}
+
+impl TemplateTree {
+    /// The template of `tree`: its internal nodes as they are, its leaves
+    /// empty.
+    pub fn from_tree(tree: &BPlusTree) -> Self {
+        let leaf_ids = tree.leaf_ids();
+        let mut leaf_numbers = vec![u32::MAX; tree.nodes.len()];
+        for (number, &id) in leaf_ids.iter().enumerate() {
+            leaf_numbers[id] = number as u32;
+        }
+        let mut internals = Vec::new();
+        let mut height = 0;
+        if let Node::Internal { .. } = tree.nodes[tree.root] {
+            // Breadth-first, so every level's nodes are numbered before the
+            // next level's.
+            let mut level = vec![tree.root];
+            let mut first = 0;
+            loop {
+                height += 1;
+                let mut next_level = Vec::new();
+                let mut leaves_below = false;
+                for &id in &level {
+                    let Node::Internal { separators, children } = &tree.nodes[id] else {
+                        unreachable!("levels are uniform")
+                    };
+                    let mut mapped = Vec::with_capacity(children.len());
+                    for &child in children {
+                        match &tree.nodes[child] {
+                            Node::Leaf { .. } => {
+                                leaves_below = true;
+                                assert!(leaf_numbers[child] != u32::MAX, "every leaf is chained");
+                                mapped.push(leaf_numbers[child]);
+                            }
+                            Node::Internal { .. } => {
+                                mapped.push((first + level.len() + next_level.len()) as u32);
+                                next_level.push(child);
+                            }
+                        }
+                    }
+                    internals.push(Internal {
+                        separators: separators.clone(),
+                        children: mapped,
+                    });
+                }
+                assert!(
+                    leaves_below == next_level.is_empty(),
+                    "a B+ tree's leaves are all on one level"
+                );
+                if leaves_below {
+                    break;
+                }
+                first += level.len();
+                level = next_level;
+            }
+        }
+        Self::with_internals(internals, height, leaf_ids.len(), tree.leaf_capacity())
+    }
+
+    /// A template whose leaves split `sorted_keys` into runs of
+    /// `fill * leaf_capacity` keys (leaves at that fill, by count, if the
+    /// next buffer looks like the sample), with internal nodes of up to
+    /// `fan_out` children built bottom-up. Equal keys never straddle two
+    /// leaves, so a key repeated more than a leaf's worth makes a longer
+    /// leaf range.
+    pub fn from_keys(sorted_keys: &[u64], fan_out: usize, leaf_capacity: usize, fill: f64) -> Self {
+        assert!(fan_out >= 3 && leaf_capacity >= 2, "checked by the options");
+        debug_assert!(
+            sorted_keys.windows(2).all(|pair| pair[0] <= pair[1]),
+            "keys must be sorted"
+        );
+        let step = ((leaf_capacity as f64 * fill).round() as usize).clamp(1, leaf_capacity);
+        // The lowest key of every leaf but the first.
+        let mut bounds: Vec<u64> = Vec::new();
+        let mut at = step;
+        while at < sorted_keys.len() {
+            let key = sorted_keys[at];
+            if bounds.last().is_none_or(|&last| key > last) && key > sorted_keys[0] {
+                bounds.push(key);
+            }
+            at += step;
+        }
+        // Bottom-up: each level groups the one below by `fan_out`.
+        let mut levels: Vec<Vec<Internal>> = Vec::new();
+        let mut lows: Vec<u64> = std::iter::once(0).chain(bounds.iter().copied()).collect();
+        while lows.len() > 1 {
+            let mut level = Vec::new();
+            let mut next_lows = Vec::new();
+            for (group, chunk) in lows.chunks(fan_out).enumerate() {
+                let first_child = group * fan_out;
+                level.push(Internal {
+                    separators: chunk[1..].to_vec(),
+                    children: (first_child..first_child + chunk.len())
+                        .map(|child| child as u32)
+                        .collect(),
+                });
+                next_lows.push(chunk[0]);
+            }
+            levels.push(level);
+            lows = next_lows;
+        }
+        // Number the internal nodes top-down: the root first.
+        let height = levels.len();
+        let mut internals = Vec::new();
+        let mut offsets = Vec::new();
+        for level in levels.iter().rev() {
+            offsets.push(internals.len());
+            internals.extend(level.iter().cloned());
+        }
+        for depth in 0..height.saturating_sub(1) {
+            let child_offset = offsets[depth + 1];
+            for node in &mut internals[offsets[depth]..offsets[depth] + levels[height - 1 - depth].len()] {
+                for child in &mut node.children {
+                    *child += child_offset as u32;
+                }
+            }
+        }
+        Self::with_internals(internals, height, bounds.len() + 1, leaf_capacity)
+    }
+
+    fn with_internals(internals: Vec<Internal>, height: usize, leaves: usize, leaf_capacity: usize) -> Self {
+        TemplateTree {
+            internals,
+            height,
+            leaves: (0..leaves).map(|_| Mutex::new(Leaf::default())).collect(),
+            leaf_capacity,
+        }
+    }
+
+    /// Leaves of the template.
+    pub fn leaf_count(&self) -> usize {
+        self.leaves.len()
+    }
+
+    /// Internal levels above the leaves.
+    pub fn height(&self) -> usize {
+        self.height
+    }
+
+    /// The leaf whose range holds `key`: a read-only descent.
+    fn leaf_of(&self, key: u64) -> usize {
+        let mut node = 0;
+        for _ in 0..self.height {
+            let internal = &self.internals[node];
+            node = internal.children[internal.separators.partition_point(|&separator| separator <= key)]
+                as usize;
+        }
+        node
+    }
+
+    fn lock(&self, leaf: usize) -> std::sync::MutexGuard<'_, Leaf> {
+        // A panic while a leaf was locked cannot leave it half-changed
+        // (an append is one push), so a poisoned lock is still usable.
+        self.leaves[leaf].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends `entry` to its leaf, chaining an overflow node to the leaf
+    /// if it is full. Safe to call from several threads at once.
+    pub fn insert(&self, entry: Entry) {
+        self.insert_batch(std::slice::from_ref(&entry));
+    }
+
+    /// Inserts a batch, taking a leaf's lock once for each run of entries
+    /// that go to it.
+    pub fn insert_batch(&self, entries: &[Entry]) {
+        let mut rest = entries;
+        while let Some(first) = rest.first() {
+            let leaf_id = self.leaf_of(first.key);
+            let mut leaf = self.lock(leaf_id);
+            let mut taken = 0;
+            for entry in rest {
+                if taken > 0 && self.leaf_of(entry.key) != leaf_id {
+                    break;
+                }
+                leaf.append(*entry, self.leaf_capacity);
+                taken += 1;
+            }
+            rest = &rest[taken..];
+        }
+    }
+
+    /// Calls `visit` on every entry with `low <= key <= high`, in key
+    /// order (entries of equal key in no set order). Each leaf is locked
+    /// while it is read, so a range read concurrently with inserts sees
+    /// each leaf as of some moment.
+    pub fn range(&self, low: u64, high: u64, mut visit: impl FnMut(&Entry)) {
+        if low > high {
+            return;
+        }
+        let mut taken: Vec<Entry> = Vec::new();
+        for leaf_id in self.leaf_of(low)..=self.leaf_of(high) {
+            taken.clear();
+            {
+                let leaf = self.lock(leaf_id);
+                for node in &leaf.nodes {
+                    taken.extend(node.iter().filter(|entry| (low..=high).contains(&entry.key)));
+                }
+            }
+            taken.sort_unstable_by_key(|entry| entry.key);
+            taken.iter().for_each(&mut visit);
+        }
+    }
+
+    /// Takes every entry out, sorted by key (arrival order within a key as
+    /// far as one thread inserted them), leaving the template with empty
+    /// leaves and no overflow nodes, ready for the next buffer. Returns
+    /// the overflow statistics the entries had.
+    pub fn take_sorted(&self, out: &mut Vec<Entry>) -> OverflowStats {
+        let stats = self.overflow_stats();
+        out.reserve(stats.entries);
+        for leaf_id in 0..self.leaves.len() {
+            let mut leaf = self.lock(leaf_id);
+            let start = out.len();
+            for node in &leaf.nodes {
+                out.extend_from_slice(node);
+            }
+            out[start..].sort_by_key(|entry| entry.key);
+            leaf.nodes.truncate(1);
+            if let Some(primary) = leaf.nodes.first_mut() {
+                primary.clear();
+            }
+        }
+        stats
+    }
+
+    /// How stretched the leaves are now.
+    pub fn overflow_stats(&self) -> OverflowStats {
+        let mut stats = OverflowStats {
+            leaves: self.leaves.len(),
+            ..OverflowStats::default()
+        };
+        for leaf_id in 0..self.leaves.len() {
+            let leaf = self.lock(leaf_id);
+            stats.entries += leaf.nodes.iter().map(Vec::len).sum::<usize>();
+            let overflow = leaf.nodes.len().saturating_sub(1);
+            if overflow > 0 {
+                stats.overflowed[overflow.min(3) - 1] += 1;
+            }
+        }
+        stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(key: u64, location: u64) -> Entry {
+        Entry {
+            key,
+            time: 0,
+            location,
+        }
+    }
+
+    fn keys(tree: &TemplateTree, low: u64, high: u64) -> Vec<u64> {
+        let mut got = Vec::new();
+        tree.range(low, high, |entry| got.push(entry.key));
+        got
+    }
+
+    #[test]
+    fn the_template_of_a_grown_tree_routes_keys_to_the_same_leaves() {
+        let mut grown = BPlusTree::new(4, 8);
+        for key in 0..1_000u64 {
+            grown.insert(entry(key * 7 % 1_000, key));
+        }
+        let template = TemplateTree::from_tree(&grown);
+        assert_eq!(template.leaf_count(), grown.leaf_ids().len());
+        assert!(template.height() >= 3);
+        for key in 0..1_000u64 {
+            template.insert(entry(key, key));
+        }
+        let stats = template.overflow_stats();
+        assert_eq!(stats.entries, 1_000);
+        // Same keys as the grown tree's: no leaf is more than full.
+        assert_eq!(stats.overflowed_leaves(), 0, "{stats:?}");
+        assert_eq!(keys(&template, 0, u64::MAX), (0..1_000).collect::<Vec<_>>());
+        assert_eq!(keys(&template, 10, 19), (10..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn keys_past_the_template_stretch_the_edge_leaves() {
+        let sample: Vec<u64> = (0..100).collect();
+        let template = TemplateTree::from_keys(&sample, 4, 10, 1.0);
+        assert_eq!(template.leaf_count(), 10);
+        for key in 1_000..1_050u64 {
+            template.insert(entry(key, key));
+        }
+        let stats = template.overflow_stats();
+        assert_eq!(stats.overflowed, [0, 0, 1], "{stats:?}");
+        let mut out = Vec::new();
+        let taken = template.take_sorted(&mut out);
+        assert_eq!(taken, stats);
+        assert_eq!(
+            out.iter().map(|e| e.key).collect::<Vec<_>>(),
+            (1_000..1_050).collect::<Vec<_>>()
+        );
+        assert_eq!(template.overflow_stats().entries, 0);
+        assert_eq!(template.overflow_stats().overflowed_leaves(), 0);
+    }
+
+    #[test]
+    fn a_template_from_keys_has_equal_count_leaves_at_the_fill_and_no_straddling_duplicates() {
+        let mut sample: Vec<u64> = (0..700).map(|i| i * 3).collect();
+        sample.extend(std::iter::repeat_n(5_000, 50));
+        sample.sort_unstable();
+        let template = TemplateTree::from_keys(&sample, 5, 10, 0.7);
+        // 750 keys in steps of 7, less the bounds that would split the 50
+        // equal keys.
+        assert!(
+            (100..=108).contains(&template.leaf_count()),
+            "{}",
+            template.leaf_count()
+        );
+        for &key in &sample {
+            template.insert(entry(key, 0));
+        }
+        let stats = template.overflow_stats();
+        // Only the leaf of the repeated key is stretched.
+        assert_eq!(stats.overflowed_leaves(), 1, "{stats:?}");
+        assert_eq!(keys(&template, 0, u64::MAX), sample);
+    }
+
+    #[test]
+    fn threads_insert_at_once_and_lose_nothing() {
+        let sample: Vec<u64> = (0..10_000).map(|i| i * 100).collect();
+        let template = TemplateTree::from_keys(&sample, 8, 32, 0.7);
+        std::thread::scope(|scope| {
+            for thread in 0..4u64 {
+                let template = &template;
+                scope.spawn(move || {
+                    for i in 0..25_000u64 {
+                        let key = (i * 4 + thread) * 10;
+                        template.insert(entry(key, thread));
+                    }
+                });
+            }
+        });
+        assert_eq!(template.overflow_stats().entries, 100_000);
+        let got = keys(&template, 0, u64::MAX);
+        assert_eq!(got, (0..100_000u64).map(|i| i * 10).collect::<Vec<_>>());
+    }
+}
