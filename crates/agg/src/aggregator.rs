@@ -82,8 +82,8 @@ pub struct AggregatorStats {
     /// Times data was moved down the tree (root and node emptyings; 0 for
     /// the hash engine).
     pub spills: u64,
-    /// Times the CBT merged its pending fragments to stay within its
-    /// memory budget (0 for the hash engine).
+    /// Times the CBT merged its pending fragments, to stay within its
+    /// memory budget or because they had doubled (0 for the hash engine).
     pub compactions: u64,
     /// Wall time from the first insert to the latest.
     pub insert_seconds: f64,

@@ -131,8 +131,9 @@ pub struct CbtStats {
     pub leaf_splits: u64,
     /// Internal node splits (root splits included).
     pub node_splits: u64,
-    /// Times the fragments passed their share of the memory budget and
-    /// every node with pending fragments was emptied to collapse them.
+    /// Times every node with pending fragments was emptied to collapse
+    /// them: when the fragments passed their share of the memory budget,
+    /// or doubled since the previous compaction.
     pub compactions: u64,
     /// Levels below the root.
     pub height: u64,

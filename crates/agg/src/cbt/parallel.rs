@@ -31,13 +31,11 @@ use crate::value::{Output, Value};
 /// Root buffers per tree: one filling, one being emptied.
 pub const ROOT_BUFFERS: usize = 2;
 
-/// Work for a tree's worker.
-enum Job {
-    /// Empty this full root buffer into the tree and send it back; compact
-    /// if the tree's fragments pass this many bytes.
-    Empty(RootBuffer, usize),
-    /// Empty this last buffer with force (finalize), then stop.
-    Finalize(RootBuffer),
+/// Work for a tree's worker: empty `buffer` into the tree as `how` says
+/// and send it back; stop after a finalize.
+struct Job {
+    buffer: RootBuffer,
+    how: Emptying,
 }
 
 /// A tree being worked on by its thread.
@@ -62,11 +60,7 @@ impl Worker {
         let thread = std::thread::Builder::new()
             .name(format!("cbt-{index}"))
             .spawn(move || {
-                for job in job_queue {
-                    let (mut buffer, how) = match job {
-                        Job::Empty(buffer, fragment_budget) => (buffer, Emptying::Spill { fragment_budget }),
-                        Job::Finalize(buffer) => (buffer, Emptying::Finalize),
-                    };
+                for Job { mut buffer, how } in job_queue {
                     let outcome = tree.empty_buffer(&mut buffer, how);
                     *published.lock().unwrap_or_else(PoisonError::into_inner) = tree.stats();
                     // The inserter may be gone (dropped); the tree goes
@@ -276,7 +270,10 @@ impl ParallelCbt {
         let mut spare = std::mem::take(&mut self.spare[tree]);
         let outcome = self.workers().and_then(|workers| {
             let worker = &mut workers[tree];
-            worker.send(Job::Empty(buffer, fragment_budget))?;
+            worker.send(Job {
+                buffer,
+                how: Emptying::Spill { fragment_budget },
+            })?;
             while worker.in_flight >= ROOT_BUFFERS {
                 spare.push(worker.receive()?);
             }
@@ -310,7 +307,10 @@ impl ParallelCbt {
         let mut trees = Vec::with_capacity(workers.len());
         for (index, mut worker) in workers.into_iter().enumerate() {
             let last = std::mem::take(&mut self.filling[index]);
-            let mut sent = worker.send(Job::Finalize(last));
+            let mut sent = worker.send(Job {
+                buffer: last,
+                how: Emptying::Finalize,
+            });
             while sent.is_ok() && worker.in_flight > 0 {
                 match worker.receive() {
                     Ok(buffer) => self.spare[index].push(buffer),
