@@ -1,6 +1,6 @@
 """Self-test of bench/agg.py's report plumbing (no data, no timing).
 
-Run with `python3 -m pytest bench/test_agg.py`.
+Run with `python3 -m pytest bench/test_agg_report.py`.
 """
 
 from __future__ import annotations
