@@ -253,23 +253,6 @@ fn bad_options_and_an_exceeded_budget_are_clear_errors() {
 }
 
 #[test]
-fn a_merge_that_fails_part_way_leaves_the_tree_refusing_work() {
-    let mut tree = small_tree("max", 64, Codec::Lz4);
-    tree.insert(b"k", Value::Int(1)).unwrap();
-    tree.insert(b"k", Value::Bytes(b"one")).unwrap();
-    let error = tree.finalize().unwrap_err();
-    assert!(error.to_string().contains("max cannot compare"), "{error}");
-    for error in [
-        tree.insert(b"other", Value::Int(2)).unwrap_err(),
-        tree.finalize().unwrap_err(),
-        tree.get(b"k").unwrap_err(),
-    ] {
-        assert_eq!(error.kind(), spillway_core::ErrorKind::Poisoned, "{error}");
-        assert!(error.to_string().contains("max cannot compare"), "{error}");
-    }
-}
-
-#[test]
 fn several_trees_read_in_hash_order_and_reopen_after_finalize() {
     let mut trees = Trees::new("count", 64, Codec::Lz4, 4);
     assert!(trees
@@ -300,27 +283,40 @@ fn several_trees_read_in_hash_order_and_reopen_after_finalize() {
 }
 
 #[test]
-fn a_worker_that_fails_leaves_the_trees_refusing_work() {
-    let mut trees = Trees::new("max", 64, Codec::Lz4, 2);
-    trees.insert(b"k", Value::Int(1)).unwrap();
-    trees.insert(b"k", Value::Bytes(b"one")).unwrap();
-    // Enough other keys to fill and hand over every root buffer.
-    let mut error = None;
-    for index in 0..100_000u32 {
-        if let Err(failed) = trees.insert(&index.to_le_bytes(), Value::Int(1)) {
-            error = Some(failed);
-            break;
+fn a_merge_that_fails_part_way_leaves_the_trees_refusing_work() {
+    // One tree on this thread, and two on workers.
+    for count in [0, 2] {
+        let mut trees = Trees::new("max", 64, Codec::Lz4, count);
+        trees.insert(b"k", Value::Int(1)).unwrap();
+        trees.insert(b"k", Value::Bytes(b"one")).unwrap();
+        // Enough other keys to fill and empty every root buffer.
+        let mut error = None;
+        for index in 0..100_000u32 {
+            if let Err(failed) = trees.insert(&index.to_le_bytes(), Value::Int(1)) {
+                error = Some(failed);
+                break;
+            }
         }
-    }
-    let error = error.unwrap_or_else(|| trees.finalize().unwrap_err());
-    assert!(error.to_string().contains("max cannot compare"), "{error}");
-    for error in [
-        trees.insert(b"other", Value::Int(2)).unwrap_err(),
-        trees.finalize().unwrap_err(),
-        trees.get(b"k").unwrap_err(),
-    ] {
-        assert_eq!(error.kind(), spillway_core::ErrorKind::Poisoned, "{error}");
-        assert!(error.to_string().contains("max cannot compare"), "{error}");
+        let error = error.unwrap_or_else(|| trees.finalize().unwrap_err());
+        assert!(
+            error.to_string().contains("max cannot compare"),
+            "{count} trees: {error}"
+        );
+        for error in [
+            trees.insert(b"other", Value::Int(2)).unwrap_err(),
+            trees.finalize().unwrap_err(),
+            trees.get(b"k").unwrap_err(),
+        ] {
+            assert_eq!(
+                error.kind(),
+                spillway_core::ErrorKind::Poisoned,
+                "{count} trees: {error}"
+            );
+            assert!(
+                error.to_string().contains("max cannot compare"),
+                "{count} trees: {error}"
+            );
+        }
     }
 }
 

@@ -214,14 +214,7 @@ impl BPlusTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(key: u64, location: u64) -> Entry {
-        Entry {
-            key,
-            time: 0,
-            location,
-        }
-    }
+    use crate::entry::entry;
 
     #[test]
     fn splits_keep_every_entry_in_order_duplicates_included() {

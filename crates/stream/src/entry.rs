@@ -12,3 +12,13 @@ pub struct Entry {
     /// Where the record is: its position in the buffer or segment.
     pub location: u64,
 }
+
+/// An entry of `key` at `location` and time 0, for tests.
+#[cfg(test)]
+pub(crate) fn entry(key: u64, location: u64) -> Entry {
+    Entry {
+        key,
+        time: 0,
+        location,
+    }
+}

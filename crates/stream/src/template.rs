@@ -336,14 +336,7 @@ impl TemplateTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(key: u64, location: u64) -> Entry {
-        Entry {
-            key,
-            time: 0,
-            location,
-        }
-    }
+    use crate::entry::entry;
 
     fn keys(tree: &TemplateTree, low: u64, high: u64) -> Vec<u64> {
         let mut got = Vec::new();
