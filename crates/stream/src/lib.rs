@@ -1,20 +1,33 @@
 //! The stream index (seed 004): records (key, timestamp, value) appended to
-//! a buffer indexed by a template B+ tree, and queried by key, key range,
-//! time range and range aggregates.
+//! a buffer indexed by a template B+ tree, flushed as immutable segment
+//! files, and queried by key, key range, time range and range aggregates.
 //!
-//! This crate is being built up in steps. Here so far:
+//! - [`StreamIndex`]: the store (write-ahead log, buffers, segments,
+//!   manifest, queries, compaction);
 //! - [`key`]: order-preserving encodings of i64, f64, 2-D points and string
 //!   prefixes into the `u64` keys the index orders by;
 //! - [`BPlusTree`]: an ordinary B+ tree with splits, which grows the first
 //!   template and is the baseline;
 //! - [`TemplateTree`]: the template B+ tree, with overflow chains, per-leaf
-//!   locks, and templates rebuilt from a sample of keys.
+//!   locks, and templates rebuilt from a sample of keys;
+//! - [`segment`]: the segment file format.
+//!
+//! The formats, invariants and recovery are in the crate's DESIGN.md.
 
+mod batch;
 pub mod bptree;
 mod entry;
+mod index;
 pub mod key;
+mod manifest;
+mod records;
+pub mod segment;
 pub mod template;
+mod wal;
 
+pub use batch::{Batch, Op};
 pub use bptree::BPlusTree;
 pub use entry::Entry;
+pub use index::{Options, StreamIndex, StreamStats, TemplatePolicy, VerifyReport};
+pub use records::{Aggregate, Bounds, Records, Shadow};
 pub use template::{OverflowStats, TemplateTree};

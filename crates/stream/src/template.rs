@@ -63,12 +63,25 @@ pub struct OverflowStats {
     pub overflowed: [usize; 3],
     /// Entries held.
     pub entries: usize,
+    /// Entries held in overflow nodes: a template that a stream has
+    /// drifted away from can have few overflowed leaves but one long
+    /// chain at its edge.
+    pub overflow_entries: usize,
 }
 
 impl OverflowStats {
     /// Leaves with at least one overflow node.
     pub fn overflowed_leaves(&self) -> usize {
         self.overflowed.iter().sum()
+    }
+
+    /// The share of entries held in overflow nodes, in 0..=1.
+    pub fn overflow_entries_share(&self) -> f64 {
+        if self.entries == 0 {
+            0.0
+        } else {
+            self.overflow_entries as f64 / self.entries as f64
+        }
     }
 
     /// The share of leaves with at least one overflow node, in 0..=1.
@@ -171,6 +184,9 @@ impl TemplateTree {
                 bounds.push(key);
             }
             at += step;
+        }
+        if let (Some(&first), Some(&last)) = (sorted_keys.first(), sorted_keys.last()) {
+            extend_edges(&mut bounds, first, last);
         }
         // Bottom-up: each level groups the one below by `fan_out`.
         let mut levels: Vec<Vec<Internal>> = Vec::new();
@@ -293,26 +309,32 @@ impl TemplateTree {
         }
     }
 
-    /// Takes every entry out, sorted by key (arrival order within a key as
-    /// far as one thread inserted them), leaving the template with empty
-    /// leaves and no overflow nodes, ready for the next buffer. Returns
-    /// the overflow statistics the entries had.
-    pub fn take_sorted(&self, out: &mut Vec<Entry>) -> OverflowStats {
+    /// Appends every entry to `out`, sorted by key (arrival order within a
+    /// key as far as one thread inserted them), and returns how stretched
+    /// the leaves are. The tree is left as it is, so a reader still holding
+    /// a flushed buffer can read it.
+    pub fn sorted(&self, out: &mut Vec<Entry>) -> OverflowStats {
         let stats = self.overflow_stats();
         out.reserve(stats.entries);
         for leaf_id in 0..self.leaves.len() {
-            let mut leaf = self.lock(leaf_id);
+            let leaf = self.lock(leaf_id);
             let start = out.len();
             for node in &leaf.nodes {
                 out.extend_from_slice(node);
             }
             out[start..].sort_by_key(|entry| entry.key);
-            leaf.nodes.truncate(1);
-            if let Some(primary) = leaf.nodes.first_mut() {
-                primary.clear();
-            }
         }
         stats
+    }
+
+    /// The same template with empty leaves, for the next buffer.
+    pub fn empty_copy(&self) -> TemplateTree {
+        Self::with_internals(
+            self.internals.clone(),
+            self.height,
+            self.leaves.len(),
+            self.leaf_capacity,
+        )
     }
 
     /// How stretched the leaves are now.
@@ -325,12 +347,52 @@ impl TemplateTree {
             let leaf = self.lock(leaf_id);
             stats.entries += leaf.nodes.iter().map(Vec::len).sum::<usize>();
             let overflow = leaf.nodes.len().saturating_sub(1);
+            stats.overflow_entries += leaf.nodes.iter().skip(1).map(Vec::len).sum::<usize>();
             if overflow > 0 {
                 stats.overflowed[overflow.min(3) - 1] += 1;
             }
         }
         stats
     }
+}
+
+/// Adds empty leaves past both ends of a sample's keys (an eighth as many
+/// as the sample made, per side), as wide as the leaves at that end. A
+/// stream whose keys drift past the last buffer's range then spreads over
+/// them instead of piling into the edge leaf; a stream that does not drift
+/// leaves them empty.
+fn extend_edges(bounds: &mut Vec<u64>, first_key: u64, last_key: u64) {
+    const PROBE: usize = 8;
+    let count = bounds.len();
+    if count < PROBE {
+        return;
+    }
+    let extra = count.div_ceil(8);
+    let high_width = ((bounds[count - 1] - bounds[count - PROBE]) / (PROBE as u64 - 1)).max(1);
+    let low_width = ((bounds[PROBE - 1] - bounds[0]) / (PROBE as u64 - 1)).max(1);
+    let mut above = last_key;
+    for _ in 0..extra {
+        match above.checked_add(high_width) {
+            Some(next) => {
+                bounds.push(next);
+                above = next;
+            }
+            None => break,
+        }
+    }
+    let mut below = Vec::new();
+    let mut at = first_key;
+    for _ in 0..extra {
+        if at <= low_width {
+            break;
+        }
+        below.push(at);
+        at -= low_width;
+    }
+    // `first_key` itself becomes the lower bound of the sample's first
+    // leaf; the leaves below it are the new ones.
+    below.reverse();
+    bounds.splice(0..0, below);
 }
 
 #[cfg(test)]
@@ -368,21 +430,28 @@ mod tests {
     fn keys_past_the_template_stretch_the_edge_leaves() {
         let sample: Vec<u64> = (0..100).collect();
         let template = TemplateTree::from_keys(&sample, 4, 10, 1.0);
-        assert_eq!(template.leaf_count(), 10);
+        // Ten leaves for the sample, and two empty ones past its end (none
+        // below key 0).
+        assert_eq!(template.leaf_count(), 12);
         for key in 1_000..1_050u64 {
             template.insert(entry(key, key));
         }
         let stats = template.overflow_stats();
         assert_eq!(stats.overflowed, [0, 0, 1], "{stats:?}");
         let mut out = Vec::new();
-        let taken = template.take_sorted(&mut out);
-        assert_eq!(taken, stats);
+        assert_eq!(template.sorted(&mut out), stats);
         assert_eq!(
             out.iter().map(|e| e.key).collect::<Vec<_>>(),
             (1_000..1_050).collect::<Vec<_>>()
         );
-        assert_eq!(template.overflow_stats().entries, 0);
-        assert_eq!(template.overflow_stats().overflowed_leaves(), 0);
+        let next = template.empty_copy();
+        assert_eq!(next.leaf_count(), template.leaf_count());
+        assert_eq!(next.overflow_stats().entries, 0);
+        assert_eq!(
+            template.overflow_stats().entries,
+            50,
+            "the source keeps its entries"
+        );
     }
 
     #[test]
@@ -392,9 +461,10 @@ mod tests {
         sample.sort_unstable();
         let template = TemplateTree::from_keys(&sample, 5, 10, 0.7);
         // 750 keys in steps of 7, less the bounds that would split the 50
-        // equal keys.
+        // equal keys, and an eighth more empty leaves past the end (none
+        // below key 0).
         assert!(
-            (100..=108).contains(&template.leaf_count()),
+            (110..=122).contains(&template.leaf_count()),
             "{}",
             template.leaf_count()
         );

@@ -1,0 +1,1250 @@
+//! [`StreamIndex`]: the store. Writes go to the write-ahead log and the
+//! active buffer, indexed by a template B+ tree; a full buffer becomes an
+//! immutable segment file; queries read a consistent snapshot of the
+//! segments and the buffer.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Instant;
+
+use spillway_core::{ensure, Error, Fs, Poison, RealFs, Result};
+
+use crate::batch::{Batch, Op};
+use crate::bptree::BPlusTree;
+use crate::manifest::{Listed, Manifest};
+use crate::records::{Aggregate, Bounds, Records, Shadow};
+use crate::segment::{self, Cache, Segment};
+use crate::template::{OverflowStats, TemplateTree};
+use crate::wal::{self, Wal, WalSync};
+use crate::Entry;
+
+/// How each buffer is indexed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TemplatePolicy {
+    /// No template: every buffer grows an ordinary B+ tree with splits
+    /// (the seed's baseline, "rebuilt per buffer").
+    None,
+    /// The seed: the first buffer's grown tree becomes the template of
+    /// every later buffer, never changed.
+    Fixed,
+    /// Beyond the seed: as `Fixed`, but when a flushed buffer had more
+    /// than `threshold` of its leaves overflowed, or of its entries in
+    /// overflow nodes (keys drifting past the template's edge pile up in
+    /// one leaf), the next buffer gets a template rebuilt from that
+    /// buffer's keys (equal-count leaves at the target fill).
+    Rebuild {
+        /// Share of overflowed leaves or overflow entries, in 0..=1, above
+        /// which to rebuild.
+        threshold: f64,
+    },
+}
+
+/// What a [`StreamIndex`] is opened with.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Bytes of records (values plus a fixed cost per record) a buffer
+    /// holds before it is flushed as a segment.
+    pub buffer_bytes: usize,
+    /// Entries per leaf, in the buffer's tree and in segments.
+    pub leaf_capacity: usize,
+    /// Children per internal node.
+    pub fan_out: usize,
+    /// How buffers are indexed.
+    pub template: TemplatePolicy,
+    /// Leaf fill a rebuilt template aims at, in (0, 1].
+    pub fill: f64,
+    /// The longest value accepted.
+    pub max_value_bytes: usize,
+    /// Refuse writes whose time is before the latest time written.
+    pub ordered_time: bool,
+    /// Sync the log before a write returns (else a crash of the machine,
+    /// not of the process, may lose acknowledged writes).
+    pub sync: bool,
+    /// Bytes of decoded segments kept in memory (0: read leaves from the
+    /// file on every query).
+    pub cache_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            buffer_bytes: 64 << 20,
+            leaf_capacity: 64,
+            fan_out: 64,
+            template: TemplatePolicy::Rebuild { threshold: 0.05 },
+            fill: 0.7,
+            max_value_bytes: 1 << 20,
+            ordered_time: false,
+            sync: true,
+            cache_bytes: 1 << 30,
+        }
+    }
+}
+
+/// The bytes a record costs in a buffer beyond its value: its entry in
+/// the tree, its op and value offset.
+const RECORD_OVERHEAD_BYTES: usize = 48;
+
+impl Options {
+    fn check(&self) -> Result<()> {
+        ensure!(
+            self.buffer_bytes >= 4096,
+            InvalidArgument,
+            "buffer_bytes must be at least 4096, got {}",
+            self.buffer_bytes
+        );
+        ensure!(
+            (2..=1 << 16).contains(&self.leaf_capacity),
+            InvalidArgument,
+            "leaf_capacity must be in 2..=65536, got {}",
+            self.leaf_capacity
+        );
+        ensure!(
+            (3..=1 << 16).contains(&self.fan_out),
+            InvalidArgument,
+            "fan_out must be in 3..=65536, got {}",
+            self.fan_out
+        );
+        ensure!(
+            self.fill > 0.0 && self.fill <= 1.0,
+            InvalidArgument,
+            "fill must be in (0, 1], got {}",
+            self.fill
+        );
+        if let TemplatePolicy::Rebuild { threshold } = self.template {
+            ensure!(
+                (0.0..=1.0).contains(&threshold),
+                InvalidArgument,
+                "the template rebuild threshold must be in 0..=1, got {threshold}"
+            );
+        }
+        ensure!(
+            self.max_value_bytes <= self.buffer_bytes / 2 && self.max_value_bytes <= u32::MAX as usize,
+            InvalidArgument,
+            "max_value_bytes ({}) must be at most half of buffer_bytes ({})",
+            self.max_value_bytes,
+            self.buffer_bytes
+        );
+        Ok(())
+    }
+}
+
+/// The index of a buffer.
+#[derive(Debug)]
+enum BufferTree {
+    /// An ordinary B+ tree, grown under one lock.
+    Growing(Mutex<BPlusTree>),
+    /// A template, filled under per-leaf locks.
+    Template(TemplateTree),
+}
+
+impl BufferTree {
+    fn insert_batch(&self, entries: &[Entry]) {
+        match self {
+            BufferTree::Growing(tree) => {
+                let mut tree = lock(tree);
+                entries.iter().for_each(|entry| tree.insert(*entry));
+            }
+            BufferTree::Template(tree) => tree.insert_batch(entries),
+        }
+    }
+
+    fn range(&self, low: u64, high: u64, visit: impl FnMut(&Entry)) {
+        match self {
+            BufferTree::Growing(tree) => lock(tree).range(low, high, visit),
+            BufferTree::Template(tree) => tree.range(low, high, visit),
+        }
+    }
+}
+
+/// The records of a buffer, in arrival order, and its log.
+#[derive(Debug)]
+struct BufferData {
+    wal: Wal,
+    ops: Vec<Op>,
+    value_ends: Vec<u64>,
+    values: Vec<u8>,
+    /// The batches being written (first sequence number, writes): a query
+    /// skips them, so it sees each batch whole or not at all.
+    in_flight: Vec<(u64, u64)>,
+}
+
+impl BufferData {
+    fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    fn bytes(&self) -> usize {
+        self.values.len() + self.ops.len() * RECORD_OVERHEAD_BYTES
+    }
+
+    fn value(&self, location: usize) -> &[u8] {
+        let start = if location == 0 {
+            0
+        } else {
+            self.value_ends[location - 1] as usize
+        };
+        &self.values[start..self.value_ends[location] as usize]
+    }
+}
+
+/// The active buffer: records from `first_seq` on, entry `location` being
+/// write `first_seq + location`.
+#[derive(Debug)]
+struct Buffer {
+    first_seq: u64,
+    log_number: u64,
+    tree: BufferTree,
+    data: Mutex<BufferData>,
+    wal_sync: Arc<WalSync>,
+}
+
+impl Buffer {
+    /// What a query starting now may see of this buffer.
+    fn visible(&self) -> Visible {
+        let data = lock(&self.data);
+        Visible {
+            below: self.first_seq + data.len() as u64,
+            in_flight: data.in_flight.clone(),
+        }
+    }
+
+    /// The buffer's writes within `bounds` that `visible` lets a query
+    /// see: its records into `records`, its updates' and deletes' shadows
+    /// into `shadows`.
+    fn collect(&self, bounds: &Bounds, visible: &Visible, records: &mut Records, shadows: &mut Vec<Shadow>) {
+        let mut entries = Vec::new();
+        self.tree.range(bounds.key_low, bounds.key_high, |entry| {
+            if bounds.contains(entry.key, entry.time) && visible.sees(self.first_seq + entry.location) {
+                entries.push(*entry);
+            }
+        });
+        let data = lock(&self.data);
+        for entry in entries {
+            let location = entry.location as usize;
+            let seq = self.first_seq + entry.location;
+            let op = data.ops[location];
+            if op.shadows() {
+                shadows.push(Shadow {
+                    key: entry.key,
+                    time: entry.time,
+                    seq,
+                });
+            }
+            if op != Op::Delete {
+                records.push(entry.key, entry.time, seq, data.value(location));
+            }
+        }
+    }
+}
+
+/// The writes of a buffer that a query may see: those written before it
+/// started, less the batches still being written then.
+#[derive(Debug)]
+struct Visible {
+    below: u64,
+    in_flight: Vec<(u64, u64)>,
+}
+
+impl Visible {
+    fn sees(&self, seq: u64) -> bool {
+        seq < self.below
+            && !self
+                .in_flight
+                .iter()
+                .any(|&(first, writes)| (first..first + writes).contains(&seq))
+    }
+}
+
+/// What readers see: the segments, oldest writes first (the last may be a
+/// buffer being flushed, still in memory), and the active buffer.
+#[derive(Debug, Clone)]
+struct View {
+    segments: Vec<Arc<Segment>>,
+    active: Arc<Buffer>,
+}
+
+/// Counters of a [`StreamIndex`]; see [`StreamIndex::stats`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamStats {
+    /// Writes accepted since the store was opened (appends, updates and
+    /// deletes; replayed ones included).
+    pub writes: u64,
+    /// The next sequence number.
+    pub next_seq: u64,
+    /// Records in the active buffer (writes, before newest-wins).
+    pub buffer_records: u64,
+    /// Bytes the active buffer counts against `buffer_bytes`.
+    pub buffer_bytes: u64,
+    /// Segments.
+    pub segments: u64,
+    /// Live records in segments.
+    pub segment_records: u64,
+    /// Bytes of segment files.
+    pub segment_bytes: u64,
+    /// Buffers flushed as segments.
+    pub flushes: u64,
+    /// Time writers were held up by flushes (the buffer sorted and handed
+    /// over), in seconds.
+    pub flush_pause_seconds: f64,
+    /// Templates made (the first from a grown tree, then rebuilds).
+    pub templates: u64,
+    /// Leaves of the current template (0 without one).
+    pub template_leaves: u64,
+    /// Overflow of the last buffer flushed.
+    pub last_overflow: OverflowStats,
+    /// Overflow summed over every buffer flushed through a template.
+    pub total_overflow: OverflowStats,
+    /// Compactions run, and segments they merged.
+    pub compactions: u64,
+    /// Segments merged by compactions.
+    pub compacted_segments: u64,
+    /// Bytes of decoded segments held in memory.
+    pub cache_bytes: u64,
+    /// Leaves whose summary answered an aggregate without reading them.
+    pub leaves_summarized: u64,
+    /// Leaves read by queries (or by aggregates that could not use the summary).
+    pub leaves_read: u64,
+}
+
+/// What [`StreamIndex::verify`] checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Segment files checked.
+    pub segments: u64,
+    /// Live records in them.
+    pub records: u64,
+    /// Leaves whose checksums and summaries were checked.
+    pub leaves: u64,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    writes: AtomicU64,
+    flushes: AtomicU64,
+    flush_pause_nanos: AtomicU64,
+    templates: AtomicU64,
+    compactions: AtomicU64,
+    compacted_segments: AtomicU64,
+    leaves_summarized: AtomicU64,
+    leaves_read: AtomicU64,
+}
+
+/// State changed only by a flush or a compaction (under this lock).
+#[derive(Debug)]
+struct Durable {
+    manifest: Manifest,
+    next_log_number: u64,
+    /// Leaves of the template the active buffer started from (0: none).
+    template_leaves: u64,
+    last_overflow: OverflowStats,
+    total_overflow: OverflowStats,
+}
+
+/// A stream index over an append-only segment store; see the crate docs.
+///
+/// Thread-safe: share it (`&StreamIndex` or an `Arc`) between writers and
+/// readers. Writes from several threads are indexed at once. A query sees
+/// every batch acknowledged before it started (a write is acknowledged
+/// when its call returns), each batch whole or not at all, and nothing
+/// written after it started.
+#[derive(Debug)]
+pub struct StreamIndex {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    options: Options,
+    cache: Arc<Cache>,
+    /// Writers hold it shared while they write to the active buffer; a
+    /// flush takes it exclusively to hand the buffer over.
+    gate: RwLock<Arc<Buffer>>,
+    view: RwLock<View>,
+    durable: Mutex<Durable>,
+    /// The latest time written (for `ordered_time`), changed under the
+    /// active buffer's data lock.
+    last_time: AtomicU64,
+    poison: Poison,
+    counters: Counters,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves its data whole before anything can
+    // panic, so a poisoned lock is still consistent.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl StreamIndex {
+    /// Opens (creating if needed) the store in directory `path` on the
+    /// real file system.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<StreamIndex> {
+        Self::open_on(Arc::new(RealFs::new()), path.as_ref(), options)
+    }
+
+    /// Opens the store in `dir` on `fs`: reads the manifest, opens its
+    /// segments, removes segment files it does not list (a flush cut
+    /// short), and replays the logs into a new buffer.
+    pub fn open_on(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<StreamIndex> {
+        options.check()?;
+        fs.create_dir_all(dir)?;
+        let manifest = match Manifest::read(fs.as_ref(), dir)? {
+            Some(manifest) => manifest,
+            None => {
+                let names = fs.list_dir(dir)?;
+                if names.iter().any(|name| name.ends_with(".seg")) {
+                    return Err(Error::corruption(
+                        dir.join(crate::manifest::FILE_NAME),
+                        0,
+                        "missing, but the directory holds segment files",
+                    ));
+                }
+                let manifest = Manifest {
+                    next_segment_id: 1,
+                    next_seq: 0,
+                    segments: Vec::new(),
+                };
+                manifest.write(fs.as_ref(), dir)?;
+                manifest
+            }
+        };
+        let cache = Cache::new(options.cache_bytes);
+        let mut segments = Vec::with_capacity(manifest.segments.len());
+        let mut last_time = 0;
+        for listed in &manifest.segments {
+            let path = dir.join(segment::file_name(listed.id));
+            let segment = Segment::open(fs.as_ref(), &path, cache.clone())?;
+            let meta = &segment.meta;
+            if (meta.id, meta.first_seq, meta.last_seq) != (listed.id, listed.first_seq, listed.last_seq) {
+                return Err(Error::corruption(
+                    &path,
+                    0,
+                    format!(
+                        "segment says it is {} holding seqs {}..={}, the manifest lists {} holding {}..={}",
+                        meta.id, meta.first_seq, meta.last_seq, listed.id, listed.first_seq, listed.last_seq
+                    ),
+                ));
+            }
+            if let Some((_, _, _, max_time)) = meta.ranges() {
+                last_time = last_time.max(max_time);
+            }
+            segments.push(segment);
+        }
+        let names = fs.list_dir(dir)?;
+        for name in &names {
+            let listed = manifest
+                .segments
+                .iter()
+                .any(|listed| segment::file_name(listed.id) == *name);
+            if (name.ends_with(".seg") && !listed) || name == "MANIFEST.tmp" {
+                fs.remove_file(&dir.join(name))?;
+            }
+        }
+        let logs = wal::logs_in(dir, &names);
+        let next_log_number = logs.last().map_or(1, |(number, _)| number + 1);
+        let active = Arc::new(Self::new_buffer(
+            fs.as_ref(),
+            dir,
+            &options,
+            manifest.next_seq,
+            next_log_number,
+            None,
+        )?);
+        let index = StreamIndex {
+            fs,
+            dir: dir.to_path_buf(),
+            cache,
+            gate: RwLock::new(active.clone()),
+            view: RwLock::new(View { segments, active }),
+            durable: Mutex::new(Durable {
+                manifest,
+                next_log_number: next_log_number + 1,
+                template_leaves: 0,
+                last_overflow: OverflowStats::default(),
+                total_overflow: OverflowStats::default(),
+            }),
+            last_time: AtomicU64::new(last_time),
+            poison: Poison::default(),
+            counters: Counters::default(),
+            options,
+        };
+        index.replay(&logs)?;
+        Ok(index)
+    }
+
+    /// Replays the logs of a previous run: writes numbered from the
+    /// manifest's `next_seq` on (older ones are in segments) are written
+    /// again, into the new log, which is synced before the old logs go.
+    fn replay(&self, logs: &[(u64, PathBuf)]) -> Result<()> {
+        let mut expected = lock(&self.durable).manifest.next_seq;
+        let mut pending = Batch::new();
+        for (_, path) in logs {
+            wal::replay(self.fs.as_ref(), path, |batch, first_seq| {
+                for i in 0..batch.len() {
+                    // Writes keep their sequence numbers: older ones are
+                    // in segments, or were replayed from an older log
+                    // into a newer one by a recovery cut short.
+                    let seq = first_seq + i as u64;
+                    if seq < expected {
+                        continue;
+                    }
+                    if seq > expected {
+                        return Err(Error::corruption(
+                            path,
+                            0,
+                            format!("the logs skip from seq {expected} to {seq}"),
+                        ));
+                    }
+                    pending.push(batch.ops[i], batch.keys[i], batch.times[i], batch.value(i));
+                    expected += 1;
+                }
+                if pending.len() >= 4096 {
+                    self.write_unchecked(&pending, true)?;
+                    pending.clear();
+                }
+                Ok(())
+            })?;
+        }
+        if !pending.is_empty() {
+            self.write_unchecked(&pending, true)?;
+        }
+        let active = self.read_gate().clone();
+        let written = lock(&active.data).wal.written();
+        active.wal_sync.sync_to(written)?;
+        for (number, path) in logs {
+            if *number != active.log_number {
+                self.fs.remove_file(path)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn new_buffer(
+        fs: &dyn Fs,
+        dir: &Path,
+        options: &Options,
+        first_seq: u64,
+        log_number: u64,
+        template: Option<TemplateTree>,
+    ) -> Result<Buffer> {
+        let wal = Wal::create(fs, dir, log_number)?;
+        let tree = match template {
+            Some(template) => BufferTree::Template(template),
+            None => BufferTree::Growing(Mutex::new(BPlusTree::new(options.fan_out, options.leaf_capacity))),
+        };
+        let expected_records = options.buffer_bytes / (RECORD_OVERHEAD_BYTES + 8);
+        Ok(Buffer {
+            first_seq,
+            log_number,
+            tree,
+            wal_sync: wal.sync().clone(),
+            data: Mutex::new(BufferData {
+                wal,
+                ops: Vec::with_capacity(expected_records),
+                value_ends: Vec::with_capacity(expected_records),
+                values: Vec::new(),
+                in_flight: Vec::new(),
+            }),
+        })
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn read_gate(&self) -> std::sync::RwLockReadGuard<'_, Arc<Buffer>> {
+        self.gate.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn snapshot(&self) -> View {
+        self.view.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Appends one record.
+    pub fn append(&self, key: u64, time: u64, value: &[u8]) -> Result<()> {
+        let mut batch = Batch::new();
+        batch.append(key, time, value);
+        self.write(&batch)
+    }
+
+    /// Replaces every record with `key` and `time` by this one.
+    pub fn update(&self, key: u64, time: u64, value: &[u8]) -> Result<()> {
+        let mut batch = Batch::new();
+        batch.update(key, time, value);
+        self.write(&batch)
+    }
+
+    /// Removes every record with `key` and `time`.
+    pub fn delete(&self, key: u64, time: u64) -> Result<()> {
+        let mut batch = Batch::new();
+        batch.delete(key, time);
+        self.write(&batch)
+    }
+
+    /// Writes a batch: logged (and synced, with `sync`), then indexed.
+    /// The batch is all or nothing: a bad write in it refuses it whole.
+    pub fn write(&self, batch: &Batch) -> Result<()> {
+        self.write_unchecked(batch, false)
+    }
+
+    fn write_unchecked(&self, batch: &Batch, replaying: bool) -> Result<()> {
+        self.poison.check()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let batch_bytes = batch.values.len() + batch.len() * RECORD_OVERHEAD_BYTES;
+        let (active, first_seq, log_end) = loop {
+            let gate = self.read_gate();
+            let active = gate.clone();
+            let mut data = lock(&active.data);
+            if data.len() > 0 && data.bytes() + batch_bytes > self.options.buffer_bytes {
+                drop(data);
+                drop(gate);
+                self.flush_if_active(active.first_seq)?;
+                continue;
+            }
+            let last_time = self.last_time.load(Ordering::Relaxed);
+            let ordered = self.options.ordered_time && !replaying;
+            let latest = batch.check(self.options.max_value_bytes, ordered, last_time)?;
+            let first_seq = active.first_seq + data.len() as u64;
+            let log_end = self.poison.guard(|| data.wal.append(batch, first_seq))?;
+            self.last_time.store(latest, Ordering::Relaxed);
+            data.ops.extend_from_slice(&batch.ops);
+            let base = data.values.len() as u64;
+            data.value_ends
+                .extend(batch.value_ends.iter().map(|&end| base + end as u64));
+            data.values.extend_from_slice(&batch.values);
+            data.in_flight.push((first_seq, batch.len() as u64));
+            drop(data);
+            // Indexing runs with the gate held shared: a flush waits for it.
+            let location = first_seq - active.first_seq;
+            let entries: Vec<Entry> = (0..batch.len())
+                .map(|i| Entry {
+                    key: batch.keys[i],
+                    time: batch.times[i],
+                    location: location + i as u64,
+                })
+                .collect();
+            active.tree.insert_batch(&entries);
+            drop(gate);
+            break (active, first_seq, log_end);
+        };
+        let synced = if self.options.sync {
+            self.poison.guard(|| active.wal_sync.sync_to(log_end))
+        } else {
+            Ok(())
+        };
+        let mut data = lock(&active.data);
+        let position = data
+            .in_flight
+            .iter()
+            .position(|&(seq, _)| seq == first_seq)
+            .expect("registered above");
+        data.in_flight.swap_remove(position);
+        drop(data);
+        self.counters
+            .writes
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        synced
+    }
+
+    fn flush_if_active(&self, first_seq: u64) -> Result<()> {
+        let mut durable = lock(&self.durable);
+        if self.read_gate().first_seq == first_seq {
+            self.flush_locked(&mut durable)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the active buffer as a segment (if it holds anything) and
+    /// starts a new one.
+    pub fn flush(&self) -> Result<()> {
+        let mut durable = lock(&self.durable);
+        self.flush_locked(&mut durable)
+    }
+
+    fn flush_locked(&self, durable: &mut Durable) -> Result<()> {
+        self.poison.check()?;
+        let started = Instant::now();
+        let (old, records, shadows, frozen) = {
+            let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+            let count = lock(&gate.data).len() as u64;
+            if count == 0 {
+                return Ok(());
+            }
+            let old = gate.clone();
+            let (records, shadows, keys, overflow) = drain(&old);
+            let template = self.next_template(durable, &old.tree, &keys, overflow);
+            let number = durable.next_log_number;
+            let next = Self::new_buffer(
+                self.fs.as_ref(),
+                &self.dir,
+                &self.options,
+                old.first_seq + count,
+                number,
+                template,
+            )
+            .map_err(|error| self.poison.poison(error))?;
+            durable.next_log_number += 1;
+            let records = Arc::new(records);
+            let seqs = (old.first_seq, old.first_seq + count - 1);
+            let frozen = Segment::in_memory(
+                segment_meta_in_memory(&records, &shadows, seqs, self.options.leaf_capacity),
+                records.clone(),
+                self.cache.clone(),
+            );
+            *gate = Arc::new(next);
+            // Readers switch to the new buffer with the writers, so a
+            // write acknowledged in the new buffer is never missed.
+            let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+            view.segments.push(frozen.clone());
+            view.active = gate.clone();
+            (old, records, shadows, frozen)
+        };
+        let seqs = (frozen.meta.first_seq, frozen.meta.last_seq);
+        let last_seq = seqs.1;
+        self.counters
+            .flush_pause_nanos
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+
+        let written = self.poison.guard(|| {
+            let id = durable.manifest.next_segment_id;
+            let segment = self.write_segment(id, seqs, &records, &shadows)?;
+            let mut manifest = durable.manifest.clone();
+            manifest.next_segment_id = id + 1;
+            manifest.next_seq = last_seq + 1;
+            manifest.segments.push(Listed {
+                id,
+                first_seq: seqs.0,
+                last_seq: seqs.1,
+            });
+            manifest.write(self.fs.as_ref(), &self.dir)?;
+            durable.manifest = manifest;
+            Ok(segment)
+        })?;
+        written.adopt(records);
+        {
+            let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+            let slot = view
+                .segments
+                .iter()
+                .position(|segment| Arc::ptr_eq(segment, &frozen))
+                .expect("only a flush removes its frozen segment");
+            view.segments[slot] = written;
+        }
+        self.poison.guard(|| {
+            self.fs
+                .remove_file(&self.dir.join(wal::file_name(old.log_number)))
+        })?;
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Picks the index of the next buffer from how the last one went.
+    fn next_template(
+        &self,
+        durable: &mut Durable,
+        tree: &BufferTree,
+        sorted_keys: &[u64],
+        overflow: Option<OverflowStats>,
+    ) -> Option<TemplateTree> {
+        if let Some(overflow) = overflow {
+            durable.total_overflow.leaves += overflow.leaves;
+            durable.total_overflow.entries += overflow.entries;
+            durable.total_overflow.overflow_entries += overflow.overflow_entries;
+            for (total, count) in durable
+                .total_overflow
+                .overflowed
+                .iter_mut()
+                .zip(overflow.overflowed)
+            {
+                *total += count;
+            }
+            durable.last_overflow = overflow;
+        }
+        let made = |template: TemplateTree| {
+            self.counters.templates.fetch_add(1, Ordering::Relaxed);
+            Some(template)
+        };
+        let template = match (self.options.template, tree) {
+            (TemplatePolicy::None, _) => None,
+            (_, BufferTree::Growing(grown)) => made(TemplateTree::from_tree(&lock(grown))),
+            (TemplatePolicy::Rebuild { threshold }, BufferTree::Template(_))
+                if durable.last_overflow.overflowed_share() > threshold
+                    || durable.last_overflow.overflow_entries_share() > threshold =>
+            {
+                made(TemplateTree::from_keys(
+                    sorted_keys,
+                    self.options.fan_out,
+                    self.options.leaf_capacity,
+                    self.options.fill,
+                ))
+            }
+            (_, BufferTree::Template(current)) => Some(current.empty_copy()),
+        };
+        durable.template_leaves = template.as_ref().map_or(0, |t| t.leaf_count() as u64);
+        template
+    }
+
+    fn write_segment(
+        &self,
+        id: u64,
+        seqs: (u64, u64),
+        records: &Records,
+        shadows: &[Shadow],
+    ) -> Result<Arc<Segment>> {
+        let path = self.dir.join(segment::file_name(id));
+        segment::write(
+            self.fs.as_ref(),
+            &path,
+            id,
+            seqs,
+            records,
+            shadows,
+            self.options.leaf_capacity,
+        )?;
+        self.fs.sync_dir(&self.dir)?;
+        Segment::open(self.fs.as_ref(), &path, self.cache.clone())
+    }
+
+    /// Merges every run of two or more adjacent segments smaller than a
+    /// quarter of a buffer into one segment, dropping the records that
+    /// updates and deletes replaced (and, for a run that starts at the
+    /// oldest segment, the updates' and deletes' marks themselves).
+    /// Returns the segments merged.
+    pub fn compact(&self) -> Result<u64> {
+        let mut durable = lock(&self.durable);
+        self.poison.check()?;
+        let small = (self.options.buffer_bytes / 4) as u64;
+        let mut merged = 0;
+        loop {
+            let segments = self.snapshot().segments;
+            // The first run of two or more adjacent small segments.
+            let mut run = 0..0;
+            let mut start = 0;
+            for i in 0..=segments.len() {
+                if i == segments.len() || segments[i].meta.bytes >= small {
+                    if i - start >= 2 {
+                        run = start..i;
+                        break;
+                    }
+                    start = i + 1;
+                }
+            }
+            if run.len() < 2 {
+                break;
+            }
+            self.merge(&mut durable, &segments, run.clone())?;
+            merged += run.len() as u64;
+            self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .compacted_segments
+                .fetch_add(run.len() as u64, Ordering::Relaxed);
+        }
+        Ok(merged)
+    }
+
+    fn merge(
+        &self,
+        durable: &mut Durable,
+        segments: &[Arc<Segment>],
+        run: std::ops::Range<usize>,
+    ) -> Result<()> {
+        let mut all = Records::default();
+        let mut shadows = Vec::new();
+        for segment in &segments[run.clone()] {
+            let (records, range) = segment.leaves(0..segment.meta.leaves.len())?;
+            for i in range {
+                all.push_from(&records, i);
+            }
+            shadows.extend_from_slice(&segment.meta.shadows);
+        }
+        shadows.sort_unstable();
+        let all = drop_shadowed(sort_records(all), &shadows);
+        if run.start == 0 {
+            shadows.clear();
+        } else {
+            newest_shadows(&mut shadows);
+        }
+        let seqs = (
+            segments[run.start].meta.first_seq,
+            segments[run.end - 1].meta.last_seq,
+        );
+        self.poison.guard(|| {
+            let id = durable.manifest.next_segment_id;
+            let segment = self.write_segment(id, seqs, &all, &shadows)?;
+            let mut manifest = durable.manifest.clone();
+            manifest.next_segment_id = id + 1;
+            manifest.segments.splice(
+                run.clone(),
+                [Listed {
+                    id,
+                    first_seq: seqs.0,
+                    last_seq: seqs.1,
+                }],
+            );
+            manifest.write(self.fs.as_ref(), &self.dir)?;
+            durable.manifest = manifest;
+            {
+                let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+                view.segments.splice(run.clone(), [segment]);
+            }
+            for old in &segments[run.clone()] {
+                self.fs.remove_file(old.path())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The live records with keys and times within `bounds`, sorted by
+    /// key, time and sequence number.
+    pub fn range(&self, bounds: Bounds) -> Result<Records> {
+        self.poison.check()?;
+        if bounds.is_empty() {
+            return Ok(Records::default());
+        }
+        let view = self.snapshot();
+        let visible = view.active.visible();
+        let mut records = Records::default();
+        let mut shadows = Vec::new();
+        let mut runs = 0;
+        for segment in &view.segments {
+            if !segment.may_match(&bounds) {
+                continue;
+            }
+            let leaves = segment.meta.leaves_for(bounds.key_low, bounds.key_high);
+            self.counters
+                .leaves_read
+                .fetch_add(leaves.len() as u64, Ordering::Relaxed);
+            let (decoded, range) = segment.leaves(leaves)?;
+            let before = records.len();
+            for i in range {
+                if bounds.contains(decoded.keys[i], decoded.times[i]) {
+                    records.push_from(&decoded, i);
+                }
+            }
+            runs += usize::from(records.len() > before);
+            shadows_within(&segment.meta.shadows, &bounds, &mut shadows);
+        }
+        let before = records.len();
+        view.active.collect(&bounds, &visible, &mut records, &mut shadows);
+        let from_buffer = records.len() > before;
+        let records = if runs > 1 || from_buffer {
+            sort_records(records)
+        } else {
+            records
+        };
+        shadows.sort_unstable();
+        Ok(drop_shadowed(records, &shadows))
+    }
+
+    /// All live records with `key`.
+    pub fn get(&self, key: u64) -> Result<Records> {
+        self.range(Bounds::keys(key, key))
+    }
+
+    /// Count, sum, min and max of the live records within `bounds`: from
+    /// the summaries of the segment leaves that lie wholly inside it (and
+    /// that no later update or delete touches), from the records
+    /// elsewhere.
+    pub fn aggregate(&self, bounds: Bounds) -> Result<Aggregate> {
+        self.poison.check()?;
+        let mut total = Aggregate::default();
+        if bounds.is_empty() {
+            return Ok(total);
+        }
+        let view = self.snapshot();
+        let visible = view.active.visible();
+        // Every update and delete in range, with the segment it is in
+        // (the active buffer's are read with its records below).
+        let mut newer: Vec<(u64, usize)> = Vec::new();
+        for (number, segment) in view.segments.iter().enumerate() {
+            let mut within = Vec::new();
+            shadows_within(&segment.meta.shadows, &bounds, &mut within);
+            newer.extend(within.iter().map(|shadow| (shadow.key, number)));
+        }
+        let mut rest = Records::default();
+        let mut shadows = Vec::new();
+        view.active.collect(&bounds, &visible, &mut rest, &mut shadows);
+        let buffer_number = view.segments.len();
+        newer.extend(shadows.iter().map(|shadow| (shadow.key, buffer_number)));
+        newer.sort_unstable();
+        for (number, segment) in view.segments.iter().enumerate() {
+            if !segment.may_match(&bounds) {
+                continue;
+            }
+            let leaves = segment.meta.leaves_for(bounds.key_low, bounds.key_high);
+            let mut to_read = leaves.start..leaves.start;
+            for leaf_number in leaves.clone() {
+                let leaf = &segment.meta.leaves[leaf_number];
+                let touched = newer[newer.partition_point(|&(key, _)| key < leaf.first_key)..]
+                    .iter()
+                    .take_while(|&&(key, _)| key <= leaf.last_key)
+                    .any(|&(_, by)| by > number);
+                let whole = bounds.covers(leaf.first_key, leaf.last_key, leaf.min_time, leaf.max_time);
+                if whole && !touched {
+                    total.merge(&leaf.aggregate);
+                    self.counters.leaves_summarized.fetch_add(1, Ordering::Relaxed);
+                    self.read_into(segment, to_read.clone(), &bounds, &mut rest)?;
+                    to_read = leaf_number + 1..leaf_number + 1;
+                } else {
+                    to_read.end = leaf_number + 1;
+                }
+            }
+            self.read_into(segment, to_read, &bounds, &mut rest)?;
+            shadows_within(&segment.meta.shadows, &bounds, &mut shadows);
+        }
+        shadows.sort_unstable();
+        let rest = drop_shadowed(sort_records(rest), &shadows);
+        for i in 0..rest.len() {
+            total.add(rest.value(i));
+        }
+        Ok(total)
+    }
+
+    fn read_into(
+        &self,
+        segment: &Arc<Segment>,
+        leaves: std::ops::Range<usize>,
+        bounds: &Bounds,
+        out: &mut Records,
+    ) -> Result<()> {
+        if leaves.is_empty() {
+            return Ok(());
+        }
+        self.counters
+            .leaves_read
+            .fetch_add(leaves.len() as u64, Ordering::Relaxed);
+        let (decoded, range) = segment.leaves(leaves)?;
+        for i in range {
+            if bounds.contains(decoded.keys[i], decoded.times[i]) {
+                out.push_from(&decoded, i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> StreamStats {
+        let view = self.snapshot();
+        let durable = lock(&self.durable);
+        let (buffer_records, buffer_bytes) = {
+            let data = lock(&view.active.data);
+            (data.len() as u64, data.bytes() as u64)
+        };
+        let counter = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        StreamStats {
+            writes: counter(&self.counters.writes),
+            next_seq: view.active.first_seq + buffer_records,
+            buffer_records,
+            buffer_bytes,
+            segments: view.segments.len() as u64,
+            segment_records: view.segments.iter().map(|segment| segment.meta.records).sum(),
+            segment_bytes: view.segments.iter().map(|segment| segment.meta.bytes).sum(),
+            flushes: counter(&self.counters.flushes),
+            flush_pause_seconds: counter(&self.counters.flush_pause_nanos) as f64 / 1e9,
+            templates: counter(&self.counters.templates),
+            template_leaves: durable.template_leaves,
+            last_overflow: durable.last_overflow.clone(),
+            total_overflow: durable.total_overflow.clone(),
+            compactions: counter(&self.counters.compactions),
+            compacted_segments: counter(&self.counters.compacted_segments),
+            cache_bytes: self.cache.used() as u64,
+            leaves_summarized: counter(&self.counters.leaves_summarized),
+            leaves_read: counter(&self.counters.leaves_read),
+        }
+    }
+
+    /// Reads every segment file whole and checks its checksums, order and
+    /// summaries against the manifest.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let view = self.snapshot();
+        let mut report = VerifyReport::default();
+        for segment in view.segments.iter().filter(|segment| segment.is_written()) {
+            let path = segment.path();
+            let file = self.fs.open_read(path)?;
+            let len = file.len()? as usize;
+            let mut bytes = Vec::with_capacity(len);
+            file.read_exact_append(&mut bytes, len, 0)?;
+            let meta = segment::check_bytes(path, &bytes)?;
+            if meta != segment.meta {
+                return Err(Error::corruption(path, 0, "segment changed since it was opened"));
+            }
+            report.segments += 1;
+            report.records += meta.records;
+            report.leaves += meta.leaves.len() as u64;
+            report.bytes += len as u64;
+        }
+        Ok(report)
+    }
+
+    /// Flushes the active buffer and closes the store.
+    pub fn close(self) -> Result<()> {
+        self.flush()
+    }
+}
+
+/// The sorted, resolved records of a buffer, its shadows, its keys (for a
+/// template) and its tree's overflow (`None` for a grown tree).
+fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>, Vec<u64>, Option<OverflowStats>) {
+    let mut entries = Vec::new();
+    let overflow = match &buffer.tree {
+        BufferTree::Growing(tree) => {
+            lock(tree).range(0, u64::MAX, |entry| entries.push(*entry));
+            None
+        }
+        BufferTree::Template(tree) => Some(tree.sorted(&mut entries)),
+    };
+    // Sorted by key already; equal keys by time, then arrival.
+    entries.sort_by_key(|entry| (entry.key, entry.time, entry.location));
+    let keys = entries.iter().map(|entry| entry.key).collect();
+    let data = lock(&buffer.data);
+    let mut records = Records::default();
+    records.keys.reserve(entries.len());
+    records.times.reserve(entries.len());
+    records.seqs.reserve(entries.len());
+    records.value_ends.reserve(entries.len());
+    records.values.reserve(data.values.len());
+    let mut shadows = Vec::new();
+    let mut group_start = 0;
+    while group_start < entries.len() {
+        let first = entries[group_start];
+        let group_end = group_start
+            + entries[group_start..]
+                .iter()
+                .take_while(|entry| (entry.key, entry.time) == (first.key, first.time))
+                .count();
+        let group = &entries[group_start..group_end];
+        let newest_shadow = group
+            .iter()
+            .rposition(|entry| data.ops[entry.location as usize].shadows());
+        if let Some(at) = newest_shadow {
+            shadows.push(Shadow {
+                key: first.key,
+                time: first.time,
+                seq: buffer.first_seq + group[at].location,
+            });
+        }
+        for entry in &group[newest_shadow.unwrap_or(0)..] {
+            let location = entry.location as usize;
+            if data.ops[location] != Op::Delete {
+                records.push(
+                    entry.key,
+                    entry.time,
+                    buffer.first_seq + entry.location,
+                    data.value(location),
+                );
+            }
+        }
+        group_start = group_end;
+    }
+    (records, shadows, keys, overflow)
+}
+
+/// The meta of records not yet written: leaf summaries as the file will
+/// have them (offsets left at 0).
+fn segment_meta_in_memory(
+    records: &Records,
+    shadows: &[Shadow],
+    seqs: (u64, u64),
+    leaf_records: usize,
+) -> segment::SegmentMeta {
+    let leaves = (0..records.len())
+        .step_by(leaf_records)
+        .map(|start| {
+            let end = (start + leaf_records).min(records.len());
+            let mut aggregate = Aggregate::default();
+            (start..end).for_each(|i| aggregate.add(records.value(i)));
+            let times = &records.times[start..end];
+            segment::LeafSummary {
+                offset: 0,
+                len: 0,
+                crc: 0,
+                first_key: records.keys[start],
+                last_key: records.keys[end - 1],
+                min_time: times.iter().copied().min().unwrap_or(0),
+                max_time: times.iter().copied().max().unwrap_or(0),
+                aggregate,
+            }
+        })
+        .collect();
+    segment::SegmentMeta {
+        id: 0,
+        first_seq: seqs.0,
+        last_seq: seqs.1,
+        records: records.len() as u64,
+        leaf_records: leaf_records as u32,
+        leaves,
+        shadows: shadows.to_vec(),
+        bytes: 0,
+    }
+}
+
+/// Appends the shadows within `bounds`.
+fn shadows_within(shadows: &[Shadow], bounds: &Bounds, out: &mut Vec<Shadow>) {
+    let start = shadows.partition_point(|shadow| shadow.key < bounds.key_low);
+    out.extend(
+        shadows[start..]
+            .iter()
+            .take_while(|shadow| shadow.key <= bounds.key_high)
+            .filter(|shadow| bounds.contains(shadow.key, shadow.time)),
+    );
+}
+
+/// Records in (key, time, seq) order.
+fn sort_records(records: Records) -> Records {
+    let mut order: Vec<u32> = (0..records.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| records.order(i as usize));
+    if order.iter().enumerate().all(|(at, &i)| at == i as usize) {
+        return records;
+    }
+    let mut sorted = Records::default();
+    sorted.keys.reserve(records.len());
+    sorted.times.reserve(records.len());
+    sorted.seqs.reserve(records.len());
+    sorted.value_ends.reserve(records.len());
+    sorted.values.reserve(records.values.len());
+    for i in order {
+        sorted.push_from(&records, i as usize);
+    }
+    sorted
+}
+
+/// Drops the records that a newer update or delete replaced: a record is
+/// dead when a shadow with its key and time has a higher sequence number.
+/// `records` and `shadows` are sorted.
+fn drop_shadowed(records: Records, shadows: &[Shadow]) -> Records {
+    if shadows.is_empty() {
+        return records;
+    }
+    let newest = |key: u64, time: u64| {
+        let end = shadows.partition_point(|shadow| (shadow.key, shadow.time) <= (key, time));
+        (end > 0 && (shadows[end - 1].key, shadows[end - 1].time) == (key, time))
+            .then(|| shadows[end - 1].seq)
+    };
+    let mut live = Records::default();
+    for i in 0..records.len() {
+        if newest(records.keys[i], records.times[i]).is_none_or(|seq| seq <= records.seqs[i]) {
+            live.push_from(&records, i);
+        }
+    }
+    live
+}
+
+/// Keeps only the newest shadow of each key and time (`shadows` sorted).
+fn newest_shadows(shadows: &mut Vec<Shadow>) {
+    let mut kept: Vec<Shadow> = Vec::with_capacity(shadows.len());
+    for shadow in shadows.drain(..) {
+        match kept.last_mut() {
+            Some(last) if (last.key, last.time) == (shadow.key, shadow.time) => *last = shadow,
+            _ => kept.push(shadow),
+        }
+    }
+    *shadows = kept;
+}

@@ -1,0 +1,207 @@
+//! Records in flat columns, and what a query computes over them.
+
+/// Records sorted by (key, time, sequence number) in flat columns: how a
+/// segment's leaves are decoded, and what a range query returns. Flat
+/// columns keep a scan cache-friendly and hand over to NumPy without a
+/// per-record object.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Records {
+    /// Encoded keys (see [`crate::key`]).
+    pub keys: Vec<u64>,
+    /// Timestamps.
+    pub times: Vec<u64>,
+    /// Sequence numbers: the order in which the records were written.
+    pub seqs: Vec<u64>,
+    /// `values[value_ends[i - 1]..value_ends[i]]` is record `i`'s value.
+    pub value_ends: Vec<u64>,
+    /// The values, back to back.
+    pub values: Vec<u8>,
+}
+
+impl Records {
+    /// Records held.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Record `i`'s value.
+    pub fn value(&self, i: usize) -> &[u8] {
+        let start = if i == 0 {
+            0
+        } else {
+            self.value_ends[i - 1] as usize
+        };
+        &self.values[start..self.value_ends[i] as usize]
+    }
+
+    /// Appends a record.
+    pub fn push(&mut self, key: u64, time: u64, seq: u64, value: &[u8]) {
+        self.keys.push(key);
+        self.times.push(time);
+        self.seqs.push(seq);
+        self.values.extend_from_slice(value);
+        self.value_ends.push(self.values.len() as u64);
+    }
+
+    /// Appends record `i` of `other`.
+    pub fn push_from(&mut self, other: &Records, i: usize) {
+        self.push(other.keys[i], other.times[i], other.seqs[i], other.value(i));
+    }
+
+    /// Removes every record, keeping the allocations.
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.times.clear();
+        self.seqs.clear();
+        self.value_ends.clear();
+        self.values.clear();
+    }
+
+    /// Bytes the columns hold (for the cache's budget).
+    pub fn heap_bytes(&self) -> usize {
+        self.keys.len() * 32 + self.values.len()
+    }
+
+    /// The records' order: (key, time, sequence number).
+    pub(crate) fn order(&self, i: usize) -> (u64, u64, u64) {
+        (self.keys[i], self.times[i], self.seqs[i])
+    }
+}
+
+/// Marks every record with the same key and time and a lower sequence
+/// number as dead: what an update (which also writes its new record) or
+/// a delete leaves behind it. Newest wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Shadow {
+    /// The key of the records replaced.
+    pub key: u64,
+    /// Their time.
+    pub time: u64,
+    /// The sequence number of the update or delete.
+    pub seq: u64,
+}
+
+/// Count, sum, min and max: a range aggregate, or a leaf's summary.
+///
+/// `count` counts every live record; the others count only values that
+/// are numbers, which is a value of exactly 8 bytes read as a
+/// little-endian `f64` (how `append_batch` stores a NumPy float array).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Aggregate {
+    /// Live records.
+    pub count: u64,
+    /// Records whose value is a number.
+    pub numeric: u64,
+    /// Sum of the numbers.
+    pub sum: f64,
+    /// Least number (`+inf` when there is none).
+    pub min: f64,
+    /// Greatest number (`-inf` when there is none).
+    pub max: f64,
+}
+
+impl Default for Aggregate {
+    fn default() -> Self {
+        Aggregate {
+            count: 0,
+            numeric: 0,
+            sum: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+}
+
+impl Aggregate {
+    /// The number a value stands for, if it is one.
+    pub fn number(value: &[u8]) -> Option<f64> {
+        let bytes: [u8; 8] = value.try_into().ok()?;
+        Some(f64::from_le_bytes(bytes))
+    }
+
+    /// Counts one record with `value`.
+    pub fn add(&mut self, value: &[u8]) {
+        self.count += 1;
+        if let Some(number) = Self::number(value) {
+            self.numeric += 1;
+            self.sum += number;
+            self.min = self.min.min(number);
+            self.max = self.max.max(number);
+        }
+    }
+
+    /// Folds `other` in.
+    pub fn merge(&mut self, other: &Aggregate) {
+        self.count += other.count;
+        self.numeric += other.numeric;
+        self.sum += other.sum;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+}
+
+/// A key range and a time range, both inclusive: what a query selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Lowest key.
+    pub key_low: u64,
+    /// Highest key.
+    pub key_high: u64,
+    /// Earliest time.
+    pub time_low: u64,
+    /// Latest time.
+    pub time_high: u64,
+}
+
+impl Bounds {
+    /// Keys `key_low..=key_high` at any time.
+    pub fn keys(key_low: u64, key_high: u64) -> Self {
+        Bounds {
+            key_low,
+            key_high,
+            time_low: 0,
+            time_high: u64::MAX,
+        }
+    }
+
+    /// Also restricts the times to `time_low..=time_high`.
+    pub fn times(self, time_low: u64, time_high: u64) -> Self {
+        Bounds {
+            time_low,
+            time_high,
+            ..self
+        }
+    }
+
+    /// Whether a record at `key` and `time` is selected.
+    pub fn contains(&self, key: u64, time: u64) -> bool {
+        (self.key_low..=self.key_high).contains(&key) && (self.time_low..=self.time_high).contains(&time)
+    }
+
+    /// Whether anything with keys in `key_min..=key_max` and times in
+    /// `time_min..=time_max` may be selected.
+    pub fn overlaps(&self, key_min: u64, key_max: u64, time_min: u64, time_max: u64) -> bool {
+        key_min <= self.key_high
+            && key_max >= self.key_low
+            && time_min <= self.time_high
+            && time_max >= self.time_low
+    }
+
+    /// Whether everything in those ranges is selected.
+    pub fn covers(&self, key_min: u64, key_max: u64, time_min: u64, time_max: u64) -> bool {
+        key_min >= self.key_low
+            && key_max <= self.key_high
+            && time_min >= self.time_low
+            && time_max <= self.time_high
+    }
+
+    /// Whether the ranges are empty.
+    pub fn is_empty(&self) -> bool {
+        self.key_low > self.key_high || self.time_low > self.time_high
+    }
+}

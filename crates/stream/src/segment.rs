@@ -1,0 +1,684 @@
+//! Segment files: a flushed buffer, immutable, checksummed, with its index
+//! and per-leaf aggregates.
+//!
+//! Layout (all integers little-endian; format in the crate's DESIGN.md):
+//!
+//! ```text
+//! leaf 0 | leaf 1 | ... | meta block | footer (FOOTER_BYTES)
+//! leaf:       records sorted by (key, time, seq), each
+//!             key u64 | time u64 | seq u64 | value length u32 | value
+//! meta block: a summary per leaf (SUMMARY_BYTES each), then the shadows
+//!             (key u64 | time u64 | seq u64 each)
+//! ```
+//!
+//! Every leaf and the meta block carry a [`block_crc`] seeded with the
+//! segment's id and the block's offset; the footer carries a CRC32C of
+//! itself. A reader keeps the summaries (the serialized index: a binary
+//! search over the leaves' key ranges stands for the internal nodes) and
+//! reads leaves on demand.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use spillway_core::{block_crc, crc32c, verify_block, Error, Fs, FsFile, Result};
+
+use crate::records::{Aggregate, Bounds, Records, Shadow};
+
+const MAGIC: &[u8; 8] = b"SPWSEGv1";
+const VERSION: u32 = 1;
+/// Footer: magic, version, leaf records, id, first seq, last seq, records,
+/// leaves, shadows, meta offset, meta length, meta crc, footer crc.
+pub const FOOTER_BYTES: usize = 8 + 4 + 4 + 8 * 8 + 4 + 4;
+/// A leaf's summary in the meta block.
+const SUMMARY_BYTES: usize = 8 + 4 + 4 + 4 + 4 + 8 * 4 + 8 * 3;
+const SHADOW_BYTES: usize = 24;
+/// A record's fixed part in a leaf.
+const RECORD_HEADER_BYTES: usize = 28;
+
+/// A leaf's place in its file and what it holds: the segment's index.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeafSummary {
+    /// Where the leaf starts in the file.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u32,
+    /// Its [`block_crc`].
+    pub crc: u32,
+    /// Lowest and highest key.
+    pub first_key: u64,
+    /// Highest key.
+    pub last_key: u64,
+    /// Earliest time.
+    pub min_time: u64,
+    /// Latest time.
+    pub max_time: u64,
+    /// Count, sum, min and max of its records.
+    pub aggregate: Aggregate,
+}
+
+/// What a segment holds, from its footer and meta block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SegmentMeta {
+    /// The segment's id (its file's number).
+    pub id: u64,
+    /// Sequence numbers of the writes it holds: `first_seq..=last_seq`.
+    pub first_seq: u64,
+    /// Last sequence number.
+    pub last_seq: u64,
+    /// Live records.
+    pub records: u64,
+    /// Records per leaf (the last leaf may hold fewer).
+    pub leaf_records: u32,
+    /// The leaves' summaries, in key order.
+    pub leaves: Vec<LeafSummary>,
+    /// Updates and deletes, which hide older segments' records, sorted.
+    pub shadows: Vec<Shadow>,
+    /// The file's length.
+    pub bytes: u64,
+}
+
+impl SegmentMeta {
+    /// Lowest and highest key, earliest and latest time, if it holds records.
+    pub fn ranges(&self) -> Option<(u64, u64, u64, u64)> {
+        let first = self.leaves.first()?;
+        let last = self.leaves.last()?;
+        let min_time = self.leaves.iter().map(|leaf| leaf.min_time).min()?;
+        let max_time = self.leaves.iter().map(|leaf| leaf.max_time).max()?;
+        Some((first.first_key, last.last_key, min_time, max_time))
+    }
+
+    /// The leaves that may hold keys in `low..=high`.
+    pub fn leaves_for(&self, low: u64, high: u64) -> Range<usize> {
+        let start = self.leaves.partition_point(|leaf| leaf.last_key < low);
+        let end = self.leaves.partition_point(|leaf| leaf.first_key <= high);
+        start..end.max(start)
+    }
+
+    /// The records of leaves `leaves` within the decoded records.
+    pub fn record_range(&self, leaves: Range<usize>) -> Range<usize> {
+        let per_leaf = self.leaf_records as usize;
+        let end = (leaves.end * per_leaf).min(self.records as usize);
+        (leaves.start * per_leaf).min(end)..end
+    }
+}
+
+/// The file name of segment `id`.
+pub fn file_name(id: u64) -> String {
+    format!("{id:012}.seg")
+}
+
+/// Writes `records` (sorted by (key, time, seq), resolved) and `shadows`
+/// as segment `id` at `path`, synced, in leaves of `leaf_records`.
+/// Returns its meta. The caller syncs the directory and announces it.
+pub fn write(
+    fs: &dyn Fs,
+    path: &Path,
+    id: u64,
+    seqs: (u64, u64),
+    records: &Records,
+    shadows: &[Shadow],
+    leaf_records: usize,
+) -> Result<SegmentMeta> {
+    assert!(leaf_records > 0);
+    let mut bytes = Vec::with_capacity(records.heap_bytes() + records.len() * 4 + 4096);
+    let mut leaves = Vec::with_capacity(records.len().div_ceil(leaf_records));
+    for start in (0..records.len()).step_by(leaf_records) {
+        let end = (start + leaf_records).min(records.len());
+        let offset = bytes.len() as u64;
+        let mut aggregate = Aggregate::default();
+        for i in start..end {
+            debug_assert!(i == start || records.order(i - 1) <= records.order(i));
+            let value = records.value(i);
+            bytes.extend_from_slice(&records.keys[i].to_le_bytes());
+            bytes.extend_from_slice(&records.times[i].to_le_bytes());
+            bytes.extend_from_slice(&records.seqs[i].to_le_bytes());
+            bytes.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(value);
+            aggregate.add(value);
+        }
+        let times = &records.times[start..end];
+        leaves.push(LeafSummary {
+            offset,
+            len: (bytes.len() as u64 - offset) as u32,
+            crc: block_crc(id, offset, &bytes[offset as usize..]),
+            first_key: records.keys[start],
+            last_key: records.keys[end - 1],
+            min_time: times.iter().copied().min().unwrap_or(0),
+            max_time: times.iter().copied().max().unwrap_or(0),
+            aggregate,
+        });
+    }
+    let meta_offset = bytes.len() as u64;
+    for leaf in &leaves {
+        encode_summary(leaf, &mut bytes);
+    }
+    for shadow in shadows {
+        for field in [shadow.key, shadow.time, shadow.seq] {
+            bytes.extend_from_slice(&field.to_le_bytes());
+        }
+    }
+    let meta_len = bytes.len() as u64 - meta_offset;
+    let meta_crc = block_crc(id, meta_offset, &bytes[meta_offset as usize..]);
+    let footer_start = bytes.len();
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&(leaf_records as u32).to_le_bytes());
+    for field in [
+        id,
+        seqs.0,
+        seqs.1,
+        records.len() as u64,
+        leaves.len() as u64,
+        shadows.len() as u64,
+        meta_offset,
+        meta_len,
+    ] {
+        bytes.extend_from_slice(&field.to_le_bytes());
+    }
+    bytes.extend_from_slice(&meta_crc.to_le_bytes());
+    let footer_crc = crc32c(&bytes[footer_start..]);
+    bytes.extend_from_slice(&footer_crc.to_le_bytes());
+    debug_assert_eq!(bytes.len() - footer_start, FOOTER_BYTES);
+
+    let file = fs.create_or_truncate(path)?;
+    file.write_at(&bytes, 0)?;
+    file.sync_data()?;
+    Ok(SegmentMeta {
+        id,
+        first_seq: seqs.0,
+        last_seq: seqs.1,
+        records: records.len() as u64,
+        leaf_records: leaf_records as u32,
+        leaves,
+        shadows: shadows.to_vec(),
+        bytes: bytes.len() as u64,
+    })
+}
+
+fn encode_summary(leaf: &LeafSummary, out: &mut Vec<u8>) {
+    out.extend_from_slice(&leaf.offset.to_le_bytes());
+    out.extend_from_slice(&leaf.len.to_le_bytes());
+    out.extend_from_slice(&leaf.crc.to_le_bytes());
+    out.extend_from_slice(&(leaf.aggregate.count as u32).to_le_bytes());
+    out.extend_from_slice(&(leaf.aggregate.numeric as u32).to_le_bytes());
+    for field in [leaf.first_key, leaf.last_key, leaf.min_time, leaf.max_time] {
+        out.extend_from_slice(&field.to_le_bytes());
+    }
+    for field in [leaf.aggregate.sum, leaf.aggregate.min, leaf.aggregate.max] {
+        out.extend_from_slice(&field.to_le_bytes());
+    }
+}
+
+/// A little-endian reader over a block that fails, never panics, past its end.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, len: usize) -> Option<&'a [u8]> {
+        let slice = self.bytes.get(self.at..self.at.checked_add(len)?)?;
+        self.at += len;
+        Some(slice)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn f64(&mut self) -> Option<f64> {
+        Some(f64::from_bits(self.u64()?))
+    }
+}
+
+/// Decodes and checks a segment's footer and meta block from the file's
+/// `tail` (at least its last `FOOTER_BYTES`, and the meta block if the
+/// caller read it: [`decode_meta`] says where it is).
+struct Footer {
+    leaf_records: u32,
+    id: u64,
+    first_seq: u64,
+    last_seq: u64,
+    records: u64,
+    leaves: u64,
+    shadows: u64,
+    meta_offset: u64,
+    meta_len: u64,
+    meta_crc: u32,
+}
+
+fn decode_footer(path: &Path, file_len: u64, footer: &[u8]) -> Result<Footer> {
+    let at = file_len.saturating_sub(FOOTER_BYTES as u64);
+    let corrupt = |what: &str| Error::corruption(path, at, format!("segment footer: {what}"));
+    if file_len < FOOTER_BYTES as u64 || footer.len() != FOOTER_BYTES {
+        return Err(corrupt(&format!(
+            "file of {file_len} bytes is shorter than a footer"
+        )));
+    }
+    let stored = u32::from_le_bytes(footer[FOOTER_BYTES - 4..].try_into().expect("4 bytes"));
+    if crc32c(&footer[..FOOTER_BYTES - 4]) != stored {
+        return Err(corrupt("checksum mismatch"));
+    }
+    let mut cursor = Cursor { bytes: footer, at: 0 };
+    let bad = || corrupt("truncated");
+    if cursor.take(8) != Some(MAGIC.as_slice()) {
+        return Err(corrupt("not a segment file (bad magic)"));
+    }
+    let version = cursor.u32().ok_or_else(bad)?;
+    if version != VERSION {
+        return Err(corrupt(&format!("version {version}, this build reads {VERSION}")));
+    }
+    let leaf_records = cursor.u32().ok_or_else(bad)?;
+    let mut fields = [0u64; 8];
+    for field in &mut fields {
+        *field = cursor.u64().ok_or_else(bad)?;
+    }
+    let [id, first_seq, last_seq, records, leaves, shadows, meta_offset, meta_len] = fields;
+    let meta_crc = cursor.u32().ok_or_else(bad)?;
+    let footer = Footer {
+        leaf_records,
+        id,
+        first_seq,
+        last_seq,
+        records,
+        leaves,
+        shadows,
+        meta_offset,
+        meta_len,
+        meta_crc,
+    };
+    let expected_meta = leaves
+        .checked_mul(SUMMARY_BYTES as u64)
+        .and_then(|bytes| bytes.checked_add(shadows.checked_mul(SHADOW_BYTES as u64)?));
+    if leaf_records == 0
+        || expected_meta != Some(meta_len)
+        || meta_offset.checked_add(meta_len) != Some(at)
+        || leaves
+            .checked_mul(leaf_records as u64)
+            .is_none_or(|cap| cap < records)
+        || records
+            < leaves
+                .saturating_sub(1)
+                .saturating_mul(leaf_records as u64)
+                .saturating_add(leaves.min(1))
+        || first_seq > last_seq
+    {
+        return Err(corrupt(
+            "fields disagree with each other or with the file's length",
+        ));
+    }
+    Ok(footer)
+}
+
+fn decode_meta(path: &Path, footer: &Footer, meta: &[u8]) -> Result<(Vec<LeafSummary>, Vec<Shadow>)> {
+    verify_block(path, footer.id, footer.meta_offset, meta, footer.meta_crc)?;
+    let corrupt =
+        |what: String| Error::corruption(path, footer.meta_offset, format!("segment index: {what}"));
+    let mut cursor = Cursor { bytes: meta, at: 0 };
+    let truncated = || corrupt("truncated".into());
+    let mut leaves = Vec::with_capacity(footer.leaves as usize);
+    let mut expected_offset = 0u64;
+    for number in 0..footer.leaves {
+        let offset = cursor.u64().ok_or_else(truncated)?;
+        let len = cursor.u32().ok_or_else(truncated)?;
+        let crc = cursor.u32().ok_or_else(truncated)?;
+        let count = cursor.u32().ok_or_else(truncated)? as u64;
+        let numeric = cursor.u32().ok_or_else(truncated)? as u64;
+        let mut keys_times = [0u64; 4];
+        for field in &mut keys_times {
+            *field = cursor.u64().ok_or_else(truncated)?;
+        }
+        let [first_key, last_key, min_time, max_time] = keys_times;
+        let (sum, min, max) = (
+            cursor.f64().ok_or_else(truncated)?,
+            cursor.f64().ok_or_else(truncated)?,
+            cursor.f64().ok_or_else(truncated)?,
+        );
+        let expected_count = if number + 1 < footer.leaves {
+            footer.leaf_records as u64
+        } else {
+            footer.records - number * footer.leaf_records as u64
+        };
+        ensure_leaf(
+            offset == expected_offset
+                && count == expected_count
+                && numeric <= count
+                && first_key <= last_key
+                && min_time <= max_time
+                && leaves
+                    .last()
+                    .is_none_or(|prev: &LeafSummary| prev.last_key <= first_key)
+                && (len as u64) >= count * RECORD_HEADER_BYTES as u64,
+            || corrupt(format!("leaf {number}'s summary is inconsistent")),
+        )?;
+        expected_offset = offset + len as u64;
+        leaves.push(LeafSummary {
+            offset,
+            len,
+            crc,
+            first_key,
+            last_key,
+            min_time,
+            max_time,
+            aggregate: Aggregate {
+                count,
+                numeric,
+                sum,
+                min,
+                max,
+            },
+        });
+    }
+    if expected_offset != footer.meta_offset {
+        return Err(corrupt("the leaves do not end where the index starts".into()));
+    }
+    let mut shadows = Vec::with_capacity(footer.shadows as usize);
+    for _ in 0..footer.shadows {
+        let shadow = Shadow {
+            key: cursor.u64().ok_or_else(truncated)?,
+            time: cursor.u64().ok_or_else(truncated)?,
+            seq: cursor.u64().ok_or_else(truncated)?,
+        };
+        if shadows.last().is_some_and(|prev| *prev >= shadow) {
+            return Err(corrupt("shadows out of order".into()));
+        }
+        shadows.push(shadow);
+    }
+    Ok((leaves, shadows))
+}
+
+fn ensure_leaf(condition: bool, error: impl FnOnce() -> Error) -> Result<()> {
+    if condition {
+        Ok(())
+    } else {
+        Err(error())
+    }
+}
+
+/// Decodes the records of leaves `leaves` from `bytes`, which start at
+/// the first leaf's offset, checking each leaf's checksum and summary.
+fn decode_leaves(
+    path: &Path,
+    meta: &SegmentMeta,
+    leaves: Range<usize>,
+    bytes: &[u8],
+    out: &mut Records,
+) -> Result<()> {
+    let Some(base) = meta.leaves.get(leaves.start).map(|leaf| leaf.offset) else {
+        return Ok(());
+    };
+    for number in leaves {
+        let leaf = &meta.leaves[number];
+        let start = (leaf.offset - base) as usize;
+        let corrupt =
+            |what: &str| Error::corruption(path, leaf.offset, format!("segment leaf {number}: {what}"));
+        let block = bytes
+            .get(start..start + leaf.len as usize)
+            .ok_or_else(|| corrupt("past the end of the file"))?;
+        verify_block(path, meta.id, leaf.offset, block, leaf.crc)?;
+        let mut cursor = Cursor { bytes: block, at: 0 };
+        let mut previous = None;
+        for _ in 0..leaf.aggregate.count {
+            let truncated = || corrupt("truncated record");
+            let (key, time, seq) = (
+                cursor.u64().ok_or_else(truncated)?,
+                cursor.u64().ok_or_else(truncated)?,
+                cursor.u64().ok_or_else(truncated)?,
+            );
+            let len = cursor.u32().ok_or_else(truncated)?;
+            let value = cursor.take(len as usize).ok_or_else(truncated)?;
+            if !(leaf.first_key..=leaf.last_key).contains(&key)
+                || !(leaf.min_time..=leaf.max_time).contains(&time)
+                || !(meta.first_seq..=meta.last_seq).contains(&seq)
+                || previous.is_some_and(|previous| previous >= (key, time, seq))
+            {
+                return Err(corrupt("a record lies outside its leaf's ranges or out of order"));
+            }
+            previous = Some((key, time, seq));
+            out.push(key, time, seq, value);
+        }
+        if cursor.at != block.len() {
+            return Err(corrupt("bytes left after the last record"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a whole segment file's bytes: footer, index, every leaf's
+/// checksum, order and summary. Returns its meta. Used by `verify` and by
+/// the fuzz target; never panics on bad bytes.
+pub fn check_bytes(path: &Path, bytes: &[u8]) -> Result<SegmentMeta> {
+    let footer_at = bytes.len().saturating_sub(FOOTER_BYTES);
+    let footer = decode_footer(path, bytes.len() as u64, &bytes[footer_at..])?;
+    let meta_range = footer.meta_offset as usize..(footer.meta_offset + footer.meta_len) as usize;
+    let (leaves, shadows) = decode_meta(path, &footer, &bytes[meta_range])?;
+    let meta = meta_from(footer, leaves, shadows, bytes.len() as u64);
+    let mut records = Records::default();
+    decode_leaves(path, &meta, 0..meta.leaves.len(), bytes, &mut records)?;
+    for i in 1..records.len() {
+        if records.order(i - 1) >= records.order(i) {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("segment records {} and {i} out of order", i - 1),
+            ));
+        }
+    }
+    for (number, leaf) in meta.leaves.iter().enumerate() {
+        let mut aggregate = Aggregate::default();
+        for i in meta.record_range(number..number + 1) {
+            aggregate.add(records.value(i));
+        }
+        let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+        if aggregate.count != leaf.aggregate.count
+            || aggregate.numeric != leaf.aggregate.numeric
+            || !same(aggregate.sum, leaf.aggregate.sum)
+            || !same(aggregate.min, leaf.aggregate.min)
+            || !same(aggregate.max, leaf.aggregate.max)
+        {
+            return Err(Error::corruption(
+                path,
+                leaf.offset,
+                format!("segment leaf {number}: its aggregate disagrees with its records"),
+            ));
+        }
+    }
+    Ok(meta)
+}
+
+fn meta_from(footer: Footer, leaves: Vec<LeafSummary>, shadows: Vec<Shadow>, bytes: u64) -> SegmentMeta {
+    SegmentMeta {
+        id: footer.id,
+        first_seq: footer.first_seq,
+        last_seq: footer.last_seq,
+        records: footer.records,
+        leaf_records: footer.leaf_records,
+        leaves,
+        shadows,
+        bytes,
+    }
+}
+
+/// Decoded segments kept in memory, up to a budget of bytes; the oldest
+/// loaded is dropped first.
+#[derive(Debug)]
+pub struct Cache {
+    budget: usize,
+    state: Mutex<CacheState>,
+}
+
+#[derive(Debug, Default)]
+struct CacheState {
+    used: usize,
+    loaded: std::collections::VecDeque<(Weak<Segment>, usize)>,
+}
+
+impl Cache {
+    /// A cache of up to `budget` bytes (0: segments are read leaf by leaf
+    /// on every query).
+    pub fn new(budget: usize) -> Arc<Self> {
+        Arc::new(Cache {
+            budget,
+            state: Mutex::default(),
+        })
+    }
+
+    fn admit(&self, segment: &Arc<Segment>, bytes: usize) {
+        let mut evicted = Vec::new();
+        {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.purge();
+            state.used += bytes;
+            state.loaded.push_back((Arc::downgrade(segment), bytes));
+            while state.used > self.budget && state.loaded.len() > 1 {
+                let (victim, victim_bytes) = state.loaded.pop_front().expect("not empty");
+                state.used -= victim_bytes;
+                evicted.push(victim);
+            }
+        }
+        for victim in evicted.iter().filter_map(Weak::upgrade) {
+            *victim.resident.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+    }
+
+    /// Bytes of decoded segments held.
+    pub fn used(&self) -> usize {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.purge();
+        state.used
+    }
+}
+
+impl CacheState {
+    /// Forgets the segments dropped since (merged away by a compaction).
+    fn purge(&mut self) {
+        let mut freed = 0;
+        self.loaded.retain(|(segment, bytes)| {
+            let alive = segment.strong_count() > 0;
+            if !alive {
+                freed += bytes;
+            }
+            alive
+        });
+        self.used -= freed;
+    }
+}
+
+/// An open segment: its meta in memory, its records in memory or read on
+/// demand.
+#[derive(Debug)]
+pub struct Segment {
+    /// What it holds.
+    pub meta: SegmentMeta,
+    path: PathBuf,
+    file: Option<Box<dyn FsFile>>,
+    cache: Arc<Cache>,
+    /// The decoded records, when held in memory.
+    resident: Mutex<Option<Arc<Records>>>,
+}
+
+impl Segment {
+    /// Opens the segment file at `path`, checking its footer and index.
+    pub fn open(fs: &dyn Fs, path: &Path, cache: Arc<Cache>) -> Result<Arc<Segment>> {
+        let file = fs.open_read(path)?;
+        let len = file.len()?;
+        let mut footer_bytes = vec![0u8; FOOTER_BYTES.min(len as usize)];
+        let footer_at = len - footer_bytes.len() as u64;
+        file.read_exact_at(&mut footer_bytes, footer_at)?;
+        let footer = decode_footer(path, len, &footer_bytes)?;
+        let mut meta = vec![0u8; footer.meta_len as usize];
+        file.read_exact_at(&mut meta, footer.meta_offset)?;
+        let (leaves, shadows) = decode_meta(path, &footer, &meta)?;
+        Ok(Arc::new(Segment {
+            meta: meta_from(footer, leaves, shadows, len),
+            path: path.to_path_buf(),
+            file: Some(file),
+            cache,
+            resident: Mutex::new(None),
+        }))
+    }
+
+    /// A segment not yet written (a buffer being flushed): all in memory.
+    pub fn in_memory(meta: SegmentMeta, records: Arc<Records>, cache: Arc<Cache>) -> Arc<Segment> {
+        Arc::new(Segment {
+            meta,
+            path: PathBuf::new(),
+            file: None,
+            cache,
+            resident: Mutex::new(Some(records)),
+        })
+    }
+
+    /// Whether it is backed by a file (else it is a buffer being flushed).
+    pub fn is_written(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Whether anything in it may match `bounds`.
+    pub fn may_match(&self, bounds: &Bounds) -> bool {
+        self.meta
+            .ranges()
+            .is_some_and(|(key_min, key_max, time_min, time_max)| {
+                bounds.overlaps(key_min, key_max, time_min, time_max)
+            })
+    }
+
+    /// The records of leaves `leaves`: the decoded segment and the range
+    /// of its records that they are.
+    pub fn leaves(self: &Arc<Self>, leaves: Range<usize>) -> Result<(Arc<Records>, Range<usize>)> {
+        if leaves.is_empty() {
+            return Ok((Arc::default(), 0..0));
+        }
+        if let Some(records) = &*self.resident.lock().unwrap_or_else(PoisonError::into_inner) {
+            return Ok((records.clone(), self.meta.record_range(leaves)));
+        }
+        if self.cache.budget == 0 {
+            let records = Arc::new(self.read(leaves)?);
+            let len = records.len();
+            return Ok((records, 0..len));
+        }
+        let records = Arc::new(self.read(0..self.meta.leaves.len())?);
+        self.adopt(records.clone());
+        Ok((records, self.meta.record_range(leaves)))
+    }
+
+    /// Keeps `records`, this segment's whole decoded content, in memory
+    /// (within the cache's budget): a flushed buffer hands its records to
+    /// its segment so that the first queries need not read them back.
+    pub fn adopt(self: &Arc<Self>, records: Arc<Records>) {
+        if self.cache.budget == 0 {
+            return;
+        }
+        let mut resident = self.resident.lock().unwrap_or_else(PoisonError::into_inner);
+        if resident.is_none() {
+            let bytes = records.heap_bytes();
+            *resident = Some(records);
+            drop(resident);
+            self.cache.admit(self, bytes);
+        }
+    }
+
+    fn read(&self, leaves: Range<usize>) -> Result<Records> {
+        let file = self.file.as_ref().expect("an unwritten segment is resident");
+        let first = &self.meta.leaves[leaves.start];
+        let last = &self.meta.leaves[leaves.end - 1];
+        let len = (last.offset + last.len as u64 - first.offset) as usize;
+        let mut bytes = Vec::with_capacity(len);
+        file.read_exact_append(&mut bytes, len, first.offset)?;
+        let mut records = Records::default();
+        let count = self.meta.record_range(leaves.clone()).len();
+        records.keys.reserve(count);
+        records.times.reserve(count);
+        records.seqs.reserve(count);
+        records.value_ends.reserve(count);
+        decode_leaves(&self.path, &self.meta, leaves, &bytes, &mut records)?;
+        Ok(records)
+    }
+
+    /// The file's path (empty for an unwritten segment).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
