@@ -488,6 +488,43 @@ pub fn check_bytes(path: &Path, bytes: &[u8]) -> Result<SegmentMeta> {
     Ok(meta)
 }
 
+/// Rewrites the checksums in `bytes` (footer, then index, then leaves, as
+/// far as each parses) so that a fuzzer's mutations reach the decoder's
+/// structural checks instead of stopping at a checksum. For fuzzing and
+/// tests only.
+#[doc(hidden)]
+pub fn reseal(bytes: &mut [u8]) {
+    let path = Path::new("reseal");
+    let len = bytes.len();
+    if len < FOOTER_BYTES {
+        return;
+    }
+    let seal_footer = |bytes: &mut [u8]| {
+        let crc = crc32c(&bytes[len - FOOTER_BYTES..len - 4]);
+        bytes[len - 4..].copy_from_slice(&crc.to_le_bytes());
+    };
+    seal_footer(bytes);
+    let Ok(mut footer) = decode_footer(path, len as u64, &bytes[len - FOOTER_BYTES..]) else {
+        return;
+    };
+    let meta = footer.meta_offset as usize..(footer.meta_offset + footer.meta_len) as usize;
+    footer.meta_crc = block_crc(footer.id, footer.meta_offset, &bytes[meta.clone()]);
+    // Leaf checksums live in the index: fix them there, then seal the index.
+    if let Ok((leaves, _)) = decode_meta(path, &footer, &bytes[meta.clone()]) {
+        for (number, leaf) in leaves.iter().enumerate() {
+            let Some(block) = bytes.get(leaf.offset as usize..leaf.offset as usize + leaf.len as usize) else {
+                break;
+            };
+            let crc = block_crc(footer.id, leaf.offset, block);
+            let at = meta.start + number * SUMMARY_BYTES + 12;
+            bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+    let crc = block_crc(footer.id, footer.meta_offset, &bytes[meta]);
+    bytes[len - 8..len - 4].copy_from_slice(&crc.to_le_bytes());
+    seal_footer(bytes);
+}
+
 fn meta_from(footer: Footer, leaves: Vec<LeafSummary>, shadows: Vec<Shadow>, bytes: u64) -> SegmentMeta {
     SegmentMeta {
         id: footer.id,
@@ -680,5 +717,63 @@ impl Segment {
     /// The file's path (empty for an unwritten segment).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spillway_core::SimFs;
+
+    fn sample_segment() -> Vec<u8> {
+        let fs = SimFs::new();
+        let mut records = Records::default();
+        for i in 0..50u64 {
+            records.push(i / 2, i, 100 + i, &(i as f64).to_le_bytes()[..(i % 9) as usize]);
+        }
+        let shadows = [Shadow {
+            key: 3,
+            time: 7,
+            seq: 120,
+        }];
+        let path = Path::new("/1.seg");
+        let meta = write(&fs, path, 1, (100, 160), &records, &shadows, 8).unwrap();
+        let file = fs.open_read(path).unwrap();
+        let mut bytes = Vec::new();
+        file.read_exact_append(&mut bytes, meta.bytes as usize, 0).unwrap();
+        assert_eq!(check_bytes(path, &bytes).unwrap(), meta);
+        bytes
+    }
+
+    #[test]
+    fn resealed_mutations_of_a_segment_are_refused_or_decoded_never_a_panic() {
+        let original = sample_segment();
+        let mut resealed = original.clone();
+        reseal(&mut resealed);
+        assert_eq!(resealed, original, "resealing a good segment changes nothing");
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut refused = 0;
+        for _ in 0..3000 {
+            let mut bytes = original.clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() % bytes.len() as u64) as usize;
+                bytes[at] = next() as u8;
+            }
+            if next() % 8 == 0 {
+                bytes.truncate((next() % bytes.len() as u64) as usize);
+            }
+            reseal(&mut bytes);
+            if let Err(error) = check_bytes(Path::new("x.seg"), &bytes) {
+                assert_eq!(error.kind(), spillway_core::ErrorKind::Corruption, "{error}");
+                refused += 1;
+            }
+        }
+        assert!(refused > 1000, "most mutations break an invariant: {refused}");
     }
 }
