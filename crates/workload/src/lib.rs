@@ -15,6 +15,9 @@
 //! - [`rmat`]: R-MAT graph edges ([`RmatGenerator`], [`write_rmat`]).
 //! - [`clicks`]: click logs with a known number of sessions ([`ClickGenerator`],
 //!   [`write_clicks`]).
+//! - [`stream`]: timestamped records with near-sorted times and uniform, Zipf,
+//!   Gaussian-mixture or drifting keys, for the stream index
+//!   ([`StreamGenerator`], [`generate_stream`]).
 //!
 //! Each `write_*` function takes any [`std::io::Write`] (it writes in chunks
 //! of about 1 MiB, so the writer need not be buffered) and returns a summary
@@ -60,6 +63,7 @@ mod permutation;
 pub mod rmat;
 mod rng;
 mod sink;
+pub mod stream;
 pub mod text;
 mod zipf;
 
@@ -72,6 +76,9 @@ pub use kv::{
 pub use permutation::Permutation;
 pub use rmat::{write_rmat, EdgeFormat, RmatGenerator, RmatParams, RmatSummary};
 pub use rng::{derive_seed, mix64, Rng, SplitMix64};
+pub use stream::{
+    generate_stream, StreamGenerator, StreamKeys, StreamParams, StreamRecord, GAUSSIAN_COMPONENTS,
+};
 pub use text::{write_text, TextGenerator, TextParams, TextSize, TextSummary, Vocabulary};
 pub use zipf::{ScrambledZipf, Zipf, ZIPF_RANKS_MAX};
 
