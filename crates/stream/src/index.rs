@@ -3,6 +3,8 @@
 //! immutable segment file; queries read a consistent snapshot of the
 //! segments and the buffer.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -903,18 +905,53 @@ impl StreamIndex {
     }
 
     /// The live records with keys and times within `bounds`, sorted by
-    /// key, time and sequence number.
+    /// key, time and sequence number (each source's records are sorted;
+    /// they are merged).
     pub fn range(&self, bounds: Bounds) -> Result<Records> {
+        let mut runs: Vec<Records> = Vec::new();
+        let mut current_source = usize::MAX;
+        self.scan_sources(bounds, |source, key, time, seq, value| {
+            if source != current_source {
+                runs.push(Records::default());
+                current_source = source;
+            }
+            runs.last_mut().expect("pushed above").push(key, time, seq, value);
+        })?;
+        Ok(merge_runs(runs))
+    }
+
+    /// Calls `visit(key, time, seq, value)` on every live record within
+    /// `bounds`, one source after the other (each segment's records in key
+    /// order, then the active buffer's), not in one key order: the
+    /// cheapest way through a large result, with nothing copied from
+    /// segments held in memory.
+    pub fn scan(&self, bounds: Bounds, mut visit: impl FnMut(u64, u64, u64, &[u8])) -> Result<()> {
+        self.scan_sources(bounds, |_, key, time, seq, value| visit(key, time, seq, value))
+    }
+
+    /// [`StreamIndex::scan`], telling `visit` which source (segment number,
+    /// then the buffer) each record comes from.
+    fn scan_sources(&self, bounds: Bounds, mut visit: impl FnMut(usize, u64, u64, u64, &[u8])) -> Result<()> {
         self.poison.check()?;
         if bounds.is_empty() {
-            return Ok(Records::default());
+            return Ok(());
         }
         let view = self.snapshot();
         let visible = view.active.visible();
-        let mut records = Records::default();
+        // The shadows first: a record is live unless a newer one of them
+        // has its key and time.
+        let mut buffered = Records::default();
         let mut shadows = Vec::new();
-        let mut runs = 0;
+        view.active
+            .collect(&bounds, &visible, &mut buffered, &mut shadows);
         for segment in &view.segments {
+            shadows_within(&segment.meta.shadows, &bounds, &mut shadows);
+        }
+        shadows.sort_unstable();
+        let live = |key, time, seq| {
+            shadows.is_empty() || newest_shadow(&shadows, key, time).is_none_or(|newest| newest <= seq)
+        };
+        for (number, segment) in view.segments.iter().enumerate() {
             if !segment.may_match(&bounds) {
                 continue;
             }
@@ -923,25 +960,21 @@ impl StreamIndex {
                 .leaves_read
                 .fetch_add(leaves.len() as u64, Ordering::Relaxed);
             let (decoded, range) = segment.leaves(leaves)?;
-            let before = records.len();
             for i in range {
-                if bounds.contains(decoded.keys[i], decoded.times[i]) {
-                    records.push_from(&decoded, i);
+                let (key, time, seq) = (decoded.keys[i], decoded.times[i], decoded.seqs[i]);
+                if bounds.contains(key, time) && live(key, time, seq) {
+                    visit(number, key, time, seq, decoded.value(i));
                 }
             }
-            runs += usize::from(records.len() > before);
-            shadows_within(&segment.meta.shadows, &bounds, &mut shadows);
         }
-        let before = records.len();
-        view.active.collect(&bounds, &visible, &mut records, &mut shadows);
-        let from_buffer = records.len() > before;
-        let records = if runs > 1 || from_buffer {
-            sort_records(records)
-        } else {
-            records
-        };
-        shadows.sort_unstable();
-        Ok(drop_shadowed(records, &shadows))
+        let buffered = sort_records(buffered);
+        for i in 0..buffered.len() {
+            let (key, time, seq) = buffered.order(i);
+            if live(key, time, seq) {
+                visit(view.segments.len(), key, time, seq, buffered.value(i));
+            }
+        }
+        Ok(())
     }
 
     /// All live records with `key`.
@@ -1223,18 +1256,55 @@ fn drop_shadowed(records: Records, shadows: &[Shadow]) -> Records {
     if shadows.is_empty() {
         return records;
     }
-    let newest = |key: u64, time: u64| {
-        let end = shadows.partition_point(|shadow| (shadow.key, shadow.time) <= (key, time));
-        (end > 0 && (shadows[end - 1].key, shadows[end - 1].time) == (key, time))
-            .then(|| shadows[end - 1].seq)
-    };
     let mut live = Records::default();
     for i in 0..records.len() {
-        if newest(records.keys[i], records.times[i]).is_none_or(|seq| seq <= records.seqs[i]) {
+        if newest_shadow(shadows, records.keys[i], records.times[i]).is_none_or(|seq| seq <= records.seqs[i])
+        {
             live.push_from(&records, i);
         }
     }
     live
+}
+
+/// The sequence number of the newest shadow of `key` and `time`, if any
+/// (`shadows` sorted).
+fn newest_shadow(shadows: &[Shadow], key: u64, time: u64) -> Option<u64> {
+    let end = shadows.partition_point(|shadow| (shadow.key, shadow.time) <= (key, time));
+    let newest = shadows[..end].last()?;
+    ((newest.key, newest.time) == (key, time)).then_some(newest.seq)
+}
+
+/// A run's next record in a merge: its order, the run, its position.
+type Head = Reverse<((u64, u64, u64), usize, usize)>;
+
+/// Merges runs sorted by (key, time, seq) into one.
+fn merge_runs(mut runs: Vec<Records>) -> Records {
+    if runs.len() <= 1 {
+        return runs.pop().unwrap_or_default();
+    }
+    let total: usize = runs.iter().map(Records::len).sum();
+    let mut merged = Records::default();
+    merged.keys.reserve(total);
+    merged.times.reserve(total);
+    merged.seqs.reserve(total);
+    merged.value_ends.reserve(total);
+    merged
+        .values
+        .reserve(runs.iter().map(|run| run.values.len()).sum());
+    let mut heads: BinaryHeap<Head> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, run)| !run.is_empty())
+        .map(|(number, run)| Reverse((run.order(0), number, 0)))
+        .collect();
+    while let Some(Reverse((_, number, at))) = heads.pop() {
+        let run = &runs[number];
+        merged.push_from(run, at);
+        if at + 1 < run.len() {
+            heads.push(Reverse((run.order(at + 1), number, at + 1)));
+        }
+    }
+    merged
 }
 
 /// Keeps only the newest shadow of each key and time (`shadows` sorted).

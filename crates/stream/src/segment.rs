@@ -512,7 +512,8 @@ pub fn reseal(bytes: &mut [u8]) {
     // Leaf checksums live in the index: fix them there, then seal the index.
     if let Ok((leaves, _)) = decode_meta(path, &footer, &bytes[meta.clone()]) {
         for (number, leaf) in leaves.iter().enumerate() {
-            let Some(block) = bytes.get(leaf.offset as usize..leaf.offset as usize + leaf.len as usize) else {
+            let Some(block) = bytes.get(leaf.offset as usize..leaf.offset as usize + leaf.len as usize)
+            else {
                 break;
             };
             let crc = block_crc(footer.id, leaf.offset, block);
@@ -740,7 +741,8 @@ mod tests {
         let meta = write(&fs, path, 1, (100, 160), &records, &shadows, 8).unwrap();
         let file = fs.open_read(path).unwrap();
         let mut bytes = Vec::new();
-        file.read_exact_append(&mut bytes, meta.bytes as usize, 0).unwrap();
+        file.read_exact_append(&mut bytes, meta.bytes as usize, 0)
+            .unwrap();
         assert_eq!(check_bytes(path, &bytes).unwrap(), meta);
         bytes
     }
