@@ -11,6 +11,7 @@ mod agg;
 mod gensort;
 mod progress;
 mod sort;
+pub mod stream;
 mod units;
 mod valsort;
 mod workload;
@@ -37,6 +38,8 @@ enum Command {
     Gen(workload::Args),
     /// Aggregate values by key (GroupBy-Aggregate) with the CBT or a hash table.
     Agg(agg::Args),
+    /// A stream index: ingest (key, time, value) records, query key and time ranges.
+    Stream(stream::Args),
 }
 
 /// Runs the command line `arguments` (the first is the program name) and
@@ -56,6 +59,7 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Sort(args) => sort::run(args),
         Command::Gen(args) => workload::run(args),
         Command::Agg(args) => agg::run(args),
+        Command::Stream(args) => stream::run(args),
     };
     match outcome {
         Ok(code) => code,

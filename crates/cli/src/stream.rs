@@ -1,0 +1,994 @@
+//! `spillway stream`: a stream index in a directory, from the command line.
+//!
+//! ```text
+//! spillway stream ingest --dir D (--input FILE.csv | --generate N [--keys uniform|zipf|gauss] [--seed S])
+//!     [--buffer-mib N] [--template none|fixed|rebuild] [--no-sync] ...
+//! spillway stream query --dir D [--key-low A] [--key-high B] [--time-low T] [--time-high T]
+//!     [--aggregate] [--limit N] [--json]
+//! spillway stream stats --dir D [--json]
+//! spillway stream verify --dir D [--json]
+//! ```
+//!
+//! The public helpers ([`template_policy`], [`check_records`],
+//! [`write_records`], [`write_checked`], [`stats_json`], [`verify_json`],
+//! [`aggregate_json`]) are shared with the Python binding, so that both
+//! front ends name options, split large batches and report statistics the
+//! same way.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Subcommand, ValueEnum};
+use serde_json::{json, Map, Value};
+use spillway_core::{Error, Result};
+use spillway_stream::{
+    Aggregate, Batch, Bounds, Op, Options, OverflowStats, StreamIndex, StreamStats, TemplatePolicy,
+    VerifyReport,
+};
+use spillway_workload::{StreamGenerator, StreamKeys, StreamParams};
+
+use crate::progress;
+use crate::units::parse_count;
+
+/// A stream index: records (key, time, value) in a directory, queried by
+/// key and time range.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write records from a CSV file (key,time,value) or generated ones.
+    ///
+    /// Examples: `spillway stream ingest --dir ticks --input ticks.csv`,
+    /// `spillway stream ingest --dir ticks --generate 1M --keys zipf`.
+    Ingest(IngestArgs),
+    /// Print the live records in a key and time range, or their aggregate.
+    Query(QueryArgs),
+    /// Print the index's counters and sizes.
+    Stats(ReadArgs),
+    /// Read every segment file whole and check its checksums, order and
+    /// summaries; exit 1 with the damaged file named if one fails.
+    Verify(ReadArgs),
+}
+
+/// The index's directory and what a read needs.
+#[derive(Debug, clap::Args)]
+struct DirArgs {
+    /// The index's directory.
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// MiB of decoded segments kept in memory.
+    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    cache_mib: u64,
+}
+
+#[derive(Debug, clap::Args)]
+struct ReadArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Print JSON to standard output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
+enum TemplateArg {
+    /// Every buffer grows an ordinary B+ tree (the baseline).
+    None,
+    /// The first buffer's tree is the template of every later one.
+    Fixed,
+    /// As fixed, rebuilt from the last buffer's keys when too many leaves overflowed.
+    Rebuild,
+}
+
+/// How generated keys are drawn from `0..key-space` (the workload's
+/// record streams; see crates/workload/DESIGN.md).
+#[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
+enum KeysArg {
+    /// Every key equally likely.
+    Uniform,
+    /// Zipf (exponent 0.99), the hot keys scattered over the key space.
+    Zipf,
+    /// A mixture of three Gaussians that stays put.
+    Gauss,
+    /// The same mixture, its means moving once through the key space.
+    Drifting,
+}
+
+#[derive(Debug, clap::Args)]
+struct IngestArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// CSV file of `key,time,value` lines: key and time unsigned integers,
+    /// value a number (stored as 8 bytes, little-endian f64) or text
+    /// (stored as its bytes; quote it, "like this", to keep a number as text).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "generate",
+        conflicts_with = "generate"
+    )]
+    input: Option<PathBuf>,
+    /// Skip the first line of the input.
+    #[arg(long, requires = "input")]
+    header: bool,
+    /// Write this many generated records (K/M/G suffixes) instead of a file:
+    /// times near-sorted (record i at 1.6e15 + i, up to 64 late), values
+    /// numbers in 0..1000.
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    generate: Option<u64>,
+    /// How the generated keys are distributed.
+    #[arg(long, value_enum, default_value = "uniform")]
+    keys: KeysArg,
+    /// Distinct keys of the generated records (K/M/G suffixes).
+    #[arg(long, value_name = "N", default_value = "1M", value_parser = parse_count)]
+    key_space: u64,
+    /// Seed of the generated records.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// MiB of records a buffer holds before it is flushed as a segment.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    buffer_mib: u64,
+    /// Entries per leaf.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    leaf_capacity: usize,
+    /// Children per internal node.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    fan_out: usize,
+    /// How each buffer is indexed.
+    #[arg(long, value_enum, default_value = "rebuild")]
+    template: TemplateArg,
+    /// Share of overflowed leaves (0 to 1) above which `rebuild` makes a
+    /// new template [default: 0.05].
+    #[arg(long, value_name = "SHARE")]
+    rebuild_threshold: Option<f64>,
+    /// Leaf fill (0 to 1] a rebuilt template aims at.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.7)]
+    fill: f64,
+    /// The longest value accepted, in bytes, at most half a buffer
+    /// [default: 1 MiB, or half a buffer if that is less].
+    #[arg(long, value_name = "BYTES")]
+    max_value_bytes: Option<usize>,
+    /// Refuse records whose time is before the latest time written.
+    #[arg(long)]
+    ordered_time: bool,
+    /// Do not fsync the log before each batch is acknowledged (a machine
+    /// crash may then lose the last batches; a process crash does not).
+    #[arg(long)]
+    no_sync: bool,
+    /// Records per write (each write is logged, and with sync fsynced, once).
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    batch: usize,
+    /// Print the report as JSON to standard output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
+enum ValuesArg {
+    /// 8-byte values as numbers, others as text.
+    Auto,
+    /// Every value as a number (an error names a record whose value is not 8 bytes).
+    Float,
+    /// Every value as text (invalid UTF-8 replaced).
+    Text,
+    /// Every value in hexadecimal.
+    Hex,
+}
+
+#[derive(Debug, clap::Args)]
+struct QueryArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Lowest key (inclusive).
+    #[arg(long, value_name = "KEY", default_value_t = 0)]
+    key_low: u64,
+    /// Highest key (inclusive).
+    #[arg(long, value_name = "KEY", default_value_t = u64::MAX)]
+    key_high: u64,
+    /// Earliest time (inclusive).
+    #[arg(long, value_name = "TIME", default_value_t = 0)]
+    time_low: u64,
+    /// Latest time (inclusive).
+    #[arg(long, value_name = "TIME", default_value_t = u64::MAX)]
+    time_high: u64,
+    /// Print count, sum, min and max of the records instead of the records.
+    #[arg(long)]
+    aggregate: bool,
+    /// Print at most this many records (the count of all goes to standard error).
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// How values are printed.
+    #[arg(long, value_enum, default_value = "auto")]
+    values: ValuesArg,
+    /// Print JSON: one object per record (JSON Lines), or one for --aggregate.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    match args.command {
+        Command::Ingest(args) => ingest(args),
+        Command::Query(args) => query(args),
+        Command::Stats(args) => stats(args),
+        Command::Verify(args) => verify(args),
+    }
+}
+
+/// The name of the file a stream index directory always holds (the
+/// engine's manifest): how the read-only commands tell an index from a
+/// mistyped directory, which opening would create.
+const MANIFEST: &str = "MANIFEST";
+
+fn mib(value: u64, flag: &str) -> anyhow::Result<usize> {
+    value
+        .checked_mul(1 << 20)
+        .and_then(|bytes| usize::try_from(bytes).ok())
+        .with_context(|| format!("{flag} {value} is too large"))
+}
+
+/// Opens an existing index for reading: the read-only commands refuse a
+/// directory without one rather than create an empty index there.
+fn open_existing(dir: &DirArgs) -> anyhow::Result<StreamIndex> {
+    if !dir.dir.join(MANIFEST).is_file() {
+        bail!(
+            "{} holds no stream index (no {MANIFEST} file); create one with `spillway stream ingest --dir {}`",
+            dir.dir.display(),
+            dir.dir.display()
+        );
+    }
+    let options = Options {
+        cache_bytes: mib(dir.cache_mib, "--cache-mib")?,
+        ..Options::default()
+    };
+    StreamIndex::open(&dir.dir, options)
+        .with_context(|| format!("opening the stream index in {}", dir.dir.display()))
+}
+
+/// One record of the input, kept until its batch is written.
+#[derive(Debug, Default)]
+struct Pending {
+    keys: Vec<u64>,
+    times: Vec<u64>,
+    value_ends: Vec<usize>,
+    values: Vec<u8>,
+    /// Where each record came from (its line, for errors).
+    lines: Vec<u64>,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn push(&mut self, key: u64, time: u64, value: &[u8], line: u64) {
+        self.keys.push(key);
+        self.times.push(time);
+        self.values.extend_from_slice(value);
+        self.value_ends.push(self.values.len());
+        self.lines.push(line);
+    }
+
+    fn record(&self, i: usize) -> (u64, u64, &[u8]) {
+        let start = if i == 0 { 0 } else { self.value_ends[i - 1] };
+        (
+            self.keys[i],
+            self.times[i],
+            &self.values[start..self.value_ends[i]],
+        )
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.times.clear();
+        self.value_ends.clear();
+        self.values.clear();
+        self.lines.clear();
+    }
+
+    /// Writes the records, checked first. A record that fails the check
+    /// stops the write after the records before it; errors name the
+    /// record as "`source` `unit` N" (`data.csv line 7`).
+    fn write(&mut self, index: &StreamIndex, source: &str, unit: &str) -> anyhow::Result<()> {
+        if self.keys.is_empty() {
+            return Ok(());
+        }
+        let checked = check_records(
+            index.options(),
+            self.len(),
+            |i| self.record(i),
+            |i| format!("{unit} {}", self.lines[i]),
+        );
+        let (valid, failure) = match checked {
+            Ok(()) => (self.len(), None),
+            Err((at, error)) => (at, Some(error)),
+        };
+        let first_line = self.lines[0];
+        let last_line = self.lines[valid.saturating_sub(1)];
+        write_records(index, Op::Append, valid, |i| self.record(i)).with_context(|| {
+            if first_line == last_line {
+                format!("{source} {unit} {first_line}")
+            } else {
+                format!("{source} {unit}s {first_line}-{last_line}")
+            }
+        })?;
+        self.clear();
+        match failure {
+            // The error names the record's line itself.
+            Some(error) => Err(anyhow::Error::new(error).context(source.to_string())),
+            None => Ok(()),
+        }
+    }
+}
+
+fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    let template_name = match args.template {
+        TemplateArg::None => "none",
+        TemplateArg::Fixed => "fixed",
+        TemplateArg::Rebuild => "rebuild",
+    };
+    let template = template_policy(template_name, args.rebuild_threshold)?;
+    let buffer_bytes = mib(args.buffer_mib, "--buffer-mib")?;
+    let options = Options {
+        buffer_bytes,
+        leaf_capacity: args.leaf_capacity,
+        fan_out: args.fan_out,
+        template,
+        fill: args.fill,
+        max_value_bytes: args
+            .max_value_bytes
+            .unwrap_or_else(|| default_max_value_bytes(buffer_bytes)),
+        ordered_time: args.ordered_time,
+        sync: !args.no_sync,
+        cache_bytes: mib(args.dir.cache_mib, "--cache-mib")?,
+    };
+    let dir = &args.dir.dir;
+    let index = StreamIndex::open(dir, options)
+        .with_context(|| format!("opening the stream index in {}", dir.display()))?;
+    let started = Instant::now();
+    let written = match &args.input {
+        Some(path) => ingest_csv(&index, path, &args),
+        None => ingest_generated(&index, &args),
+    };
+    // What was written before a failure is kept: flush it as a segment
+    // either way, so the log does not have to be replayed.
+    let flushed = index.flush().context("flushing the last buffer");
+    let records = written?;
+    flushed?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let stats = index.stats();
+    index.close().context("closing the stream index")?;
+    let per_second = if elapsed > 0.0 {
+        records as f64 / elapsed
+    } else {
+        f64::INFINITY
+    };
+    if args.json {
+        let report = json!({
+            "records": records,
+            "seconds": elapsed,
+            "records_per_second": per_second,
+            "stats": stats_json(&stats),
+        });
+        println!("{report}");
+    } else {
+        eprintln!(
+            "stream ingest: {records} records in {elapsed:.3} s ({per_second:.0} records/s) into {}",
+            dir.display()
+        );
+        eprintln!("stream ingest: {}", stats_line(&stats));
+    }
+    Ok(0)
+}
+
+/// Ingests every line of a CSV file; returns the records written.
+fn ingest_csv(index: &StreamIndex, path: &Path, args: &IngestArgs) -> anyhow::Result<u64> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let total = file.metadata().map(|meta| meta.len()).unwrap_or(0);
+    let bar = progress::bar(total, "ingest");
+    let source = path.display().to_string();
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut pending = Pending::default();
+    let mut line = Vec::with_capacity(256);
+    let mut value = Vec::with_capacity(256);
+    let mut number = 0u64;
+    let mut records = 0u64;
+    let mut read = 0u64;
+    loop {
+        line.clear();
+        let len = reader
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("reading {source}"))?;
+        if len == 0 {
+            break;
+        }
+        number += 1;
+        read += len as u64;
+        if number == 1 && args.header {
+            continue;
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.is_empty() {
+            continue;
+        }
+        match parse_csv_line(text, &mut value) {
+            Ok((key, time)) => pending.push(key, time, &value, number),
+            Err(error) => {
+                // Every line before the bad one is written.
+                let before = records + pending.len() as u64;
+                pending.write(index, &source, "line")?;
+                bar.finish_and_clear();
+                return Err(error.context(format!(
+                    "{source} line {number} (the {before} records before it were written)"
+                )));
+            }
+        }
+        if pending.len() >= args.batch {
+            records += pending.len() as u64;
+            pending.write(index, &source, "line")?;
+            bar.set_position(read);
+        }
+    }
+    records += pending.len() as u64;
+    pending.write(index, &source, "line")?;
+    bar.finish_and_clear();
+    Ok(records)
+}
+
+/// Parses `key,time,value` into the key and time, and the value into
+/// `value`: a finite number as 8 little-endian bytes of an f64, anything
+/// else (or a quoted field) as its bytes.
+fn parse_csv_line(line: &[u8], value: &mut Vec<u8>) -> anyhow::Result<(u64, u64)> {
+    let mut fields = line.splitn(3, |&byte| byte == b',');
+    let (Some(key), Some(time), Some(field)) = (fields.next(), fields.next(), fields.next()) else {
+        bail!("expected key,time,value, got '{}'", String::from_utf8_lossy(line));
+    };
+    let integer = |field: &[u8], what: &str| -> anyhow::Result<u64> {
+        std::str::from_utf8(field)
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .with_context(|| {
+                format!(
+                    "the {what} '{}' is not an unsigned 64-bit integer",
+                    String::from_utf8_lossy(field)
+                )
+            })
+    };
+    let key = integer(key, "key")?;
+    let time = integer(time, "time")?;
+    value.clear();
+    if field.len() >= 2 && field.starts_with(b"\"") && field.ends_with(b"\"") {
+        // A quoted field is text, with "" standing for one quote.
+        let inner = &field[1..field.len() - 1];
+        let mut at = 0;
+        while at < inner.len() {
+            value.push(inner[at]);
+            at += if inner[at] == b'"' && inner.get(at + 1) == Some(&b'"') {
+                2
+            } else {
+                1
+            };
+        }
+        return Ok((key, time));
+    }
+    let number = std::str::from_utf8(field)
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|number| number.is_finite());
+    match number {
+        Some(number) => value.extend_from_slice(&number.to_le_bytes()),
+        None => value.extend_from_slice(field),
+    }
+    Ok((key, time))
+}
+
+/// Writes `--generate` records from the workload's stream generator;
+/// returns how many.
+fn ingest_generated(index: &StreamIndex, args: &IngestArgs) -> anyhow::Result<u64> {
+    let records = args.generate.unwrap_or(0);
+    let defaults = StreamParams::default();
+    let params = StreamParams {
+        records,
+        keys: match args.keys {
+            KeysArg::Uniform => StreamKeys::Uniform,
+            KeysArg::Zipf => StreamKeys::Zipf { exponent: 0.99 },
+            KeysArg::Gauss => StreamKeys::Gaussians,
+            KeysArg::Drifting => StreamKeys::Drifting { travel: 1.0 },
+        },
+        key_space: args.key_space,
+        // With ordered times no record may be late.
+        time_jitter: if args.ordered_time {
+            0
+        } else {
+            defaults.time_jitter
+        },
+        seed: args.seed,
+        ..defaults
+    };
+    let generator = StreamGenerator::new(&params)?;
+    let bar = progress::records_bar(records, "ingest");
+    let mut pending = Pending::default();
+    for (number, record) in (1..).zip(generator) {
+        pending.push(record.key, record.time, &record.value.to_le_bytes(), number);
+        if pending.len() >= args.batch {
+            pending.write(index, "generated", "record")?;
+            bar.set_position(number);
+        }
+    }
+    pending.write(index, "generated", "record")?;
+    bar.finish_and_clear();
+    Ok(records)
+}
+
+fn query(args: QueryArgs) -> anyhow::Result<u8> {
+    if args.key_low > args.key_high {
+        bail!("--key-low {} is above --key-high {}", args.key_low, args.key_high);
+    }
+    if args.time_low > args.time_high {
+        bail!(
+            "--time-low {} is above --time-high {}",
+            args.time_low,
+            args.time_high
+        );
+    }
+    let index = open_existing(&args.dir)?;
+    let bounds = Bounds::keys(args.key_low, args.key_high).times(args.time_low, args.time_high);
+    let started = Instant::now();
+    if args.aggregate {
+        let aggregate = index.aggregate(bounds)?;
+        let elapsed = started.elapsed().as_secs_f64();
+        if args.json {
+            println!("{}", aggregate_json(&aggregate));
+        } else {
+            let number = |value: f64| {
+                if aggregate.numeric == 0 {
+                    "-".to_string()
+                } else {
+                    value.to_string()
+                }
+            };
+            println!(
+                "count {}\nnumeric {}\nsum {}\nmin {}\nmax {}",
+                aggregate.count,
+                aggregate.numeric,
+                aggregate.sum,
+                number(aggregate.min),
+                number(aggregate.max)
+            );
+            eprintln!(
+                "stream query: aggregated {} records in {elapsed:.3} s",
+                aggregate.count
+            );
+        }
+        return Ok(0);
+    }
+    let records = index.range(bounds)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let shown = args.limit.unwrap_or(usize::MAX).min(records.len());
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut line = String::with_capacity(256);
+    for i in 0..shown {
+        let value = records.value(i);
+        line.clear();
+        let (key, time) = (records.keys[i], records.times[i]);
+        if args.json {
+            let value = match args.values {
+                ValuesArg::Auto => match Aggregate::number(value) {
+                    Some(number) => json!(number),
+                    None => json!(String::from_utf8_lossy(value)),
+                },
+                ValuesArg::Float => json!(float_value(value, i, key, time)?),
+                ValuesArg::Text => json!(String::from_utf8_lossy(value)),
+                ValuesArg::Hex => json!(hex(value)),
+            };
+            line.push_str(&json!({"key": key, "time": time, "value": value}).to_string());
+        } else {
+            let value = match args.values {
+                ValuesArg::Auto => match Aggregate::number(value) {
+                    Some(number) => number.to_string(),
+                    None => String::from_utf8_lossy(value).into_owned(),
+                },
+                ValuesArg::Float => float_value(value, i, key, time)?.to_string(),
+                ValuesArg::Text => String::from_utf8_lossy(value).into_owned(),
+                ValuesArg::Hex => hex(value),
+            };
+            line.push_str(&format!("{key}\t{time}\t{value}"));
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())
+            .context("writing the records to standard output")?;
+    }
+    out.flush().context("writing the records to standard output")?;
+    if !args.json || shown < records.len() {
+        eprintln!(
+            "stream query: {} records in {elapsed:.3} s{}",
+            records.len(),
+            if shown < records.len() {
+                format!(", the first {shown} printed")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(0)
+}
+
+/// A value read as a number, or an error naming its record.
+fn float_value(value: &[u8], i: usize, key: u64, time: u64) -> anyhow::Result<f64> {
+    match Aggregate::number(value) {
+        Some(number) => Ok(number),
+        None => bail!(
+            "record {i} (key {key}, time {time}) has a {}-byte value, not an 8-byte number; print it with --values text or hex",
+            value.len()
+        ),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn stats(args: ReadArgs) -> anyhow::Result<u8> {
+    let index = open_existing(&args.dir)?;
+    let stats = stats_json(&index.stats());
+    if args.json {
+        println!("{stats}");
+    } else {
+        let mut lines = Vec::new();
+        flatten("", &stats, &mut lines);
+        println!("{}", lines.join("\n"));
+    }
+    Ok(0)
+}
+
+/// `name value` lines of a JSON object, nested names joined with dots.
+fn flatten(prefix: &str, value: &Value, lines: &mut Vec<String>) {
+    match value {
+        Value::Object(fields) => {
+            for (name, field) in fields {
+                let name = if prefix.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{prefix}.{name}")
+                };
+                flatten(&name, field, lines);
+            }
+        }
+        other => lines.push(format!("{prefix} {other}")),
+    }
+}
+
+fn verify(args: ReadArgs) -> anyhow::Result<u8> {
+    let index = open_existing(&args.dir)?;
+    let report = index
+        .verify()
+        .with_context(|| format!("verifying the stream index in {}", args.dir.dir.display()))?;
+    if args.json {
+        println!("{}", verify_json(&report));
+    } else {
+        println!(
+            "stream verify: {}: {} segments, {} records, {} leaves, {} bytes checked: ok",
+            args.dir.dir.display(),
+            report.segments,
+            report.records,
+            report.leaves,
+            report.bytes
+        );
+    }
+    Ok(0)
+}
+
+/// One line of the stats that say how an ingest went.
+fn stats_line(stats: &StreamStats) -> String {
+    let overflow = &stats.total_overflow;
+    format!(
+        "{} segments ({} records, {} bytes), {} flushes (writers paused {:.3} s), {} templates, \
+         overflowed leaves {}/{} ({:.1}%)",
+        stats.segments,
+        stats.segment_records,
+        stats.segment_bytes,
+        stats.flushes,
+        stats.flush_pause_seconds,
+        stats.templates,
+        overflow.overflowed_leaves(),
+        overflow.leaves,
+        overflow.overflowed_share() * 100.0
+    )
+}
+
+/// The template policy named `name` (`none`, `fixed` or `rebuild`), with
+/// `threshold` for `rebuild` (default 0.05); a threshold given with
+/// another policy is refused, since it would be silently ignored.
+pub fn template_policy(name: &str, threshold: Option<f64>) -> Result<TemplatePolicy> {
+    let policy = match name {
+        "none" => TemplatePolicy::None,
+        "fixed" => TemplatePolicy::Fixed,
+        "rebuild" => TemplatePolicy::Rebuild {
+            threshold: threshold.unwrap_or(0.05),
+        },
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "template must be 'none', 'fixed' or 'rebuild', not '{other}'"
+            )))
+        }
+    };
+    if threshold.is_some() && !matches!(policy, TemplatePolicy::Rebuild { .. }) {
+        return Err(Error::InvalidArgument(format!(
+            "rebuild_threshold applies only to template 'rebuild', not '{name}'"
+        )));
+    }
+    Ok(policy)
+}
+
+/// The engine's default longest value, lowered to half a buffer for a
+/// small buffer (the engine refuses a longer limit), so that a small
+/// `buffer_bytes` alone is a valid choice.
+pub fn default_max_value_bytes(buffer_bytes: usize) -> usize {
+    Options::default().max_value_bytes.min(buffer_bytes / 2)
+}
+
+/// What a record costs in a buffer beyond its value (an estimate of the
+/// engine's own accounting), for sizing the batches of [`write_records`].
+const RECORD_COST_BYTES: usize = 48;
+
+/// Checks records against `options` before any is written, so that a batch
+/// written in parts is still refused whole for a bad record: values no
+/// longer than `max_value_bytes` and, with `ordered_time`, times that never
+/// go back within the records. (Times before the stream's latest are left
+/// to the engine, which refuses the first part whole.) `name(i)` names
+/// record `i` in errors ("record 7", "line 9"). On failure returns the
+/// number of the first bad record and why.
+pub fn check_records<'a>(
+    options: &Options,
+    count: usize,
+    record: impl Fn(usize) -> (u64, u64, &'a [u8]),
+    name: impl Fn(usize) -> String,
+) -> Result<(), (usize, Error)> {
+    let mut latest: Option<(usize, u64)> = None;
+    for i in 0..count {
+        let (key, time, value) = record(i);
+        if value.len() > options.max_value_bytes {
+            return Err((
+                i,
+                Error::InvalidArgument(format!(
+                    "{} (key {key}, time {time}) has a value of {} bytes, over the limit of {} \
+                     (option max_value_bytes)",
+                    name(i),
+                    value.len(),
+                    options.max_value_bytes
+                )),
+            ));
+        }
+        if options.ordered_time {
+            if let Some((before, latest_time)) = latest {
+                if time < latest_time {
+                    return Err((
+                        i,
+                        Error::InvalidArgument(format!(
+                            "{} (key {key}) has time {time}, before the time {latest_time} of {} \
+                             (option ordered_time forbids times going back)",
+                            name(i),
+                            name(before)
+                        )),
+                    ));
+                }
+            }
+            if latest.is_none_or(|(_, latest_time)| time > latest_time) {
+                latest = Some((i, time));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `count` records with `op` (a delete's value is ignored) in
+/// batches of about a quarter of a buffer: a large batch then neither
+/// grows a buffer far past `buffer_bytes` nor holds a copy of itself
+/// whole. Each batch is acknowledged (logged, and with `sync` fsynced)
+/// before the next; if one fails, those before it stay written.
+pub fn write_records<'a>(
+    index: &StreamIndex,
+    op: Op,
+    count: usize,
+    record: impl Fn(usize) -> (u64, u64, &'a [u8]),
+) -> Result<()> {
+    let limit = (index.options().buffer_bytes / 4).max(1);
+    let mut batch = Batch::new();
+    let mut bytes = 0;
+    for i in 0..count {
+        let (key, time, value) = record(i);
+        let value = if op == Op::Delete { &[][..] } else { value };
+        let cost = value.len() + RECORD_COST_BYTES;
+        if !batch.is_empty() && bytes + cost > limit {
+            index.write(&batch)?;
+            batch.clear();
+            bytes = 0;
+        }
+        batch.push(op, key, time, value);
+        bytes += cost;
+    }
+    index.write(&batch)
+}
+
+/// [`check_records`], then [`write_records`]: the records are refused
+/// whole if one is bad.
+pub fn write_checked<'a>(
+    index: &StreamIndex,
+    op: Op,
+    count: usize,
+    record: impl Fn(usize) -> (u64, u64, &'a [u8]) + Copy,
+) -> Result<()> {
+    check_records(index.options(), count, record, |i| format!("record {i}")).map_err(|(_, error)| error)?;
+    write_records(index, op, count, record)
+}
+
+/// Overflow statistics as a JSON object.
+fn overflow_json(overflow: &OverflowStats) -> Value {
+    let OverflowStats {
+        leaves,
+        overflowed,
+        entries,
+        overflow_entries,
+    } = overflow;
+    json!({
+        "leaves": leaves,
+        "overflowed": overflowed,
+        "overflowed_leaves": overflow.overflowed_leaves(),
+        "overflowed_share": overflow.overflowed_share(),
+        "entries": entries,
+        "overflow_entries": overflow_entries,
+    })
+}
+
+/// Every field of the stats as a JSON object (overflow statistics as
+/// nested objects, `overflowed` being the leaves with 1, 2 and 3 or more
+/// overflow nodes). Destructured so that a field added to the engine's
+/// stats fails to compile here until it is reported.
+pub fn stats_json(stats: &StreamStats) -> Value {
+    let StreamStats {
+        writes,
+        next_seq,
+        buffer_records,
+        buffer_bytes,
+        segments,
+        segment_records,
+        segment_bytes,
+        flushes,
+        flush_pause_seconds,
+        templates,
+        template_leaves,
+        last_overflow,
+        total_overflow,
+        compactions,
+        compacted_segments,
+        cache_bytes,
+        leaves_summarized,
+        leaves_read,
+    } = stats;
+    let mut object = Map::new();
+    for (name, value) in [
+        ("writes", json!(writes)),
+        ("next_seq", json!(next_seq)),
+        ("buffer_records", json!(buffer_records)),
+        ("buffer_bytes", json!(buffer_bytes)),
+        ("segments", json!(segments)),
+        ("segment_records", json!(segment_records)),
+        ("segment_bytes", json!(segment_bytes)),
+        ("flushes", json!(flushes)),
+        ("flush_pause_seconds", json!(flush_pause_seconds)),
+        ("templates", json!(templates)),
+        ("template_leaves", json!(template_leaves)),
+        ("last_overflow", overflow_json(last_overflow)),
+        ("total_overflow", overflow_json(total_overflow)),
+        ("compactions", json!(compactions)),
+        ("compacted_segments", json!(compacted_segments)),
+        ("cache_bytes", json!(cache_bytes)),
+        ("leaves_summarized", json!(leaves_summarized)),
+        ("leaves_read", json!(leaves_read)),
+    ] {
+        object.insert(name.to_string(), value);
+    }
+    Value::Object(object)
+}
+
+/// A verify report as a JSON object.
+pub fn verify_json(report: &VerifyReport) -> Value {
+    let VerifyReport {
+        segments,
+        records,
+        leaves,
+        bytes,
+    } = report;
+    json!({"segments": segments, "records": records, "leaves": leaves, "bytes": bytes})
+}
+
+/// An aggregate as a JSON object; `min` and `max` are null when no value
+/// is a number.
+pub fn aggregate_json(aggregate: &Aggregate) -> Value {
+    let Aggregate {
+        count,
+        numeric,
+        sum,
+        min,
+        max,
+    } = aggregate;
+    let number = |value: &f64| if *numeric == 0 { Value::Null } else { json!(value) };
+    json!({"count": count, "numeric": numeric, "sum": sum, "min": number(min), "max": number(max)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_values_are_numbers_or_text() {
+        let mut value = Vec::new();
+        assert_eq!(parse_csv_line(b"7,12,2.5", &mut value).unwrap(), (7, 12));
+        assert_eq!(value, 2.5f64.to_le_bytes());
+        parse_csv_line(b"7,12,hello, world", &mut value).unwrap();
+        assert_eq!(value, b"hello, world");
+        parse_csv_line(b"7,12,\"2.5\"", &mut value).unwrap();
+        assert_eq!(value, b"2.5");
+        parse_csv_line(b"7,12,\"say \"\"hi\"\"\"", &mut value).unwrap();
+        assert_eq!(value, b"say \"hi\"");
+        parse_csv_line(b"7,12,inf", &mut value).unwrap();
+        assert_eq!(value, b"inf");
+        parse_csv_line(b"7,12,", &mut value).unwrap();
+        assert!(value.is_empty());
+        let error = parse_csv_line(b"-1,12,3", &mut value).unwrap_err();
+        assert!(error.to_string().contains("key '-1' is not"), "{error}");
+        let error = parse_csv_line(b"1,12", &mut value).unwrap_err();
+        assert!(error.to_string().contains("expected key,time,value"), "{error}");
+    }
+
+    #[test]
+    fn template_policies_by_name() {
+        assert_eq!(template_policy("fixed", None).unwrap(), TemplatePolicy::Fixed);
+        assert_eq!(
+            template_policy("rebuild", Some(0.2)).unwrap(),
+            TemplatePolicy::Rebuild { threshold: 0.2 }
+        );
+        assert!(template_policy("none", Some(0.2))
+            .unwrap_err()
+            .to_string()
+            .contains("rebuild_threshold"));
+        assert!(template_policy("grown", None)
+            .unwrap_err()
+            .to_string()
+            .contains("'grown'"));
+    }
+
+    #[test]
+    fn checks_name_the_first_bad_record() {
+        let options = Options {
+            max_value_bytes: 4,
+            ordered_time: true,
+            ..Options::default()
+        };
+        let records: [(u64, u64, &[u8]); 4] = [(1, 5, b"ab"), (2, 5, b""), (3, 9, b"abcd"), (4, 8, b"")];
+        let name = |i| format!("record {i}");
+        let (at, error) = check_records(&options, 4, |i| records[i], name).unwrap_err();
+        assert_eq!(at, 3);
+        assert!(
+            error.to_string().contains("before the time 9 of record 2"),
+            "{error}"
+        );
+        let long: [(u64, u64, &[u8]); 2] = [(1, 5, b"ab"), (2, 6, b"abcde")];
+        let (at, error) = check_records(&options, 2, |i| long[i], name).unwrap_err();
+        assert_eq!(at, 1);
+        assert!(
+            error.to_string().contains("5 bytes, over the limit of 4"),
+            "{error}"
+        );
+    }
+}
