@@ -17,10 +17,13 @@ from .errors import (
 from . import workload
 from .agg import Aggregator
 from .sortbench import GensortReport, SortReport, ValsortReport, gensort, sort, valsort
+from .stream import StreamIndex, stream_key
 
 __all__ = [
     "__version__",
     "Aggregator",
+    "StreamIndex",
+    "stream_key",
     "gensort",
     "valsort",
     "sort",

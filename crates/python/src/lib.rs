@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 mod agg;
 mod errors;
 mod sort;
+mod stream;
 
 /// Runs the `spillway` command line with `arguments` (including the program
 /// name) and returns its exit status; the console script installed by pip.
@@ -38,5 +39,14 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(cli_main, module)?)?;
     module.add_class::<agg::PyAggregator>()?;
     module.add_function(wrap_pyfunction!(generate_workload, module)?)?;
+    module.add_class::<stream::PyStreamIndex>()?;
+    module.add_function(wrap_pyfunction!(stream::stream_encode_i64, module)?)?;
+    module.add_function(wrap_pyfunction!(stream::stream_decode_i64, module)?)?;
+    module.add_function(wrap_pyfunction!(stream::stream_encode_f64, module)?)?;
+    module.add_function(wrap_pyfunction!(stream::stream_decode_f64, module)?)?;
+    module.add_function(wrap_pyfunction!(stream::stream_encode_point, module)?)?;
+    module.add_function(wrap_pyfunction!(stream::stream_decode_point, module)?)?;
+    module.add_function(wrap_pyfunction!(stream::stream_encode_prefix, module)?)?;
+    module.add_function(wrap_pyfunction!(stream::stream_prefix_range, module)?)?;
     Ok(())
 }

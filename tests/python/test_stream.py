@@ -1,0 +1,357 @@
+"""spillway.StreamIndex: writes and queries against a Python model, aggregates, reopening,
+compaction, bad input, statistics, corruption, and the key encodings."""
+
+import math
+import random
+import struct
+import threading
+from pathlib import Path
+
+import numpy
+import pyarrow
+import pytest
+
+import spillway
+from spillway import stream_key
+
+
+class Model:
+    """The index's contract in plain Python: records in arrival order, newest wins per (key, time)."""
+
+    def __init__(self):
+        self.records = []  # (key, time, seq, value)
+        self.seq = 0
+
+    def append(self, key, time, value):
+        self.records.append((key, time, self.seq, value))
+        self.seq += 1
+
+    def update(self, key, time, value):
+        self.delete(key, time)
+        self.append(key, time, value)
+
+    def delete(self, key, time):
+        self.records = [record for record in self.records if (record[0], record[1]) != (key, time)]
+        self.seq += 1
+
+    def range(self, key_low, key_high, time_low=0, time_high=2**64 - 1):
+        return sorted(
+            record
+            for record in self.records
+            if key_low <= record[0] <= key_high and time_low <= record[1] <= time_high
+        )
+
+
+def pack(number):
+    return struct.pack("<d", number)
+
+
+def assert_same(found, expected):
+    assert found["keys"].dtype == numpy.uint64 and found["times"].dtype == numpy.uint64
+    assert found["keys"].tolist() == [record[0] for record in expected]
+    assert found["times"].tolist() == [record[1] for record in expected]
+    assert found["values"] == [record[3] for record in expected]
+
+
+@pytest.mark.parametrize("template", ["none", "fixed", "rebuild"])
+def test_writes_and_ranges_match_a_model(tmp_path, template):
+    rng = random.Random(template)
+    model = Model()
+    index = spillway.StreamIndex(tmp_path / "index", buffer_bytes="64K", template=template, sync=False)
+    time = 0
+    for round_number in range(12):
+        count = rng.randrange(200, 1500)
+        keys = numpy.array([rng.randrange(2_000) for _ in range(count)], dtype=numpy.uint64)
+        times = numpy.array([time + rng.randrange(50) for _ in range(count)], dtype=numpy.uint64)
+        values = numpy.array([rng.uniform(-100, 100) for _ in range(count)])
+        time += 40
+        index.append_batch(keys, times, values)
+        for key, at, value in zip(keys.tolist(), times.tolist(), values.tolist()):
+            model.append(key, at, pack(value))
+        # Single writes, some of them replacing records already in segments.
+        for _ in range(30):
+            key, at, value = rng.choice(model.records)[0], rng.randrange(time), rng.random()
+            choice = rng.random()
+            if choice < 0.3:
+                index.append(key, at, b"text %d" % round_number)
+                model.append(key, at, b"text %d" % round_number)
+            elif choice < 0.6:
+                old = rng.choice(model.records)
+                index.update(old[0], old[1], value)
+                model.update(old[0], old[1], pack(value))
+            else:
+                old = rng.choice(model.records)
+                index.delete(old[0], old[1])
+                model.delete(old[0], old[1])
+    assert index.stats()["segments"] >= 3, "the test should cross several flushed segments"
+    assert_same(index.range(0, 2**64 - 1), model.range(0, 2**64 - 1))
+    for _ in range(40):
+        low = rng.randrange(2_100)
+        high = low + rng.randrange(300)
+        if rng.random() < 0.5:
+            assert_same(index.range(low, high), model.range(low, high))
+        else:
+            time_low = rng.randrange(time)
+            time_high = time_low + rng.randrange(200)
+            assert_same(index.range(low, high, time_low, time_high), model.range(low, high, time_low, time_high))
+    key = model.records[0][0]
+    assert_same(index.get(key), model.range(key, key))
+    assert_same(index.range(5, 4), [])
+    index.close()
+
+
+def test_float_values_come_back_as_an_array_and_other_values_are_named(tmp_path):
+    with spillway.StreamIndex(tmp_path, sync=False) as index:
+        index.append_batch([1, 2, 3], [10, 20, 30], [1.5, -2.0, 4])
+        found = index.range(0, 10, values="float")
+        assert found["values"].dtype == numpy.float64
+        assert found["values"].tolist() == [1.5, -2.0, 4.0]
+        found["values"][0] = 9.0  # the arrays are the caller's to change
+        index.append(2, 25, b"seven b")
+        with pytest.raises(spillway.InvalidArgumentError, match=r"key 2, time 25\) has a 7-byte value"):
+            index.range(0, 10, values="float")
+        with pytest.raises(ValueError, match="values must be 'bytes' or 'float'"):
+            index.range(0, 10, values="str")
+
+
+def test_aggregates_equal_numpy_over_the_same_records(tmp_path):
+    rng = numpy.random.default_rng(3)
+    count = 40_000
+    keys = rng.integers(0, 10_000, count, dtype=numpy.uint64)
+    times = numpy.arange(count, dtype=numpy.uint64) + rng.integers(0, 30, count, dtype=numpy.uint64)
+    values = rng.normal(50, 20, count)
+    with spillway.StreamIndex(tmp_path, buffer_bytes="256K", sync=False) as index:
+        for part in numpy.array_split(numpy.arange(count), 7):
+            index.append_batch(keys[part], times[part], values[part])
+        index.append(5_000, 5, b"not a number")  # counted, but not summed
+        for low, high, time_low, time_high in [
+            (0, 2**64 - 1, None, None),
+            (1_000, 1_999, None, None),
+            (0, 9_999, 10_000, 20_000),
+            (4_000, 6_000, 0, 100),
+            (20_000, 30_000, None, None),
+        ]:
+            selected = (keys >= low) & (keys <= high)
+            if time_low is not None:
+                selected &= (times >= time_low) & (times <= time_high)
+            aggregate = index.aggregate(low, high, time_low, time_high)
+            text = int(low <= 5_000 <= high and (time_low is None or time_low <= 5 <= time_high))
+            assert list(aggregate) == ["count", "numeric", "sum", "min", "max"]
+            assert aggregate["count"] == int(selected.sum()) + text
+            assert aggregate["numeric"] == int(selected.sum())
+            if selected.any():
+                assert aggregate["sum"] == pytest.approx(values[selected].sum(), rel=1e-9)
+                assert aggregate["min"] == values[selected].min()
+                assert aggregate["max"] == values[selected].max()
+            else:
+                assert aggregate["sum"] == 0 and aggregate["min"] is None and aggregate["max"] is None
+        assert index.stats()["leaves_summarized"] > 0, "whole leaves answer from their summaries"
+
+
+def test_reopening_keeps_the_data_closed_or_not(tmp_path):
+    path = str(tmp_path / "index")
+    index = spillway.StreamIndex(path, buffer_bytes="64K")
+    index.append_batch(numpy.arange(5_000, dtype=numpy.uint64), numpy.arange(5_000, dtype=numpy.int64), numpy.ones(5_000))
+    index.delete(17, 17)
+    index.close()
+    assert index.closed
+    index.close()  # a second close does nothing
+    with pytest.raises(spillway.InvalidArgumentError, match="is closed"):
+        index.append(1, 1, b"x")
+    with pytest.raises(spillway.InvalidArgumentError, match="is closed"):
+        index.range(0, 10)
+    assert "closed" in repr(index)
+
+    index = spillway.StreamIndex(path, buffer_bytes="64K")
+    assert index.aggregate(0, 2**64 - 1)["count"] == 4_999
+    index.append(6_000, 6_000, b"unflushed")  # in the log only
+    del index  # no close: the next open replays the log
+    with spillway.StreamIndex(path, buffer_bytes="64K") as index:
+        assert index.get(6_000)["values"] == [b"unflushed"]
+        assert index.get(17)["values"] == []
+        assert index.aggregate(0, 2**64 - 1)["count"] == 5_000
+
+
+def test_flush_and_compact_merge_small_segments(tmp_path):
+    with spillway.StreamIndex(tmp_path, buffer_bytes="1M", sync=False) as index:
+        for part in range(6):
+            keys = numpy.arange(part, 3_000, 6, dtype=numpy.uint64)
+            index.append_batch(keys, keys, keys.astype(numpy.float64))
+            index.flush()
+        index.flush()  # an empty buffer is not a segment
+        index.delete(0, 0)
+        index.update(1, 1, 100.0)
+        index.flush()
+        before = index.stats()
+        assert before["segments"] == 7 and before["flushes"] == 7
+        merged = index.compact()
+        after = index.stats()
+        assert merged == 7 and after["segments"] == 1
+        assert after["compactions"] >= 1 and after["compacted_segments"] == 7
+        assert after["segment_records"] == 2_999, "the delete's and the update's old records are gone"
+        found = index.range(0, 5, values="float")
+        assert found["keys"].tolist() == [1, 2, 3, 4, 5]
+        assert found["values"].tolist() == [100.0, 2.0, 3.0, 4.0, 5.0]
+        assert index.verify()["records"] == 2_999
+
+
+def test_bad_input_is_refused_with_errors_that_name_it(tmp_path):
+    with pytest.raises(ValueError, match="NaN"):
+        stream_key.f64(float("nan"))
+    with pytest.raises(ValueError, match="element 1 is NaN"):
+        stream_key.f64(numpy.array([1.0, numpy.nan]))
+    with pytest.raises(TypeError, match="no option 'buffer_size'"):
+        spillway.StreamIndex(tmp_path / "a", buffer_size=1 << 20)
+    with pytest.raises(spillway.InvalidArgumentError, match="template must be"):
+        spillway.StreamIndex(tmp_path / "a", template="grown")
+    with pytest.raises(spillway.InvalidArgumentError, match="rebuild_threshold applies only"):
+        spillway.StreamIndex(tmp_path / "a", template="fixed", rebuild_threshold=0.1)
+    with pytest.raises(spillway.InvalidArgumentError, match="buffer_bytes must be at least 4096"):
+        spillway.StreamIndex(tmp_path / "a", buffer_bytes=100)
+    with pytest.raises(spillway.InvalidArgumentError, match="sync must be True or False"):
+        spillway.StreamIndex(tmp_path / "a", sync="yes")
+    with pytest.raises(spillway.InvalidArgumentError, match="fill must be"):
+        spillway.StreamIndex(tmp_path / "a", fill=1.5)
+
+    with spillway.StreamIndex(tmp_path / "b", ordered_time=True, max_value_bytes=16, sync=False) as index:
+        index.append_batch([1, 2], [100, 200], [1.0, 2.0])
+        with pytest.raises(spillway.InvalidArgumentError, match="record 2 .*time 150, before the time 300 of record 1"):
+            index.append_batch([3, 4, 5], [250, 300, 150], [1.0, 2.0, 3.0])
+        with pytest.raises(spillway.InvalidArgumentError, match="before the stream's latest time 200"):
+            index.append(6, 199, 1.0)
+        with pytest.raises(spillway.InvalidArgumentError, match="record 1 .*17 bytes, over the limit of 16"):
+            index.append_batch([7, 8], [300, 301], [b"short", b"x" * 17])
+        with pytest.raises(spillway.InvalidArgumentError, match="max_value_bytes"):
+            index.append(9, 400, b"y" * 17)
+        assert index.aggregate(0, 100)["count"] == 2, "a refused batch writes nothing"
+
+        with pytest.raises(spillway.InvalidArgumentError, match="keys must be a uint64 .* not float64"):
+            index.append_batch(numpy.array([1.0]), [1_000], [1.0])
+        with pytest.raises(spillway.InvalidArgumentError, match=r"keys\[1\] is -5"):
+            index.append_batch(numpy.array([1, -5]), [1_000, 1_001], [1.0, 2.0])
+        with pytest.raises(spillway.InvalidArgumentError, match=r"times\[0\] must be an integer"):
+            index.append_batch([1], ["soon"], [1.0])
+        with pytest.raises(spillway.InvalidArgumentError, match="2 keys, 2 times and 1 values"):
+            index.append_batch([1, 2], [1_000, 1_001], numpy.array([1.0]))
+        with pytest.raises(spillway.InvalidArgumentError, match="values must be a float64 array"):
+            index.append_batch([1], [1_000], numpy.array(["a"]))
+        with pytest.raises(spillway.InvalidArgumentError, match=r"values\[1\] must be bytes or a number, not str"):
+            index.append_batch([1, 2], [1_000, 1_001], [b"a", "b"])
+        with pytest.raises(spillway.InvalidArgumentError, match="key must be in 0..2"):
+            index.append(2**64, 1_000, b"")
+        with pytest.raises(spillway.InvalidArgumentError, match="time must be an integer"):
+            index.append(1, 1.5, b"")
+        assert index.aggregate(0, 2**64 - 1)["count"] == 2
+
+
+def test_columns_come_as_numpy_arrow_or_lists(tmp_path):
+    with spillway.StreamIndex(tmp_path, sync=False) as index:
+        index.append_batch(
+            pyarrow.array([1, 2], type=pyarrow.uint64()),
+            pyarrow.array([5, 6], type=pyarrow.int64()),
+            pyarrow.array([b"arrow", b""], type=pyarrow.binary()),
+        )
+        index.append_batch(pyarrow.array([3]), pyarrow.array([7]), pyarrow.array([2.5]))
+        index.append_batch(numpy.array([4, 4], dtype=numpy.uint32), [8, 9], [bytearray(b"ba"), 3])
+        index.append_batch(numpy.array([2**64 - 1], dtype=numpy.uint64), [9], numpy.array([7], dtype=numpy.int32))
+        index.append_batch([], [], [])
+        found = index.range(0, 2**64 - 1)
+        assert found["keys"].tolist() == [1, 2, 3, 4, 4, 2**64 - 1]
+        assert found["values"] == [b"arrow", b"", pack(2.5), b"ba", pack(3), pack(7)]
+
+
+def test_writers_on_several_threads(tmp_path):
+    with spillway.StreamIndex(tmp_path, buffer_bytes="256K", sync=False) as index:
+
+        def write(thread):
+            for part in range(20):
+                keys = numpy.full(500, thread, dtype=numpy.uint64)
+                times = numpy.arange(part * 500, (part + 1) * 500, dtype=numpy.uint64)
+                index.append_batch(keys, times, numpy.ones(500))
+
+        threads = [threading.Thread(target=write, args=(number,)) for number in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert index.aggregate(0, 3)["sum"] == 40_000
+        assert index.range(2, 2)["times"].tolist() == list(range(10_000))
+
+
+def test_stats_name_every_counter(tmp_path):
+    with spillway.StreamIndex(tmp_path, buffer_bytes="64K", template="fixed", sync=False) as index:
+        index.append_batch(numpy.arange(10_000, dtype=numpy.uint64), numpy.arange(10_000, dtype=numpy.uint64), numpy.ones(10_000))
+        index.range(100, 200)
+        stats = index.stats()
+    overflow_fields = {"leaves", "overflowed", "overflowed_leaves", "overflowed_share", "entries", "overflow_entries"}
+    assert set(stats) == {
+        "writes", "next_seq", "buffer_records", "buffer_bytes", "segments", "segment_records", "segment_bytes",
+        "flushes", "flush_pause_seconds", "templates", "template_leaves", "last_overflow", "total_overflow",
+        "compactions", "compacted_segments", "cache_bytes", "leaves_summarized", "leaves_read",
+    }  # fmt: skip
+    assert set(stats["last_overflow"]) == overflow_fields and set(stats["total_overflow"]) == overflow_fields
+    assert stats["writes"] == stats["next_seq"] == 10_000
+    assert stats["segment_records"] + stats["buffer_records"] == 10_000
+    assert stats["segments"] == stats["flushes"] >= 2
+    assert stats["segment_bytes"] > 10_000 * 8
+    assert stats["templates"] == 1, "a fixed template is made once, from the first buffer"
+    assert stats["template_leaves"] > 0 and stats["leaves_read"] > 0
+    assert len(stats["total_overflow"]["overflowed"]) == 3
+    assert 0 <= stats["total_overflow"]["overflowed_share"] <= 1
+    assert stats["flush_pause_seconds"] >= 0
+
+
+def test_verify_names_a_corrupted_segment(tmp_path):
+    path = tmp_path / "index"
+    with spillway.StreamIndex(path, sync=False) as index:
+        index.append_batch(numpy.arange(2_000, dtype=numpy.uint64), numpy.arange(2_000, dtype=numpy.uint64), numpy.ones(2_000))
+        assert index.verify()["records"] == 0, "verify checks segment files; the records are still in the buffer"
+        index.flush()
+        assert index.verify()["records"] == 2_000
+    segment = sorted(Path(path).glob("*.seg"))[0]
+    data = bytearray(segment.read_bytes())
+    data[10] ^= 0x40  # inside the first leaf: the footer and the meta block stay whole
+    segment.write_bytes(bytes(data))
+    with spillway.StreamIndex(path, sync=False) as index:
+        with pytest.raises(spillway.CorruptionError, match=segment.name):
+            index.verify()
+
+
+def test_key_encodings_keep_order():
+    integers = [-(2**63), -5, -1, 0, 1, 7, 2**63 - 1]
+    keys = [stream_key.i64(number) for number in integers]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert [stream_key.decode_i64(key) for key in keys] == integers
+    assert stream_key.i64(numpy.array(integers)).tolist() == keys
+    with pytest.raises(ValueError, match="i64 key must be in"):
+        stream_key.i64(2**63)
+
+    floats = [-math.inf, -1e300, -2.5, -1e-300, 0.0, 1e-300, 2.5, 1e300, math.inf]
+    keys = [stream_key.f64(number) for number in floats]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert [stream_key.decode_f64(key) for key in keys] == floats
+    assert stream_key.f64(numpy.array(floats)).tolist() == keys
+    assert stream_key.f64(-0.0) == stream_key.f64(0.0) == stream_key.f64(0)
+
+    assert stream_key.point(3, 0) == 0b0101 and stream_key.point(0, 3) == 0b1010
+    assert stream_key.decode_point(stream_key.point(12345, 67890)) == (12345, 67890)
+    with pytest.raises(ValueError, match="point y must be in"):
+        stream_key.point(1, 2**32)
+
+    words = ["", "a", "ab", "abc", "b", "zzzzzzzzzz"]
+    keys = [stream_key.prefix(word) for word in words]
+    assert keys == sorted(keys)
+    low, high = stream_key.prefix_range("ab")
+    assert all(low <= stream_key.prefix(word) <= high for word in ["ab", "abc", b"ab\xff"])
+    assert not low <= stream_key.prefix("ac") <= high
+    assert stream_key.prefix_range(b"") == (0, 2**64 - 1)
+
+
+def test_encoded_keys_make_ranges_of_the_original_values(tmp_path):
+    readings = {-3.5: b"cold", -0.25: b"cool", 0.0: b"zero", 2.0: b"warm", 40.0: b"hot"}
+    with spillway.StreamIndex(tmp_path, sync=False) as index:
+        for temperature, label in readings.items():
+            index.append(stream_key.f64(temperature), 1, label)
+        found = index.range(stream_key.f64(-1.0), stream_key.f64(5.0))
+        assert found["values"] == [b"cool", b"zero", b"warm"]
+        assert [stream_key.decode_f64(key) for key in found["keys"].tolist()] == [-0.25, 0.0, 2.0]
