@@ -21,7 +21,7 @@ impl InsertClock {
     /// Counts one insert, reading the clock on the first and then every
     /// [`INSERTS_PER_READ`].
     pub(crate) fn tick(&mut self) {
-        if self.ticks % INSERTS_PER_READ == 0 {
+        if self.ticks.is_multiple_of(INSERTS_PER_READ) {
             self.read();
         }
         self.ticks += 1;

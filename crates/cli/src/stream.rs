@@ -247,7 +247,7 @@ fn open_existing(dir: &DirArgs) -> anyhow::Result<StreamIndex> {
         cache_bytes: mib(dir.cache_mib, "--cache-mib")?,
         ..Options::default()
     };
-    StreamIndex::open(&dir.dir, options)
+    StreamIndex::open_read_only(&dir.dir, options)
         .with_context(|| format!("opening the stream index in {}", dir.dir.display()))
 }
 
@@ -344,9 +344,7 @@ fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
         fan_out: args.fan_out,
         template,
         fill: args.fill,
-        max_value_bytes: args
-            .max_value_bytes
-            .unwrap_or_else(|| default_max_value_bytes(buffer_bytes)),
+        max_value_bytes: args.max_value_bytes.unwrap_or(Options::default().max_value_bytes),
         ordered_time: args.ordered_time,
         sync: !args.no_sync,
         cache_bytes: mib(args.dir.cache_mib, "--cache-mib")?,
@@ -728,13 +726,6 @@ pub fn template_policy(name: &str, threshold: Option<f64>) -> Result<TemplatePol
         )));
     }
     Ok(policy)
-}
-
-/// The engine's default longest value, lowered to half a buffer for a
-/// small buffer (the engine refuses a longer limit), so that a small
-/// `buffer_bytes` alone is a valid choice.
-pub fn default_max_value_bytes(buffer_bytes: usize) -> usize {
-    Options::default().max_value_bytes.min(buffer_bytes / 2)
 }
 
 /// What a record costs in a buffer beyond its value (an estimate of the

@@ -148,7 +148,7 @@ impl PyAggregator {
         value_kind: &str,
     ) -> PyResult<()> {
         self.changed();
-        if key_width == 0 || keys.len() % key_width != 0 {
+        if key_width == 0 || !keys.len().is_multiple_of(key_width) {
             return Err(to_py_err(Error::InvalidArgument(format!(
                 "{} key bytes are not a whole number of {key_width}-byte keys",
                 keys.len()
@@ -163,7 +163,7 @@ impl PyAggregator {
                 ))))
             }
         };
-        if values.len() % 8 != 0 {
+        if !values.len().is_multiple_of(8) {
             return Err(to_py_err(Error::InvalidArgument(format!(
                 "{} value bytes are not a whole number of 8-byte numbers",
                 values.len()

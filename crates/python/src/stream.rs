@@ -9,9 +9,7 @@ use std::sync::{PoisonError, RwLock};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
-use spillway_cli::stream::{
-    aggregate_json, default_max_value_bytes, stats_json, template_policy, verify_json, write_checked,
-};
+use spillway_cli::stream::{aggregate_json, stats_json, template_policy, verify_json, write_checked};
 use spillway_core::{Error, Result};
 use spillway_stream::{key, Aggregate, Bounds, Op, Options, Records, StreamIndex, TemplatePolicy};
 
@@ -55,7 +53,7 @@ fn bounds(key_low: u64, key_high: u64, time_low: u64, time_high: u64) -> Bounds 
 
 /// `n` little-endian u64s from `bytes` (named `what` in errors).
 fn u64_count(bytes: &[u8], what: &str) -> Result<usize> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(Error::InvalidArgument(format!(
             "{what}: {} bytes are not a whole number of 8-byte integers",
             bytes.len()
@@ -181,7 +179,7 @@ impl PyStreamIndex {
             fan_out: fan_out.unwrap_or(defaults.fan_out),
             template,
             fill: fill.unwrap_or(defaults.fill),
-            max_value_bytes: max_value_bytes.unwrap_or_else(|| default_max_value_bytes(buffer_bytes)),
+            max_value_bytes: max_value_bytes.unwrap_or(Options::default().max_value_bytes),
             ordered_time: ordered_time.unwrap_or(defaults.ordered_time),
             sync: sync.unwrap_or(defaults.sync),
             cache_bytes: cache_bytes.unwrap_or(defaults.cache_bytes),

@@ -51,9 +51,11 @@ const CHUNK_BYTES_MIN: usize = ALIGNED_RECORDS_BYTES;
 /// reads at multiples of it start on a record and on an aligned offset.
 const ALIGNED_RECORDS_BYTES: usize = 102_400;
 const DIRECT_ALIGNMENT: usize = DIRECT_IO_ALIGNMENT_BYTES as usize;
-const _: () =
-    assert!(ALIGNED_RECORDS_BYTES % RECORD_BYTES == 0 && ALIGNED_RECORDS_BYTES % DIRECT_ALIGNMENT == 0);
-const _: () = assert!(CHUNK_BYTES_MAX % ALIGNED_RECORDS_BYTES == 0);
+const _: () = assert!(
+    ALIGNED_RECORDS_BYTES.is_multiple_of(RECORD_BYTES)
+        && ALIGNED_RECORDS_BYTES.is_multiple_of(DIRECT_ALIGNMENT)
+);
+const _: () = assert!(CHUNK_BYTES_MAX.is_multiple_of(ALIGNED_RECORDS_BYTES));
 /// Chunks in flight between the reader and the distributors.
 const CHUNKS_IN_FLIGHT: usize = 4;
 /// Reader threads in phase one: two keep a read in flight while the other

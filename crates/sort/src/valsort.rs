@@ -40,7 +40,8 @@ pub const SUMMARY_BYTES: usize = 5 * 16 + 2 * RECORD_BYTES;
 const SEGMENT_BYTES: u64 = 64_000_000;
 /// Bytes read per system call (a multiple of the record size).
 const READ_BYTES: usize = 4_000_000;
-const _: () = assert!(SEGMENT_BYTES % READ_BYTES as u64 == 0 && READ_BYTES % RECORD_BYTES == 0);
+const _: () =
+    assert!(SEGMENT_BYTES.is_multiple_of(READ_BYTES as u64) && READ_BYTES.is_multiple_of(RECORD_BYTES));
 
 /// How keys are compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -103,7 +104,7 @@ impl Summary {
 
     /// The summary of `records` (a non-empty multiple of 100 bytes).
     pub fn of_records(records: &[u8], order: KeyOrder) -> Summary {
-        assert!(!records.is_empty() && records.len() % RECORD_BYTES == 0);
+        assert!(!records.is_empty() && records.len().is_multiple_of(RECORD_BYTES));
         let mut summary = Summary::of_record(&records[..RECORD_BYTES]);
         summary.extend(&records[RECORD_BYTES..], order);
         summary
@@ -352,7 +353,7 @@ fn check_summaries_length(bytes: u64) -> std::result::Result<(), String> {
     if bytes == 0 {
         return Err("there must be at least one partition summary to be validated".into());
     }
-    if bytes % SUMMARY_BYTES as u64 != 0 {
+    if !bytes.is_multiple_of(SUMMARY_BYTES as u64) {
         return Err(format!(
             "{bytes} bytes is not a multiple of the {SUMMARY_BYTES}-byte partition summary \
              (partial partition summary found at end)"

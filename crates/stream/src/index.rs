@@ -56,7 +56,7 @@ pub struct Options {
     pub template: TemplatePolicy,
     /// Leaf fill a rebuilt template aims at, in (0, 1].
     pub fill: f64,
-    /// The longest value accepted.
+    /// The longest value accepted (capped at half of `buffer_bytes`).
     pub max_value_bytes: usize,
     /// Refuse writes whose time is before the latest time written.
     pub ordered_time: bool,
@@ -121,14 +121,16 @@ impl Options {
                 "the template rebuild threshold must be in 0..=1, got {threshold}"
             );
         }
-        ensure!(
-            self.max_value_bytes <= self.buffer_bytes / 2 && self.max_value_bytes <= u32::MAX as usize,
-            InvalidArgument,
-            "max_value_bytes ({}) must be at most half of buffer_bytes ({})",
-            self.max_value_bytes,
-            self.buffer_bytes
-        );
         Ok(())
+    }
+
+    /// The longest value accepted: `max_value_bytes`, but never more than
+    /// half a buffer (so a buffer always holds two) nor what a log frame
+    /// can say.
+    pub fn value_limit(&self) -> usize {
+        self.max_value_bytes
+            .min(self.buffer_bytes / 2)
+            .min(u32::MAX as usize)
     }
 }
 
@@ -163,7 +165,8 @@ impl BufferTree {
 /// The records of a buffer, in arrival order, and its log.
 #[derive(Debug)]
 struct BufferData {
-    wal: Wal,
+    /// `None` in a store opened read-only.
+    wal: Option<Wal>,
     ops: Vec<Op>,
     value_ends: Vec<u64>,
     values: Vec<u8>,
@@ -199,7 +202,7 @@ struct Buffer {
     log_number: u64,
     tree: BufferTree,
     data: Mutex<BufferData>,
-    wal_sync: Arc<WalSync>,
+    wal_sync: Option<Arc<WalSync>>,
 }
 
 impl Buffer {
@@ -369,6 +372,11 @@ pub struct StreamIndex {
     last_time: AtomicU64,
     poison: Poison,
     counters: Counters,
+    /// Opened by [`StreamIndex::open_read_only`].
+    read_only: bool,
+    /// The directory's `LOCK` file, locked while the store is open (real
+    /// file system only).
+    lock: Option<std::fs::File>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -379,19 +387,55 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl StreamIndex {
     /// Opens (creating if needed) the store in directory `path` on the
-    /// real file system.
+    /// real file system, locking it against other processes.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<StreamIndex> {
-        Self::open_on(Arc::new(RealFs::new()), path.as_ref(), options)
+        let dir = path.as_ref();
+        std::fs::create_dir_all(dir)
+            .map_err(|error| Error::io(format!("creating {}", dir.display()), error))?;
+        let lock = lock_directory(dir, false)?;
+        let mut index = Self::open_on(Arc::new(RealFs::new()), dir, options)?;
+        index.lock = lock;
+        Ok(index)
+    }
+
+    /// Opens the existing store in `path` on the real file system for
+    /// queries only: nothing in the directory is changed (the logs are
+    /// replayed into memory), writes, flushes and compactions are refused,
+    /// and other read-only openers may share it, a writer may not.
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<StreamIndex> {
+        let dir = path.as_ref();
+        let lock = lock_directory(dir, true)?;
+        let mut index = Self::open_with(Arc::new(RealFs::new()), dir, options, true)?;
+        index.lock = lock;
+        Ok(index)
     }
 
     /// Opens the store in `dir` on `fs`: reads the manifest, opens its
     /// segments, removes segment files it does not list (a flush cut
     /// short), and replays the logs into a new buffer.
     pub fn open_on(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<StreamIndex> {
+        Self::open_with(fs, dir, options, false)
+    }
+
+    /// [`StreamIndex::open_read_only`] on `fs` (no lock is taken).
+    pub fn open_read_only_on(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<StreamIndex> {
+        Self::open_with(fs, dir, options, true)
+    }
+
+    fn open_with(fs: Arc<dyn Fs>, dir: &Path, options: Options, read_only: bool) -> Result<StreamIndex> {
         options.check()?;
-        fs.create_dir_all(dir)?;
+        if !read_only {
+            fs.create_dir_all(dir)?;
+        }
         let manifest = match Manifest::read(fs.as_ref(), dir)? {
             Some(manifest) => manifest,
+            None if read_only => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} holds no stream index (no {} file)",
+                    dir.display(),
+                    crate::manifest::FILE_NAME
+                )))
+            }
             None => {
                 let names = fs.list_dir(dir)?;
                 if names.iter().any(|name| name.ends_with(".seg")) {
@@ -438,7 +482,7 @@ impl StreamIndex {
                 .segments
                 .iter()
                 .any(|listed| segment::file_name(listed.id) == *name);
-            if (name.ends_with(".seg") && !listed) || name == "MANIFEST.tmp" {
+            if !read_only && ((name.ends_with(".seg") && !listed) || name == "MANIFEST.tmp") {
                 fs.remove_file(&dir.join(name))?;
             }
         }
@@ -449,7 +493,7 @@ impl StreamIndex {
             dir,
             &options,
             manifest.next_seq,
-            next_log_number,
+            (!read_only).then_some(next_log_number),
             None,
         )?);
         let index = StreamIndex {
@@ -469,6 +513,8 @@ impl StreamIndex {
             poison: Poison::default(),
             counters: Counters::default(),
             options,
+            read_only,
+            lock: None,
         };
         index.replay(&logs)?;
         Ok(index)
@@ -511,8 +557,11 @@ impl StreamIndex {
             self.write_unchecked(&pending, true)?;
         }
         let active = self.read_gate().clone();
-        let written = lock(&active.data).wal.written();
-        active.wal_sync.sync_to(written)?;
+        let Some(wal_sync) = &active.wal_sync else {
+            return Ok(()); // read-only: the old logs stay as they are
+        };
+        let written = lock(&active.data).wal.as_ref().map_or(0, Wal::written);
+        wal_sync.sync_to(written)?;
         for (number, path) in logs {
             if *number != active.log_number {
                 self.fs.remove_file(path)?;
@@ -526,10 +575,12 @@ impl StreamIndex {
         dir: &Path,
         options: &Options,
         first_seq: u64,
-        log_number: u64,
+        log_number: Option<u64>,
         template: Option<TemplateTree>,
     ) -> Result<Buffer> {
-        let wal = Wal::create(fs, dir, log_number)?;
+        let wal = log_number
+            .map(|number| Wal::create(fs, dir, number))
+            .transpose()?;
         let tree = match template {
             Some(template) => BufferTree::Template(template),
             None => BufferTree::Growing(Mutex::new(BPlusTree::new(options.fan_out, options.leaf_capacity))),
@@ -537,9 +588,9 @@ impl StreamIndex {
         let expected_records = options.buffer_bytes / (RECORD_OVERHEAD_BYTES + 8);
         Ok(Buffer {
             first_seq,
-            log_number,
+            log_number: log_number.unwrap_or(0),
             tree,
-            wal_sync: wal.sync().clone(),
+            wal_sync: wal.as_ref().map(|wal| wal.sync().clone()),
             data: Mutex::new(BufferData {
                 wal,
                 ops: Vec::with_capacity(expected_records),
@@ -597,6 +648,7 @@ impl StreamIndex {
 
     fn write_unchecked(&self, batch: &Batch, replaying: bool) -> Result<()> {
         self.poison.check()?;
+        self.check_writable(replaying)?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -605,7 +657,7 @@ impl StreamIndex {
             let gate = self.read_gate();
             let active = gate.clone();
             let mut data = lock(&active.data);
-            if data.len() > 0 && data.bytes() + batch_bytes > self.options.buffer_bytes {
+            if !self.read_only && data.len() > 0 && data.bytes() + batch_bytes > self.options.buffer_bytes {
                 drop(data);
                 drop(gate);
                 self.flush_if_active(active.first_seq)?;
@@ -613,9 +665,12 @@ impl StreamIndex {
             }
             let last_time = self.last_time.load(Ordering::Relaxed);
             let ordered = self.options.ordered_time && !replaying;
-            let latest = batch.check(self.options.max_value_bytes, ordered, last_time)?;
+            let latest = batch.check(self.options.value_limit(), ordered, last_time)?;
             let first_seq = active.first_seq + data.len() as u64;
-            let log_end = self.poison.guard(|| data.wal.append(batch, first_seq))?;
+            let log_end = match data.wal.as_mut() {
+                Some(wal) => self.poison.guard(|| wal.append(batch, first_seq))?,
+                None => 0,
+            };
             self.last_time.store(latest, Ordering::Relaxed);
             data.ops.extend_from_slice(&batch.ops);
             let base = data.values.len() as u64;
@@ -637,10 +692,9 @@ impl StreamIndex {
             drop(gate);
             break (active, first_seq, log_end);
         };
-        let synced = if self.options.sync {
-            self.poison.guard(|| active.wal_sync.sync_to(log_end))
-        } else {
-            Ok(())
+        let synced = match &active.wal_sync {
+            Some(wal_sync) if self.options.sync => self.poison.guard(|| wal_sync.sync_to(log_end)),
+            _ => Ok(()),
         };
         let mut data = lock(&active.data);
         let position = data
@@ -656,6 +710,16 @@ impl StreamIndex {
         synced
     }
 
+    fn check_writable(&self, replaying: bool) -> Result<()> {
+        if self.read_only && !replaying {
+            return Err(Error::InvalidArgument(format!(
+                "the stream index in {} was opened read-only",
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
+
     fn flush_if_active(&self, first_seq: u64) -> Result<()> {
         let mut durable = lock(&self.durable);
         if self.read_gate().first_seq == first_seq {
@@ -667,6 +731,7 @@ impl StreamIndex {
     /// Writes the active buffer as a segment (if it holds anything) and
     /// starts a new one.
     pub fn flush(&self) -> Result<()> {
+        self.check_writable(false)?;
         let mut durable = lock(&self.durable);
         self.flush_locked(&mut durable)
     }
@@ -689,7 +754,7 @@ impl StreamIndex {
                 &self.dir,
                 &self.options,
                 old.first_seq + count,
-                number,
+                Some(number),
                 template,
             )
             .map_err(|error| self.poison.poison(error))?;
@@ -821,6 +886,7 @@ impl StreamIndex {
     /// oldest segment, the updates' and deletes' marks themselves).
     /// Returns the segments merged.
     pub fn compact(&self) -> Result<u64> {
+        self.check_writable(false)?;
         let mut durable = lock(&self.durable);
         self.poison.check()?;
         let small = (self.options.buffer_bytes / 4) as u64;
@@ -1117,9 +1183,17 @@ impl StreamIndex {
         Ok(report)
     }
 
-    /// Flushes the active buffer and closes the store.
+    /// Flushes the active buffer (unless read-only) and closes the store.
     pub fn close(self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         self.flush()
+    }
+
+    /// Whether the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 }
 
@@ -1317,4 +1391,41 @@ fn newest_shadows(shadows: &mut Vec<Shadow>) {
         }
     }
     *shadows = kept;
+}
+
+/// Locks `dir/LOCK` (shared for a reader, exclusive for a writer) so that
+/// two processes never write one store, nor read it while it is written.
+fn lock_directory(dir: &Path, shared: bool) -> Result<Option<std::fs::File>> {
+    let path = dir.join("LOCK");
+    let file = if shared {
+        match std::fs::File::open(&path) {
+            Ok(file) => file,
+            // A store made before locks existed, or a read-only directory.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(Error::io(format!("opening {}", path.display()), error)),
+        }
+    } else {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|error| Error::io(format!("creating {}", path.display()), error))?
+    };
+    let locked = if shared {
+        file.try_lock_shared()
+    } else {
+        file.try_lock()
+    };
+    match locked {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidArgument(format!(
+            "the stream index in {} is open in another process{}",
+            dir.display(),
+            if shared { " for writing" } else { "" }
+        ))),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(Error::io(format!("locking {}", path.display()), error))
+        }
+    }
 }

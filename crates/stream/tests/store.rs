@@ -419,16 +419,9 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
         (
             Options {
                 template: TemplatePolicy::Rebuild { threshold: 2.0 },
-                ..options.clone()
-            },
-            "threshold",
-        ),
-        (
-            Options {
-                max_value_bytes: 1 << 20,
                 ..options
             },
-            "max_value_bytes",
+            "threshold",
         ),
     ] {
         let error = StreamIndex::open_on(fs.clone(), Path::new("/b2"), bad).unwrap_err();
@@ -573,4 +566,97 @@ fn a_failed_sync_poisons_the_store_until_it_is_reopened() {
     // The write whose sync failed was not acknowledged; it may be there.
     let keys = index.range(Bounds::keys(0, 10)).unwrap().keys;
     assert!(keys == [1] || keys == [1, 2], "{keys:?}");
+}
+
+#[test]
+fn a_value_limit_above_half_a_buffer_is_capped_there() {
+    let options = Options {
+        buffer_bytes: 8192,
+        max_value_bytes: 1 << 20,
+        ..Options::default()
+    };
+    assert_eq!(options.value_limit(), 4096);
+    let index = StreamIndex::open_on(Arc::new(SimFs::new()), Path::new("/v"), options).unwrap();
+    index.append(1, 1, &[7; 4096]).unwrap();
+    let error = index.append(1, 2, &[7; 4097]).unwrap_err();
+    assert!(error.to_string().contains("limit of 4096"), "{error}");
+}
+
+#[test]
+fn a_read_only_open_answers_queries_and_changes_nothing() {
+    let fs = Arc::new(SimFs::new());
+    let dir = Path::new("/ro");
+    let options = small_options(TemplatePolicy::Fixed);
+    let mut model = Model::default();
+    let mut rng = Rng(11);
+    let mut time = 0;
+    {
+        let index = StreamIndex::open_on(fs.clone(), dir, options.clone()).unwrap();
+        for _ in 0..100 {
+            index
+                .write(&random_batch(&mut rng, 200, &mut time, &mut model))
+                .unwrap();
+        }
+        // Dropped without a flush: the last buffer is only in the log.
+    }
+    let listing = |fs: &SimFs| {
+        let mut names = fs.list_dir(dir).unwrap();
+        names.sort();
+        names
+    };
+    let before = listing(&fs);
+    assert!(before.iter().any(|name| name.ends_with(".wal")), "{before:?}");
+    let index = StreamIndex::open_read_only_on(fs.clone(), dir, options.clone()).unwrap();
+    assert!(index.is_read_only());
+    let all = Bounds::keys(0, u64::MAX);
+    assert_eq!(rows(&index.range(all).unwrap()), model.live(&all));
+    check_queries(&index, &model, &mut rng, 200, 10);
+    for error in [
+        index.append(1, 1, b"x").unwrap_err(),
+        index.flush().unwrap_err(),
+        index.compact().unwrap_err(),
+    ] {
+        assert!(error.to_string().contains("read-only"), "{error}");
+    }
+    index.close().unwrap();
+    assert_eq!(
+        listing(&fs),
+        before,
+        "a read-only open leaves the directory as it was"
+    );
+    let error = StreamIndex::open_read_only_on(fs, Path::new("/nothing"), options).unwrap_err();
+    assert!(error.to_string().contains("holds no stream index"), "{error}");
+}
+
+#[test]
+fn a_store_is_locked_against_a_second_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let options = Options {
+        buffer_bytes: 1 << 20,
+        ..Options::default()
+    };
+    let index = StreamIndex::open(&path, options.clone()).unwrap();
+    index.append(5, 5, b"kept").unwrap();
+    // Another open file description of LOCK stands for another process.
+    for error in [
+        StreamIndex::open(&path, options.clone()).unwrap_err(),
+        StreamIndex::open_read_only(&path, options.clone()).unwrap_err(),
+    ] {
+        assert!(error.to_string().contains("open in another process"), "{error}");
+    }
+    index.close().unwrap();
+    let reader = StreamIndex::open_read_only(&path, options.clone()).unwrap();
+    let second_reader = StreamIndex::open_read_only(&path, options.clone()).unwrap();
+    assert_eq!(reader.get(5).unwrap().len(), 1);
+    assert_eq!(second_reader.get(5).unwrap().len(), 1);
+    assert!(
+        StreamIndex::open(&path, options.clone()).is_err(),
+        "readers keep a writer out"
+    );
+    drop((reader, second_reader));
+    assert_eq!(
+        StreamIndex::open(&path, options).unwrap().get(5).unwrap().len(),
+        1
+    );
 }

@@ -115,7 +115,7 @@ impl DirectWriter {
     /// Writes whole blocks at an aligned `offset`, straight from `data` when
     /// its address agrees with the alignment, else through a staging copy.
     fn write_body(&self, data: &[u8], offset: u64) -> Result<()> {
-        if (data.as_ptr() as usize) % BLOCK == 0 {
+        if (data.as_ptr() as usize).is_multiple_of(BLOCK) {
             return self.file.write_at(data, offset);
         }
         let mut staging = AlignedBuffer::zeroed(data.len().min(STAGING_BYTES));

@@ -353,7 +353,9 @@ impl Debug for AlignedBuffer {
 fn check_direct_alignment(what: &str, address: usize, offset: u64, len: usize) -> Result<()> {
     let alignment = DIRECT_IO_ALIGNMENT_BYTES;
     crate::ensure!(
-        address as u64 % alignment == 0 && offset % alignment == 0 && len as u64 % alignment == 0,
+        (address as u64).is_multiple_of(alignment)
+            && offset.is_multiple_of(alignment)
+            && (len as u64).is_multiple_of(alignment),
         InvalidArgument,
         "{what}: direct I/O needs buffer address, offset and length to be multiples of \
          {alignment}; got address {address:#x}, offset {offset}, length {len}"

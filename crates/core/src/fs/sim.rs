@@ -1116,7 +1116,7 @@ mod tests {
         let mut seen = BTreeSet::new();
         for _ in 0..1000 {
             let kept = torn_len(100, 1500, TearGranularity::Sector, &mut rng);
-            assert!(kept == 0 || (100 + kept) % SECTOR_BYTES == 0, "{kept}");
+            assert!(kept == 0 || (100 + kept).is_multiple_of(SECTOR_BYTES), "{kept}");
             assert!(kept < 1500);
             seen.insert(kept);
         }
