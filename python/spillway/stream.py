@@ -38,7 +38,7 @@ _U64_MAX = 2**64 - 1
 _SIZE_OPTIONS = ("buffer_bytes", "max_value_bytes", "cache_bytes")
 _COUNT_OPTIONS = ("leaf_capacity", "fan_out")
 _SHARE_OPTIONS = ("rebuild_threshold", "fill")
-_FLAG_OPTIONS = ("ordered_time", "sync")
+_FLAG_OPTIONS = ("ordered_time", "sync", "read_only")
 _TEMPLATES = ("none", "fixed", "rebuild")
 # In the order of spillway_stream::Options.
 OPTIONS = (
@@ -52,6 +52,7 @@ OPTIONS = (
     "ordered_time",
     "sync",
     "cache_bytes",
+    "read_only",
 )
 
 
@@ -203,7 +204,11 @@ class StreamIndex:
     - ``max_value_bytes`` (1M, at most half a buffer): the longest value;
     - ``ordered_time`` (False): refuse times before the latest written;
     - ``sync`` (True): fsync the log before a write returns;
-    - ``cache_bytes`` (1G): decoded segments kept in memory.
+    - ``cache_bytes`` (1G): decoded segments kept in memory;
+    - ``read_only`` (False): open an existing index for queries only:
+      nothing in its directory changes, writes are refused, and other
+      read-only openers may share it (a writer, in this process or
+      another, may not: the directory is locked while open).
 
     Writes are acknowledged when the call returns; with ``sync`` they have
     then survived an fsync of the log. :meth:`close` (or leaving a

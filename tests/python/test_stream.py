@@ -172,6 +172,25 @@ def test_reopening_keeps_the_data_closed_or_not(tmp_path):
         assert index.aggregate(0, 2**64 - 1)["count"] == 5_000
 
 
+def test_a_read_only_index_answers_queries_and_keeps_writers_out(tmp_path):
+    path = tmp_path / "index"
+    with pytest.raises(spillway.InvalidArgumentError, match="holds no stream index"):
+        spillway.StreamIndex(str(path), read_only=True)
+    writer = spillway.StreamIndex(str(path), buffer_bytes="64K")
+    writer.append_batch([1, 2, 3], [10, 20, 30], numpy.array([1.0, 2.0, 3.0]))
+    with pytest.raises(spillway.InvalidArgumentError, match="open in another process"):
+        spillway.StreamIndex(str(path), read_only=True)
+    del writer  # no close: the records are only in the log
+    before = sorted(p.name for p in path.iterdir())
+    with spillway.StreamIndex(str(path), read_only=True) as reader:
+        assert reader.aggregate(0, 10)["sum"] == 6.0
+        with pytest.raises(spillway.InvalidArgumentError, match="read-only"):
+            reader.append(4, 40, 4.0)
+        with spillway.StreamIndex(str(path), read_only=True) as second:
+            assert list(second.range(0, 10)["keys"]) == [1, 2, 3]
+    assert sorted(p.name for p in path.iterdir()) == before
+
+
 def test_flush_and_compact_merge_small_segments(tmp_path):
     with spillway.StreamIndex(tmp_path, buffer_bytes="1M", sync=False) as index:
         for part in range(6):

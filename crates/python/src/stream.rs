@@ -150,7 +150,7 @@ impl PyStreamIndex {
     #[pyo3(signature = (
         path, *, buffer_bytes=None, leaf_capacity=None, fan_out=None, template=None,
         rebuild_threshold=None, fill=None, max_value_bytes=None, ordered_time=None, sync=None,
-        cache_bytes=None
+        cache_bytes=None, read_only=None
     ))]
     #[allow(clippy::too_many_arguments)] // one per engine option, all keyword-only
     fn new(
@@ -166,6 +166,7 @@ impl PyStreamIndex {
         ordered_time: Option<bool>,
         sync: Option<bool>,
         cache_bytes: Option<usize>,
+        read_only: Option<bool>,
     ) -> PyResult<Self> {
         let defaults = Options::default();
         let template = match (template, rebuild_threshold) {
@@ -185,7 +186,10 @@ impl PyStreamIndex {
             cache_bytes: cache_bytes.unwrap_or(defaults.cache_bytes),
         };
         let index = py
-            .detach(|| StreamIndex::open(&path, options))
+            .detach(|| match read_only {
+                Some(true) => StreamIndex::open_read_only(&path, options),
+                _ => StreamIndex::open(&path, options),
+            })
             .map_err(to_py_err)?;
         Ok(PyStreamIndex {
             inner: RwLock::new(Some(index)),
