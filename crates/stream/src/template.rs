@@ -34,22 +34,36 @@ struct Internal {
 }
 
 /// A leaf: its primary node and the overflow nodes chained to it, each
-/// holding up to the leaf capacity.
+/// holding up to the leaf capacity. The primary node's header sits in the
+/// leaf itself (next to its lock), which saves a cache miss per insert.
 #[derive(Debug, Default)]
 struct Leaf {
-    nodes: Vec<Vec<Entry>>,
+    primary: Vec<Entry>,
+    overflow: Vec<Vec<Entry>>,
 }
 
 impl Leaf {
     fn append(&mut self, entry: Entry, capacity: usize) {
-        match self.nodes.last_mut() {
+        if self.overflow.is_empty() && self.primary.len() < capacity {
+            if self.primary.capacity() == 0 {
+                self.primary.reserve_exact(capacity);
+            }
+            self.primary.push(entry);
+            return;
+        }
+        match self.overflow.last_mut() {
             Some(node) if node.len() < capacity => node.push(entry),
             _ => {
                 let mut node = Vec::with_capacity(capacity);
                 node.push(entry);
-                self.nodes.push(node);
+                self.overflow.push(node);
             }
         }
+    }
+
+    /// The primary node, then the overflow nodes.
+    fn nodes(&self) -> impl Iterator<Item = &Vec<Entry>> {
+        std::iter::once(&self.primary).chain(&self.overflow)
     }
 }
 
@@ -271,19 +285,26 @@ impl TemplateTree {
     /// Inserts a batch, taking a leaf's lock once for each run of entries
     /// that go to it.
     pub fn insert_batch(&self, entries: &[Entry]) {
-        let mut rest = entries;
-        while let Some(first) = rest.first() {
-            let leaf_id = self.leaf_of(first.key);
+        let Some(first) = entries.first() else {
+            return;
+        };
+        // One descent per entry: the leaf found for the entry that ends a
+        // run is the next run's.
+        let mut leaf_id = self.leaf_of(first.key);
+        let mut at = 0;
+        while at < entries.len() {
             let mut leaf = self.lock(leaf_id);
-            let mut taken = 0;
-            for entry in rest {
-                if taken > 0 && self.leaf_of(entry.key) != leaf_id {
+            leaf.append(entries[at], self.leaf_capacity);
+            at += 1;
+            while at < entries.len() {
+                let next = self.leaf_of(entries[at].key);
+                if next != leaf_id {
+                    leaf_id = next;
                     break;
                 }
-                leaf.append(*entry, self.leaf_capacity);
-                taken += 1;
+                leaf.append(entries[at], self.leaf_capacity);
+                at += 1;
             }
-            rest = &rest[taken..];
         }
     }
 
@@ -300,7 +321,7 @@ impl TemplateTree {
             taken.clear();
             {
                 let leaf = self.lock(leaf_id);
-                for node in &leaf.nodes {
+                for node in leaf.nodes() {
                     taken.extend(node.iter().filter(|entry| (low..=high).contains(&entry.key)));
                 }
             }
@@ -319,7 +340,7 @@ impl TemplateTree {
         for leaf_id in 0..self.leaves.len() {
             let leaf = self.lock(leaf_id);
             let start = out.len();
-            for node in &leaf.nodes {
+            for node in leaf.nodes() {
                 out.extend_from_slice(node);
             }
             out[start..].sort_by_key(|entry| entry.key);
@@ -345,9 +366,9 @@ impl TemplateTree {
         };
         for leaf_id in 0..self.leaves.len() {
             let leaf = self.lock(leaf_id);
-            stats.entries += leaf.nodes.iter().map(Vec::len).sum::<usize>();
-            let overflow = leaf.nodes.len().saturating_sub(1);
-            stats.overflow_entries += leaf.nodes.iter().skip(1).map(Vec::len).sum::<usize>();
+            stats.entries += leaf.nodes().map(Vec::len).sum::<usize>();
+            let overflow = leaf.overflow.len();
+            stats.overflow_entries += leaf.overflow.iter().map(Vec::len).sum::<usize>();
             if overflow > 0 {
                 stats.overflowed[overflow.min(3) - 1] += 1;
             }
