@@ -3,8 +3,6 @@
 //! immutable segment file; queries read a consistent snapshot of the
 //! segments and the buffer.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -225,6 +223,12 @@ impl Buffer {
                 entries.push(*entry);
             }
         });
+        // (key, time, location) order is (key, time, seq) order. A
+        // template's range gives it; a grown tree keeps equal keys in
+        // arrival order, not by time.
+        if !entries.is_sorted() {
+            entries.sort_unstable();
+        }
         let data = lock(&self.data);
         for entry in entries {
             let location = entry.location as usize;
@@ -262,12 +266,20 @@ impl Visible {
     }
 }
 
-/// What readers see: the segments, oldest writes first (the last may be a
-/// buffer being flushed, still in memory), and the active buffer.
+/// What readers see: the segments, oldest writes first, the buffer being
+/// flushed (if any), and the active buffer.
 #[derive(Debug, Clone)]
 struct View {
     segments: Vec<Arc<Segment>>,
+    frozen: Option<Arc<Buffer>>,
     active: Arc<Buffer>,
+}
+
+impl View {
+    /// The buffers, older first.
+    fn buffers(&self) -> impl Iterator<Item = &Arc<Buffer>> {
+        self.frozen.iter().chain(std::iter::once(&self.active))
+    }
 }
 
 /// Counters of a [`StreamIndex`]; see [`StreamIndex::stats`].
@@ -501,7 +513,11 @@ impl StreamIndex {
             dir: dir.to_path_buf(),
             cache,
             gate: RwLock::new(active.clone()),
-            view: RwLock::new(View { segments, active }),
+            view: RwLock::new(View {
+                segments,
+                frozen: None,
+                active,
+            }),
             durable: Mutex::new(Durable {
                 manifest,
                 next_log_number: next_log_number + 1,
@@ -739,15 +755,16 @@ impl StreamIndex {
     fn flush_locked(&self, durable: &mut Durable) -> Result<()> {
         self.poison.check()?;
         let started = Instant::now();
-        let (old, records, shadows, frozen) = {
+        // Writers wait only while the next buffer is made: the old one is
+        // sorted and written after they have moved on.
+        let old = {
             let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
             let count = lock(&gate.data).len() as u64;
             if count == 0 {
                 return Ok(());
             }
             let old = gate.clone();
-            let (records, shadows, keys, overflow) = drain(&old);
-            let template = self.next_template(durable, &old.tree, &keys, overflow);
+            let template = self.next_template(durable, &old.tree);
             let number = durable.next_log_number;
             let next = Self::new_buffer(
                 self.fs.as_ref(),
@@ -759,33 +776,27 @@ impl StreamIndex {
             )
             .map_err(|error| self.poison.poison(error))?;
             durable.next_log_number += 1;
-            let records = Arc::new(records);
-            let seqs = (old.first_seq, old.first_seq + count - 1);
-            let frozen = Segment::in_memory(
-                segment_meta_in_memory(&records, &shadows, seqs, self.options.leaf_capacity),
-                records.clone(),
-                self.cache.clone(),
-            );
             *gate = Arc::new(next);
             // Readers switch to the new buffer with the writers, so a
-            // write acknowledged in the new buffer is never missed.
+            // write acknowledged in the new buffer is never missed; the
+            // old one stays readable until its segment replaces it.
             let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
-            view.segments.push(frozen.clone());
+            view.frozen = Some(old.clone());
             view.active = gate.clone();
-            (old, records, shadows, frozen)
+            old
         };
-        let seqs = (frozen.meta.first_seq, frozen.meta.last_seq);
-        let last_seq = seqs.1;
         self.counters
             .flush_pause_nanos
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
 
+        let (records, shadows) = drain(&old);
+        let seqs = (old.first_seq, old.first_seq + lock(&old.data).len() as u64 - 1);
         let written = self.poison.guard(|| {
             let id = durable.manifest.next_segment_id;
             let segment = self.write_segment(id, seqs, &records, &shadows)?;
             let mut manifest = durable.manifest.clone();
             manifest.next_segment_id = id + 1;
-            manifest.next_seq = last_seq + 1;
+            manifest.next_seq = seqs.1 + 1;
             manifest.segments.push(Listed {
                 id,
                 first_seq: seqs.0,
@@ -795,15 +806,11 @@ impl StreamIndex {
             durable.manifest = manifest;
             Ok(segment)
         })?;
-        written.adopt(records);
+        written.adopt(Arc::new(records));
         {
             let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
-            let slot = view
-                .segments
-                .iter()
-                .position(|segment| Arc::ptr_eq(segment, &frozen))
-                .expect("only a flush removes its frozen segment");
-            view.segments[slot] = written;
+            view.frozen = None;
+            view.segments.push(written);
         }
         self.poison.guard(|| {
             self.fs
@@ -814,14 +821,9 @@ impl StreamIndex {
     }
 
     /// Picks the index of the next buffer from how the last one went.
-    fn next_template(
-        &self,
-        durable: &mut Durable,
-        tree: &BufferTree,
-        sorted_keys: &[u64],
-        overflow: Option<OverflowStats>,
-    ) -> Option<TemplateTree> {
-        if let Some(overflow) = overflow {
+    fn next_template(&self, durable: &mut Durable, tree: &BufferTree) -> Option<TemplateTree> {
+        if let BufferTree::Template(template) = tree {
+            let overflow = template.overflow_stats();
             durable.total_overflow.leaves += overflow.leaves;
             durable.total_overflow.entries += overflow.entries;
             durable.total_overflow.overflow_entries += overflow.overflow_entries;
@@ -842,12 +844,12 @@ impl StreamIndex {
         let template = match (self.options.template, tree) {
             (TemplatePolicy::None, _) => None,
             (_, BufferTree::Growing(grown)) => made(TemplateTree::from_tree(&lock(grown))),
-            (TemplatePolicy::Rebuild { threshold }, BufferTree::Template(_))
+            (TemplatePolicy::Rebuild { threshold }, BufferTree::Template(current))
                 if durable.last_overflow.overflowed_share() > threshold
                     || durable.last_overflow.overflow_entries_share() > threshold =>
             {
                 made(TemplateTree::from_keys(
-                    sorted_keys,
+                    &current.sorted_keys(),
                     self.options.fan_out,
                     self.options.leaf_capacity,
                     self.options.fill,
@@ -974,16 +976,18 @@ impl StreamIndex {
     /// key, time and sequence number (each source's records are sorted;
     /// they are merged).
     pub fn range(&self, bounds: Bounds) -> Result<Records> {
-        let mut runs: Vec<Records> = Vec::new();
-        let mut current_source = usize::MAX;
-        self.scan_sources(bounds, |source, key, time, seq, value| {
-            if source != current_source {
-                runs.push(Records::default());
-                current_source = source;
+        // Per source, its records and the positions of those selected;
+        // they are copied once, by the merge.
+        let mut sources: Vec<(Arc<Records>, Vec<u32>)> = Vec::new();
+        let mut current = usize::MAX;
+        self.scan_sources(bounds, |number, records, i| {
+            if number != current {
+                sources.push((records.clone(), Vec::new()));
+                current = number;
             }
-            runs.last_mut().expect("pushed above").push(key, time, seq, value);
+            sources.last_mut().expect("pushed above").1.push(i as u32);
         })?;
-        Ok(merge_runs(runs))
+        Ok(merge_selected(&sources))
     }
 
     /// Calls `visit(key, time, seq, value)` on every live record within
@@ -992,24 +996,33 @@ impl StreamIndex {
     /// cheapest way through a large result, with nothing copied from
     /// segments held in memory.
     pub fn scan(&self, bounds: Bounds, mut visit: impl FnMut(u64, u64, u64, &[u8])) -> Result<()> {
-        self.scan_sources(bounds, |_, key, time, seq, value| visit(key, time, seq, value))
+        self.scan_sources(bounds, |_, records, i| {
+            visit(
+                records.keys[i],
+                records.times[i],
+                records.seqs[i],
+                records.value(i),
+            )
+        })
     }
 
-    /// [`StreamIndex::scan`], telling `visit` which source (segment number,
-    /// then the buffer) each record comes from.
-    fn scan_sources(&self, bounds: Bounds, mut visit: impl FnMut(usize, u64, u64, u64, &[u8])) -> Result<()> {
+    /// [`StreamIndex::scan`], handing `visit` each record as its source's
+    /// number (segments, then the buffers), records and position.
+    fn scan_sources(&self, bounds: Bounds, mut visit: impl FnMut(usize, &Arc<Records>, usize)) -> Result<()> {
         self.poison.check()?;
         if bounds.is_empty() {
             return Ok(());
         }
         let view = self.snapshot();
-        let visible = view.active.visible();
         // The shadows first: a record is live unless a newer one of them
         // has its key and time.
-        let mut buffered = Records::default();
+        let mut buffered = Vec::new();
         let mut shadows = Vec::new();
-        view.active
-            .collect(&bounds, &visible, &mut buffered, &mut shadows);
+        for buffer in view.buffers() {
+            let mut records = Records::default();
+            buffer.collect(&bounds, &buffer.visible(), &mut records, &mut shadows);
+            buffered.push(Arc::new(records));
+        }
         for segment in &view.segments {
             shadows_within(&segment.meta.shadows, &bounds, &mut shadows);
         }
@@ -1027,17 +1040,18 @@ impl StreamIndex {
                 .fetch_add(leaves.len() as u64, Ordering::Relaxed);
             let (decoded, range) = segment.leaves(leaves)?;
             for i in range {
-                let (key, time, seq) = (decoded.keys[i], decoded.times[i], decoded.seqs[i]);
+                let (key, time, seq) = decoded.order(i);
                 if bounds.contains(key, time) && live(key, time, seq) {
-                    visit(number, key, time, seq, decoded.value(i));
+                    visit(number, &decoded, i);
                 }
             }
         }
-        let buffered = sort_records(buffered);
-        for i in 0..buffered.len() {
-            let (key, time, seq) = buffered.order(i);
-            if live(key, time, seq) {
-                visit(view.segments.len(), key, time, seq, buffered.value(i));
+        for (offset, records) in buffered.iter().enumerate() {
+            for i in 0..records.len() {
+                let (key, time, seq) = records.order(i);
+                if live(key, time, seq) {
+                    visit(view.segments.len() + offset, records, i);
+                }
             }
         }
         Ok(())
@@ -1059,9 +1073,8 @@ impl StreamIndex {
             return Ok(total);
         }
         let view = self.snapshot();
-        let visible = view.active.visible();
         // Every update and delete in range, with the segment it is in
-        // (the active buffer's are read with its records below).
+        // (the buffers' are read with their records below).
         let mut newer: Vec<(u64, usize)> = Vec::new();
         for (number, segment) in view.segments.iter().enumerate() {
             let mut within = Vec::new();
@@ -1070,7 +1083,10 @@ impl StreamIndex {
         }
         let mut rest = Records::default();
         let mut shadows = Vec::new();
-        view.active.collect(&bounds, &visible, &mut rest, &mut shadows);
+        for buffer in view.buffers() {
+            buffer.collect(&bounds, &buffer.visible(), &mut rest, &mut shadows);
+        }
+        // Newer than every segment.
         let buffer_number = view.segments.len();
         newer.extend(shadows.iter().map(|shadow| (shadow.key, buffer_number)));
         newer.sort_unstable();
@@ -1165,7 +1181,7 @@ impl StreamIndex {
     pub fn verify(&self) -> Result<VerifyReport> {
         let view = self.snapshot();
         let mut report = VerifyReport::default();
-        for segment in view.segments.iter().filter(|segment| segment.is_written()) {
+        for segment in &view.segments {
             let path = segment.path();
             let file = self.fs.open_read(path)?;
             let len = file.len()? as usize;
@@ -1197,20 +1213,13 @@ impl StreamIndex {
     }
 }
 
-/// The sorted, resolved records of a buffer, its shadows, its keys (for a
-/// template) and its tree's overflow (`None` for a grown tree).
-fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>, Vec<u64>, Option<OverflowStats>) {
+/// The sorted, resolved records of a buffer and its shadows.
+fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>) {
     let mut entries = Vec::new();
-    let overflow = match &buffer.tree {
-        BufferTree::Growing(tree) => {
-            lock(tree).range(0, u64::MAX, |entry| entries.push(*entry));
-            None
-        }
-        BufferTree::Template(tree) => Some(tree.sorted(&mut entries)),
-    };
-    // Sorted by key already; equal keys by time, then arrival.
-    entries.sort_by_key(|entry| (entry.key, entry.time, entry.location));
-    let keys = entries.iter().map(|entry| entry.key).collect();
+    buffer.tree.range(0, u64::MAX, |entry| entries.push(*entry));
+    if !entries.is_sorted() {
+        entries.sort_unstable();
+    }
     let data = lock(&buffer.data);
     let mut records = Records::default();
     records.keys.reserve(entries.len());
@@ -1251,46 +1260,7 @@ fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>, Vec<u64>, Option<OverflowSta
         }
         group_start = group_end;
     }
-    (records, shadows, keys, overflow)
-}
-
-/// The meta of records not yet written: leaf summaries as the file will
-/// have them (offsets left at 0).
-fn segment_meta_in_memory(
-    records: &Records,
-    shadows: &[Shadow],
-    seqs: (u64, u64),
-    leaf_records: usize,
-) -> segment::SegmentMeta {
-    let leaves = (0..records.len())
-        .step_by(leaf_records)
-        .map(|start| {
-            let end = (start + leaf_records).min(records.len());
-            let mut aggregate = Aggregate::default();
-            (start..end).for_each(|i| aggregate.add(records.value(i)));
-            let times = &records.times[start..end];
-            segment::LeafSummary {
-                offset: 0,
-                len: 0,
-                crc: 0,
-                first_key: records.keys[start],
-                last_key: records.keys[end - 1],
-                min_time: times.iter().copied().min().unwrap_or(0),
-                max_time: times.iter().copied().max().unwrap_or(0),
-                aggregate,
-            }
-        })
-        .collect();
-    segment::SegmentMeta {
-        id: 0,
-        first_seq: seqs.0,
-        last_seq: seqs.1,
-        records: records.len() as u64,
-        leaf_records: leaf_records as u32,
-        leaves,
-        shadows: shadows.to_vec(),
-        bytes: 0,
-    }
+    (records, shadows)
 }
 
 /// Appends the shadows within `bounds`.
@@ -1348,34 +1318,39 @@ fn newest_shadow(shadows: &[Shadow], key: u64, time: u64) -> Option<u64> {
     ((newest.key, newest.time) == (key, time)).then_some(newest.seq)
 }
 
-/// A run's next record in a merge: its order, the run, its position.
-type Head = Reverse<((u64, u64, u64), usize, usize)>;
-
-/// Merges runs sorted by (key, time, seq) into one.
-fn merge_runs(mut runs: Vec<Records>) -> Records {
-    if runs.len() <= 1 {
-        return runs.pop().unwrap_or_default();
-    }
-    let total: usize = runs.iter().map(Records::len).sum();
+/// Copies the selected records of each source (positions in order) into
+/// one run sorted by (key, time, seq). There are few sources (a segment
+/// each, and the buffers), so picking the least head by a linear look
+/// beats a heap.
+fn merge_selected(sources: &[(Arc<Records>, Vec<u32>)]) -> Records {
+    let total: usize = sources.iter().map(|(_, selected)| selected.len()).sum();
     let mut merged = Records::default();
     merged.keys.reserve(total);
     merged.times.reserve(total);
     merged.seqs.reserve(total);
     merged.value_ends.reserve(total);
-    merged
-        .values
-        .reserve(runs.iter().map(|run| run.values.len()).sum());
-    let mut heads: BinaryHeap<Head> = runs
+    // (next record's order, source, position in its selection).
+    let mut heads: Vec<((u64, u64, u64), usize, usize)> = sources
         .iter()
         .enumerate()
-        .filter(|(_, run)| !run.is_empty())
-        .map(|(number, run)| Reverse((run.order(0), number, 0)))
+        .filter(|(_, (_, selected))| !selected.is_empty())
+        .map(|(number, (records, selected))| (records.order(selected[0] as usize), number, 0))
         .collect();
-    while let Some(Reverse((_, number, at))) = heads.pop() {
-        let run = &runs[number];
-        merged.push_from(run, at);
-        if at + 1 < run.len() {
-            heads.push(Reverse((run.order(at + 1), number, at + 1)));
+    while !heads.is_empty() {
+        let mut least = 0;
+        for candidate in 1..heads.len() {
+            if heads[candidate].0 < heads[least].0 {
+                least = candidate;
+            }
+        }
+        let (_, number, at) = heads[least];
+        let (records, selected) = &sources[number];
+        merged.push_from(records, selected[at] as usize);
+        match selected.get(at + 1) {
+            Some(&next) => heads[least] = (records.order(next as usize), number, at + 1),
+            None => {
+                heads.swap_remove(least);
+            }
         }
     }
     merged

@@ -30,6 +30,7 @@ impl Records {
     }
 
     /// Record `i`'s value.
+    #[inline]
     pub fn value(&self, i: usize) -> &[u8] {
         let start = if i == 0 {
             0
@@ -68,6 +69,7 @@ impl Records {
     }
 
     /// The records' order: (key, time, sequence number).
+    #[inline]
     pub(crate) fn order(&self, i: usize) -> (u64, u64, u64) {
         (self.keys[i], self.times[i], self.seqs[i])
     }
@@ -179,6 +181,7 @@ impl Bounds {
     }
 
     /// Whether a record at `key` and `time` is selected.
+    #[inline]
     pub fn contains(&self, key: u64, time: u64) -> bool {
         (self.key_low..=self.key_high).contains(&key) && (self.time_low..=self.time_high).contains(&time)
     }

@@ -604,17 +604,19 @@ impl CacheState {
     }
 }
 
-/// An open segment: its meta in memory, its records in memory or read on
-/// demand.
+/// An open segment file: its meta in memory, its records decoded into the
+/// cache or read on demand.
 #[derive(Debug)]
 pub struct Segment {
     /// What it holds.
     pub meta: SegmentMeta,
     path: PathBuf,
-    file: Option<Box<dyn FsFile>>,
+    file: Box<dyn FsFile>,
     cache: Arc<Cache>,
     /// The decoded records, when held in memory.
     resident: Mutex<Option<Arc<Records>>>,
+    /// `meta.ranges()`, computed once: every query prunes by it.
+    ranges: Option<(u64, u64, u64, u64)>,
 }
 
 impl Segment {
@@ -629,38 +631,22 @@ impl Segment {
         let mut meta = vec![0u8; footer.meta_len as usize];
         file.read_exact_at(&mut meta, footer.meta_offset)?;
         let (leaves, shadows) = decode_meta(path, &footer, &meta)?;
+        let meta = meta_from(footer, leaves, shadows, len);
         Ok(Arc::new(Segment {
-            meta: meta_from(footer, leaves, shadows, len),
+            ranges: meta.ranges(),
+            meta,
             path: path.to_path_buf(),
-            file: Some(file),
+            file,
             cache,
             resident: Mutex::new(None),
         }))
     }
 
-    /// A segment not yet written (a buffer being flushed): all in memory.
-    pub fn in_memory(meta: SegmentMeta, records: Arc<Records>, cache: Arc<Cache>) -> Arc<Segment> {
-        Arc::new(Segment {
-            meta,
-            path: PathBuf::new(),
-            file: None,
-            cache,
-            resident: Mutex::new(Some(records)),
-        })
-    }
-
-    /// Whether it is backed by a file (else it is a buffer being flushed).
-    pub fn is_written(&self) -> bool {
-        self.file.is_some()
-    }
-
     /// Whether anything in it may match `bounds`.
     pub fn may_match(&self, bounds: &Bounds) -> bool {
-        self.meta
-            .ranges()
-            .is_some_and(|(key_min, key_max, time_min, time_max)| {
-                bounds.overlaps(key_min, key_max, time_min, time_max)
-            })
+        self.ranges.is_some_and(|(key_min, key_max, time_min, time_max)| {
+            bounds.overlaps(key_min, key_max, time_min, time_max)
+        })
     }
 
     /// The records of leaves `leaves`: the decoded segment and the range
@@ -699,7 +685,7 @@ impl Segment {
     }
 
     fn read(&self, leaves: Range<usize>) -> Result<Records> {
-        let file = self.file.as_ref().expect("an unwritten segment is resident");
+        let file = &self.file;
         let first = &self.meta.leaves[leaves.start];
         let last = &self.meta.leaves[leaves.end - 1];
         let len = (last.offset + last.len as u64 - first.offset) as usize;
@@ -715,7 +701,7 @@ impl Segment {
         Ok(records)
     }
 
-    /// The file's path (empty for an unwritten segment).
+    /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

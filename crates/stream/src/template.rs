@@ -308,8 +308,8 @@ impl TemplateTree {
         }
     }
 
-    /// Calls `visit` on every entry with `low <= key <= high`, in key
-    /// order (entries of equal key in no set order). Each leaf is locked
+    /// Calls `visit` on every entry with `low <= key <= high`, in
+    /// (key, time, location) order. Each leaf is locked
     /// while it is read, so a range read concurrently with inserts sees
     /// each leaf as of some moment.
     pub fn range(&self, low: u64, high: u64, mut visit: impl FnMut(&Entry)) {
@@ -325,27 +325,23 @@ impl TemplateTree {
                     taken.extend(node.iter().filter(|entry| (low..=high).contains(&entry.key)));
                 }
             }
-            taken.sort_unstable_by_key(|entry| entry.key);
+            taken.sort_unstable();
             taken.iter().for_each(&mut visit);
         }
     }
 
-    /// Appends every entry to `out`, sorted by key (arrival order within a
-    /// key as far as one thread inserted them), and returns how stretched
-    /// the leaves are. The tree is left as it is, so a reader still holding
-    /// a flushed buffer can read it.
-    pub fn sorted(&self, out: &mut Vec<Entry>) -> OverflowStats {
-        let stats = self.overflow_stats();
-        out.reserve(stats.entries);
+    /// Every key held, sorted: the sample a rebuilt template is made from.
+    pub fn sorted_keys(&self) -> Vec<u64> {
+        let mut keys = Vec::new();
         for leaf_id in 0..self.leaves.len() {
             let leaf = self.lock(leaf_id);
-            let start = out.len();
+            let start = keys.len();
             for node in leaf.nodes() {
-                out.extend_from_slice(node);
+                keys.extend(node.iter().map(|entry| entry.key));
             }
-            out[start..].sort_by_key(|entry| entry.key);
+            keys[start..].sort_unstable();
         }
-        stats
+        keys
     }
 
     /// The same template with empty leaves, for the next buffer.
@@ -459,12 +455,7 @@ mod tests {
         }
         let stats = template.overflow_stats();
         assert_eq!(stats.overflowed, [0, 0, 1], "{stats:?}");
-        let mut out = Vec::new();
-        assert_eq!(template.sorted(&mut out), stats);
-        assert_eq!(
-            out.iter().map(|e| e.key).collect::<Vec<_>>(),
-            (1_000..1_050).collect::<Vec<_>>()
-        );
+        assert_eq!(template.sorted_keys(), (1_000..1_050).collect::<Vec<_>>());
         let next = template.empty_copy();
         assert_eq!(next.leaf_count(), template.leaf_count());
         assert_eq!(next.overflow_stats().entries, 0);
