@@ -1221,12 +1221,7 @@ fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>) {
         entries.sort_unstable();
     }
     let data = lock(&buffer.data);
-    let mut records = Records::default();
-    records.keys.reserve(entries.len());
-    records.times.reserve(entries.len());
-    records.seqs.reserve(entries.len());
-    records.value_ends.reserve(entries.len());
-    records.values.reserve(data.values.len());
+    let mut records = Records::with_capacity(entries.len(), data.values.len());
     let mut shadows = Vec::new();
     let mut group_start = 0;
     while group_start < entries.len() {
@@ -1281,12 +1276,7 @@ fn sort_records(records: Records) -> Records {
     if order.iter().enumerate().all(|(at, &i)| at == i as usize) {
         return records;
     }
-    let mut sorted = Records::default();
-    sorted.keys.reserve(records.len());
-    sorted.times.reserve(records.len());
-    sorted.seqs.reserve(records.len());
-    sorted.value_ends.reserve(records.len());
-    sorted.values.reserve(records.values.len());
+    let mut sorted = Records::with_capacity(records.len(), records.values.len());
     for i in order {
         sorted.push_from(&records, i as usize);
     }
@@ -1324,11 +1314,7 @@ fn newest_shadow(shadows: &[Shadow], key: u64, time: u64) -> Option<u64> {
 /// beats a heap.
 fn merge_selected(sources: &[(Arc<Records>, Vec<u32>)]) -> Records {
     let total: usize = sources.iter().map(|(_, selected)| selected.len()).sum();
-    let mut merged = Records::default();
-    merged.keys.reserve(total);
-    merged.times.reserve(total);
-    merged.seqs.reserve(total);
-    merged.value_ends.reserve(total);
+    let mut merged = Records::with_capacity(total, 0);
     // (next record's order, source, position in its selection).
     let mut heads: Vec<((u64, u64, u64), usize, usize)> = sources
         .iter()

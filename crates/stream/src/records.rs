@@ -19,6 +19,17 @@ pub struct Records {
 }
 
 impl Records {
+    /// Room for `records` records and `value_bytes` bytes of values.
+    pub fn with_capacity(records: usize, value_bytes: usize) -> Self {
+        Records {
+            keys: Vec::with_capacity(records),
+            times: Vec::with_capacity(records),
+            seqs: Vec::with_capacity(records),
+            value_ends: Vec::with_capacity(records),
+            values: Vec::with_capacity(value_bytes),
+        }
+    }
+
     /// Records held.
     pub fn len(&self) -> usize {
         self.keys.len()

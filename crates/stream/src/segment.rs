@@ -691,12 +691,7 @@ impl Segment {
         let len = (last.offset + last.len as u64 - first.offset) as usize;
         let mut bytes = Vec::with_capacity(len);
         file.read_exact_append(&mut bytes, len, first.offset)?;
-        let mut records = Records::default();
-        let count = self.meta.record_range(leaves.clone()).len();
-        records.keys.reserve(count);
-        records.times.reserve(count);
-        records.seqs.reserve(count);
-        records.value_ends.reserve(count);
+        let mut records = Records::with_capacity(self.meta.record_range(leaves.clone()).len(), len);
         decode_leaves(&self.path, &self.meta, leaves, &bytes, &mut records)?;
         Ok(records)
     }
