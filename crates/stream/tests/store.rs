@@ -324,6 +324,32 @@ fn concurrent_writers_and_readers_see_every_acknowledged_write() {
         index.aggregate(Bounds::keys(0, u64::MAX)).unwrap().count,
         WRITERS * BATCHES * 10
     );
+    // Against the oracle: every writer's records, regenerated, sorted.
+    let mut oracle: Vec<(u64, u64)> = Vec::new();
+    for writer in 0..WRITERS {
+        let mut rng = Rng(writer + 1);
+        for number in 0..BATCHES {
+            for i in 0..10u64 {
+                oracle.push((rng.below(10_000), (writer << 32) | (number << 8) | i));
+            }
+        }
+    }
+    oracle.sort_unstable();
+    let pairs = |records: &Records| -> Vec<(u64, u64)> {
+        records
+            .keys
+            .iter()
+            .copied()
+            .zip(records.times.iter().copied())
+            .collect()
+    };
+    assert_eq!(pairs(&index.range(Bounds::keys(0, u64::MAX)).unwrap()), oracle);
+    let want: Vec<(u64, u64)> = oracle
+        .iter()
+        .copied()
+        .filter(|&(key, _)| (2_500..=3_499).contains(&key))
+        .collect();
+    assert_eq!(pairs(&index.range(Bounds::keys(2_500, 3_499)).unwrap()), want);
     assert!(stats.flushes > 3, "{stats:?}");
 }
 
