@@ -65,8 +65,9 @@ DRIVER_MANIFEST = BENCH / "stream-driver" / "Cargo.toml"
 # Outside the repository: RocksDB's build is about 1 GB of objects.
 DEFAULT_TARGET_DIR = Path(os.environ.get("STREAM_DRIVER_TARGET", "/tmp/stream-driver-target"))
 DEFAULT_DATASETS = ["uniform", "zipf", "gaussians", "drifting"]
-# Extra drift speeds (key spaces travelled over the stream) for the overflow table only.
-DEFAULT_DRIFT_SWEEP = "0.1,0.3,3"
+# Extra drifting streams for the overflow table only: TRAVEL (key spaces each mean moves over the
+# stream) or TRAVEL:FILL (the rebuild policy aiming at another leaf fill than 0.7).
+DEFAULT_DRIFT_SWEEP = "0.1,0.3,3,1:0.5,0.1:0.5"
 SELECTIVITIES = [0.0001, 0.001, 0.01, 0.1]
 # cargo itself comes from rustup, as for the rest of the repository; GNU time measures peak RSS.
 BUILD_REQUIREMENTS = [
@@ -316,9 +317,13 @@ def overflow_row(line: dict[str, Any]) -> dict[str, Any]:
         "policy": line["contender"].removeprefix("template-"),
         "fan_out": line["fan_out"],
         "leaf_capacity": line["leaf_capacity"],
+        "fill": line.get("fill"),
         "buffers": line["buffers"],
         "templates": line["templates"],
-        **{key: line["overflow"][key] for key in ("leaves", "percent_1", "percent_2", "percent_3_plus", "percent_any")},
+        **{
+            key: line["overflow"].get(key)
+            for key in ("leaves", "percent_1", "percent_2", "percent_3_plus", "percent_any", "percent_entries_in_overflow")
+        },
         "percent_any_per_buffer": [buffer["percent_any"] for buffer in line["overflow_per_buffer"]],
     }
 
@@ -377,6 +382,14 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
                     "records_per_query": query["records_per_query"],
                     "p50_ns": median([r["queries"][i]["latency"]["p50_ns"] for r in results]),
                     "p99_ns": median([r["queries"][i]["latency"]["p99_ns"] for r in results]),
+                    **(
+                        {
+                            "unordered_p50_ns": median([r["queries"][i]["unordered_latency"]["p50_ns"] for r in results]),
+                            "unordered_p99_ns": median([r["queries"][i]["unordered_latency"]["p99_ns"] for r in results]),
+                        }
+                        if all("unordered_latency" in r["queries"][i] for r in results)
+                        else {}
+                    ),
                 }
                 for i, query in enumerate(first["queries"])
             ]
@@ -546,19 +559,25 @@ def query_tables(dataset: dict[str, Any]) -> list[str]:
     engines = [key for key in dataset["summary"] if dataset["summary"][key].get("queries")]
     if not engines:
         return []
-    labels = [key.split()[1] for key in engines]
+    # Columns: each engine's range query, then (Spillway) the same ranges scanned unordered.
+    columns = [(key, "p50_ns", "p99_ns", f"{key.split()[1]} p50 / p99") for key in engines]
+    columns += [
+        (key, "unordered_p50_ns", "unordered_p99_ns", f"{key.split()[1]} unordered scan p50 / p99")
+        for key in engines
+        if any("unordered_p50_ns" in query for query in dataset["summary"][key]["queries"])
+    ]
     lines = [
-        "| selectivity | records per query | " + " | ".join(f"{label} p50 / p99" for label in labels) + " |",
-        "|---|---|" + "---|" * len(labels),
+        "| selectivity | records per query | " + " | ".join(column[3] for column in columns) + " |",
+        "|---|---|" + "---|" * len(columns),
     ]
     for i, selectivity in enumerate(SELECTIVITIES):
         cells = []
         records_per_query = None
-        for key in engines:
+        for key, p50, p99, _ in columns:
             queries = dataset["summary"][key]["queries"]
-            if i < len(queries):
+            if i < len(queries) and p50 in queries[i]:
                 records_per_query = queries[i]["records_per_query"]
-                cells.append(f"{micros(queries[i]['p50_ns'])} / {micros(queries[i]['p99_ns'])}")
+                cells.append(f"{micros(queries[i][p50])} / {micros(queries[i][p99])}")
             else:
                 cells.append("-")
         count = f"{records_per_query:,.0f}" if records_per_query is not None else "-"
@@ -590,14 +609,19 @@ def mixed_table(datasets: list[dict[str, Any]]) -> list[str]:
 
 def overflow_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| dataset | policy | fan-out = leaf capacity | leaves (all buffers) | templates made | 1 overflow node | 2 | 3+ | any |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| dataset | policy | fan-out = leaf capacity | leaves (all buffers) | templates made | leaves with 1 overflow "
+        "node | 2 | 3+ | any | entries in overflow nodes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
+        policy = row["policy"]
+        if policy == "rebuild" and row.get("fill") not in (None, 0.7):
+            policy = f"rebuild (fill {row['fill']:g})"
+        entries = row.get("percent_entries_in_overflow")
         lines.append(
-            f"| {row['dataset']} | {row['policy']} | {row['fan_out']} | {row['leaves']:,} | {row['templates']} "
+            f"| {row['dataset']} | {policy} | {row['fan_out']} | {row['leaves']:,} | {row['templates']} "
             f"| {row['percent_1']:.2f}% | {row['percent_2']:.2f}% | {row['percent_3_plus']:.2f}% "
-            f"| {row['percent_any']:.2f}% |"
+            f"| {row['percent_any']:.2f}% | {'-' if entries is None else f'{entries:.2f}%'} |"
         )
     return lines
 
@@ -634,6 +658,13 @@ def losses(report: dict[str, Any]) -> list[str]:
                     sentences.append(
                         f"{name}: {selectivity * 100:g}% range queries take {ours / theirs:.2f}x {peer}'s median time."
                     )
+        ours = figure(dataset, "store spillway-rebuild t2 b1000 nosync", "peak_rss_bytes")
+        theirs = figure(dataset, "store rocksdb t2 b1000 nosync", "peak_rss_bytes")
+        if ours and theirs and ours > theirs:
+            sentences.append(
+                f"{name}: ingesting on 2 threads StreamIndex peaks at {ours / 2**20:,.0f} MiB RSS, {ours / theirs:.1f}x "
+                f"RocksDB's {theirs / 2**20:,.0f} MiB (its segment cache keeps every flushed record in memory)."
+            )
         for threads in (1, 2):
             ours = figure(dataset, f"mixed spillway-rebuild t{threads}", "operations_per_s")
             for peer in ("rocksdb", "btreemap"):
@@ -735,7 +766,9 @@ def markdown(report: dict[str, Any]) -> str:
         "of the records (chosen from the sorted keys, so a range in a dense region is narrow), run one at a time "
         "after a warm-up (one scan of everything, then 10 ranges); every result is materialized (key, time, value). StreamIndex holds the data in "
         f"its segment cache plus the live buffer (up to {buffer} records in a template tree); RocksDB after its "
-        "memtable flush and compactions, in its block cache and the page cache; `btreemap` in memory.",
+        "memtable flush and compactions, in its block cache and the page cache; `btreemap` in memory. StreamIndex "
+        "also reads the same ranges with `scan` (records visited in place, in no key order, nothing copied): the "
+        "difference is what its range query spends merging the segments into key order and copying.",
         "",
     ]
     for dataset in datasets:
@@ -757,8 +790,10 @@ def markdown(report: dict[str, Any]) -> str:
         "Percent of leaves with 1, 2 and 3 or more overflow nodes, summed over every buffer indexed by a "
         f"template (buffers of {buffer} records; the seed used 500k tuples per tree). Fixed: the first buffer's "
         "grown tree is the template for ever. Rebuild: a buffer with more than 5% of its leaves overflowed "
-        "gets a template rebuilt from its own keys at 70% fill for the next buffer. Leaf capacity equals the "
-        "fan-out here, as in the seed.",
+        "(or more than 5% of its entries in overflow nodes) gets a template rebuilt from its own keys at 70% "
+        "fill for the next buffer. Leaf capacity equals the fan-out here, as in the seed. The last column is the "
+        "share of entries that went to overflow nodes: a template the stream has left behind can have few "
+        "overflowed leaves holding very long chains.",
         "",
     ]
     rows = [row for dataset in datasets for row in dataset.get("overflow", [])]
@@ -767,8 +802,10 @@ def markdown(report: dict[str, Any]) -> str:
     if sweep:
         lines += [
             "",
-            "Drift speed against the rebuild policy (fan-out 64; travel is how far each mean moves over the whole "
-            "stream, in key spaces; 1 is the `drifting` dataset):",
+            "Drift speed and the rebuild policy's fill (fan-out 64; `drifting:TRAVEL`: every mean moves TRAVEL key "
+            "spaces over the whole stream, so 1 is the `drifting` dataset and 0.1 moves each mean 0.01 key spaces, "
+            "a third of the narrowest cluster's deviation, per buffer; a rebuilt template aims at 70% leaf fill "
+            "unless the row says otherwise):",
             "",
         ]
         lines += overflow_table(sweep)
@@ -845,8 +882,11 @@ def merge(part_path: Path, out: Path) -> int:
             print(f"not merged: {failure}", file=sys.stderr)
             return 1
         existing["targets"] = targets(existing)
-    sweep = {(row["dataset"], row["policy"], row["fan_out"]): row for row in report.get("drift_sweep", [])}
-    sweep.update({(row["dataset"], row["policy"], row["fan_out"]): row for row in part.get("drift_sweep", [])})
+    def sweep_key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return row["dataset"], row["policy"], row["fan_out"], row.get("fill")
+
+    sweep = {sweep_key(row): row for row in report.get("drift_sweep", [])}
+    sweep.update({sweep_key(row): row for row in part.get("drift_sweep", [])})
     report["drift_sweep"] = list(sweep.values())
     write_report(report, out)
     print(f"merged {len(part['datasets'])} dataset(s) of {part_path} into {out / 'stream.md'}", flush=True)
@@ -916,15 +956,17 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 # After every dataset, so a long benchmark cut short keeps what it measured.
                 write_report(report, args.out)
-            for travel in sweep:
+            for item in sweep:
+                travel, _, fill = item.partition(":")
                 name = f"drifting:{travel}"
-                _, lines = run_driver(
-                    [str(driver), "overflow", "--dataset", name, "--records", str(records), "--buffer", str(buffer),
-                     "--fan-outs", "64"],
-                    scratch, logs / f"sweep-{travel}", f"overflow on {name}",
-                )
-                report["drift_sweep"] += [overflow_row(line) for line in lines]
-                print(f"drift sweep {name}: rebuild {lines[-1]['overflow']['percent_any']:.2f}% overflowed", flush=True)
+                argv = [str(driver), "overflow", "--dataset", name, "--records", str(records), "--buffer", str(buffer),
+                        "--fan-outs", "64"] + (["--fill", fill] if fill else [])
+                _, lines = run_driver(argv, scratch, logs / f"sweep-{travel}-{fill}", f"overflow on {name}")
+                rows = [overflow_row(line) for line in lines]
+                if fill:  # the fixed policy does not depend on the fill: its row is in the sweep already
+                    rows = [row for row in rows if row["policy"] == "rebuild"]
+                report["drift_sweep"] += rows
+                print(f"drift sweep {item}: rebuild {rows[-1]['percent_any']:.2f}% overflowed", flush=True)
             write_report(report, args.out)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
