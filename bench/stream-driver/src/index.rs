@@ -11,10 +11,13 @@
 //!   from the drained keys, or a fresh tree), and the old tree dropped.
 //!
 //! The first buffer of a template policy grows a `BPlusTree` (the seed's
-//! way of making the template), timed like the baseline's.
+//! way of making the template), timed like the baseline's. The rebuild
+//! policy also rebuilds within a buffer, as `StreamIndex` does, when the
+//! template is stretched past the threshold (timed with the inserts).
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
@@ -30,7 +33,8 @@ pub enum IndexContender {
     /// The seed's template: the first buffer's grown tree, never changed.
     TemplateFixed,
     /// A template rebuilt from a buffer's keys when more than the threshold
-    /// of its leaves overflowed.
+    /// of its leaves (or entries) overflowed: within the buffer, and for
+    /// the next one.
     TemplateRebuild,
     /// `BPlusTree` with splits, a new one per buffer (the seed's baseline).
     Bptree,
@@ -80,7 +84,8 @@ pub struct IndexOptions {
 /// A buffer's index.
 enum Tree {
     Growing(Mutex<BPlusTree>),
-    Template(TemplateTree),
+    /// The template, and whether it is rebuilt within the buffer.
+    Template(RwLock<TemplateTree>, bool),
     Map(Mutex<BTreeMap<(u64, u64), u64>>),
 }
 
@@ -98,7 +103,8 @@ impl Tree {
 
     /// Inserts one batch; `first_seq` numbers the buffer's first record
     /// (the `BTreeMap` key is (key, seq), so equal keys stay distinct).
-    fn insert(&self, batch: &[Entry], first_seq: u64) {
+    /// Counts a template rebuilt within the buffer in `rebuilds`.
+    fn insert(&self, batch: &[Entry], first_seq: u64, options: &IndexOptions, rebuilds: &AtomicU64) {
         match self {
             Tree::Growing(tree) => {
                 let mut tree = lock(tree);
@@ -106,7 +112,21 @@ impl Tree {
                     tree.insert(*entry);
                 }
             }
-            Tree::Template(tree) => tree.insert_batch(batch),
+            Tree::Template(tree, rebuild) => {
+                let stretched =
+                    |tree: &TemplateTree| tree.is_stretched(options.buffer, options.threshold, options.fill);
+                let shared = tree.read().unwrap_or_else(PoisonError::into_inner);
+                shared.insert_batch(batch);
+                let rebuild = *rebuild && stretched(&shared);
+                drop(shared);
+                if rebuild {
+                    let mut tree = tree.write().unwrap_or_else(PoisonError::into_inner);
+                    if stretched(&tree) {
+                        *tree = tree.rebuilt(options.buffer, options.fan_out, options.fill);
+                        rebuilds.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
             Tree::Map(map) => {
                 let mut map = lock(map);
                 for entry in batch {
@@ -119,13 +139,20 @@ impl Tree {
 
 /// Inserts `entries` in batches of `batch`, thread `t` of `threads`
 /// taking batches `t, t + threads, ...`; returns each batch's latency.
-fn insert_all(tree: &Tree, entries: &[Entry], first_seq: u64, batch: usize, threads: usize) -> Latencies {
+fn insert_all(
+    tree: &Tree,
+    entries: &[Entry],
+    first_seq: u64,
+    options: &IndexOptions,
+    rebuilds: &AtomicU64,
+) -> Latencies {
+    let (batch, threads) = (options.batch, options.threads);
     let batches = entries.len().div_ceil(batch);
     if threads == 1 {
         let mut latencies = Latencies::with_capacity(batches);
         for chunk in entries.chunks(batch) {
             let started = Instant::now();
-            tree.insert(chunk, first_seq);
+            tree.insert(chunk, first_seq, options, rebuilds);
             latencies.record_since(started);
         }
         return latencies;
@@ -137,7 +164,7 @@ fn insert_all(tree: &Tree, entries: &[Entry], first_seq: u64, batch: usize, thre
                     let mut latencies = Latencies::with_capacity(batches / threads + 1);
                     for chunk in entries.chunks(batch).skip(thread).step_by(threads) {
                         let started = Instant::now();
-                        tree.insert(chunk, first_seq);
+                        tree.insert(chunk, first_seq, options, rebuilds);
                         latencies.record_since(started);
                     }
                     latencies
@@ -196,6 +223,7 @@ pub fn run(records: &[StreamRecord], contender: IndexContender, options: &IndexO
     let mut overflow = OverflowStats::default();
     let mut overflow_per_buffer = Vec::new();
     let mut templates = 0u64;
+    let rebuilds = AtomicU64::new(0);
     let mut template_leaves = 0usize;
     let mut drained = Checksum::default();
     let mut next: Option<Tree> = None;
@@ -216,7 +244,7 @@ pub fn run(records: &[StreamRecord], contender: IndexContender, options: &IndexO
         let tree = next.take().unwrap_or_else(|| Tree::fresh(contender, options));
 
         let started = Instant::now();
-        let batch_latencies = insert_all(&tree, &entries, first_seq, options.batch, options.threads);
+        let batch_latencies = insert_all(&tree, &entries, first_seq, options, &rebuilds);
         insert_time += started.elapsed();
         latencies.extend(batch_latencies);
 
@@ -232,11 +260,15 @@ pub fn run(records: &[StreamRecord], contender: IndexContender, options: &IndexO
                     let template = TemplateTree::from_tree(&grown);
                     template_leaves = template.leaf_count();
                     templates += 1;
-                    next = Some(Tree::Template(template));
+                    next = Some(Tree::Template(
+                        RwLock::new(template),
+                        contender == IndexContender::TemplateRebuild,
+                    ));
                 }
                 drop(grown);
             }
-            Tree::Template(template) => {
+            Tree::Template(template, _) => {
+                let template = template.into_inner().unwrap_or_else(PoisonError::into_inner);
                 // As a flush does: each leaf read out and sorted, the
                 // overflow counted, and (rebuild policy) a template made
                 // from the keys when either the share of overflowed leaves
@@ -257,7 +289,10 @@ pub fn run(records: &[StreamRecord], contender: IndexContender, options: &IndexO
                         template.empty_copy()
                     };
                     template_leaves = made.leaf_count();
-                    next = Some(Tree::Template(made));
+                    next = Some(Tree::Template(
+                        RwLock::new(made),
+                        contender == IndexContender::TemplateRebuild,
+                    ));
                 }
                 add_overflow(&mut overflow, &stats);
                 overflow_per_buffer.push(json!({
@@ -325,7 +360,8 @@ pub fn run(records: &[StreamRecord], contender: IndexContender, options: &IndexO
         "total_records_per_s": n / (insert_s + drain_s),
         "insert_ns_per_record": 1e9 * insert_s / n,
         "batch_latency": latencies.summary(),
-        "templates": templates,
+        "templates": templates + rebuilds.load(Ordering::Relaxed),
+        "rebuilds_within_buffers": rebuilds.load(Ordering::Relaxed),
         "template_leaves": template_leaves,
         "overflow": if contender.uses_template() { overflow_json(&overflow) } else { Value::Null },
         "overflow_per_buffer": overflow_per_buffer,

@@ -137,8 +137,10 @@ impl Options {
 enum BufferTree {
     /// An ordinary B+ tree, grown under one lock.
     Growing(Mutex<BPlusTree>),
-    /// A template, filled under per-leaf locks.
-    Template(TemplateTree),
+    /// A template, filled under per-leaf locks (the lock around it is
+    /// taken shared by inserts and reads, and exclusively only to replace
+    /// it by a rebuilt one).
+    Template(RwLock<TemplateTree>),
 }
 
 impl BufferTree {
@@ -148,15 +150,35 @@ impl BufferTree {
                 let mut tree = lock(tree);
                 entries.iter().for_each(|entry| tree.insert(*entry));
             }
-            BufferTree::Template(tree) => tree.insert_batch(entries),
+            BufferTree::Template(tree) => read(tree).insert_batch(entries),
         }
     }
 
     fn range(&self, low: u64, high: u64, visit: impl FnMut(&Entry)) {
         match self {
             BufferTree::Growing(tree) => lock(tree).range(low, high, visit),
-            BufferTree::Template(tree) => tree.range(low, high, visit),
+            BufferTree::Template(tree) => read(tree).range(low, high, visit),
         }
+    }
+
+    /// Under the rebuild policy, replaces a template that keys have
+    /// drifted away from by one made from the keys so far, sized for the
+    /// `expected_entries` the buffer will hold; returns whether it did.
+    fn rebuild_if_stretched(&self, options: &Options, expected_entries: usize) -> bool {
+        let (BufferTree::Template(tree), TemplatePolicy::Rebuild { threshold }) = (self, options.template)
+        else {
+            return false;
+        };
+        if !read(tree).is_stretched(expected_entries, threshold, options.fill) {
+            return false;
+        }
+        let mut tree = tree.write().unwrap_or_else(PoisonError::into_inner);
+        // Another writer may have rebuilt it while this one waited.
+        if !tree.is_stretched(expected_entries, threshold, options.fill) {
+            return false;
+        }
+        *tree = tree.rebuilt(expected_entries, options.fan_out, options.fill);
+        true
     }
 }
 
@@ -307,7 +329,7 @@ pub struct StreamStats {
     pub flush_pause_seconds: f64,
     /// Templates made (the first from a grown tree, then rebuilds).
     pub templates: u64,
-    /// Leaves of the current template (0 without one).
+    /// Leaves of the active buffer's template (0 without one).
     pub template_leaves: u64,
     /// Overflow of the last buffer flushed.
     pub last_overflow: OverflowStats,
@@ -355,8 +377,6 @@ struct Counters {
 struct Durable {
     manifest: Manifest,
     next_log_number: u64,
-    /// Leaves of the template the active buffer started from (0: none).
-    template_leaves: u64,
     last_overflow: OverflowStats,
     total_overflow: OverflowStats,
 }
@@ -395,6 +415,10 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves its data whole before anything can
     // panic, so a poisoned lock is still consistent.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl StreamIndex {
@@ -521,7 +545,6 @@ impl StreamIndex {
             durable: Mutex::new(Durable {
                 manifest,
                 next_log_number: next_log_number + 1,
-                template_leaves: 0,
                 last_overflow: OverflowStats::default(),
                 total_overflow: OverflowStats::default(),
             }),
@@ -598,7 +621,7 @@ impl StreamIndex {
             .map(|number| Wal::create(fs, dir, number))
             .transpose()?;
         let tree = match template {
-            Some(template) => BufferTree::Template(template),
+            Some(template) => BufferTree::Template(RwLock::new(template)),
             None => BufferTree::Growing(Mutex::new(BPlusTree::new(options.fan_out, options.leaf_capacity))),
         };
         let expected_records = options.buffer_bytes / (RECORD_OVERHEAD_BYTES + 8);
@@ -694,6 +717,9 @@ impl StreamIndex {
                 .extend(batch.value_ends.iter().map(|&end| base + end as u64));
             data.values.extend_from_slice(&batch.values);
             data.in_flight.push((first_seq, batch.len() as u64));
+            // What the buffer will hold when full, at this mean size.
+            let expected_entries =
+                (data.len() as f64 * self.options.buffer_bytes as f64 / data.bytes() as f64) as usize;
             drop(data);
             // Indexing runs with the gate held shared: a flush waits for it.
             let location = first_seq - active.first_seq;
@@ -705,6 +731,9 @@ impl StreamIndex {
                 })
                 .collect();
             active.tree.insert_batch(&entries);
+            if active.tree.rebuild_if_stretched(&self.options, expected_entries) {
+                self.counters.templates.fetch_add(1, Ordering::Relaxed);
+            }
             drop(gate);
             break (active, first_seq, log_end);
         };
@@ -823,7 +852,7 @@ impl StreamIndex {
     /// Picks the index of the next buffer from how the last one went.
     fn next_template(&self, durable: &mut Durable, tree: &BufferTree) -> Option<TemplateTree> {
         if let BufferTree::Template(template) = tree {
-            let overflow = template.overflow_stats();
+            let overflow = read(template).overflow_stats();
             durable.total_overflow.leaves += overflow.leaves;
             durable.total_overflow.entries += overflow.entries;
             durable.total_overflow.overflow_entries += overflow.overflow_entries;
@@ -841,7 +870,7 @@ impl StreamIndex {
             self.counters.templates.fetch_add(1, Ordering::Relaxed);
             Some(template)
         };
-        let template = match (self.options.template, tree) {
+        match (self.options.template, tree) {
             (TemplatePolicy::None, _) => None,
             (_, BufferTree::Growing(grown)) => made(TemplateTree::from_tree(&lock(grown))),
             (TemplatePolicy::Rebuild { threshold }, BufferTree::Template(current))
@@ -849,16 +878,14 @@ impl StreamIndex {
                     || durable.last_overflow.overflow_entries_share() > threshold =>
             {
                 made(TemplateTree::from_keys(
-                    &current.sorted_keys(),
+                    &read(current).sorted_keys(),
                     self.options.fan_out,
                     self.options.leaf_capacity,
                     self.options.fill,
                 ))
             }
-            (_, BufferTree::Template(current)) => Some(current.empty_copy()),
-        };
-        durable.template_leaves = template.as_ref().map_or(0, |t| t.leaf_count() as u64);
-        template
+            (_, BufferTree::Template(current)) => Some(read(current).empty_copy()),
+        }
     }
 
     fn write_segment(
@@ -1165,7 +1192,10 @@ impl StreamIndex {
             flushes: counter(&self.counters.flushes),
             flush_pause_seconds: counter(&self.counters.flush_pause_nanos) as f64 / 1e9,
             templates: counter(&self.counters.templates),
-            template_leaves: durable.template_leaves,
+            template_leaves: match &view.active.tree {
+                BufferTree::Template(template) => read(template).leaf_count() as u64,
+                BufferTree::Growing(_) => 0,
+            },
             last_overflow: durable.last_overflow.clone(),
             total_overflow: durable.total_overflow.clone(),
             compactions: counter(&self.counters.compactions),

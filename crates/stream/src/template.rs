@@ -17,8 +17,11 @@
 //! Beyond the seed, which never changes a template: [`TemplateTree::from_keys`]
 //! builds one from a sorted sample of keys (the last buffer's), with
 //! equal-count leaves at a target fill, so a stream whose keys drift can
-//! get a template that fits it again.
+//! get a template that fits it again; and [`TemplateTree::rebuilt`] does
+//! the same within a buffer, from the keys it holds so far, when
+//! [`TemplateTree::is_stretched`] says too much of it has overflowed.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::bptree::{BPlusTree, Node};
@@ -42,8 +45,17 @@ struct Leaf {
     overflow: Vec<Vec<Entry>>,
 }
 
+/// What appends did to a leaf's shape, counted over a batch.
+#[derive(Debug, Default)]
+struct Stretch {
+    /// Overflow nodes chained.
+    nodes: usize,
+    /// Leaves that got their first overflow node.
+    leaves: usize,
+}
+
 impl Leaf {
-    fn append(&mut self, entry: Entry, capacity: usize) {
+    fn append(&mut self, entry: Entry, capacity: usize, stretch: &mut Stretch) {
         if self.overflow.is_empty() && self.primary.len() < capacity {
             if self.primary.capacity() == 0 {
                 self.primary.reserve_exact(capacity);
@@ -56,6 +68,8 @@ impl Leaf {
             _ => {
                 let mut node = Vec::with_capacity(capacity);
                 node.push(entry);
+                stretch.nodes += 1;
+                stretch.leaves += usize::from(self.overflow.is_empty());
                 self.overflow.push(node);
             }
         }
@@ -117,6 +131,24 @@ pub struct TemplateTree {
     height: usize,
     leaves: Vec<Mutex<Leaf>>,
     leaf_capacity: usize,
+    /// Entries inserted, leaves with an overflow node and overflow nodes:
+    /// counted per batch, so that [`TemplateTree::is_stretched`] costs
+    /// three loads instead of a pass over the leaves.
+    entries: AtomicUsize,
+    overflowed_leaves: AtomicUsize,
+    overflow_nodes: AtomicUsize,
+    /// The stretch a rebuilt template had when it was made, which no
+    /// template can avoid (keys repeated more than a leaf holds): a
+    /// rebuild is due when the stretch passes it by the threshold.
+    inherent: Stretched,
+}
+
+/// Shares of leaves with an overflow node and of entries that overflow
+/// nodes can hold.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stretched {
+    leaves: f64,
+    entries: f64,
 }
 
 impl TemplateTree {
@@ -183,25 +215,23 @@ impl TemplateTree {
     /// leaves, so a key repeated more than a leaf's worth makes a longer
     /// leaf range.
     pub fn from_keys(sorted_keys: &[u64], fan_out: usize, leaf_capacity: usize, fill: f64) -> Self {
+        Self::from_sample(sorted_keys, fan_out, leaf_capacity, leaf_capacity as f64 * fill)
+    }
+
+    /// [`TemplateTree::from_keys`] with `keys_per_leaf` sample keys per
+    /// leaf (at least 1; fewer than a leaf's worth when the sample is a
+    /// part of what the template will hold).
+    fn from_sample(sorted_keys: &[u64], fan_out: usize, leaf_capacity: usize, keys_per_leaf: f64) -> Self {
+        let bounds = leaf_bounds(sorted_keys, leaf_capacity, keys_per_leaf);
+        Self::from_bounds(&bounds, fan_out, leaf_capacity)
+    }
+
+    /// A template of `bounds.len() + 1` leaves, leaf `i > 0` holding keys
+    /// from `bounds[i - 1]` on, with internal nodes of up to `fan_out`
+    /// children built bottom-up.
+    fn from_bounds(bounds: &[u64], fan_out: usize, leaf_capacity: usize) -> Self {
         assert!(fan_out >= 3 && leaf_capacity >= 2, "checked by the options");
-        debug_assert!(
-            sorted_keys.windows(2).all(|pair| pair[0] <= pair[1]),
-            "keys must be sorted"
-        );
-        let step = ((leaf_capacity as f64 * fill).round() as usize).clamp(1, leaf_capacity);
-        // The lowest key of every leaf but the first.
-        let mut bounds: Vec<u64> = Vec::new();
-        let mut at = step;
-        while at < sorted_keys.len() {
-            let key = sorted_keys[at];
-            if bounds.last().is_none_or(|&last| key > last) && key > sorted_keys[0] {
-                bounds.push(key);
-            }
-            at += step;
-        }
-        if let (Some(&first), Some(&last)) = (sorted_keys.first(), sorted_keys.last()) {
-            extend_edges(&mut bounds, first, last);
-        }
+        debug_assert!(bounds.is_sorted(), "leaf bounds ascend");
         // Bottom-up: each level groups the one below by `fan_out`.
         let mut levels: Vec<Vec<Internal>> = Vec::new();
         let mut lows: Vec<u64> = std::iter::once(0).chain(bounds.iter().copied()).collect();
@@ -246,6 +276,10 @@ impl TemplateTree {
             height,
             leaves: (0..leaves).map(|_| Mutex::new(Leaf::default())).collect(),
             leaf_capacity,
+            entries: AtomicUsize::new(0),
+            overflowed_leaves: AtomicUsize::new(0),
+            overflow_nodes: AtomicUsize::new(0),
+            inherent: Stretched::default(),
         }
     }
 
@@ -291,10 +325,11 @@ impl TemplateTree {
         // One descent per entry: the leaf found for the entry that ends a
         // run is the next run's.
         let mut leaf_id = self.leaf_of(first.key);
+        let mut stretch = Stretch::default();
         let mut at = 0;
         while at < entries.len() {
             let mut leaf = self.lock(leaf_id);
-            leaf.append(entries[at], self.leaf_capacity);
+            leaf.append(entries[at], self.leaf_capacity, &mut stretch);
             at += 1;
             while at < entries.len() {
                 let next = self.leaf_of(entries[at].key);
@@ -302,10 +337,84 @@ impl TemplateTree {
                     leaf_id = next;
                     break;
                 }
-                leaf.append(entries[at], self.leaf_capacity);
+                leaf.append(entries[at], self.leaf_capacity, &mut stretch);
                 at += 1;
             }
         }
+        self.entries.fetch_add(entries.len(), Ordering::Relaxed);
+        if stretch.nodes > 0 {
+            self.overflow_nodes.fetch_add(stretch.nodes, Ordering::Relaxed);
+            self.overflowed_leaves
+                .fetch_add(stretch.leaves, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether this template fits the stream so badly that one made now
+    /// from its own keys should replace it: the share of leaves with an
+    /// overflow node, or of entries that its overflow nodes can hold,
+    /// passes by `threshold` what it was when this template was rebuilt;
+    /// and it holds enough entries to make a template of leaves that
+    /// reach `fill` at `expected_entries` (see [`TemplateTree::rebuilt`]).
+    /// Cheap enough to ask after every batch.
+    pub fn is_stretched(&self, expected_entries: usize, threshold: f64, fill: f64) -> bool {
+        let now = self.stretched();
+        (now.leaves > self.inherent.leaves + threshold || now.entries > self.inherent.entries + threshold)
+            && self.keys_per_leaf(expected_entries, fill) >= 1.0
+    }
+
+    fn stretched(&self) -> Stretched {
+        let entries = self.entries.load(Ordering::Relaxed).max(1) as f64;
+        let nodes = self.overflow_nodes.load(Ordering::Relaxed);
+        Stretched {
+            leaves: self.overflowed_leaves.load(Ordering::Relaxed) as f64 / self.leaves.len() as f64,
+            entries: (nodes * self.leaf_capacity) as f64 / entries,
+        }
+    }
+
+    /// Sample keys per leaf for a template whose leaves reach `fill` when
+    /// it holds `expected_entries`, the entries held now being the sample.
+    fn keys_per_leaf(&self, expected_entries: usize, fill: f64) -> f64 {
+        let entries = self.entries.load(Ordering::Relaxed);
+        self.leaf_capacity as f64 * fill * entries as f64 / expected_entries.max(entries).max(1) as f64
+    }
+
+    /// A template made from the keys held (as [`TemplateTree::from_keys`]
+    /// makes one, its leaves sized to reach `fill` when it holds
+    /// `expected_entries`), holding the same entries: the rebuild within
+    /// a buffer, for keys that drift faster than a buffer fills. Callers
+    /// stop inserts while it runs (it reads every leaf).
+    pub fn rebuilt(&self, expected_entries: usize, fan_out: usize, fill: f64) -> TemplateTree {
+        let mut entries = Vec::with_capacity(self.entries.load(Ordering::Relaxed));
+        self.range(0, u64::MAX, |entry| entries.push(*entry));
+        let keys: Vec<u64> = entries.iter().map(|entry| entry.key).collect();
+        let bounds = leaf_bounds(
+            &keys,
+            self.leaf_capacity,
+            self.keys_per_leaf(expected_entries, fill),
+        );
+        drop(keys);
+        let mut template = Self::from_bounds(&bounds, fan_out, self.leaf_capacity);
+        // The entries are sorted and so are the leaves: one pass hands
+        // each leaf its run, with no descent and no lock.
+        let mut stretch = Stretch::default();
+        let mut leaf_id = 0;
+        let mut leaf = template.leaves[0]
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for entry in &entries {
+            while bounds.get(leaf_id).is_some_and(|&low| entry.key >= low) {
+                leaf_id += 1;
+                leaf = template.leaves[leaf_id]
+                    .get_mut()
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            leaf.append(*entry, self.leaf_capacity, &mut stretch);
+        }
+        *template.entries.get_mut() = entries.len();
+        *template.overflow_nodes.get_mut() = stretch.nodes;
+        *template.overflowed_leaves.get_mut() = stretch.leaves;
+        template.inherent = template.stretched();
+        template
     }
 
     /// Calls `visit` on every entry with `low <= key <= high`, in
@@ -346,12 +455,14 @@ impl TemplateTree {
 
     /// The same template with empty leaves, for the next buffer.
     pub fn empty_copy(&self) -> TemplateTree {
-        Self::with_internals(
+        let mut copy = Self::with_internals(
             self.internals.clone(),
             self.height,
             self.leaves.len(),
             self.leaf_capacity,
-        )
+        );
+        copy.inherent = self.inherent;
+        copy
     }
 
     /// How stretched the leaves are now.
@@ -371,6 +482,34 @@ impl TemplateTree {
         }
         stats
     }
+}
+
+/// The lowest key of every leaf but the first, for leaves that take
+/// `keys_per_leaf` (at least 1) of `sorted_keys` each, plus the empty edge
+/// leaves of [`extend_edges`].
+fn leaf_bounds(sorted_keys: &[u64], leaf_capacity: usize, keys_per_leaf: f64) -> Vec<u64> {
+    debug_assert!(
+        sorted_keys.windows(2).all(|pair| pair[0] <= pair[1]),
+        "keys must be sorted"
+    );
+    let step = keys_per_leaf.clamp(1.0, leaf_capacity as f64);
+    // The lowest key of every leaf but the first.
+    let mut bounds: Vec<u64> = Vec::new();
+    let mut leaf = 1;
+    loop {
+        let at = (leaf as f64 * step) as usize;
+        let Some(&key) = sorted_keys.get(at) else {
+            break;
+        };
+        if bounds.last().is_none_or(|&last| key > last) && key > sorted_keys[0] {
+            bounds.push(key);
+        }
+        leaf += 1;
+    }
+    if let (Some(&first), Some(&last)) = (sorted_keys.first(), sorted_keys.last()) {
+        extend_edges(&mut bounds, first, last);
+    }
+    bounds
 }
 
 /// Adds empty leaves past both ends of a sample's keys (an eighth as many
@@ -487,6 +626,82 @@ mod tests {
         // Only the leaf of the repeated key is stretched.
         assert_eq!(stats.overflowed_leaves(), 1, "{stats:?}");
         assert_eq!(keys(&template, 0, u64::MAX), sample);
+    }
+
+    #[test]
+    fn a_stretched_template_is_rebuilt_from_its_keys_holding_the_same_entries() {
+        // The template knows keys 0..10_000; the stream has moved to
+        // 50_000.. (past even the edge leaves).
+        let sample: Vec<u64> = (0..10_000).collect();
+        let template = TemplateTree::from_keys(&sample, 8, 16, 0.7);
+        let expected = 20_000;
+        let mut inserted = Vec::new();
+        for key in 50_000..52_000u64 {
+            template.insert(entry(key, key));
+            inserted.push(key);
+        }
+        assert!(template.is_stretched(expected, 0.05, 0.7));
+        let before = template.overflow_stats();
+        assert!(before.overflow_entries_share() > 0.9, "{before:?}");
+
+        let rebuilt = template.rebuilt(expected, 8, 0.7);
+        let after = rebuilt.overflow_stats();
+        assert_eq!(after.entries, 2_000);
+        assert_eq!(after.overflowed_leaves(), 0, "{after:?}");
+        assert!(!rebuilt.is_stretched(expected, 0.05, 0.7));
+        assert_eq!(keys(&rebuilt, 0, u64::MAX), inserted);
+        // Leaves sized for the whole buffer: the 2,000 keys so far fill
+        // each to a tenth of 0.7, so the rest of the buffer fits.
+        assert!(
+            rebuilt.leaf_count() >= 2_000 * 10 / 12,
+            "{}",
+            rebuilt.leaf_count()
+        );
+        for key in 52_000..70_000u64 {
+            rebuilt.insert(entry(key, key));
+        }
+        let full = rebuilt.overflow_stats();
+        assert!(full.overflowed_share() < 0.05, "{full:?}");
+        assert_eq!(full.entries, 20_000);
+    }
+
+    #[test]
+    fn keys_repeated_past_a_leaf_do_not_make_a_rebuilt_template_stretched() {
+        let template = TemplateTree::from_keys(&(0..1_000).collect::<Vec<_>>(), 8, 16, 0.7);
+        // Every fourth entry is key 7: more than any leaf holds; the rest
+        // are spread the same way in both halves.
+        let entries: Vec<Entry> = (0..4_000u64)
+            .map(|i| entry(if i % 4 == 0 { 7 } else { i % 2_000 }, i))
+            .collect();
+        template.insert_batch(&entries[..2_000]);
+        assert!(
+            template.is_stretched(4_000, 0.05, 0.7),
+            "{:?}",
+            template.overflow_stats()
+        );
+        let rebuilt = template.rebuilt(4_000, 8, 0.7);
+        // Its one long leaf is all the overflow it has, and inherent.
+        assert!(!rebuilt.is_stretched(4_000, 0.05, 0.7));
+        rebuilt.insert_batch(&entries[2_000..]);
+        assert!(
+            !rebuilt.is_stretched(4_000, 0.05, 0.7),
+            "{:?}",
+            rebuilt.overflow_stats()
+        );
+        assert_eq!(rebuilt.overflow_stats().overflowed_leaves(), 1);
+        assert_eq!(rebuilt.overflow_stats().entries, 4_000);
+    }
+
+    #[test]
+    fn too_few_entries_are_no_sample_for_a_rebuild() {
+        let template = TemplateTree::from_keys(&(0..100).collect::<Vec<_>>(), 4, 4, 1.0);
+        for key in 1_000..1_040u64 {
+            template.insert(entry(key, key));
+        }
+        // Badly stretched, but 40 entries cannot place the leaves of a
+        // buffer of a million.
+        assert!(!template.is_stretched(1_000_000, 0.05, 0.7));
+        assert!(template.is_stretched(100, 0.05, 0.7));
     }
 
     #[test]
