@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use anyhow::{ensure, Result};
 use serde_json::{json, Value};
-use spillway_stream::{Batch, Bounds, Options, StreamIndex, TemplatePolicy};
+use spillway_stream::{Batch, Bounds, Options, Records, StreamIndex, TemplatePolicy};
 use spillway_workload::StreamRecord;
 
 use crate::index::overflow_json;
@@ -46,6 +46,9 @@ pub trait Engine: Sync {
 /// Spillway's stream index.
 pub struct Spillway {
     index: StreamIndex,
+    /// The result of the last range query, whose memory the next reuses
+    /// (as a caller running query after query would).
+    found: Mutex<Records>,
 }
 
 impl std::fmt::Debug for Spillway {
@@ -72,6 +75,7 @@ impl Spillway {
         };
         Ok(Spillway {
             index: StreamIndex::open(dir, options)?,
+            found: Mutex::default(),
         })
     }
 }
@@ -86,7 +90,8 @@ impl Engine for Spillway {
     }
 
     fn range(&self, low: u64, high: u64) -> Result<Checksum> {
-        let found = self.index.range(Bounds::keys(low, high))?;
+        let mut found = self.found.lock().unwrap_or_else(PoisonError::into_inner);
+        self.index.range_into(Bounds::keys(low, high), &mut found)?;
         let mut checksum = Checksum::default();
         for (&key, &time) in found.keys.iter().zip(&found.times) {
             checksum.add(key, time);
@@ -134,6 +139,8 @@ impl Engine for Spillway {
 #[derive(Debug, Default)]
 pub struct Memory {
     state: RwLock<MemoryState>,
+    /// The last range query's result, whose memory the next reuses.
+    found: Mutex<Vec<(u64, u64, f64)>>,
 }
 
 #[derive(Debug, Default)]
@@ -157,13 +164,14 @@ impl Engine for Memory {
 
     fn range(&self, low: u64, high: u64) -> Result<Checksum> {
         let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
-        let mut found: Vec<(u64, u64, f64)> = Vec::new();
+        let mut found = self.found.lock().unwrap_or_else(PoisonError::into_inner);
+        found.clear();
         for (&(key, _), &location) in state.index.range((low, 0)..=(high, u64::MAX)) {
             let location = location as usize;
             found.push((key, state.times[location], state.values[location]));
         }
         let mut checksum = Checksum::default();
-        for &(key, time, _) in &found {
+        for &(key, time, _) in found.iter() {
             checksum.add(key, time);
         }
         Ok(checksum)

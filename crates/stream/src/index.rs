@@ -3,6 +3,7 @@
 //! immutable segment file; queries read a consistent snapshot of the
 //! segments and the buffer.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -13,6 +14,7 @@ use spillway_core::{ensure, Error, Fs, Poison, RealFs, Result};
 use crate::batch::{Batch, Op};
 use crate::bptree::BPlusTree;
 use crate::manifest::{Listed, Manifest};
+use crate::merge::{self, Rows, Run};
 use crate::records::{Aggregate, Bounds, Records, Shadow};
 use crate::segment::{self, Cache, Segment};
 use crate::template::{OverflowStats, TemplateTree};
@@ -205,12 +207,16 @@ impl BufferData {
     }
 
     fn value(&self, location: usize) -> &[u8] {
+        &self.values[self.value_range(location)]
+    }
+
+    fn value_range(&self, location: usize) -> Range<usize> {
         let start = if location == 0 {
             0
         } else {
             self.value_ends[location - 1] as usize
         };
-        &self.values[start..self.value_ends[location] as usize]
+        start..self.value_ends[location] as usize
     }
 }
 
@@ -252,20 +258,30 @@ impl Buffer {
             entries.sort_unstable();
         }
         let data = lock(&self.data);
+        // Entries in key order point all over the buffer's columns, so
+        // each read below misses the cache. Two passes keep those misses
+        // independent of each other, for the processor to overlap: the
+        // first reads each record's op and value bounds, the second copies
+        // the values.
+        let mut kept: Vec<(Entry, Range<usize>)> = Vec::with_capacity(entries.len());
         for entry in entries {
             let location = entry.location as usize;
-            let seq = self.first_seq + entry.location;
             let op = data.ops[location];
             if op.shadows() {
                 shadows.push(Shadow {
                     key: entry.key,
                     time: entry.time,
-                    seq,
+                    seq: self.first_seq + entry.location,
                 });
             }
             if op != Op::Delete {
-                records.push(entry.key, entry.time, seq, data.value(location));
+                kept.push((entry, data.value_range(location)));
             }
+        }
+        records.reserve(kept.len(), kept.iter().map(|(_, value)| value.len()).sum());
+        for (entry, value) in kept {
+            let seq = self.first_seq + entry.location;
+            records.push(entry.key, entry.time, seq, &data.values[value]);
         }
     }
 }
@@ -947,12 +963,7 @@ impl StreamIndex {
         Ok(merged)
     }
 
-    fn merge(
-        &self,
-        durable: &mut Durable,
-        segments: &[Arc<Segment>],
-        run: std::ops::Range<usize>,
-    ) -> Result<()> {
+    fn merge(&self, durable: &mut Durable, segments: &[Arc<Segment>], run: Range<usize>) -> Result<()> {
         let mut all = Records::default();
         let mut shadows = Vec::new();
         for segment in &segments[run.clone()] {
@@ -1003,18 +1014,17 @@ impl StreamIndex {
     /// key, time and sequence number (each source's records are sorted;
     /// they are merged).
     pub fn range(&self, bounds: Bounds) -> Result<Records> {
-        // Per source, its records and the positions of those selected;
-        // they are copied once, by the merge.
-        let mut sources: Vec<(Arc<Records>, Vec<u32>)> = Vec::new();
-        let mut current = usize::MAX;
-        self.scan_sources(bounds, |number, records, i| {
-            if number != current {
-                sources.push((records.clone(), Vec::new()));
-                current = number;
-            }
-            sources.last_mut().expect("pushed above").1.push(i as u32);
-        })?;
-        Ok(merge_selected(&sources))
+        let mut records = Records::default();
+        self.range_into(bounds, &mut records)?;
+        Ok(records)
+    }
+
+    /// [`StreamIndex::range`] into `records` (cleared first), reusing its
+    /// memory: for a caller that runs many queries, this spares the page
+    /// faults of a fresh result each time.
+    pub fn range_into(&self, bounds: Bounds, records: &mut Records) -> Result<()> {
+        merge::merge_into(&self.select(bounds)?, records);
+        Ok(())
     }
 
     /// Calls `visit(key, time, seq, value)` on every live record within
@@ -1023,22 +1033,27 @@ impl StreamIndex {
     /// cheapest way through a large result, with nothing copied from
     /// segments held in memory.
     pub fn scan(&self, bounds: Bounds, mut visit: impl FnMut(u64, u64, u64, &[u8])) -> Result<()> {
-        self.scan_sources(bounds, |_, records, i| {
-            visit(
-                records.keys[i],
-                records.times[i],
-                records.seqs[i],
-                records.value(i),
-            )
-        })
+        for run in self.select(bounds)? {
+            let records = &*run.records;
+            run.for_each_row(|i| {
+                visit(
+                    records.keys[i],
+                    records.times[i],
+                    records.seqs[i],
+                    records.value(i),
+                )
+            });
+        }
+        Ok(())
     }
 
-    /// [`StreamIndex::scan`], handing `visit` each record as its source's
-    /// number (segments, then the buffers), records and position.
-    fn scan_sources(&self, bounds: Bounds, mut visit: impl FnMut(usize, &Arc<Records>, usize)) -> Result<()> {
+    /// The live records within `bounds`, as one run per source: the
+    /// segments oldest first, then the buffers (so in the order of their
+    /// sequence numbers, as [`merge::merge_into`] needs).
+    fn select(&self, bounds: Bounds) -> Result<Vec<Run>> {
         self.poison.check()?;
         if bounds.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let view = self.snapshot();
         // The shadows first: a record is live unless a newer one of them
@@ -1057,7 +1072,8 @@ impl StreamIndex {
         let live = |key, time, seq| {
             shadows.is_empty() || newest_shadow(&shadows, key, time).is_none_or(|newest| newest <= seq)
         };
-        for (number, segment) in view.segments.iter().enumerate() {
+        let mut runs = Vec::with_capacity(view.segments.len() + buffered.len());
+        for segment in &view.segments {
             if !segment.may_match(&bounds) {
                 continue;
             }
@@ -1065,23 +1081,43 @@ impl StreamIndex {
             self.counters
                 .leaves_read
                 .fetch_add(leaves.len() as u64, Ordering::Relaxed);
-            let (decoded, range) = segment.leaves(leaves)?;
-            for i in range {
-                let (key, time, seq) = decoded.order(i);
-                if bounds.contains(key, time) && live(key, time, seq) {
-                    visit(number, &decoded, i);
-                }
-            }
+            let (records, range) = segment.leaves(leaves)?;
+            // The leaves' records with keys in bounds: a span, found by
+            // binary search.
+            let keys = &records.keys[range.clone()];
+            let span = range.start + keys.partition_point(|&key| key < bounds.key_low)
+                ..range.start + keys.partition_point(|&key| key <= bounds.key_high);
+            let rows = if segment.times_within(&bounds) && shadows.is_empty() {
+                Rows::Span(span)
+            } else {
+                Rows::Picked(
+                    span.filter(|&i| {
+                        let (key, time, seq) = records.order(i);
+                        bounds.contains(key, time) && live(key, time, seq)
+                    })
+                    .map(|i| i as u32)
+                    .collect(),
+                )
+            };
+            runs.push(Run { records, rows });
         }
-        for (offset, records) in buffered.iter().enumerate() {
-            for i in 0..records.len() {
-                let (key, time, seq) = records.order(i);
-                if live(key, time, seq) {
-                    visit(view.segments.len() + offset, records, i);
-                }
-            }
+        for records in buffered {
+            let rows = if shadows.is_empty() {
+                Rows::Span(0..records.len())
+            } else {
+                Rows::Picked(
+                    (0..records.len())
+                        .filter(|&i| {
+                            let (key, time, seq) = records.order(i);
+                            live(key, time, seq)
+                        })
+                        .map(|i| i as u32)
+                        .collect(),
+                )
+            };
+            runs.push(Run { records, rows });
         }
-        Ok(())
+        Ok(runs)
     }
 
     /// All live records with `key`.
@@ -1153,7 +1189,7 @@ impl StreamIndex {
     fn read_into(
         &self,
         segment: &Arc<Segment>,
-        leaves: std::ops::Range<usize>,
+        leaves: Range<usize>,
         bounds: &Bounds,
         out: &mut Records,
     ) -> Result<()> {
@@ -1336,40 +1372,6 @@ fn newest_shadow(shadows: &[Shadow], key: u64, time: u64) -> Option<u64> {
     let end = shadows.partition_point(|shadow| (shadow.key, shadow.time) <= (key, time));
     let newest = shadows[..end].last()?;
     ((newest.key, newest.time) == (key, time)).then_some(newest.seq)
-}
-
-/// Copies the selected records of each source (positions in order) into
-/// one run sorted by (key, time, seq). There are few sources (a segment
-/// each, and the buffers), so picking the least head by a linear look
-/// beats a heap.
-fn merge_selected(sources: &[(Arc<Records>, Vec<u32>)]) -> Records {
-    let total: usize = sources.iter().map(|(_, selected)| selected.len()).sum();
-    let mut merged = Records::with_capacity(total, 0);
-    // (next record's order, source, position in its selection).
-    let mut heads: Vec<((u64, u64, u64), usize, usize)> = sources
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, selected))| !selected.is_empty())
-        .map(|(number, (records, selected))| (records.order(selected[0] as usize), number, 0))
-        .collect();
-    while !heads.is_empty() {
-        let mut least = 0;
-        for candidate in 1..heads.len() {
-            if heads[candidate].0 < heads[least].0 {
-                least = candidate;
-            }
-        }
-        let (_, number, at) = heads[least];
-        let (records, selected) = &sources[number];
-        merged.push_from(records, selected[at] as usize);
-        match selected.get(at + 1) {
-            Some(&next) => heads[least] = (records.order(next as usize), number, at + 1),
-            None => {
-                heads.swap_remove(least);
-            }
-        }
-    }
-    merged
 }
 
 /// Keeps only the newest shadow of each key and time (`shadows` sorted).

@@ -20,6 +20,7 @@ mod entry;
 mod index;
 pub mod key;
 mod manifest;
+mod merge;
 mod records;
 pub mod segment;
 pub mod template;

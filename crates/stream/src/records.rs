@@ -30,6 +30,16 @@ impl Records {
         }
     }
 
+    /// Makes room for `records` more records and `value_bytes` more bytes
+    /// of values.
+    pub fn reserve(&mut self, records: usize, value_bytes: usize) {
+        self.keys.reserve(records);
+        self.times.reserve(records);
+        self.seqs.reserve(records);
+        self.value_ends.reserve(records);
+        self.values.reserve(value_bytes);
+    }
+
     /// Records held.
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -52,15 +62,39 @@ impl Records {
     }
 
     /// Appends a record.
+    #[inline]
     pub fn push(&mut self, key: u64, time: u64, seq: u64, value: &[u8]) {
         self.keys.push(key);
         self.times.push(time);
         self.seqs.push(seq);
-        self.values.extend_from_slice(value);
+        self.push_value(value);
+    }
+
+    /// Appends a value (the record's other columns are pushed apart).
+    #[inline]
+    pub(crate) fn push_value(&mut self, value: &[u8]) {
+        // An 8-byte value (a number) is copied as one word, not by a call
+        // to `memcpy`: most values are numbers, and queries copy them all.
+        match <&[u8; 8]>::try_from(value) {
+            Ok(word) => self.values.extend_from_slice(word),
+            Err(_) => self.values.extend_from_slice(value),
+        }
         self.value_ends.push(self.values.len() as u64);
     }
 
+    /// Appends every record of `other`.
+    pub fn append(&mut self, other: &Records) {
+        let base = self.values.len() as u64;
+        self.keys.extend_from_slice(&other.keys);
+        self.times.extend_from_slice(&other.times);
+        self.seqs.extend_from_slice(&other.seqs);
+        self.value_ends
+            .extend(other.value_ends.iter().map(|&end| base + end));
+        self.values.extend_from_slice(&other.values);
+    }
+
     /// Appends record `i` of `other`.
+    #[inline]
     pub fn push_from(&mut self, other: &Records, i: usize) {
         self.push(other.keys[i], other.times[i], other.seqs[i], other.value(i));
     }

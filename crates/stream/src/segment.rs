@@ -649,6 +649,14 @@ impl Segment {
         })
     }
 
+    /// Whether every record's time is within `bounds`' times (so only
+    /// keys need checking).
+    pub fn times_within(&self, bounds: &Bounds) -> bool {
+        self.ranges.is_some_and(|(_, _, time_min, time_max)| {
+            bounds.time_low <= time_min && time_max <= bounds.time_high
+        })
+    }
+
     /// The records of leaves `leaves`: the decoded segment and the range
     /// of its records that they are.
     pub fn leaves(self: &Arc<Self>, leaves: Range<usize>) -> Result<(Arc<Records>, Range<usize>)> {

@@ -1,0 +1,436 @@
+//! What a query selects from each source, and the k-way merge that puts
+//! the selections into one key order.
+//!
+//! A range query reads every segment whose ranges overlap it and the
+//! buffers: about one source per flushed buffer, each sorted by (key,
+//! time, seq), their keys finely interleaved. The merge is a loser tree
+//! (one comparison per level, log2(k) per record, against k for a linear
+//! look at the heads), and the records are copied column by column into
+//! a result sized beforehand, so the hot loop allocates nothing. A large
+//! merge is cut at a key and its halves merged on two threads.
+
+use std::cell::RefCell;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use crate::records::Records;
+
+/// The rows of one source that a query selects, ascending.
+#[derive(Debug)]
+pub(crate) enum Rows {
+    /// Every row of a span: a key range of a source with no time bound or
+    /// shadow to check row by row (the common case).
+    Span(Range<usize>),
+    /// The rows that passed a check.
+    Picked(Vec<u32>),
+}
+
+/// One source's selection: its records (shared, never copied) and rows.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub records: Arc<Records>,
+    pub rows: Rows,
+}
+
+impl Run {
+    pub fn len(&self) -> usize {
+        match &self.rows {
+            Rows::Span(span) => span.len(),
+            Rows::Picked(rows) => rows.len(),
+        }
+    }
+
+    /// The row of the `at`-th selected record.
+    #[inline]
+    fn row(&self, at: usize) -> usize {
+        match &self.rows {
+            Rows::Span(span) => span.start + at,
+            Rows::Picked(rows) => rows[at] as usize,
+        }
+    }
+
+    /// Calls `visit` with every selected row, in order.
+    pub fn for_each_row(&self, mut visit: impl FnMut(usize)) {
+        match &self.rows {
+            Rows::Span(span) => span.clone().for_each(visit),
+            Rows::Picked(rows) => rows.iter().for_each(|&row| visit(row as usize)),
+        }
+    }
+
+    /// Bytes of the selected values.
+    fn value_bytes(&self) -> usize {
+        let records = &*self.records;
+        match &self.rows {
+            Rows::Span(span) if span.is_empty() => 0,
+            Rows::Span(span) => {
+                let start = if span.start == 0 {
+                    0
+                } else {
+                    records.value_ends[span.start - 1]
+                };
+                (records.value_ends[span.end - 1] - start) as usize
+            }
+            Rows::Picked(rows) => rows.iter().map(|&row| records.value(row as usize).len()).sum(),
+        }
+    }
+}
+
+/// The selected records of every run, in one (key, time, seq) order.
+///
+/// `runs` must be in the order of their sequence numbers (every record of
+/// a run older than every record of the next: segments oldest first, then
+/// the buffers), so that among records of equal key and time the run's
+/// number orders them as their sequence numbers do; within a run the rows
+/// are in (key, time, seq) order already.
+///
+/// `merged` is cleared first; its allocations are reused, which spares a
+/// caller that runs query after query the page faults of fresh memory.
+///
+/// A large merge is cut in two at a key and the halves merged on two
+/// threads (a range query is answered by one caller thread, and on a
+/// machine of few cores the others are idle while it waits).
+pub(crate) fn merge_into(runs: &[Run], merged: &mut Records) {
+    let total: usize = runs.iter().map(Run::len).sum();
+    if total >= PARALLEL_MIN_RECORDS && parallelism() >= 2 {
+        if let Some((low, high)) = split(runs) {
+            UPPER.with_borrow_mut(|upper| {
+                std::thread::scope(|scope| {
+                    scope.spawn(|| merge_one(&high, upper));
+                    merge_one(&low, merged);
+                });
+                merged.append(upper);
+                if upper.keys.capacity() > KEPT_UPPER_RECORDS {
+                    *upper = Records::default();
+                }
+            });
+            return;
+        }
+    }
+    merge_one(runs, merged);
+}
+
+/// Records below which a merge stays on one thread: starting a thread
+/// costs tens of microseconds.
+const PARALLEL_MIN_RECORDS: usize = 1 << 15;
+
+thread_local! {
+    /// The upper half of this thread's last parallel merge, kept for the
+    /// next (fresh memory costs a page fault per page).
+    static UPPER: RefCell<Records> = RefCell::default();
+}
+
+/// The most records [`UPPER`] keeps room for between merges.
+const KEPT_UPPER_RECORDS: usize = 1 << 18;
+
+/// The threads this process may run at once (asked once: the answer
+/// comes from files under /proc and /sys).
+fn parallelism() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
+/// `runs` cut at a key near the middle of the largest: the records below
+/// it and those from it on, each as runs in the same order. `None` when
+/// one side would be empty (every key the same).
+fn split(runs: &[Run]) -> Option<(Vec<Run>, Vec<Run>)> {
+    let largest = runs.iter().max_by_key(|run| run.len())?;
+    let pivot = largest.records.keys[largest.row(largest.len() / 2)];
+    let mut low = Vec::with_capacity(runs.len());
+    let mut high = Vec::with_capacity(runs.len());
+    for run in runs {
+        let keys = &run.records.keys;
+        let (below, from) = match &run.rows {
+            Rows::Span(span) => {
+                let cut = span.start + keys[span.clone()].partition_point(|&key| key < pivot);
+                (Rows::Span(span.start..cut), Rows::Span(cut..span.end))
+            }
+            Rows::Picked(rows) => {
+                let cut = rows.partition_point(|&row| keys[row as usize] < pivot);
+                (
+                    Rows::Picked(rows[..cut].to_vec()),
+                    Rows::Picked(rows[cut..].to_vec()),
+                )
+            }
+        };
+        low.push(Run {
+            records: run.records.clone(),
+            rows: below,
+        });
+        high.push(Run {
+            records: run.records.clone(),
+            rows: from,
+        });
+    }
+    let empty = |side: &[Run]| side.iter().all(|run| run.len() == 0);
+    (!empty(&low) && !empty(&high)).then_some((low, high))
+}
+
+/// [`merge_into`] on the calling thread, in passes. The first merges by
+/// key and time alone, through a loser tree over each run's key and time
+/// columns (gathered first for a run of picked rows), writing those two
+/// columns and each record's run; the next copy the sequence numbers,
+/// then the values, run by run in the order the first recorded. Each pass
+/// reads few columns at once: with a dozen runs of five columns, one pass
+/// would read from more places than the prefetchers follow.
+fn merge_one(runs: &[Run], merged: &mut Records) {
+    let total: usize = runs.iter().map(Run::len).sum();
+    let value_bytes: usize = runs.iter().map(Run::value_bytes).sum();
+    merged.clear();
+    merged.reserve(total, value_bytes);
+    if total == 0 {
+        return;
+    }
+    // The key and time columns of each run's selected rows.
+    let gathered: Vec<Option<(Vec<u64>, Vec<u64>)>> = runs
+        .iter()
+        .map(|run| match &run.rows {
+            Rows::Span(_) => None,
+            Rows::Picked(rows) => Some((
+                rows.iter().map(|&row| run.records.keys[row as usize]).collect(),
+                rows.iter().map(|&row| run.records.times[row as usize]).collect(),
+            )),
+        })
+        .collect();
+    let columns: Vec<(&[u64], &[u64])> = runs
+        .iter()
+        .zip(&gathered)
+        .map(|(run, gathered)| match (&run.rows, gathered) {
+            (_, Some((keys, times))) => (keys.as_slice(), times.as_slice()),
+            (Rows::Span(span), None) => (&run.records.keys[span.clone()], &run.records.times[span.clone()]),
+            (Rows::Picked(_), None) => unreachable!("gathered above"),
+        })
+        .collect();
+    let mut sources: Vec<u32> = Vec::with_capacity(total);
+    merge_heads(&columns, total, |run, key, time| {
+        merged.keys.push(key);
+        merged.times.push(time);
+        sources.push(run as u32);
+    });
+    debug_assert!(merged.keys.is_sorted(), "the merge keeps key order");
+    let mut next = vec![0usize; runs.len()];
+    for &run in &sources {
+        let run = run as usize;
+        merged.seqs.push(runs[run].records.seqs[runs[run].row(next[run])]);
+        next[run] += 1;
+    }
+    next.fill(0);
+    for &run in &sources {
+        let run = run as usize;
+        merged.push_value(runs[run].records.value(runs[run].row(next[run])));
+        next[run] += 1;
+    }
+}
+
+/// Calls `emit(run, key, time)` for the `total` records of `columns` (per
+/// run, its sorted keys and their times) in (key, time, run) order, with a
+/// loser tree: `losers[node]` is the run that lost the match at internal
+/// node `node` of a tree whose leaves are the runs, padded to a power of
+/// two with runs that are used up. A run's head is its (key, time) as one
+/// number, so that one comparison orders two heads; its number breaks
+/// ties (`u32::MAX` once it is used up, so that it loses to every record).
+fn merge_heads(columns: &[(&[u64], &[u64])], total: usize, mut emit: impl FnMut(usize, u64, u64)) {
+    const USED_UP: (u128, u32) = (u128::MAX, u32::MAX);
+    let width = columns.len().next_power_of_two();
+    let head = |run: usize, at: usize| -> (u128, u32) {
+        match columns.get(run) {
+            Some((keys, times)) if at < keys.len() => {
+                ((u128::from(keys[at]) << 64) | u128::from(times[at]), run as u32)
+            }
+            _ => USED_UP,
+        }
+    };
+    let mut heads: Vec<(u128, u32)> = (0..width).map(|run| head(run, 0)).collect();
+    let mut next = vec![0usize; width];
+    // `&` and `|`, not `&&` and `||`: the outcome is a coin toss, so it is
+    // computed, not branched on.
+    let before = |a: (u128, u32), b: (u128, u32)| (a.0 < b.0) | ((a.0 == b.0) & (a.1 < b.1));
+    // Play every match once, bottom-up: `winners[node]` wins under `node`.
+    let mut losers = vec![0u32; width];
+    let mut winners = vec![0u32; 2 * width];
+    for run in 0..width {
+        winners[width + run] = run as u32;
+    }
+    for node in (1..width).rev() {
+        let (left, right) = (winners[2 * node], winners[2 * node + 1]);
+        let right_first = before(heads[right as usize], heads[left as usize]);
+        winners[node] = if right_first { right } else { left };
+        losers[node] = if right_first { left } else { right };
+    }
+    let mut winner = if width == 1 { 0 } else { winners[1] };
+    for _ in 0..total {
+        let run = winner as usize;
+        let (key_time, _) = heads[run];
+        emit(run, (key_time >> 64) as u64, key_time as u64);
+        next[run] += 1;
+        let mut best = head(run, next[run]);
+        heads[run] = best;
+        // Replay from the run's leaf to the root with the new head.
+        let mut node = (width + run) / 2;
+        while node > 0 {
+            let other = losers[node];
+            let challenger = heads[other as usize];
+            let swap = before(challenger, best);
+            losers[node] = if swap { winner } else { other };
+            winner = if swap { other } else { winner };
+            best = if swap { challenger } else { best };
+            node /= 2;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(rows: &[(u64, u64, u64)]) -> Arc<Records> {
+        let mut records = Records::default();
+        for &(key, time, seq) in rows {
+            records.push(key, time, seq, &seq.to_le_bytes()[..(seq % 9) as usize]);
+        }
+        Arc::new(records)
+    }
+
+    #[test]
+    fn the_merge_orders_by_key_time_and_run_and_copies_values() {
+        // Three runs, with equal (key, time) across runs: the older run's
+        // record (lower seq) comes first.
+        let a = records(&[(1, 5, 0), (3, 1, 1), (3, 1, 2), (9, 0, 3)]);
+        let b = records(&[(0, 0, 10), (3, 1, 11), (4, 0, 12)]);
+        let c = records(&[(3, 0, 20), (3, 1, 21), (u64::MAX, u64::MAX, 22)]);
+        let runs = vec![
+            Run {
+                records: a.clone(),
+                rows: Rows::Span(0..4),
+            },
+            Run {
+                records: b.clone(),
+                rows: Rows::Picked(vec![0, 1, 2]),
+            },
+            Run {
+                records: c.clone(),
+                rows: Rows::Picked(vec![1, 2]),
+            },
+        ];
+        let mut merged = Records::default();
+        merge_into(&runs, &mut merged);
+        let order: Vec<(u64, u64, u64)> = (0..merged.len()).map(|i| merged.order(i)).collect();
+        let mut expected: Vec<(u64, u64, u64)> = [&a, &b]
+            .iter()
+            .flat_map(|records| (0..records.len()).map(|i| records.order(i)))
+            .chain([c.order(1), c.order(2)])
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(order, expected);
+        for i in 0..merged.len() {
+            let seq = merged.seqs[i];
+            assert_eq!(merged.value(i), &seq.to_le_bytes()[..(seq % 9) as usize]);
+        }
+    }
+
+    #[test]
+    fn a_merge_of_many_random_runs_is_sorted_and_complete() {
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state >> 33
+        };
+        let mut merged = Records::default();
+        for runs_count in [13usize, 0, 1, 2, 3, 5, 8] {
+            let mut seq = 0;
+            let mut runs = Vec::new();
+            let mut expected = Vec::new();
+            for _ in 0..runs_count {
+                let len = (next() % 300) as usize;
+                let mut rows: Vec<(u64, u64)> = (0..len).map(|_| (next() % 50, next() % 4)).collect();
+                rows.sort_unstable();
+                let with_seqs: Vec<(u64, u64, u64)> = rows
+                    .iter()
+                    .map(|&(key, time)| {
+                        seq += 1;
+                        (key, time, seq)
+                    })
+                    .collect();
+                let picked: Vec<u32> = (0..len as u32).filter(|row| row % 3 != 1).collect();
+                expected.extend(picked.iter().map(|&row| with_seqs[row as usize]));
+                runs.push(Run {
+                    records: records(&with_seqs),
+                    rows: Rows::Picked(picked),
+                });
+            }
+            expected.sort_unstable();
+            // One result reused: each merge starts it afresh.
+            merge_into(&runs, &mut merged);
+            let got: Vec<(u64, u64, u64)> = (0..merged.len()).map(|i| merged.order(i)).collect();
+            assert_eq!(got, expected, "{runs_count} runs");
+        }
+    }
+}
+#[cfg(test)]
+mod large {
+    use super::*;
+
+    fn run_of(rows: &[(u64, u64)], first_seq: u64) -> Run {
+        let mut records = Records::default();
+        for (i, &(key, time)) in rows.iter().enumerate() {
+            records.push(key, time, first_seq + i as u64, &key.to_le_bytes());
+        }
+        let len = records.len();
+        Run {
+            records: Arc::new(records),
+            rows: Rows::Span(0..len),
+        }
+    }
+
+    #[test]
+    fn a_merge_large_enough_for_two_threads_equals_a_sort() {
+        let mut state = 3u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut runs = Vec::new();
+        let mut expected = Vec::new();
+        for number in 0..5u64 {
+            // Few distinct keys: equal keys straddle the cut of the split.
+            let mut rows: Vec<(u64, u64)> = (0..20_000).map(|_| (next() % 500, next() % 3)).collect();
+            rows.sort_unstable();
+            let run = run_of(&rows, number << 32);
+            expected.extend((0..run.len()).map(|i| run.records.order(i)));
+            runs.push(run);
+        }
+        // A picked run too.
+        let picked: Vec<u32> = (0..20_000).filter(|row| row % 2 == 0).collect();
+        let last = &runs[4];
+        let mut picked_expected: Vec<_> = picked
+            .iter()
+            .map(|&row| last.records.order(row as usize))
+            .collect();
+        expected.retain(|&(_, _, seq)| seq >> 32 != 4);
+        expected.append(&mut picked_expected);
+        runs[4].rows = Rows::Picked(picked);
+        expected.sort_unstable();
+        assert!(split(&runs).is_some());
+        let mut merged = Records::default();
+        merge_into(&runs, &mut merged);
+        let got: Vec<_> = (0..merged.len()).map(|i| merged.order(i)).collect();
+        assert_eq!(got, expected);
+        for i in 0..merged.len() {
+            assert_eq!(merged.value(i), &merged.keys[i].to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn runs_of_one_key_are_not_split() {
+        let rows = vec![(9u64, 1u64); 40_000];
+        let runs = vec![run_of(&rows, 0), run_of(&rows, 1 << 32)];
+        assert!(split(&runs).is_none());
+        let mut merged = Records::default();
+        merge_into(&runs, &mut merged);
+        assert_eq!(merged.len(), 80_000);
+        assert!((0..merged.len()).map(|i| merged.order(i)).is_sorted());
+    }
+}
