@@ -97,7 +97,10 @@ impl Engine for Rocks {
         }
         let mut iterator = self.db.raw_iterator_opt(read_options);
         iterator.seek(encode_key(low, 0, 0));
-        let mut found = self.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut found = self
+            .found
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         found.clear();
         while let (Some(key), Some(value)) = (iterator.key(), iterator.value()) {
             let value = f64::from_le_bytes(value.try_into().context("8-byte values")?);

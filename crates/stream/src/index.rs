@@ -206,8 +206,31 @@ impl BufferData {
         self.values.len() + self.ops.len() * RECORD_OVERHEAD_BYTES
     }
 
-    fn value(&self, location: usize) -> &[u8] {
-        &self.values[self.value_range(location)]
+    /// Appends the records of `entries` (this buffer's, the first at
+    /// `first_seq`) to `records`. Entries in key order point all over the
+    /// buffer's columns, so each read misses the cache: done in chunks of
+    /// two passes, which keep the misses independent of each other for
+    /// the processor to overlap (the value bounds of a chunk, then its
+    /// values).
+    fn copy_records(&self, first_seq: u64, entries: &[Entry], records: &mut Records) {
+        const CHUNK: usize = 1024;
+        let mut bounds: Vec<Range<usize>> = Vec::with_capacity(CHUNK.min(entries.len()));
+        for chunk in entries.chunks(CHUNK) {
+            bounds.clear();
+            bounds.extend(
+                chunk
+                    .iter()
+                    .map(|entry| self.value_range(entry.location as usize)),
+            );
+            for (entry, value) in chunk.iter().zip(bounds.drain(..)) {
+                records.push(
+                    entry.key,
+                    entry.time,
+                    first_seq + entry.location,
+                    &self.values[value],
+                );
+            }
+        }
     }
 
     fn value_range(&self, location: usize) -> Range<usize> {
@@ -258,15 +281,9 @@ impl Buffer {
             entries.sort_unstable();
         }
         let data = lock(&self.data);
-        // Entries in key order point all over the buffer's columns, so
-        // each read below misses the cache. Two passes keep those misses
-        // independent of each other, for the processor to overlap: the
-        // first reads each record's op and value bounds, the second copies
-        // the values.
-        let mut kept: Vec<(Entry, Range<usize>)> = Vec::with_capacity(entries.len());
+        let mut kept = Vec::with_capacity(entries.len());
         for entry in entries {
-            let location = entry.location as usize;
-            let op = data.ops[location];
+            let op = data.ops[entry.location as usize];
             if op.shadows() {
                 shadows.push(Shadow {
                     key: entry.key,
@@ -275,14 +292,10 @@ impl Buffer {
                 });
             }
             if op != Op::Delete {
-                kept.push((entry, data.value_range(location)));
+                kept.push(entry);
             }
         }
-        records.reserve(kept.len(), kept.iter().map(|(_, value)| value.len()).sum());
-        for (entry, value) in kept {
-            let seq = self.first_seq + entry.location;
-            records.push(entry.key, entry.time, seq, &data.values[value]);
-        }
+        data.copy_records(self.first_seq, &kept, records);
     }
 }
 
@@ -1289,6 +1302,9 @@ fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>) {
     let data = lock(&buffer.data);
     let mut records = Records::with_capacity(entries.len(), data.values.len());
     let mut shadows = Vec::new();
+    // The records to write, copied a chunk at a time.
+    const KEPT_CHUNK: usize = 4096;
+    let mut kept: Vec<Entry> = Vec::with_capacity(KEPT_CHUNK);
     let mut group_start = 0;
     while group_start < entries.len() {
         let first = entries[group_start];
@@ -1308,19 +1324,18 @@ fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>) {
                 seq: buffer.first_seq + group[at].location,
             });
         }
-        for entry in &group[newest_shadow.unwrap_or(0)..] {
-            let location = entry.location as usize;
-            if data.ops[location] != Op::Delete {
-                records.push(
-                    entry.key,
-                    entry.time,
-                    buffer.first_seq + entry.location,
-                    data.value(location),
-                );
-            }
+        kept.extend(
+            group[newest_shadow.unwrap_or(0)..]
+                .iter()
+                .filter(|entry| data.ops[entry.location as usize] != Op::Delete),
+        );
+        if kept.len() >= KEPT_CHUNK {
+            data.copy_records(buffer.first_seq, &kept, &mut records);
+            kept.clear();
         }
         group_start = group_end;
     }
+    data.copy_records(buffer.first_seq, &kept, &mut records);
     (records, shadows)
 }
 
