@@ -766,9 +766,12 @@ def markdown(report: dict[str, Any]) -> str:
         "of the records (chosen from the sorted keys, so a range in a dense region is narrow), run one at a time "
         "after a warm-up (one scan of everything, then 10 ranges); every result is materialized (key, time, value). StreamIndex holds the data in "
         f"its segment cache plus the live buffer (up to {buffer} records in a template tree); RocksDB after its "
-        "memtable flush and compactions, in its block cache and the page cache; `btreemap` in memory. StreamIndex "
-        "also reads the same ranges with `scan` (records visited in place, in no key order, nothing copied): the "
-        "difference is what its range query spends merging the segments into key order and copying.",
+        "memtable flush and compactions, in its block cache and the page cache; `btreemap` in memory. Every engine "
+        "reuses the memory of its last result (StreamIndex through `range_into`). StreamIndex merges its sources "
+        "(a segment per flushed buffer, and the buffer) into key order, on two threads once a result holds 2^15 "
+        "records or more (the machine's second core is idle during the queries). It also reads the same ranges "
+        "with `scan` (records visited in place, each source in key order, nothing copied): the difference is what "
+        "its range query spends merging the sources into one key order and copying.",
         "",
     ]
     for dataset in datasets:
@@ -791,7 +794,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"template (buffers of {buffer} records; the seed used 500k tuples per tree). Fixed: the first buffer's "
         "grown tree is the template for ever. Rebuild: a buffer with more than 5% of its leaves overflowed "
         "(or more than 5% of its entries in overflow nodes) gets a template rebuilt from its own keys at 70% "
-        "fill for the next buffer. Leaf capacity equals the fan-out here, as in the seed. The last column is the "
+        "fill for the next buffer; and within a buffer, once the template's overflowed share passes 5% beyond "
+        "what it had when made, it is rebuilt at once from the keys so far, its leaves sized for the whole buffer "
+        "(templates made counts both). Leaf capacity equals the fan-out here, as in the seed. The last column is the "
         "share of entries that went to overflow nodes: a template the stream has left behind can have few "
         "overflowed leaves holding very long chains.",
         "",
