@@ -137,9 +137,10 @@ pub struct TemplateTree {
     entries: AtomicUsize,
     overflowed_leaves: AtomicUsize,
     overflow_nodes: AtomicUsize,
-    /// The stretch a rebuilt template had when it was made, which no
-    /// template can avoid (keys repeated more than a leaf holds): a
-    /// rebuild is due when the stretch passes it by the threshold.
+    /// The stretch this template will have when full if the stream keeps
+    /// to the sample it was made from, which no template can avoid (keys
+    /// repeated more than a leaf holds): a rebuild is due when the stretch
+    /// passes it by the threshold.
     inherent: Stretched,
 }
 
@@ -215,15 +216,22 @@ impl TemplateTree {
     /// leaves, so a key repeated more than a leaf's worth makes a longer
     /// leaf range.
     pub fn from_keys(sorted_keys: &[u64], fan_out: usize, leaf_capacity: usize, fill: f64) -> Self {
-        Self::from_sample(sorted_keys, fan_out, leaf_capacity, leaf_capacity as f64 * fill)
+        Self::from_sample(sorted_keys, fan_out, leaf_capacity, fill, 1.0)
     }
 
     /// [`TemplateTree::from_keys`] with `keys_per_leaf` sample keys per
     /// leaf (at least 1; fewer than a leaf's worth when the sample is a
     /// part of what the template will hold).
-    fn from_sample(sorted_keys: &[u64], fan_out: usize, leaf_capacity: usize, keys_per_leaf: f64) -> Self {
-        let bounds = leaf_bounds(sorted_keys, leaf_capacity, keys_per_leaf);
-        Self::from_bounds(&bounds, fan_out, leaf_capacity)
+    ///
+    /// `scale` is how many entries the template will hold per sample key
+    /// (1 for a whole buffer's keys). The template also records the
+    /// stretch it will have when full if the stream keeps to the sample
+    /// (its *inherent* stretch, see [`TemplateTree::is_stretched`]).
+    fn from_sample(sorted_keys: &[u64], fan_out: usize, leaf_capacity: usize, fill: f64, scale: f64) -> Self {
+        let bounds = leaf_bounds(sorted_keys, leaf_capacity, leaf_capacity as f64 * fill / scale);
+        let mut template = Self::from_bounds(&bounds, fan_out, leaf_capacity);
+        template.inherent = projected_stretch(&bounds, sorted_keys, leaf_capacity, scale);
+        template
     }
 
     /// A template of `bounds.len() + 1` leaves, leaf `i > 0` holding keys
@@ -352,7 +360,8 @@ impl TemplateTree {
     /// Whether this template fits the stream so badly that one made now
     /// from its own keys should replace it: the share of leaves with an
     /// overflow node, or of entries that its overflow nodes can hold,
-    /// passes by `threshold` what it was when this template was rebuilt;
+    /// passes by `threshold` what the sample it was made from implies
+    /// (its inherent stretch);
     /// and it holds enough entries to make a template of leaves that
     /// reach `fill` at `expected_entries` (see [`TemplateTree::rebuilt`]).
     /// Cheap enough to ask after every batch.
@@ -374,8 +383,13 @@ impl TemplateTree {
     /// Sample keys per leaf for a template whose leaves reach `fill` when
     /// it holds `expected_entries`, the entries held now being the sample.
     fn keys_per_leaf(&self, expected_entries: usize, fill: f64) -> f64 {
-        let entries = self.entries.load(Ordering::Relaxed);
-        self.leaf_capacity as f64 * fill * entries as f64 / expected_entries.max(entries).max(1) as f64
+        self.leaf_capacity as f64 * fill / self.scale(expected_entries)
+    }
+
+    /// Entries expected per entry held now (at least 1).
+    fn scale(&self, expected_entries: usize) -> f64 {
+        let entries = self.entries.load(Ordering::Relaxed).max(1);
+        expected_entries.max(entries) as f64 / entries as f64
     }
 
     /// A template made from the keys held (as [`TemplateTree::from_keys`]
@@ -387,13 +401,15 @@ impl TemplateTree {
         let mut entries = Vec::with_capacity(self.entries.load(Ordering::Relaxed));
         self.range(0, u64::MAX, |entry| entries.push(*entry));
         let keys: Vec<u64> = entries.iter().map(|entry| entry.key).collect();
+        let scale = self.scale(expected_entries);
         let bounds = leaf_bounds(
             &keys,
             self.leaf_capacity,
-            self.keys_per_leaf(expected_entries, fill),
+            self.leaf_capacity as f64 * fill / scale,
         );
-        drop(keys);
         let mut template = Self::from_bounds(&bounds, fan_out, self.leaf_capacity);
+        template.inherent = projected_stretch(&bounds, &keys, self.leaf_capacity, scale);
+        drop(keys);
         // The entries are sorted and so are the leaves: one pass hands
         // each leaf its run, with no descent and no lock.
         let mut stretch = Stretch::default();
@@ -413,7 +429,6 @@ impl TemplateTree {
         *template.entries.get_mut() = entries.len();
         *template.overflow_nodes.get_mut() = stretch.nodes;
         *template.overflowed_leaves.get_mut() = stretch.leaves;
-        template.inherent = template.stretched();
         template
     }
 
@@ -510,6 +525,32 @@ fn leaf_bounds(sorted_keys: &[u64], leaf_capacity: usize, keys_per_leaf: f64) ->
         extend_edges(&mut bounds, first, last);
     }
     bounds
+}
+
+/// The stretch of a template of leaves `bounds` once it holds `scale`
+/// entries per key of `sorted_keys`, spread as they are: the leaves whose
+/// share is more than a leaf holds (a key repeated that often, or a run of
+/// keys dense enough), and the overflow nodes they need.
+fn projected_stretch(bounds: &[u64], sorted_keys: &[u64], leaf_capacity: usize, scale: f64) -> Stretched {
+    let capacity = leaf_capacity as f64;
+    let (mut leaves, mut nodes) = (0usize, 0.0);
+    let mut start = 0;
+    for leaf in 0..=bounds.len() {
+        let end = match bounds.get(leaf) {
+            Some(&low) => start + sorted_keys[start..].partition_point(|&key| key < low),
+            None => sorted_keys.len(),
+        };
+        let projected = (end - start) as f64 * scale;
+        if projected > capacity {
+            leaves += 1;
+            nodes += ((projected - capacity) / capacity).ceil();
+        }
+        start = end;
+    }
+    Stretched {
+        leaves: leaves as f64 / (bounds.len() + 1) as f64,
+        entries: nodes * capacity / (sorted_keys.len().max(1) as f64 * scale),
+    }
 }
 
 /// Adds empty leaves past both ends of a sample's keys (an eighth as many
