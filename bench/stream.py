@@ -795,7 +795,7 @@ def markdown(report: dict[str, Any]) -> str:
         "grown tree is the template for ever. Rebuild: a buffer with more than 5% of its leaves overflowed "
         "(or more than 5% of its entries in overflow nodes) gets a template rebuilt from its own keys at 70% "
         "fill for the next buffer; and within a buffer, once the template's overflowed share passes 5% beyond "
-        "what it had when made, it is rebuilt at once from the keys so far, its leaves sized for the whole buffer "
+        "what its sample implies when full (keys repeated past a leaf), it is rebuilt at once from the keys so far, its leaves sized for the whole buffer "
         "(templates made counts both). Leaf capacity equals the fan-out here, as in the seed. The last column is the "
         "share of entries that went to overflow nodes: a template the stream has left behind can have few "
         "overflowed leaves holding very long chains.",
