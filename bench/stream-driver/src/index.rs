@@ -113,18 +113,19 @@ impl Tree {
                 }
             }
             Tree::Template(tree, rebuild) => {
-                let stretched =
-                    |tree: &TemplateTree| tree.is_stretched(options.buffer, options.threshold, options.fill);
-                let shared = tree.read().unwrap_or_else(PoisonError::into_inner);
-                shared.insert_batch(batch);
-                let rebuild = *rebuild && stretched(&shared);
-                drop(shared);
-                if rebuild {
-                    let mut tree = tree.write().unwrap_or_else(PoisonError::into_inner);
-                    if stretched(&tree) {
-                        *tree = tree.rebuilt(options.buffer, options.fan_out, options.fill);
-                        rebuilds.fetch_add(1, Ordering::Relaxed);
-                    }
+                tree.read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert_batch(batch);
+                if *rebuild
+                    && TemplateTree::rebuild_if_stretched(
+                        tree,
+                        options.buffer,
+                        options.threshold,
+                        options.fan_out,
+                        options.fill,
+                    )
+                {
+                    rebuilds.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Tree::Map(map) => {

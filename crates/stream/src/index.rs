@@ -171,16 +171,7 @@ impl BufferTree {
         else {
             return false;
         };
-        if !read(tree).is_stretched(expected_entries, threshold, options.fill) {
-            return false;
-        }
-        let mut tree = tree.write().unwrap_or_else(PoisonError::into_inner);
-        // Another writer may have rebuilt it while this one waited.
-        if !tree.is_stretched(expected_entries, threshold, options.fill) {
-            return false;
-        }
-        *tree = tree.rebuilt(expected_entries, options.fan_out, options.fill);
-        true
+        TemplateTree::rebuild_if_stretched(tree, expected_entries, threshold, options.fan_out, options.fill)
     }
 }
 

@@ -9,6 +9,7 @@
 //! a result sized beforehand, so the hot loop allocates nothing. A large
 //! merge is cut at a key and its halves merged on two threads.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -61,15 +62,7 @@ impl Run {
     fn value_bytes(&self) -> usize {
         let records = &*self.records;
         match &self.rows {
-            Rows::Span(span) if span.is_empty() => 0,
-            Rows::Span(span) => {
-                let start = if span.start == 0 {
-                    0
-                } else {
-                    records.value_ends[span.start - 1]
-                };
-                (records.value_ends[span.end - 1] - start) as usize
-            }
+            Rows::Span(span) => records.value_start(span.end) - records.value_start(span.start),
             Rows::Picked(rows) => rows.iter().map(|&row| records.value(row as usize).len()).sum(),
         }
     }
@@ -165,6 +158,9 @@ fn split(runs: &[Run]) -> Option<(Vec<Run>, Vec<Run>)> {
     (!empty(&low) && !empty(&high)).then_some((low, high))
 }
 
+/// A run's selected keys and their times, borrowed or gathered.
+type KeyTimes<'a> = (Cow<'a, [u64]>, Cow<'a, [u64]>);
+
 /// [`merge_into`] on the calling thread, in passes. The first merges by
 /// key and time alone, through a loser tree over each run's key and time
 /// columns (gathered first for a run of picked rows), writing those two
@@ -180,26 +176,25 @@ fn merge_one(runs: &[Run], merged: &mut Records) {
     if total == 0 {
         return;
     }
-    // The key and time columns of each run's selected rows.
-    let gathered: Vec<Option<(Vec<u64>, Vec<u64>)>> = runs
+    // The key and time columns of each run's selected rows: borrowed for
+    // a span, gathered for picked rows.
+    let owned: Vec<KeyTimes<'_>> = runs
         .iter()
-        .map(|run| match &run.rows {
-            Rows::Span(_) => None,
-            Rows::Picked(rows) => Some((
-                rows.iter().map(|&row| run.records.keys[row as usize]).collect(),
-                rows.iter().map(|&row| run.records.times[row as usize]).collect(),
-            )),
+        .map(|run| {
+            let records = &*run.records;
+            match &run.rows {
+                Rows::Span(span) => (
+                    Cow::Borrowed(&records.keys[span.clone()]),
+                    Cow::Borrowed(&records.times[span.clone()]),
+                ),
+                Rows::Picked(rows) => (
+                    rows.iter().map(|&row| records.keys[row as usize]).collect(),
+                    rows.iter().map(|&row| records.times[row as usize]).collect(),
+                ),
+            }
         })
         .collect();
-    let columns: Vec<(&[u64], &[u64])> = runs
-        .iter()
-        .zip(&gathered)
-        .map(|(run, gathered)| match (&run.rows, gathered) {
-            (_, Some((keys, times))) => (keys.as_slice(), times.as_slice()),
-            (Rows::Span(span), None) => (&run.records.keys[span.clone()], &run.records.times[span.clone()]),
-            (Rows::Picked(_), None) => unreachable!("gathered above"),
-        })
-        .collect();
+    let columns: Vec<(&[u64], &[u64])> = owned.iter().map(|(keys, times)| (&**keys, &**times)).collect();
     let mut sources: Vec<u32> = Vec::with_capacity(total);
     merge_heads(&columns, total, |run, key, time| {
         merged.keys.push(key);

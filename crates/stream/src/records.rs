@@ -53,12 +53,17 @@ impl Records {
     /// Record `i`'s value.
     #[inline]
     pub fn value(&self, i: usize) -> &[u8] {
-        let start = if i == 0 {
-            0
-        } else {
-            self.value_ends[i - 1] as usize
-        };
-        &self.values[start..self.value_ends[i] as usize]
+        &self.values[self.value_start(i)..self.value_start(i + 1)]
+    }
+
+    /// Where record `i`'s value starts in `values` (for `i == len()`, the
+    /// end of the last one).
+    #[inline]
+    pub(crate) fn value_start(&self, i: usize) -> usize {
+        match i {
+            0 => 0,
+            _ => self.value_ends[i - 1] as usize,
+        }
     }
 
     /// Appends a record.

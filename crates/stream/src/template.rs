@@ -22,7 +22,7 @@
 //! [`TemplateTree::is_stretched`] says too much of it has overflowed.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError, RwLock};
 
 use crate::bptree::{BPlusTree, Node};
 use crate::Entry;
@@ -378,6 +378,29 @@ impl TemplateTree {
             leaves: self.overflowed_leaves.load(Ordering::Relaxed) as f64 / self.leaves.len() as f64,
             entries: (nodes * self.leaf_capacity) as f64 / entries,
         }
+    }
+
+    /// Replaces the template in `tree` by [`TemplateTree::rebuilt`] if it
+    /// [`TemplateTree::is_stretched`] (checked again under the write lock,
+    /// since another writer may have rebuilt it meanwhile); returns
+    /// whether it did. Inserts and reads hold `tree` shared.
+    pub fn rebuild_if_stretched(
+        tree: &RwLock<TemplateTree>,
+        expected_entries: usize,
+        threshold: f64,
+        fan_out: usize,
+        fill: f64,
+    ) -> bool {
+        let stretched = |tree: &TemplateTree| tree.is_stretched(expected_entries, threshold, fill);
+        if !stretched(&tree.read().unwrap_or_else(PoisonError::into_inner)) {
+            return false;
+        }
+        let mut tree = tree.write().unwrap_or_else(PoisonError::into_inner);
+        if !stretched(&tree) {
+            return false;
+        }
+        *tree = tree.rebuilt(expected_entries, fan_out, fill);
+        true
     }
 
     /// Sample keys per leaf for a template whose leaves reach `fill` when
