@@ -38,7 +38,7 @@ _U64_MAX = 2**64 - 1
 _SIZE_OPTIONS = ("buffer_bytes", "max_value_bytes", "cache_bytes")
 _COUNT_OPTIONS = ("leaf_capacity", "fan_out")
 _SHARE_OPTIONS = ("rebuild_threshold", "fill")
-_FLAG_OPTIONS = ("ordered_time", "sync", "read_only")
+_FLAG_OPTIONS = ("ordered_time", "sync", "tiers", "read_only")
 _TEMPLATES = ("none", "fixed", "rebuild")
 # In the order of spillway_stream::Options.
 OPTIONS = (
@@ -52,6 +52,7 @@ OPTIONS = (
     "ordered_time",
     "sync",
     "cache_bytes",
+    "tiers",
     "read_only",
 )
 
@@ -205,6 +206,9 @@ class StreamIndex:
     - ``ordered_time`` (False): refuse times before the latest written;
     - ``sync`` (True): fsync the log before a write returns;
     - ``cache_bytes`` (1G): decoded segments kept in memory;
+    - ``tiers`` (True): merge the segments kept in memory into a few larger
+      sorted runs in the background, so ranges merge few sources (see
+      :meth:`settle`);
     - ``read_only`` (False): open an existing index for queries only:
       nothing in its directory changes, writes are refused, and other
       read-only openers may share it (a writer, in this process or
@@ -284,6 +288,10 @@ class StreamIndex:
         """Writes the buffer as a segment file."""
         self._native.flush()
 
+    def settle(self) -> None:
+        """Waits until the background merges of segments into tiers asked for so far are done."""
+        self._native.settle()
+
     def compact(self) -> int:
         """Merges runs of small segments into one, dropping replaced records; returns the segments merged."""
         return self._native.compact()
@@ -344,7 +352,7 @@ class StreamIndex:
         return {name: found[name] for name in ("count", "numeric", "sum", "min", "max")}
 
     def stats(self) -> Dict[str, Any]:
-        """Counters and sizes: writes, buffer, segments, flushes, templates, overflow, compactions, cache."""
+        """Counters and sizes: writes, buffer, segments, tiers, flushes, templates, overflow, compactions, cache."""
         return json.loads(self._native.stats())
 
     def verify(self) -> Dict[str, Any]:

@@ -306,7 +306,8 @@ def test_stats_name_every_counter(tmp_path):
     assert set(stats) == {
         "writes", "next_seq", "buffer_records", "buffer_bytes", "segments", "segment_records", "segment_bytes",
         "flushes", "flush_pause_seconds", "templates", "template_leaves", "last_overflow", "total_overflow",
-        "compactions", "compacted_segments", "cache_bytes", "leaves_summarized", "leaves_read",
+        "compactions", "compacted_segments", "tiers", "tier_merges", "tier_records", "cache_bytes",
+        "leaves_summarized", "leaves_read",
     }  # fmt: skip
     assert set(stats["last_overflow"]) == overflow_fields and set(stats["total_overflow"]) == overflow_fields
     assert stats["writes"] == stats["next_seq"] == 10_000
@@ -374,3 +375,26 @@ def test_encoded_keys_make_ranges_of_the_original_values(tmp_path):
         found = index.range(stream_key.f64(-1.0), stream_key.f64(5.0))
         assert found["values"] == [b"cool", b"zero", b"warm"]
         assert [stream_key.decode_f64(key) for key in found["keys"].tolist()] == [-0.25, 0.0, 2.0]
+
+
+def test_tiers_merge_flushed_segments_in_the_background_and_can_be_turned_off(tmp_path):
+    keys = numpy.arange(40_000, dtype=numpy.uint64)[::-1].copy()
+    found = {}
+    for tiers in (True, False):
+        with spillway.StreamIndex(tmp_path / str(tiers), buffer_bytes="64K", sync=False, tiers=tiers) as index:
+            assert index.options()["tiers"] is tiers
+            index.append_batch(keys, keys, keys.astype(numpy.float64))
+            index.settle()
+            stats = index.stats()
+            assert stats["segments"] >= 8
+            if tiers:
+                assert 1 <= stats["tiers"] < stats["segments"] and stats["tier_merges"] >= stats["segments"] // 2
+                assert stats["tier_records"] >= stats["segment_records"]
+            else:
+                assert (stats["tiers"], stats["tier_merges"], stats["tier_records"]) == (0, 0, 0)
+            found[tiers] = index.range(1_000, 30_000, values="float")
+    assert found[True]["keys"].tolist() == list(range(1_000, 30_001))
+    for column in ("keys", "times", "values"):
+        assert found[True][column].tolist() == found[False][column].tolist()
+    with pytest.raises(spillway.InvalidArgumentError, match="tiers must be True or False"):
+        spillway.StreamIndex(tmp_path / "bad", tiers="yes")

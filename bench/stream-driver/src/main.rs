@@ -132,6 +132,10 @@ enum Command {
         /// Spillway's rebuild threshold.
         #[arg(long, default_value_t = 0.05)]
         threshold: f64,
+        /// Spillway without tiers (resident segments merged in the
+        /// background for queries).
+        #[arg(long)]
+        no_tiers: bool,
         /// Spillway's records per buffer.
         #[arg(long, default_value_t = BUFFER_RECORDS)]
         buffer: usize,
@@ -251,6 +255,7 @@ fn main() -> Result<()> {
             sync,
             policy,
             threshold,
+            no_tiers,
             buffer,
             queries,
             query_counts,
@@ -279,7 +284,9 @@ fn main() -> Result<()> {
                 std::fs::remove_dir_all(&store_dir)?;
             }
             let engine_box: Box<dyn Engine> = match engine {
-                EngineName::Spillway => Box::new(store::Spillway::open(&store_dir, policy, sync, buffer)?),
+                EngineName::Spillway => Box::new(store::Spillway::open(
+                    &store_dir, policy, sync, !no_tiers, buffer,
+                )?),
                 EngineName::Btreemap => Box::new(store::Memory::default()),
                 #[cfg(feature = "rocksdb")]
                 EngineName::Rocksdb => Box::new(rocks::Rocks::open(&store_dir, sync)?),
@@ -295,6 +302,7 @@ fn main() -> Result<()> {
                 "threads": threads,
                 "batch": if mixed { 99 } else { batch },
                 "sync": sync,
+                "tiers": engine == EngineName::Spillway && !no_tiers,
             });
             if mixed {
                 let ranges = &sets[0].1;

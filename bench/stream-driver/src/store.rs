@@ -49,6 +49,8 @@ pub struct Spillway {
     /// The result of the last range query, whose memory the next reuses
     /// (as a caller running query after query would).
     found: Mutex<Records>,
+    /// Seconds the last `settle` waited for background tier merges.
+    settle_s: Mutex<f64>,
 }
 
 impl std::fmt::Debug for Spillway {
@@ -66,16 +68,24 @@ pub const SPILLWAY_RECORD_OVERHEAD_BYTES: usize = 48;
 impl Spillway {
     /// Opens a new store in `dir` whose buffers hold `buffer_records`
     /// records of 8-byte values.
-    pub fn open(dir: &Path, policy: TemplatePolicy, sync: bool, buffer_records: usize) -> Result<Spillway> {
+    pub fn open(
+        dir: &Path,
+        policy: TemplatePolicy,
+        sync: bool,
+        tiers: bool,
+        buffer_records: usize,
+    ) -> Result<Spillway> {
         let options = Options {
             buffer_bytes: buffer_records * (SPILLWAY_RECORD_OVERHEAD_BYTES + 8),
             template: policy,
             sync,
+            tiers,
             ..Options::default()
         };
         Ok(Spillway {
             index: StreamIndex::open(dir, options)?,
             found: Mutex::default(),
+            settle_s: Mutex::default(),
         })
     }
 }
@@ -107,6 +117,15 @@ impl Engine for Spillway {
         Some(scanned.map(|()| checksum).map_err(Into::into))
     }
 
+    /// Waits for the background merges into tiers still running after
+    /// the ingest (as RocksDB's settle waits for its compactions).
+    fn settle(&self) -> Result<()> {
+        let started = std::time::Instant::now();
+        self.index.settle();
+        *self.settle_s.lock().unwrap_or_else(PoisonError::into_inner) = started.elapsed().as_secs_f64();
+        Ok(())
+    }
+
     fn stats(&self) -> Value {
         let stats = self.index.stats();
         let options = self.index.options();
@@ -129,6 +148,10 @@ impl Engine for Spillway {
             "total_overflow": overflow_json(&stats.total_overflow),
             "cache_bytes": stats.cache_bytes,
             "leaves_read": stats.leaves_read,
+            "tiers": stats.tiers,
+            "tier_merges": stats.tier_merges,
+            "tier_records": stats.tier_records,
+            "settle_s": *self.settle_s.lock().unwrap_or_else(PoisonError::into_inner),
         })
     }
 }

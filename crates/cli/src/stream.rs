@@ -162,6 +162,10 @@ struct IngestArgs {
     /// crash may then lose the last batches; a process crash does not).
     #[arg(long)]
     no_sync: bool,
+    /// Do not merge the segments held in memory into tiers in the
+    /// background (range queries then merge one source per segment).
+    #[arg(long)]
+    no_tiers: bool,
     /// Records per write (each write is logged, and with sync fsynced, once).
     #[arg(long, value_name = "N", default_value_t = 4096)]
     batch: usize,
@@ -348,6 +352,7 @@ fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
         ordered_time: args.ordered_time,
         sync: !args.no_sync,
         cache_bytes: mib(args.dir.cache_mib, "--cache-mib")?,
+        tiers: !args.no_tiers,
     };
     let dir = &args.dir.dir;
     let index = StreamIndex::open(dir, options)
@@ -862,6 +867,9 @@ pub fn stats_json(stats: &StreamStats) -> Value {
         total_overflow,
         compactions,
         compacted_segments,
+        tiers,
+        tier_merges,
+        tier_records,
         cache_bytes,
         leaves_summarized,
         leaves_read,
@@ -883,6 +891,9 @@ pub fn stats_json(stats: &StreamStats) -> Value {
         ("total_overflow", overflow_json(total_overflow)),
         ("compactions", json!(compactions)),
         ("compacted_segments", json!(compacted_segments)),
+        ("tiers", json!(tiers)),
+        ("tier_merges", json!(tier_merges)),
+        ("tier_records", json!(tier_records)),
         ("cache_bytes", json!(cache_bytes)),
         ("leaves_summarized", json!(leaves_summarized)),
         ("leaves_read", json!(leaves_read)),

@@ -150,7 +150,7 @@ impl PyStreamIndex {
     #[pyo3(signature = (
         path, *, buffer_bytes=None, leaf_capacity=None, fan_out=None, template=None,
         rebuild_threshold=None, fill=None, max_value_bytes=None, ordered_time=None, sync=None,
-        cache_bytes=None, read_only=None
+        cache_bytes=None, tiers=None, read_only=None
     ))]
     #[allow(clippy::too_many_arguments)] // one per engine option, all keyword-only
     fn new(
@@ -166,6 +166,7 @@ impl PyStreamIndex {
         ordered_time: Option<bool>,
         sync: Option<bool>,
         cache_bytes: Option<usize>,
+        tiers: Option<bool>,
         read_only: Option<bool>,
     ) -> PyResult<Self> {
         let defaults = Options::default();
@@ -184,6 +185,7 @@ impl PyStreamIndex {
             ordered_time: ordered_time.unwrap_or(defaults.ordered_time),
             sync: sync.unwrap_or(defaults.sync),
             cache_bytes: cache_bytes.unwrap_or(defaults.cache_bytes),
+            tiers: tiers.unwrap_or(defaults.tiers),
         };
         let index = py
             .detach(|| match read_only {
@@ -216,6 +218,7 @@ impl PyStreamIndex {
         dict.set_item("ordered_time", options.ordered_time)?;
         dict.set_item("sync", options.sync)?;
         dict.set_item("cache_bytes", options.cache_bytes)?;
+        dict.set_item("tiers", options.tiers)?;
         Ok(dict)
     }
 
@@ -339,6 +342,14 @@ impl PyStreamIndex {
     /// Writes the active buffer as a segment.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         self.with_index(py, StreamIndex::flush)
+    }
+
+    /// Waits for the background merges into tiers asked for so far.
+    fn settle(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_index(py, |index| {
+            index.settle();
+            Ok(())
+        })
     }
 
     /// Merges runs of small segments; returns the segments merged.

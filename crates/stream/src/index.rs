@@ -15,9 +15,10 @@ use crate::batch::{Batch, Op};
 use crate::bptree::BPlusTree;
 use crate::manifest::{Listed, Manifest};
 use crate::merge::{self, Rows, Run};
-use crate::records::{Aggregate, Bounds, Records, Shadow};
+use crate::records::{drop_shadowed, newest_shadow, newest_shadows, Aggregate, Bounds, Records, Shadow};
 use crate::segment::{self, Cache, Segment};
 use crate::template::{OverflowStats, TemplateTree};
+use crate::tier::{self, Tier, TierCounters, Tiered, Tiering};
 use crate::wal::{self, Wal, WalSync};
 use crate::Entry;
 
@@ -66,6 +67,10 @@ pub struct Options {
     /// Bytes of decoded segments kept in memory (0: read leaves from the
     /// file on every query).
     pub cache_bytes: usize,
+    /// Merge adjacent segments held in the cache into tiers in the
+    /// background, so that a range query merges a few sources rather than
+    /// one per flushed buffer (see the crate's DESIGN.md).
+    pub tiers: bool,
 }
 
 impl Default for Options {
@@ -80,6 +85,7 @@ impl Default for Options {
             ordered_time: false,
             sync: true,
             cache_bytes: 1 << 30,
+            tiers: true,
         }
     }
 }
@@ -308,16 +314,69 @@ impl Visible {
     }
 }
 
-/// What readers see: the segments, oldest writes first, the buffer being
-/// flushed (if any), and the active buffer.
+/// What readers see: the segments, oldest writes first, the tiers that
+/// queries read in place of some of them, the buffer being flushed (if
+/// any), and the active buffer.
 #[derive(Debug, Clone)]
 struct View {
     segments: Vec<Arc<Segment>>,
+    /// In the order of the segments they cover, disjoint.
+    tiers: Vec<Arc<Tier>>,
     frozen: Option<Arc<Buffer>>,
     active: Arc<Buffer>,
 }
 
+impl Tiered for RwLock<View> {
+    fn current(&self) -> (Vec<Arc<Segment>>, Vec<Arc<Tier>>) {
+        let view = read(self);
+        (view.segments.clone(), view.tiers.clone())
+    }
+
+    fn install(&self, tier: Option<Arc<Tier>>, replaced: &[Arc<Tier>]) -> bool {
+        let mut view = self.write().unwrap_or_else(PoisonError::into_inner);
+        if !replaced
+            .iter()
+            .all(|old| view.tiers.iter().any(|tier| Arc::ptr_eq(old, tier)))
+        {
+            return false;
+        }
+        if let Some(tier) = &tier {
+            let Some(at) = view
+                .segments
+                .iter()
+                .position(|segment| Arc::ptr_eq(segment, &tier.covers[0]))
+                .filter(|&at| tier.starts(&view.segments[at..]))
+            else {
+                return false;
+            };
+            view.tiers
+                .retain(|old| !replaced.iter().any(|gone| Arc::ptr_eq(old, gone)));
+            // Keep the tiers in the order of their segments.
+            let before = view.tiers.partition_point(|old| {
+                view.segments
+                    .iter()
+                    .position(|segment| Arc::ptr_eq(segment, &old.covers[0]))
+                    .is_some_and(|first| first < at)
+            });
+            view.tiers.insert(before, tier.clone());
+        } else {
+            view.tiers
+                .retain(|old| !replaced.iter().any(|gone| Arc::ptr_eq(old, gone)));
+        }
+        true
+    }
+}
+
 impl View {
+    /// What queries read in place of the segments: a tier for the
+    /// segments it covers.
+    fn sources(&self) -> Vec<&Arc<Segment>> {
+        tier::sources(&self.segments, &self.tiers)
+            .into_iter()
+            .map(tier::Source::segment)
+            .collect()
+    }
+
     /// The buffers, older first.
     fn buffers(&self) -> impl Iterator<Item = &Arc<Buffer>> {
         self.frozen.iter().chain(std::iter::once(&self.active))
@@ -359,7 +418,13 @@ pub struct StreamStats {
     pub compactions: u64,
     /// Segments merged by compactions.
     pub compacted_segments: u64,
-    /// Bytes of decoded segments held in memory.
+    /// Tiers that queries read in place of the segments they cover.
+    pub tiers: u64,
+    /// Merges into tiers made (of two segments, or tiers, at a time).
+    pub tier_merges: u64,
+    /// Records those merges wrote.
+    pub tier_records: u64,
+    /// Bytes of decoded segments (and tiers) held in memory.
     pub cache_bytes: u64,
     /// Leaves whose summary answered an aggregate without reading them.
     pub leaves_summarized: u64,
@@ -417,8 +482,12 @@ pub struct StreamIndex {
     /// Writers hold it shared while they write to the active buffer; a
     /// flush takes it exclusively to hand the buffer over.
     gate: RwLock<Arc<Buffer>>,
-    view: RwLock<View>,
+    view: Arc<RwLock<View>>,
     durable: Mutex<Durable>,
+    /// The thread that merges resident segments into tiers (`None` when
+    /// read-only, without a cache, or with `tiers` off); dropping it stops
+    /// the thread.
+    tiering: Option<Tiering>,
     /// The latest time written (for `ordered_time`), changed under the
     /// active buffer's data lock.
     last_time: AtomicU64,
@@ -552,16 +621,18 @@ impl StreamIndex {
             (!read_only).then_some(next_log_number),
             None,
         )?);
-        let index = StreamIndex {
+        let mut index = StreamIndex {
             fs,
             dir: dir.to_path_buf(),
             cache,
             gate: RwLock::new(active.clone()),
-            view: RwLock::new(View {
+            view: Arc::new(RwLock::new(View {
                 segments,
+                tiers: Vec::new(),
                 frozen: None,
                 active,
-            }),
+            })),
+            tiering: None,
             durable: Mutex::new(Durable {
                 manifest,
                 next_log_number: next_log_number + 1,
@@ -576,6 +647,13 @@ impl StreamIndex {
             lock: None,
         };
         index.replay(&logs)?;
+        if !read_only && index.options.tiers && index.options.cache_bytes > 0 {
+            index.tiering = Some(Tiering::start(
+                index.view.clone(),
+                index.cache.clone(),
+                index.options.leaf_capacity,
+            )?);
+        }
         Ok(index)
     }
 
@@ -861,6 +939,9 @@ impl StreamIndex {
             view.frozen = None;
             view.segments.push(written);
         }
+        if let Some(tiering) = &self.tiering {
+            tiering.wake();
+        }
         self.poison.guard(|| {
             self.fs
                 .remove_file(&self.dir.join(wal::file_name(old.log_number)))
@@ -1005,6 +1086,7 @@ impl StreamIndex {
             durable.manifest = manifest;
             {
                 let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+                view.tiers.retain(|tier| !tier.covers_any(&segments[run.clone()]));
                 view.segments.splice(run.clone(), [segment]);
             }
             for old in &segments[run.clone()] {
@@ -1069,15 +1151,16 @@ impl StreamIndex {
             buffer.collect(&bounds, &buffer.visible(), &mut records, &mut shadows);
             buffered.push(Arc::new(records));
         }
-        for segment in &view.segments {
+        let sources = view.sources();
+        for segment in &sources {
             shadows_within(&segment.meta.shadows, &bounds, &mut shadows);
         }
         shadows.sort_unstable();
         let live = |key, time, seq| {
             shadows.is_empty() || newest_shadow(&shadows, key, time).is_none_or(|newest| newest <= seq)
         };
-        let mut runs = Vec::with_capacity(view.segments.len() + buffered.len());
-        for segment in &view.segments {
+        let mut runs = Vec::with_capacity(sources.len() + buffered.len());
+        for segment in sources {
             if !segment.may_match(&bounds) {
                 continue;
             }
@@ -1143,7 +1226,8 @@ impl StreamIndex {
         // Every update and delete in range, with the segment it is in
         // (the buffers' are read with their records below).
         let mut newer: Vec<(u64, usize)> = Vec::new();
-        for (number, segment) in view.segments.iter().enumerate() {
+        let sources = view.sources();
+        for (number, segment) in sources.iter().enumerate() {
             let mut within = Vec::new();
             shadows_within(&segment.meta.shadows, &bounds, &mut within);
             newer.extend(within.iter().map(|shadow| (shadow.key, number)));
@@ -1154,10 +1238,10 @@ impl StreamIndex {
             buffer.collect(&bounds, &buffer.visible(), &mut rest, &mut shadows);
         }
         // Newer than every segment.
-        let buffer_number = view.segments.len();
+        let buffer_number = sources.len();
         newer.extend(shadows.iter().map(|shadow| (shadow.key, buffer_number)));
         newer.sort_unstable();
-        for (number, segment) in view.segments.iter().enumerate() {
+        for (number, segment) in sources.into_iter().enumerate() {
             if !segment.may_match(&bounds) {
                 continue;
             }
@@ -1212,6 +1296,15 @@ impl StreamIndex {
         Ok(())
     }
 
+    /// Waits until the background merges into tiers that earlier flushes
+    /// asked for are done (they are not needed for correctness: a query
+    /// reads whatever tiers exist when it starts).
+    pub fn settle(&self) {
+        if let Some(tiering) = &self.tiering {
+            tiering.settle();
+        }
+    }
+
     /// Counters and sizes.
     pub fn stats(&self) -> StreamStats {
         let view = self.snapshot();
@@ -1221,6 +1314,11 @@ impl StreamIndex {
             (data.len() as u64, data.bytes() as u64)
         };
         let counter = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let tier_counter = |which: fn(&TierCounters) -> &AtomicU64| {
+            self.tiering
+                .as_ref()
+                .map_or(0, |tiering| counter(which(&tiering.counters)))
+        };
         StreamStats {
             writes: counter(&self.counters.writes),
             next_seq: view.active.first_seq + buffer_records,
@@ -1240,6 +1338,9 @@ impl StreamIndex {
             total_overflow: durable.total_overflow.clone(),
             compactions: counter(&self.counters.compactions),
             compacted_segments: counter(&self.counters.compacted_segments),
+            tiers: view.tiers.len() as u64,
+            tier_merges: tier_counter(|counters| &counters.merges),
+            tier_records: tier_counter(|counters| &counters.records),
             cache_bytes: self.cache.used() as u64,
             leaves_summarized: counter(&self.counters.leaves_summarized),
             leaves_read: counter(&self.counters.leaves_read),
@@ -1353,43 +1454,6 @@ fn sort_records(records: Records) -> Records {
         sorted.push_from(&records, i as usize);
     }
     sorted
-}
-
-/// Drops the records that a newer update or delete replaced: a record is
-/// dead when a shadow with its key and time has a higher sequence number.
-/// `records` and `shadows` are sorted.
-fn drop_shadowed(records: Records, shadows: &[Shadow]) -> Records {
-    if shadows.is_empty() {
-        return records;
-    }
-    let mut live = Records::default();
-    for i in 0..records.len() {
-        if newest_shadow(shadows, records.keys[i], records.times[i]).is_none_or(|seq| seq <= records.seqs[i])
-        {
-            live.push_from(&records, i);
-        }
-    }
-    live
-}
-
-/// The sequence number of the newest shadow of `key` and `time`, if any
-/// (`shadows` sorted).
-fn newest_shadow(shadows: &[Shadow], key: u64, time: u64) -> Option<u64> {
-    let end = shadows.partition_point(|shadow| (shadow.key, shadow.time) <= (key, time));
-    let newest = shadows[..end].last()?;
-    ((newest.key, newest.time) == (key, time)).then_some(newest.seq)
-}
-
-/// Keeps only the newest shadow of each key and time (`shadows` sorted).
-fn newest_shadows(shadows: &mut Vec<Shadow>) {
-    let mut kept: Vec<Shadow> = Vec::with_capacity(shadows.len());
-    for shadow in shadows.drain(..) {
-        match kept.last_mut() {
-            Some(last) if (last.key, last.time) == (shadow.key, shadow.time) => *last = shadow,
-            _ => kept.push(shadow),
-        }
-    }
-    *shadows = kept;
 }
 
 /// Locks `dir/LOCK` (shared for a reader, exclusive for a writer) so that

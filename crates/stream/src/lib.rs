@@ -10,7 +10,9 @@
 //!   template and is the baseline;
 //! - [`TemplateTree`]: the template B+ tree, with overflow chains, per-leaf
 //!   locks, and templates rebuilt from a sample of keys;
-//! - [`segment`]: the segment file format.
+//! - [`segment`]: the segment file format;
+//! - tiers: resident segments merged in the background into fewer, larger
+//!   runs for queries.
 //!
 //! The formats, invariants and recovery are in the crate's DESIGN.md.
 
@@ -24,6 +26,7 @@ mod merge;
 mod records;
 pub mod segment;
 pub mod template;
+mod tier;
 mod wal;
 
 pub use batch::{Batch, Op};

@@ -9,7 +9,6 @@
 //! a result sized beforehand, so the hot loop allocates nothing. A large
 //! merge is cut at a key and its halves merged on two threads.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -58,6 +57,17 @@ impl Run {
         }
     }
 
+    /// Appends the `at`-th selected records to `merged`.
+    fn copy_into(&self, at: Range<usize>, merged: &mut Records) {
+        let records = &*self.records;
+        match &self.rows {
+            Rows::Span(span) => merged.extend_from(records, span.start + at.start..span.start + at.end),
+            Rows::Picked(rows) => rows[at]
+                .iter()
+                .for_each(|&row| merged.push_from(records, row as usize)),
+        }
+    }
+
     /// Bytes of the selected values.
     fn value_bytes(&self) -> usize {
         let records = &*self.records;
@@ -84,7 +94,8 @@ impl Run {
 /// machine of few cores the others are idle while it waits).
 pub(crate) fn merge_into(runs: &[Run], merged: &mut Records) {
     let total: usize = runs.iter().map(Run::len).sum();
-    if total >= PARALLEL_MIN_RECORDS && parallelism() >= 2 {
+    let sources = runs.iter().filter(|run| run.len() > 0).count();
+    if total >= PARALLEL_MIN_RECORDS && sources >= 2 && parallelism() >= 2 {
         if let Some((low, high)) = split(runs) {
             UPPER.with_borrow_mut(|upper| {
                 std::thread::scope(|scope| {
@@ -158,72 +169,119 @@ fn split(runs: &[Run]) -> Option<(Vec<Run>, Vec<Run>)> {
     (!empty(&low) && !empty(&high)).then_some((low, high))
 }
 
-/// A run's selected keys and their times, borrowed or gathered.
-type KeyTimes<'a> = (Cow<'a, [u64]>, Cow<'a, [u64]>);
-
-/// [`merge_into`] on the calling thread, in passes. The first merges by
-/// key and time alone, through a loser tree over each run's key and time
-/// columns (gathered first for a run of picked rows), writing those two
-/// columns and each record's run; the next copy the sequence numbers,
-/// then the values, run by run in the order the first recorded. Each pass
-/// reads few columns at once: with a dozen runs of five columns, one pass
-/// would read from more places than the prefetchers follow.
-fn merge_one(runs: &[Run], merged: &mut Records) {
+/// [`merge_into`] on the calling thread, in passes over plain columns.
+/// Each run's selection becomes a span of records (picked rows are
+/// gathered first). The first pass merges by key and time alone (a
+/// branch-free two-way merge for two runs, a loser tree for more),
+/// writing those two columns and each record's run; the next copy the
+/// sequence numbers, then the values, taking each record from the run the
+/// first recorded. Each pass reads few columns at once: with a dozen runs
+/// of five columns, one pass would read from more places than the
+/// prefetchers follow. A lone run is copied whole.
+pub(crate) fn merge_one(runs: &[Run], merged: &mut Records) {
     let total: usize = runs.iter().map(Run::len).sum();
     let value_bytes: usize = runs.iter().map(Run::value_bytes).sum();
     merged.clear();
     merged.reserve(total, value_bytes);
-    if total == 0 {
+    let nonempty: Vec<&Run> = runs.iter().filter(|run| run.len() > 0).collect();
+    if let [run] = nonempty[..] {
+        run.copy_into(0..run.len(), merged);
+    }
+    if nonempty.len() < 2 {
         return;
     }
-    // The key and time columns of each run's selected rows: borrowed for
-    // a span, gathered for picked rows.
-    let owned: Vec<KeyTimes<'_>> = runs
+    let gathered: Vec<Option<Records>> = nonempty
         .iter()
-        .map(|run| {
-            let records = &*run.records;
-            match &run.rows {
-                Rows::Span(span) => (
-                    Cow::Borrowed(&records.keys[span.clone()]),
-                    Cow::Borrowed(&records.times[span.clone()]),
-                ),
-                Rows::Picked(rows) => (
-                    rows.iter().map(|&row| records.keys[row as usize]).collect(),
-                    rows.iter().map(|&row| records.times[row as usize]).collect(),
-                ),
+        .map(|run| match &run.rows {
+            Rows::Span(_) => None,
+            Rows::Picked(_) => {
+                let mut records = Records::with_capacity(run.len(), run.value_bytes());
+                run.copy_into(0..run.len(), &mut records);
+                Some(records)
             }
         })
         .collect();
-    let columns: Vec<(&[u64], &[u64])> = owned.iter().map(|(keys, times)| (&**keys, &**times)).collect();
+    let spans: Vec<(&Records, Range<usize>)> = nonempty
+        .iter()
+        .zip(&gathered)
+        .map(|(run, gathered)| match (&run.rows, gathered) {
+            (_, Some(records)) => (records, 0..records.len()),
+            (Rows::Span(span), None) => (&*run.records, span.clone()),
+            (Rows::Picked(_), None) => unreachable!("picked rows are gathered"),
+        })
+        .collect();
+    let columns: Vec<(&[u64], &[u64])> = spans
+        .iter()
+        .map(|(records, span)| (&records.keys[span.clone()], &records.times[span.clone()]))
+        .collect();
     let mut sources: Vec<u32> = Vec::with_capacity(total);
-    merge_heads(&columns, total, |run, key, time| {
-        merged.keys.push(key);
-        merged.times.push(time);
-        sources.push(run as u32);
-    });
-    debug_assert!(merged.keys.is_sorted(), "the merge keeps key order");
-    let mut next = vec![0usize; runs.len()];
-    for &run in &sources {
-        let run = run as usize;
-        merged.seqs.push(runs[run].records.seqs[runs[run].row(next[run])]);
-        next[run] += 1;
+    if let [older, newer] = columns[..] {
+        merge_two(older, newer, &mut sources);
+    } else {
+        merge_heads(&columns, total, |run| sources.push(run as u32));
     }
-    next.fill(0);
+    // The fixed-size columns, each record from the run the merge chose.
+    gather(&sources, &spans, |records| &records.keys, &mut merged.keys);
+    gather(&sources, &spans, |records| &records.times, &mut merged.times);
+    gather(&sources, &spans, |records| &records.seqs, &mut merged.seqs);
+    debug_assert!(merged.keys.is_sorted(), "the merge keeps key order");
+    let mut next: Vec<usize> = spans.iter().map(|(_, span)| span.start).collect();
     for &run in &sources {
         let run = run as usize;
-        merged.push_value(runs[run].records.value(runs[run].row(next[run])));
+        merged.push_value(spans[run].0.value(next[run]));
         next[run] += 1;
     }
 }
 
-/// Calls `emit(run, key, time)` for the `total` records of `columns` (per
+/// Appends to `out` one column of the merged records: the `column` of
+/// each record of `sources` (its run's next one).
+#[inline]
+fn gather<'a>(
+    sources: &[u32],
+    spans: &[(&'a Records, Range<usize>)],
+    column: impl Fn(&'a Records) -> &'a Vec<u64>,
+    out: &mut Vec<u64>,
+) {
+    let mut next: Vec<(&[u64], usize)> = spans
+        .iter()
+        .map(|(records, span)| (&column(records)[..], span.start))
+        .collect();
+    out.extend(sources.iter().map(|&run| {
+        let (values, at) = &mut next[run as usize];
+        *at += 1;
+        values[*at - 1]
+    }));
+}
+
+/// The first pass of [`merge_one`] for two runs (`older`'s records first
+/// among equal keys and times): each record's run (0 or 1), into
+/// `sources`. Which side goes next is a coin toss among interleaved keys,
+/// so it is computed, not branched on.
+fn merge_two(older: (&[u64], &[u64]), newer: (&[u64], &[u64]), sources: &mut Vec<u32>) {
+    let ((older_keys, older_times), (newer_keys, newer_times)) = (older, newer);
+    let start = sources.len();
+    sources.resize(start + older_keys.len() + newer_keys.len(), 0);
+    let out = &mut sources[start..];
+    let (mut i, mut j) = (0, 0);
+    while i < older_keys.len() && j < newer_keys.len() {
+        let (a, b) = (older_keys[i], newer_keys[j]);
+        let newer_first = (b < a) | ((b == a) & (newer_times[j] < older_times[i]));
+        out[i + j] = u32::from(newer_first);
+        j += usize::from(newer_first);
+        i += usize::from(!newer_first);
+    }
+    // The rest of the older run is 0 already.
+    out[older_keys.len() + j..].fill(1);
+}
+
+/// Calls `emit(run)` for each of the `total` records of `columns` (per
 /// run, its sorted keys and their times) in (key, time, run) order, with a
 /// loser tree: `losers[node]` is the run that lost the match at internal
 /// node `node` of a tree whose leaves are the runs, padded to a power of
 /// two with runs that are used up. A run's head is its (key, time) as one
 /// number, so that one comparison orders two heads; its number breaks
 /// ties (`u32::MAX` once it is used up, so that it loses to every record).
-fn merge_heads(columns: &[(&[u64], &[u64])], total: usize, mut emit: impl FnMut(usize, u64, u64)) {
+fn merge_heads(columns: &[(&[u64], &[u64])], total: usize, mut emit: impl FnMut(usize)) {
     const USED_UP: (u128, u32) = (u128::MAX, u32::MAX);
     let width = columns.len().next_power_of_two();
     let head = |run: usize, at: usize| -> (u128, u32) {
@@ -254,8 +312,7 @@ fn merge_heads(columns: &[(&[u64], &[u64])], total: usize, mut emit: impl FnMut(
     let mut winner = if width == 1 { 0 } else { winners[1] };
     for _ in 0..total {
         let run = winner as usize;
-        let (key_time, _) = heads[run];
-        emit(run, (key_time >> 64) as u64, key_time as u64);
+        emit(run);
         next[run] += 1;
         let mut best = head(run, next[run]);
         heads[run] = best;
@@ -415,6 +472,46 @@ mod large {
         assert_eq!(got, expected);
         for i in 0..merged.len() {
             assert_eq!(merged.value(i), &merged.keys[i].to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn two_runs_merge_older_first_among_equal_keys_and_times() {
+        // Equal (key, time) pairs across the runs, a run that ends first
+        // and a run of picked rows (gathered before the merge).
+        let mut older: Vec<(u64, u64)> = (0..3000).map(|i| (i / 3, i % 2)).collect();
+        older.sort_unstable();
+        let mut newer: Vec<(u64, u64)> = (0..5000).map(|i| (i / 4, (i + 1) % 2)).collect();
+        newer.sort_unstable();
+        for picked in [false, true] {
+            let mut runs = vec![run_of(&older, 0), run_of(&newer, 1 << 32)];
+            let mut expected: Vec<_> = (0..older.len())
+                .map(|i| runs[0].records.order(i))
+                .chain(
+                    (0..newer.len())
+                        .filter(|i| !picked || i % 3 != 0)
+                        .map(|i| runs[1].records.order(i)),
+                )
+                .collect();
+            expected.sort_unstable();
+            if picked {
+                runs[1].rows = Rows::Picked((0..newer.len() as u32).filter(|i| i % 3 != 0).collect());
+            }
+            let mut merged = Records::default();
+            merge_one(&runs, &mut merged);
+            let got: Vec<_> = (0..merged.len()).map(|i| merged.order(i)).collect();
+            let first_wrong = got
+                .iter()
+                .zip(&expected)
+                .position(|(got, expected)| got != expected);
+            assert_eq!(
+                (got.len(), first_wrong),
+                (expected.len(), None),
+                "picked: {picked}"
+            );
+            for i in 0..merged.len() {
+                assert_eq!(merged.value(i), &merged.keys[i].to_le_bytes());
+            }
         }
     }
 

@@ -1,5 +1,7 @@
 //! Records in flat columns, and what a query computes over them.
 
+use std::ops::Range;
+
 /// Records sorted by (key, time, sequence number) in flat columns: how a
 /// segment's leaves are decoded, and what a range query returns. Flat
 /// columns keep a scan cache-friendly and hand over to NumPy without a
@@ -89,13 +91,29 @@ impl Records {
 
     /// Appends every record of `other`.
     pub fn append(&mut self, other: &Records) {
+        self.extend_from(other, 0..other.len());
+    }
+
+    /// Appends records `rows` of `other`, a column at a time.
+    pub fn extend_from(&mut self, other: &Records, rows: Range<usize>) {
+        self.keys.extend_from_slice(&other.keys[rows.clone()]);
+        self.times.extend_from_slice(&other.times[rows.clone()]);
+        self.seqs.extend_from_slice(&other.seqs[rows.clone()]);
+        self.extend_values_from(other, rows);
+    }
+
+    /// Appends the values of records `rows` of `other` (their other
+    /// columns are appended apart): one copy of their bytes, and their
+    /// ends moved to where the bytes land.
+    pub(crate) fn extend_values_from(&mut self, other: &Records, rows: Range<usize>) {
+        let (start, end) = (other.value_start(rows.start), other.value_start(rows.end));
         let base = self.values.len() as u64;
-        self.keys.extend_from_slice(&other.keys);
-        self.times.extend_from_slice(&other.times);
-        self.seqs.extend_from_slice(&other.seqs);
-        self.value_ends
-            .extend(other.value_ends.iter().map(|&end| base + end));
-        self.values.extend_from_slice(&other.values);
+        self.value_ends.extend(
+            other.value_ends[rows]
+                .iter()
+                .map(|&value_end| base + value_end - start as u64),
+        );
+        self.values.extend_from_slice(&other.values[start..end]);
     }
 
     /// Appends record `i` of `other`.
@@ -257,4 +275,41 @@ impl Bounds {
     pub fn is_empty(&self) -> bool {
         self.key_low > self.key_high || self.time_low > self.time_high
     }
+}
+
+/// Drops the records that a newer update or delete replaced: a record is
+/// dead when a shadow with its key and time has a higher sequence number.
+/// `records` and `shadows` are sorted.
+pub(crate) fn drop_shadowed(records: Records, shadows: &[Shadow]) -> Records {
+    if shadows.is_empty() {
+        return records;
+    }
+    let mut live = Records::default();
+    for i in 0..records.len() {
+        if newest_shadow(shadows, records.keys[i], records.times[i]).is_none_or(|seq| seq <= records.seqs[i])
+        {
+            live.push_from(&records, i);
+        }
+    }
+    live
+}
+
+/// The sequence number of the newest shadow of `key` and `time`, if any
+/// (`shadows` sorted).
+pub(crate) fn newest_shadow(shadows: &[Shadow], key: u64, time: u64) -> Option<u64> {
+    let end = shadows.partition_point(|shadow| (shadow.key, shadow.time) <= (key, time));
+    let newest = shadows[..end].last()?;
+    ((newest.key, newest.time) == (key, time)).then_some(newest.seq)
+}
+
+/// Keeps only the newest shadow of each key and time (`shadows` sorted).
+pub(crate) fn newest_shadows(shadows: &mut Vec<Shadow>) {
+    let mut kept: Vec<Shadow> = Vec::with_capacity(shadows.len());
+    for shadow in shadows.drain(..) {
+        match kept.last_mut() {
+            Some(last) if (last.key, last.time) == (shadow.key, shadow.time) => *last = shadow,
+            _ => kept.push(shadow),
+        }
+    }
+    *shadows = kept;
 }

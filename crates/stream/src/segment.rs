@@ -126,7 +126,6 @@ pub fn write(
     for start in (0..records.len()).step_by(leaf_records) {
         let end = (start + leaf_records).min(records.len());
         let offset = bytes.len() as u64;
-        let mut aggregate = Aggregate::default();
         for i in start..end {
             debug_assert!(i == start || records.order(i - 1) <= records.order(i));
             let value = records.value(i);
@@ -135,18 +134,12 @@ pub fn write(
             bytes.extend_from_slice(&records.seqs[i].to_le_bytes());
             bytes.extend_from_slice(&(value.len() as u32).to_le_bytes());
             bytes.extend_from_slice(value);
-            aggregate.add(value);
         }
-        let times = &records.times[start..end];
         leaves.push(LeafSummary {
             offset,
             len: (bytes.len() as u64 - offset) as u32,
             crc: block_crc(id, offset, &bytes[offset as usize..]),
-            first_key: records.keys[start],
-            last_key: records.keys[end - 1],
-            min_time: times.iter().copied().min().unwrap_or(0),
-            max_time: times.iter().copied().max().unwrap_or(0),
-            aggregate,
+            ..summarize(records, start..end)
         });
     }
     let meta_offset = bytes.len() as u64;
@@ -194,6 +187,51 @@ pub fn write(
         shadows: shadows.to_vec(),
         bytes: bytes.len() as u64,
     })
+}
+
+/// The summary of records `rows` as a leaf (its place in a file left 0).
+fn summarize(records: &Records, rows: Range<usize>) -> LeafSummary {
+    let mut aggregate = Aggregate::default();
+    for i in rows.clone() {
+        aggregate.add(records.value(i));
+    }
+    let times = &records.times[rows.clone()];
+    LeafSummary {
+        offset: 0,
+        len: 0,
+        crc: 0,
+        first_key: records.keys[rows.start],
+        last_key: records.keys[rows.end - 1],
+        min_time: times.iter().copied().min().unwrap_or(0),
+        max_time: times.iter().copied().max().unwrap_or(0),
+        aggregate,
+    }
+}
+
+/// The meta of records held only in memory (sorted by (key, time, seq),
+/// resolved), in leaves of `leaf_records` as [`write`] would cut them:
+/// what a tier of merged segments answers queries with.
+pub(crate) fn meta_in_memory(
+    seqs: (u64, u64),
+    records: &Records,
+    shadows: Vec<Shadow>,
+    leaf_records: usize,
+) -> SegmentMeta {
+    assert!(leaf_records > 0);
+    let leaves = (0..records.len())
+        .step_by(leaf_records)
+        .map(|start| summarize(records, start..(start + leaf_records).min(records.len())))
+        .collect();
+    SegmentMeta {
+        id: u64::MAX,
+        first_seq: seqs.0,
+        last_seq: seqs.1,
+        records: records.len() as u64,
+        leaf_records: leaf_records as u32,
+        leaves,
+        shadows,
+        bytes: records.heap_bytes() as u64,
+    }
 }
 
 fn encode_summary(leaf: &LeafSummary, out: &mut Vec<u8>) {
@@ -581,6 +619,38 @@ impl Cache {
         }
     }
 
+    /// Counts `bytes` held outside the cache's care (a tier's records)
+    /// against its budget until [`Cache::unpin`]: the segments they came
+    /// from are evicted for as long.
+    pub(crate) fn pin(&self, bytes: usize) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).used += bytes;
+    }
+
+    /// Gives back what [`Cache::pin`] took.
+    pub(crate) fn unpin(&self, bytes: usize) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).used -= bytes;
+    }
+
+    /// The budget in bytes.
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Stops holding `segment`'s records (merged into a tier).
+    fn forget(&self, segment: &Arc<Segment>) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let weak = Arc::downgrade(segment);
+        let mut freed = 0;
+        state.loaded.retain(|(loaded, bytes)| {
+            let same = loaded.ptr_eq(&weak);
+            if same {
+                freed += bytes;
+            }
+            !same
+        });
+        state.used -= freed;
+    }
+
     /// Bytes of decoded segments held.
     pub fn used(&self) -> usize {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -605,13 +675,14 @@ impl CacheState {
 }
 
 /// An open segment file: its meta in memory, its records decoded into the
-/// cache or read on demand.
+/// cache or read on demand. Or, with no file, a tier: segments merged in
+/// memory, always resident (see `crate::tier`).
 #[derive(Debug)]
 pub struct Segment {
     /// What it holds.
     pub meta: SegmentMeta,
     path: PathBuf,
-    file: Box<dyn FsFile>,
+    file: Option<Box<dyn FsFile>>,
     cache: Arc<Cache>,
     /// The decoded records, when held in memory.
     resident: Mutex<Option<Arc<Records>>>,
@@ -636,10 +707,45 @@ impl Segment {
             ranges: meta.ranges(),
             meta,
             path: path.to_path_buf(),
-            file,
+            file: Some(file),
             cache,
             resident: Mutex::new(None),
         }))
+    }
+
+    /// Records held only in memory, as a segment (`meta` from
+    /// [`meta_in_memory`]); `label` names it in errors.
+    pub(crate) fn in_memory(
+        meta: SegmentMeta,
+        records: Arc<Records>,
+        label: PathBuf,
+        cache: Arc<Cache>,
+    ) -> Arc<Segment> {
+        Arc::new(Segment {
+            ranges: meta.ranges(),
+            meta,
+            path: label,
+            file: None,
+            cache,
+            resident: Mutex::new(Some(records)),
+        })
+    }
+
+    /// Its records, if they are in memory.
+    pub(crate) fn resident(&self) -> Option<Arc<Records>> {
+        self.resident
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Drops its records from memory and from the cache's count (they
+    /// were merged into a tier, which holds them now).
+    pub(crate) fn release(self: &Arc<Self>) {
+        if self.file.is_some() {
+            *self.resident.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            self.cache.forget(self);
+        }
     }
 
     /// Whether anything in it may match `bounds`.
@@ -693,7 +799,13 @@ impl Segment {
     }
 
     fn read(&self, leaves: Range<usize>) -> Result<Records> {
-        let file = &self.file;
+        let Some(file) = &self.file else {
+            spillway_core::bail!(
+                Internal,
+                "{}: a tier's records are no longer in memory",
+                self.path.display()
+            );
+        };
         let first = &self.meta.leaves[leaves.start];
         let last = &self.meta.leaves[leaves.end - 1];
         let len = (last.offset + last.len as u64 - first.offset) as usize;

@@ -164,10 +164,15 @@ fn the_store_answers_as_the_model_through_flushes_rebuilds_compactions_and_reope
         let mut time = 0;
         let key_space = 500;
         let (mut flushes, mut templates, mut overflowed, mut compacted) = (0, 0, 0, 0);
+        let mut tier_merges = 0;
         for round in 0..400 {
             let batch = random_batch(&mut rng, key_space, &mut time, &mut model);
             index.write(&batch).unwrap();
-            if round % 50 == 0 {
+            if round % 25 == 0 {
+                // Queries while tiers are being merged, or once they are.
+                if rng.below(2) == 0 {
+                    index.settle();
+                }
                 check_queries(&index, &model, &mut rng, key_space, 10);
             }
             if rng.below(3) == 0 {
@@ -178,18 +183,25 @@ fn the_store_answers_as_the_model_through_flushes_rebuilds_compactions_and_reope
                 compacted += index.compact().unwrap();
             }
             if round % 131 == 130 {
+                index.settle();
                 let stats = index.stats();
-                (flushes, templates, overflowed) = (
+                (flushes, templates, overflowed, tier_merges) = (
                     flushes + stats.flushes,
                     templates + stats.templates,
                     overflowed + stats.total_overflow.overflowed_leaves(),
+                    tier_merges + stats.tier_merges,
                 );
                 index = StreamIndex::open_on(fs.clone(), dir, options.clone()).unwrap();
             }
         }
+        index.settle();
         check_queries(&index, &model, &mut rng, key_space, 30);
         let stats = index.stats();
         assert!(flushes + stats.flushes >= 50, "{stats:?}");
+        assert!(
+            tier_merges + stats.tier_merges >= 20,
+            "tier merges: {tier_merges}, {stats:?}"
+        );
         compacted += index.compact().unwrap();
         assert!(compacted >= 10, "{compacted}");
         if template != TemplatePolicy::None {
@@ -696,4 +708,85 @@ fn a_store_is_locked_against_a_second_process() {
         StreamIndex::open(&path, options).unwrap().get(5).unwrap().len(),
         1
     );
+}
+
+#[test]
+fn tiers_merge_resident_segments_in_the_background_and_answer_as_the_segments_do() {
+    // The same writes into a store with tiers and one without; a third
+    // has a cache too small to hold them all, so its oldest tiers are
+    // dropped and their segments read back from their files.
+    let stores: Vec<(Arc<SimFs>, StreamIndex)> = [(true, 1 << 30), (false, 1 << 30), (true, 48 << 10)]
+        .into_iter()
+        .map(|(tiers, cache_bytes)| {
+            let fs = Arc::new(SimFs::new());
+            let options = Options {
+                tiers,
+                cache_bytes,
+                ..small_options(TemplatePolicy::Rebuild { threshold: 0.05 })
+            };
+            let index = StreamIndex::open_on(fs.clone(), Path::new("/t"), options).unwrap();
+            (fs, index)
+        })
+        .collect();
+    let mut model = Model::default();
+    let mut rng = Rng(0x71e5);
+    let mut time = 0;
+    let key_space = 2000;
+    for round in 0..600 {
+        let batch = random_batch(&mut rng, key_space, &mut time, &mut model);
+        for (_, index) in &stores {
+            index.write(&batch).unwrap();
+        }
+        if round % 100 == 99 {
+            for (_, index) in &stores {
+                index.settle();
+            }
+            check_queries(&stores[0].1, &model, &mut rng, key_space, 10);
+            check_queries(&stores[2].1, &model, &mut rng, key_space, 10);
+        }
+    }
+    let (with, without, small) = (stores[0].1.stats(), stores[1].1.stats(), stores[2].1.stats());
+    assert_eq!(with.segments, without.segments);
+    assert!(with.segments >= 16, "{with:?}");
+    // A binary counter over the segments: a few tiers, every segment but
+    // the newest few in one, each record merged about log2(segments)
+    // times.
+    assert!(with.tiers >= 1 && with.tiers <= 6, "{with:?}");
+    assert!(with.tier_merges >= with.segments / 2, "{with:?}");
+    assert!(
+        with.tier_records >= with.segment_records && with.tier_records <= 12 * with.segment_records,
+        "{with:?}"
+    );
+    assert_eq!((without.tiers, without.tier_merges), (0, 0));
+    // Tiers count against the cache as the segments they replace did.
+    assert!(with.cache_bytes <= without.cache_bytes, "{with:?} vs {without:?}");
+    assert!(small.tier_merges > 0, "{small:?}");
+    assert!(small.cache_bytes <= 2 * (48 << 10), "{small:?}");
+    for (_, index) in &stores {
+        for _ in 0..20 {
+            let bounds = random_bounds(&mut rng, key_space);
+            assert_eq!(
+                rows(&index.range(bounds).unwrap()),
+                model.live(&bounds),
+                "{bounds:?}"
+            );
+            assert_close(&index.aggregate(bounds).unwrap(), &model.aggregate(&bounds));
+        }
+    }
+    // A compaction drops the tiers over the segments it merges; queries
+    // read the new segment.
+    for (_, index) in &stores {
+        index.compact().unwrap();
+        index.settle();
+    }
+    check_queries(&stores[0].1, &model, &mut rng, key_space, 20);
+    check_queries(&stores[2].1, &model, &mut rng, key_space, 20);
+    // Tiers are not written anywhere: a reopened store has none until its
+    // next flushes, and answers the same.
+    let (fs, index) = stores.into_iter().next().unwrap();
+    let options = index.options().clone();
+    index.close().unwrap();
+    let index = StreamIndex::open_on(fs, Path::new("/t"), options).unwrap();
+    assert_eq!(index.stats().tiers, 0);
+    check_queries(&index, &model, &mut rng, key_space, 10);
 }
