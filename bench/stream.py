@@ -111,7 +111,7 @@ class Spec:
     @property
     def label(self) -> str:
         if self.kind != "index" and self.contender == "spillway":
-            return f"spillway-{self.policy}"
+            return f"spillway-{self.policy}" + ("-notiers" if "--no-tiers" in self.extra else "")
         return self.contender
 
     def argv(self, driver: Path, dataset: str, records: int, buffer: int, scratch: Path) -> list[str]:
@@ -141,6 +141,9 @@ def specs(rocksdb: bool) -> list[Spec]:
         for engine in engines:
             # Queries once per engine, after the single-threaded unsynced ingest.
             plan.append(Spec("store", engine, threads, queries=threads == 1))
+        if threads == 1:
+            # What tiers do for queries (and cost the ingest): the same store without them.
+            plan.append(Spec("store", "spillway", threads, queries=True, extra=("--no-tiers",)))
         plan.append(Spec("store", "spillway", threads, policy="fixed"))
         plan.append(Spec("store", "spillway", threads, policy="none"))
         for engine in engines:
@@ -758,6 +761,10 @@ def markdown(report: dict[str, Any]) -> str:
         if settle is not None:
             lines += ["", f"{dataset['name']}: RocksDB needed {settle:.1f} s more after the single-threaded ingest to "
                           "flush its memtable and finish compactions (not in its rate)."]
+        settle = figure(dataset, "store spillway-rebuild t1 b1000 nosync", "settle_s")
+        if settle is not None:
+            lines += ["", f"{dataset['name']}: StreamIndex's background merges into tiers needed {settle:.2f} s more "
+                          "after the single-threaded ingest (not in its rate)."]
     lines += [
         "",
         "## Range queries",
@@ -768,7 +775,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"its segment cache plus the live buffer (up to {buffer} records in a template tree); RocksDB after its "
         "memtable flush and compactions, in its block cache and the page cache; `btreemap` in memory. Every engine "
         "reuses the memory of its last result (StreamIndex through `range_into`). StreamIndex merges its sources "
-        "(a segment per flushed buffer, and the buffer) into key order, on two threads once a result holds 2^15 "
+        "(its tiers, the segments not yet in one, and the buffer; `spillway-rebuild-notiers` is the same store "
+        "without tiers, a segment per flushed buffer) into key order, on two threads once a result holds 2^15 "
         "records or more (the machine's second core is idle during the queries). It also reads the same ranges "
         "with `scan` (records visited in place, each source in key order, nothing copied): the difference is what "
         "its range query spends merging the sources into one key order and copying.",

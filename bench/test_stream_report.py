@@ -193,7 +193,9 @@ def test_every_configuration_has_a_distinct_key_and_a_driver_command():
     keys = [spec.key for spec in plan]
     assert len(keys) == len(set(keys))
     assert "store spillway-rebuild t2 b1000 nosync" in keys and "mixed rocksdb t2" in keys
-    assert sum(spec.queries for spec in plan) == 3  # one ingest per engine is queried
+    # One ingest per engine is queried, and StreamIndex's once more without tiers.
+    assert sum(spec.queries for spec in plan) == 4
+    assert "store spillway-rebuild-notiers t1 b1000 nosync" in keys
     assert not any("rocksdb" in key for key in (spec.key for spec in stream.specs(rocksdb=False)))
     argv = plan[0].argv(Path("/driver"), "zipf", 10, 5, Path("/scratch"))
     assert argv[:2] == ["/driver", "index"] and "--buffer" in argv and "zipf" in argv
