@@ -334,34 +334,30 @@ impl Tiered for RwLock<View> {
 
     fn install(&self, tier: Option<Arc<Tier>>, replaced: &[Arc<Tier>]) -> bool {
         let mut view = self.write().unwrap_or_else(PoisonError::into_inner);
-        if !replaced
+        let position = |segments: &[Arc<Segment>], first: &Arc<Segment>| {
+            segments.iter().position(|segment| Arc::ptr_eq(segment, first))
+        };
+        let still_there = replaced
             .iter()
-            .all(|old| view.tiers.iter().any(|tier| Arc::ptr_eq(old, tier)))
-        {
+            .all(|old| view.tiers.iter().any(|tier| Arc::ptr_eq(old, tier)));
+        // Where the new tier's segments start, if they are still adjacent.
+        let at = match &tier {
+            Some(tier) => {
+                position(&view.segments, &tier.covers[0]).filter(|&at| tier.starts(&view.segments[at..]))
+            }
+            None => Some(0),
+        };
+        let (true, Some(at)) = (still_there, at) else {
             return false;
-        }
-        if let Some(tier) = &tier {
-            let Some(at) = view
-                .segments
-                .iter()
-                .position(|segment| Arc::ptr_eq(segment, &tier.covers[0]))
-                .filter(|&at| tier.starts(&view.segments[at..]))
-            else {
-                return false;
-            };
-            view.tiers
-                .retain(|old| !replaced.iter().any(|gone| Arc::ptr_eq(old, gone)));
+        };
+        view.tiers
+            .retain(|old| !replaced.iter().any(|gone| Arc::ptr_eq(old, gone)));
+        if let Some(tier) = tier {
             // Keep the tiers in the order of their segments.
             let before = view.tiers.partition_point(|old| {
-                view.segments
-                    .iter()
-                    .position(|segment| Arc::ptr_eq(segment, &old.covers[0]))
-                    .is_some_and(|first| first < at)
+                position(&view.segments, &old.covers[0]).is_some_and(|first| first < at)
             });
-            view.tiers.insert(before, tier.clone());
-        } else {
-            view.tiers
-                .retain(|old| !replaced.iter().any(|gone| Arc::ptr_eq(old, gone)));
+            view.tiers.insert(before, tier);
         }
         true
     }
