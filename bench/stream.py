@@ -666,7 +666,7 @@ def losses(report: dict[str, Any]) -> list[str]:
         if ours and theirs and ours > theirs:
             sentences.append(
                 f"{name}: ingesting on 2 threads StreamIndex peaks at {ours / 2**20:,.0f} MiB RSS, {ours / theirs:.1f}x "
-                f"RocksDB's {theirs / 2**20:,.0f} MiB (its segment cache keeps every flushed record in memory)."
+                f"RocksDB's {theirs / 2**20:,.0f} MiB (its segment cache keeps every flushed record in memory, and a background merge into a tier holds its inputs and its output at once)."
             )
         for threads in (1, 2):
             ours = figure(dataset, f"mixed spillway-rebuild t{threads}", "operations_per_s")
@@ -860,6 +860,14 @@ def write_report(report: dict[str, Any], out: Path) -> None:
     (out / "stream.md").write_text(markdown(report))
 
 
+def superseded(old: dict[str, Any], parts: list[dict[str, Any]]) -> bool:
+    """Whether nothing of `old` is left once `parts` are merged: each of its configurations (and its overflow
+    tables, if it had them) measured again by them. A part merged twice supersedes itself."""
+    measured = {key for part in parts for key in part.get("configurations", [])}
+    overflow = any(part.get("overflow") for part in parts)
+    return set(old.get("configurations", [])) <= measured and (overflow or not old.get("overflow"))
+
+
 def merge(part_path: Path, out: Path) -> int:
     """Folds the report at `part_path` into the one in `out`, configuration by configuration.
 
@@ -887,7 +895,9 @@ def merge(part_path: Path, out: Path) -> int:
         existing["runs"].update(incoming["runs"])
         if incoming.get("overflow"):
             existing["overflow"] = incoming["overflow"]
-        existing["parts"] = existing.get("parts", []) + incoming.get("parts", [])
+        existing["parts"] = [
+            old for old in existing.get("parts", []) if not superseded(old, incoming.get("parts", []))
+        ] + incoming.get("parts", [])
         existing["summary"] = {key: summarize(runs) for key, runs in existing["runs"].items()}
         try:
             check_agreement(existing["name"], existing["runs"])

@@ -177,6 +177,14 @@ def test_a_partial_report_replaces_configurations_and_keeps_where_each_came_from
     assert found["index insert, 1 thread: template (rebuild) vs the B+ tree rebuilt per buffer"] == (6.0, True)
     text = (out / "stream.md").read_text()
     assert "- zipf: 1 configuration(s), 2026-01-02, commit def2, `python3 bench/stream.py --only index`" in text
+    # Merged again, the part replaces itself rather than being listed twice; a part whose every
+    # configuration was measured again is no longer listed.
+    assert stream.merge(part, out) == 0
+    merged = json.loads((out / "stream.json").read_text())
+    assert [p["commit"] for p in merged["datasets"][1]["parts"]] == ["abc1", "def2"]
+    assert stream.superseded({"configurations": ["index bptree t1"], "overflow": False}, zipf["parts"][-1:])
+    assert not stream.superseded({"configurations": ["index bptree t1"], "overflow": True}, zipf["parts"][-1:])
+    assert not stream.superseded({"configurations": ["index btreemap t1"]}, zipf["parts"][-1:])
     # Results that disagree with what is there are refused; so is another record count.
     zipf_again = fake_report("ghi3", ["zipf"])
     zipf_again["datasets"][0]["runs"]["index bptree t1"][0]["drained"]["sum"] = "9"
