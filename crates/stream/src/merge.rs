@@ -171,13 +171,13 @@ fn split(runs: &[Run]) -> Option<(Vec<Run>, Vec<Run>)> {
 
 /// [`merge_into`] on the calling thread, in passes over plain columns.
 /// Each run's selection becomes a span of records (picked rows are
-/// gathered first). The first pass merges by key and time alone (a
-/// branch-free two-way merge for two runs, a loser tree for more),
-/// writing those two columns and each record's run; the next copy the
-/// sequence numbers, then the values, taking each record from the run the
-/// first recorded. Each pass reads few columns at once: with a dozen runs
-/// of five columns, one pass would read from more places than the
-/// prefetchers follow. A lone run is copied whole.
+/// gathered first). The first pass orders the records by key and time (a
+/// branch-free two-way merge for two runs, a loser tree for more) and
+/// writes only each record's run; the next gather the keys, times and
+/// sequence numbers, then the values, each record from its run's next
+/// row. Each pass reads few columns at once: with a dozen runs of five
+/// columns, one pass would read from more places than the prefetchers
+/// follow. A lone run is copied whole.
 pub(crate) fn merge_one(runs: &[Run], merged: &mut Records) {
     let total: usize = runs.iter().map(Run::len).sum();
     let value_bytes: usize = runs.iter().map(Run::value_bytes).sum();
