@@ -638,17 +638,9 @@ impl Cache {
 
     /// Stops holding `segment`'s records (merged into a tier).
     fn forget(&self, segment: &Arc<Segment>) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let weak = Arc::downgrade(segment);
-        let mut freed = 0;
-        state.loaded.retain(|(loaded, bytes)| {
-            let same = loaded.ptr_eq(&weak);
-            if same {
-                freed += bytes;
-            }
-            !same
-        });
-        state.used -= freed;
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.drop_where(|loaded| loaded.ptr_eq(&weak));
     }
 
     /// Bytes of decoded segments held.
@@ -662,13 +654,18 @@ impl Cache {
 impl CacheState {
     /// Forgets the segments dropped since (merged away by a compaction).
     fn purge(&mut self) {
+        self.drop_where(|segment| segment.strong_count() == 0);
+    }
+
+    /// Forgets the loaded segments that `gone` picks, and their bytes.
+    fn drop_where(&mut self, gone: impl Fn(&Weak<Segment>) -> bool) {
         let mut freed = 0;
         self.loaded.retain(|(segment, bytes)| {
-            let alive = segment.strong_count() > 0;
-            if !alive {
+            let drop = gone(segment);
+            if drop {
                 freed += bytes;
             }
-            alive
+            !drop
         });
         self.used -= freed;
     }
@@ -769,8 +766,8 @@ impl Segment {
         if leaves.is_empty() {
             return Ok((Arc::default(), 0..0));
         }
-        if let Some(records) = &*self.resident.lock().unwrap_or_else(PoisonError::into_inner) {
-            return Ok((records.clone(), self.meta.record_range(leaves)));
+        if let Some(records) = self.resident() {
+            return Ok((records, self.meta.record_range(leaves)));
         }
         if self.cache.budget == 0 {
             let records = Arc::new(self.read(leaves)?);
