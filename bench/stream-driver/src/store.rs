@@ -63,7 +63,7 @@ impl std::fmt::Debug for Spillway {
 /// crate's `RECORD_OVERHEAD_BYTES`, private to it): a buffer of
 /// `records * (this + 8)` bytes holds `records` records of 8-byte values.
 /// The driver checks the flush count it implies after an ingest.
-pub const SPILLWAY_RECORD_OVERHEAD_BYTES: usize = 48;
+pub const SPILLWAY_RECORD_OVERHEAD_BYTES: usize = 56;
 
 impl Spillway {
     /// Opens a new store in `dir` whose buffers hold `buffer_records`

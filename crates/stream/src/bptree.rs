@@ -8,12 +8,12 @@
 //! separator, so reads descend to the leftmost leaf that may hold a key
 //! (separators strictly below it) and walk right along the leaf chain.
 
-use crate::Entry;
+use crate::entry::{Entry, Indexed};
 
 /// A node: internal (separators and children) or a leaf (sorted entries
 /// and the next leaf).
 #[derive(Debug)]
-pub(crate) enum Node {
+pub(crate) enum Node<E = Entry> {
     /// `children[i]` holds keys from `separators[i - 1]` to
     /// `separators[i]`.
     Internal {
@@ -21,15 +21,16 @@ pub(crate) enum Node {
         children: Vec<usize>,
     },
     Leaf {
-        entries: Vec<Entry>,
+        entries: Vec<E>,
         next: Option<usize>,
     },
 }
 
-/// A B+ tree of [`Entry`]s ordered by key, with splits.
+/// A B+ tree of entries ([`Entry`]s unless said otherwise) ordered by
+/// key, with splits.
 #[derive(Debug)]
-pub struct BPlusTree {
-    pub(crate) nodes: Vec<Node>,
+pub struct BPlusTree<E = Entry> {
+    pub(crate) nodes: Vec<Node<E>>,
     pub(crate) root: usize,
     fan_out: usize,
     leaf_capacity: usize,
@@ -37,7 +38,7 @@ pub struct BPlusTree {
     splits: u64,
 }
 
-impl BPlusTree {
+impl<E: Indexed> BPlusTree<E> {
     /// An empty tree whose internal nodes have up to `fan_out` children
     /// and whose leaves hold up to `leaf_capacity` entries.
     pub fn new(fan_out: usize, leaf_capacity: usize) -> Self {
@@ -82,18 +83,18 @@ impl BPlusTree {
 
     /// Inserts `entry` after any entries of equal key, splitting the nodes
     /// that overflow on the way back up.
-    pub fn insert(&mut self, entry: Entry) {
+    pub fn insert(&mut self, entry: E) {
         let mut path: Vec<(usize, usize)> = Vec::with_capacity(8);
         let mut node = self.root;
         while let Node::Internal { separators, children } = &self.nodes[node] {
-            let index = separators.partition_point(|&separator| separator <= entry.key);
+            let index = separators.partition_point(|&separator| separator <= entry.key());
             path.push((node, index));
             node = children[index];
         }
         let Node::Leaf { entries, .. } = &mut self.nodes[node] else {
             unreachable!("the descent ends at a leaf")
         };
-        let at = entries.partition_point(|held| held.key <= entry.key);
+        let at = entries.partition_point(|held| held.key() <= entry.key());
         entries.insert(at, entry);
         self.len += 1;
         if entries.len() <= self.leaf_capacity {
@@ -115,7 +116,7 @@ impl BPlusTree {
         }
     }
 
-    fn push(&mut self, node: Node) -> usize {
+    fn push(&mut self, node: Node<E>) -> usize {
         self.nodes.push(node);
         self.nodes.len() - 1
     }
@@ -131,7 +132,7 @@ impl BPlusTree {
         let mut upper = Vec::with_capacity(self.leaf_capacity + 1);
         upper.extend(entries.drain(entries.len() / 2..));
         let after = next.replace(new_id);
-        let separator = upper[0].key;
+        let separator = upper[0].key();
         self.push(Node::Leaf {
             entries: upper,
             next: after,
@@ -171,7 +172,7 @@ impl BPlusTree {
     }
 
     /// Calls `visit` on every entry with `low <= key <= high`, in key order.
-    pub fn range(&self, low: u64, high: u64, mut visit: impl FnMut(&Entry)) {
+    pub fn range(&self, low: u64, high: u64, mut visit: impl FnMut(&E)) {
         let mut node = self.root;
         while let Node::Internal { separators, children } = &self.nodes[node] {
             node = children[separators.partition_point(|&separator| separator < low)];
@@ -181,9 +182,9 @@ impl BPlusTree {
             let Node::Leaf { entries, next } = &self.nodes[id] else {
                 unreachable!("the chain links leaves")
             };
-            let start = entries.partition_point(|entry| entry.key < low);
+            let start = entries.partition_point(|entry| entry.key() < low);
             for entry in &entries[start..] {
-                if entry.key > high {
+                if entry.key() > high {
                     return;
                 }
                 visit(entry);

@@ -13,6 +13,21 @@ pub struct Entry {
     pub location: u64,
 }
 
+/// What the trees index: an entry ordered by its key first, then by
+/// whatever else it holds (so that sorting a leaf's entries puts them in
+/// key order).
+pub trait Indexed: Copy + Ord + std::fmt::Debug + Send + Sync {
+    /// The key the tree routes the entry by.
+    fn key(&self) -> u64;
+}
+
+impl Indexed for Entry {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+}
+
 /// An entry of `key` at `location` and time 0, for tests.
 #[cfg(test)]
 pub(crate) fn entry(key: u64, location: u64) -> Entry {

@@ -20,7 +20,6 @@ use crate::segment::{self, Cache, Segment};
 use crate::template::{OverflowStats, TemplateTree};
 use crate::tier::{self, Tier, TierCounters, Tiered, Tiering};
 use crate::wal::{self, Wal, WalSync};
-use crate::Entry;
 
 /// How each buffer is indexed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -91,8 +90,71 @@ impl Default for Options {
 }
 
 /// The bytes a record costs in a buffer beyond its value: its entry in
-/// the tree, its op and value offset.
-const RECORD_OVERHEAD_BYTES: usize = 48;
+/// the tree (32 bytes, in leaves about 70% full), its op and value offset.
+const RECORD_OVERHEAD_BYTES: usize = 56;
+
+/// A buffer tree's entry: the record's key and time, where it is in the
+/// buffer, its op, and its value itself when that is 8 bytes or shorter
+/// (numbers, most often). Entries in key order point all over the
+/// buffer's columns, so a query that had to read each record's op and
+/// value there would miss the cache two or three times per record; with
+/// them in the entry, it reads the leaves and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct BufferEntry {
+    key: u64,
+    time: u64,
+    /// The location (bits 8 and up; unique, so entries order by key,
+    /// time and location), the op (bits 4-7) and the inline value's
+    /// length (bits 0-3, [`NOT_INLINE`] for a longer value).
+    tag: u64,
+    value: [u8; 8],
+}
+
+/// The length a [`BufferEntry`] notes for a value kept in the columns.
+const NOT_INLINE: u64 = 0xf;
+
+impl BufferEntry {
+    fn new(key: u64, time: u64, location: u64, op: Op, value: &[u8]) -> Self {
+        debug_assert!(location < 1 << 56, "a buffer holds fewer records");
+        let mut inline = [0; 8];
+        let length = match inline.get_mut(..value.len()) {
+            Some(prefix) => {
+                prefix.copy_from_slice(value);
+                value.len() as u64
+            }
+            None => NOT_INLINE,
+        };
+        BufferEntry {
+            key,
+            time,
+            tag: location << 8 | (op as u64) << 4 | length,
+            value: inline,
+        }
+    }
+
+    fn location(&self) -> u64 {
+        self.tag >> 8
+    }
+
+    fn op(&self) -> Op {
+        Op::from_byte(((self.tag >> 4) & 0xf) as u8).expect("entries hold ops")
+    }
+
+    /// The value, if it is held inline.
+    fn inline_value(&self) -> Option<&[u8]> {
+        match self.tag & 0xf {
+            NOT_INLINE => None,
+            length => Some(&self.value[..length as usize]),
+        }
+    }
+}
+
+impl crate::entry::Indexed for BufferEntry {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+}
 
 impl Options {
     fn check(&self) -> Result<()> {
@@ -144,15 +206,15 @@ impl Options {
 #[derive(Debug)]
 enum BufferTree {
     /// An ordinary B+ tree, grown under one lock.
-    Growing(Mutex<BPlusTree>),
+    Growing(Mutex<BPlusTree<BufferEntry>>),
     /// A template, filled under per-leaf locks (the lock around it is
     /// taken shared by inserts and reads, and exclusively only to replace
     /// it by a rebuilt one).
-    Template(RwLock<TemplateTree>),
+    Template(RwLock<TemplateTree<BufferEntry>>),
 }
 
 impl BufferTree {
-    fn insert_batch(&self, entries: &[Entry]) {
+    fn insert_batch(&self, entries: &[BufferEntry]) {
         match self {
             BufferTree::Growing(tree) => {
                 let mut tree = lock(tree);
@@ -162,7 +224,7 @@ impl BufferTree {
         }
     }
 
-    fn range(&self, low: u64, high: u64, visit: impl FnMut(&Entry)) {
+    fn range(&self, low: u64, high: u64, visit: impl FnMut(&BufferEntry)) {
         match self {
             BufferTree::Growing(tree) => lock(tree).range(low, high, visit),
             BufferTree::Template(tree) => read(tree).range(low, high, visit),
@@ -204,28 +266,28 @@ impl BufferData {
     }
 
     /// Appends the records of `entries` (this buffer's, the first at
-    /// `first_seq`) to `records`. Entries in key order point all over the
-    /// buffer's columns, so each read misses the cache: done in chunks of
-    /// two passes, which keep the misses independent of each other for
-    /// the processor to overlap (the value bounds of a chunk, then its
-    /// values).
-    fn copy_records(&self, first_seq: u64, entries: &[Entry], records: &mut Records) {
+    /// `first_seq`) to `records`. A value not held in its entry is read
+    /// from the columns, which misses the cache: done in chunks of two
+    /// passes, which keep the misses independent of each other for the
+    /// processor to overlap (the value bounds of a chunk, then its values).
+    fn copy_records(&self, first_seq: u64, entries: &[BufferEntry], records: &mut Records) {
         const CHUNK: usize = 1024;
-        let mut bounds: Vec<Range<usize>> = Vec::with_capacity(CHUNK.min(entries.len()));
+        let mut bounds: Vec<Range<usize>> = Vec::new();
         for chunk in entries.chunks(CHUNK) {
             bounds.clear();
             bounds.extend(
                 chunk
                     .iter()
-                    .map(|entry| self.value_range(entry.location as usize)),
+                    .filter(|entry| entry.inline_value().is_none())
+                    .map(|entry| self.value_range(entry.location() as usize)),
             );
-            for (entry, value) in chunk.iter().zip(bounds.drain(..)) {
-                records.push(
-                    entry.key,
-                    entry.time,
-                    first_seq + entry.location,
-                    &self.values[value],
-                );
+            let mut held_apart = bounds.drain(..);
+            for entry in chunk {
+                let value = match entry.inline_value() {
+                    Some(value) => value,
+                    None => &self.values[held_apart.next().expect("bounds for every value held apart")],
+                };
+                records.push(entry.key, entry.time, first_seq + entry.location(), value);
             }
         }
     }
@@ -267,7 +329,7 @@ impl Buffer {
     fn collect(&self, bounds: &Bounds, visible: &Visible, records: &mut Records, shadows: &mut Vec<Shadow>) {
         let mut entries = Vec::new();
         self.tree.range(bounds.key_low, bounds.key_high, |entry| {
-            if bounds.contains(entry.key, entry.time) && visible.sees(self.first_seq + entry.location) {
+            if bounds.contains(entry.key, entry.time) && visible.sees(self.first_seq + entry.location()) {
                 entries.push(*entry);
             }
         });
@@ -277,22 +339,21 @@ impl Buffer {
         if !entries.is_sorted() {
             entries.sort_unstable();
         }
-        let data = lock(&self.data);
         let mut kept = Vec::with_capacity(entries.len());
         for entry in entries {
-            let op = data.ops[entry.location as usize];
+            let op = entry.op();
             if op.shadows() {
                 shadows.push(Shadow {
                     key: entry.key,
                     time: entry.time,
-                    seq: self.first_seq + entry.location,
+                    seq: self.first_seq + entry.location(),
                 });
             }
             if op != Op::Delete {
                 kept.push(entry);
             }
         }
-        data.copy_records(self.first_seq, &kept, records);
+        lock(&self.data).copy_records(self.first_seq, &kept, records);
     }
 }
 
@@ -709,7 +770,7 @@ impl StreamIndex {
         options: &Options,
         first_seq: u64,
         log_number: Option<u64>,
-        template: Option<TemplateTree>,
+        template: Option<TemplateTree<BufferEntry>>,
     ) -> Result<Buffer> {
         let wal = log_number
             .map(|number| Wal::create(fs, dir, number))
@@ -817,11 +878,15 @@ impl StreamIndex {
             drop(data);
             // Indexing runs with the gate held shared: a flush waits for it.
             let location = first_seq - active.first_seq;
-            let entries: Vec<Entry> = (0..batch.len())
-                .map(|i| Entry {
-                    key: batch.keys[i],
-                    time: batch.times[i],
-                    location: location + i as u64,
+            let entries: Vec<BufferEntry> = (0..batch.len())
+                .map(|i| {
+                    BufferEntry::new(
+                        batch.keys[i],
+                        batch.times[i],
+                        location + i as u64,
+                        batch.ops[i],
+                        batch.value(i),
+                    )
                 })
                 .collect();
             active.tree.insert_batch(&entries);
@@ -947,7 +1012,7 @@ impl StreamIndex {
     }
 
     /// Picks the index of the next buffer from how the last one went.
-    fn next_template(&self, durable: &mut Durable, tree: &BufferTree) -> Option<TemplateTree> {
+    fn next_template(&self, durable: &mut Durable, tree: &BufferTree) -> Option<TemplateTree<BufferEntry>> {
         if let BufferTree::Template(template) = tree {
             let overflow = read(template).overflow_stats();
             durable.total_overflow.leaves += overflow.leaves;
@@ -963,7 +1028,7 @@ impl StreamIndex {
             }
             durable.last_overflow = overflow;
         }
-        let made = |template: TemplateTree| {
+        let made = |template: TemplateTree<BufferEntry>| {
             self.counters.templates.fetch_add(1, Ordering::Relaxed);
             Some(template)
         };
@@ -1392,7 +1457,7 @@ fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>) {
     let mut shadows = Vec::new();
     // The records to write, copied a chunk at a time.
     const KEPT_CHUNK: usize = 4096;
-    let mut kept: Vec<Entry> = Vec::with_capacity(KEPT_CHUNK);
+    let mut kept: Vec<BufferEntry> = Vec::with_capacity(KEPT_CHUNK);
     let mut group_start = 0;
     while group_start < entries.len() {
         let first = entries[group_start];
@@ -1402,20 +1467,18 @@ fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>) {
                 .take_while(|entry| (entry.key, entry.time) == (first.key, first.time))
                 .count();
         let group = &entries[group_start..group_end];
-        let newest_shadow = group
-            .iter()
-            .rposition(|entry| data.ops[entry.location as usize].shadows());
+        let newest_shadow = group.iter().rposition(|entry| entry.op().shadows());
         if let Some(at) = newest_shadow {
             shadows.push(Shadow {
                 key: first.key,
                 time: first.time,
-                seq: buffer.first_seq + group[at].location,
+                seq: buffer.first_seq + group[at].location(),
             });
         }
         kept.extend(
             group[newest_shadow.unwrap_or(0)..]
                 .iter()
-                .filter(|entry| data.ops[entry.location as usize] != Op::Delete),
+                .filter(|entry| entry.op() != Op::Delete),
         );
         if kept.len() >= KEPT_CHUNK {
             data.copy_records(buffer.first_seq, &kept, &mut records);
@@ -1486,5 +1549,29 @@ fn lock_directory(dir: &Path, shared: bool) -> Result<Option<std::fs::File>> {
         Err(std::fs::TryLockError::Error(error)) => {
             Err(Error::io(format!("locking {}", path.display()), error))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_entry_holds_short_values_and_its_op_and_orders_by_key_time_and_location() {
+        for (op, value) in [
+            (Op::Append, &b""[..]),
+            (Op::Update, &b"12345678"[..]),
+            (Op::Delete, &b"x"[..]),
+        ] {
+            let entry = BufferEntry::new(7, 9, (1 << 56) - 1, op, value);
+            assert_eq!((entry.key, entry.time, entry.location()), (7, 9, (1 << 56) - 1));
+            assert_eq!((entry.op(), entry.inline_value()), (op, Some(value)));
+        }
+        let long = BufferEntry::new(7, 9, 3, Op::Append, b"123456789");
+        assert_eq!((long.op(), long.inline_value()), (Op::Append, None));
+        let earlier = BufferEntry::new(7, 9, 2, Op::Delete, &[0xff; 8]);
+        assert!(earlier < long, "the location breaks ties, not the op or value");
+        assert!(BufferEntry::new(6, 10, 9, Op::Append, b"") < earlier);
+        assert!(BufferEntry::new(7, 8, 9, Op::Append, b"") < earlier);
     }
 }

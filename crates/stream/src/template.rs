@@ -10,9 +10,11 @@
 //! insert at once with a lock per leaf, and why an insert costs a descent
 //! and an append, never a split.
 //!
-//! Entries within a leaf are kept in arrival order (an append), and a read
-//! sorts what it takes from a leaf: leaves are small, reads are rarer than
-//! inserts, and a flush sorts each leaf once.
+//! An insert appends to its leaf, so a leaf holds its entries in arrival
+//! order until it is read: a read sorts each node of the leaf in place,
+//! under the leaf's lock, and notes how many entries it sorted; the leaf is
+//! sorted again only once inserts have added to it. Inserts stay appends,
+//! and a buffer queried again and again (or flushed) sorts each leaf once.
 //!
 //! Beyond the seed, which never changes a template: [`TemplateTree::from_keys`]
 //! builds one from a sorted sample of keys (the last buffer's), with
@@ -25,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock};
 
 use crate::bptree::{BPlusTree, Node};
-use crate::Entry;
+use crate::entry::{Entry, Indexed};
 
 /// An internal node of the template: `children[i]` covers keys from
 /// `separators[i - 1]` (inclusive) to `separators[i]` (exclusive);
@@ -39,10 +41,22 @@ struct Internal {
 /// A leaf: its primary node and the overflow nodes chained to it, each
 /// holding up to the leaf capacity. The primary node's header sits in the
 /// leaf itself (next to its lock), which saves a cache miss per insert.
-#[derive(Debug, Default)]
-struct Leaf {
-    primary: Vec<Entry>,
-    overflow: Vec<Vec<Entry>>,
+#[derive(Debug)]
+struct Leaf<E> {
+    primary: Vec<E>,
+    overflow: Vec<Vec<E>>,
+    /// Entries held when a read last sorted the nodes in place.
+    sorted: usize,
+}
+
+impl<E> Default for Leaf<E> {
+    fn default() -> Self {
+        Leaf {
+            primary: Vec::new(),
+            overflow: Vec::new(),
+            sorted: 0,
+        }
+    }
 }
 
 /// What appends did to a leaf's shape, counted over a batch.
@@ -54,8 +68,8 @@ struct Stretch {
     leaves: usize,
 }
 
-impl Leaf {
-    fn append(&mut self, entry: Entry, capacity: usize, stretch: &mut Stretch) {
+impl<E: Indexed> Leaf<E> {
+    fn append(&mut self, entry: E, capacity: usize, stretch: &mut Stretch) {
         if self.overflow.is_empty() && self.primary.len() < capacity {
             if self.primary.capacity() == 0 {
                 self.primary.reserve_exact(capacity);
@@ -76,8 +90,23 @@ impl Leaf {
     }
 
     /// The primary node, then the overflow nodes.
-    fn nodes(&self) -> impl Iterator<Item = &Vec<Entry>> {
+    fn nodes(&self) -> impl Iterator<Item = &Vec<E>> {
         std::iter::once(&self.primary).chain(&self.overflow)
+    }
+
+    fn len(&self) -> usize {
+        self.nodes().map(Vec::len).sum()
+    }
+
+    /// Sorts each node in place if entries came since the last time (a
+    /// node sorted already costs one pass to check).
+    fn sort(&mut self) {
+        let held = self.len();
+        if held != self.sorted {
+            self.primary.sort_unstable();
+            self.overflow.iter_mut().for_each(|node| node.sort_unstable());
+            self.sorted = held;
+        }
     }
 }
 
@@ -122,14 +151,15 @@ impl OverflowStats {
     }
 }
 
-/// A template B+ tree of [`Entry`]s; see the module docs.
+/// A template B+ tree of entries ([`Entry`]s unless said otherwise); see
+/// the module docs.
 #[derive(Debug)]
-pub struct TemplateTree {
+pub struct TemplateTree<E = Entry> {
     /// The root is `internals[0]` when `height` > 0.
     internals: Vec<Internal>,
     /// Internal levels above the leaves; 0 when there is a single leaf.
     height: usize,
-    leaves: Vec<Mutex<Leaf>>,
+    leaves: Vec<Mutex<Leaf<E>>>,
     leaf_capacity: usize,
     /// Entries inserted, leaves with an overflow node and overflow nodes:
     /// counted per batch, so that [`TemplateTree::is_stretched`] costs
@@ -152,10 +182,10 @@ struct Stretched {
     entries: f64,
 }
 
-impl TemplateTree {
+impl<E: Indexed> TemplateTree<E> {
     /// The template of `tree`: its internal nodes as they are, its leaves
     /// empty.
-    pub fn from_tree(tree: &BPlusTree) -> Self {
+    pub fn from_tree(tree: &BPlusTree<E>) -> Self {
         let leaf_ids = tree.leaf_ids();
         let mut leaf_numbers = vec![u32::MAX; tree.nodes.len()];
         for (number, &id) in leaf_ids.iter().enumerate() {
@@ -312,7 +342,7 @@ impl TemplateTree {
         node
     }
 
-    fn lock(&self, leaf: usize) -> std::sync::MutexGuard<'_, Leaf> {
+    fn lock(&self, leaf: usize) -> std::sync::MutexGuard<'_, Leaf<E>> {
         // A panic while a leaf was locked cannot leave it half-changed
         // (an append is one push), so a poisoned lock is still usable.
         self.leaves[leaf].lock().unwrap_or_else(PoisonError::into_inner)
@@ -320,19 +350,19 @@ impl TemplateTree {
 
     /// Appends `entry` to its leaf, chaining an overflow node to the leaf
     /// if it is full. Safe to call from several threads at once.
-    pub fn insert(&self, entry: Entry) {
+    pub fn insert(&self, entry: E) {
         self.insert_batch(std::slice::from_ref(&entry));
     }
 
     /// Inserts a batch, taking a leaf's lock once for each run of entries
     /// that go to it.
-    pub fn insert_batch(&self, entries: &[Entry]) {
+    pub fn insert_batch(&self, entries: &[E]) {
         let Some(first) = entries.first() else {
             return;
         };
         // One descent per entry: the leaf found for the entry that ends a
         // run is the next run's.
-        let mut leaf_id = self.leaf_of(first.key);
+        let mut leaf_id = self.leaf_of(first.key());
         let mut stretch = Stretch::default();
         let mut at = 0;
         while at < entries.len() {
@@ -340,7 +370,7 @@ impl TemplateTree {
             leaf.append(entries[at], self.leaf_capacity, &mut stretch);
             at += 1;
             while at < entries.len() {
-                let next = self.leaf_of(entries[at].key);
+                let next = self.leaf_of(entries[at].key());
                 if next != leaf_id {
                     leaf_id = next;
                     break;
@@ -385,13 +415,13 @@ impl TemplateTree {
     /// since another writer may have rebuilt it meanwhile); returns
     /// whether it did. Inserts and reads hold `tree` shared.
     pub fn rebuild_if_stretched(
-        tree: &RwLock<TemplateTree>,
+        tree: &RwLock<TemplateTree<E>>,
         expected_entries: usize,
         threshold: f64,
         fan_out: usize,
         fill: f64,
     ) -> bool {
-        let stretched = |tree: &TemplateTree| tree.is_stretched(expected_entries, threshold, fill);
+        let stretched = |tree: &TemplateTree<E>| tree.is_stretched(expected_entries, threshold, fill);
         if !stretched(&tree.read().unwrap_or_else(PoisonError::into_inner)) {
             return false;
         }
@@ -420,10 +450,10 @@ impl TemplateTree {
     /// `expected_entries`), holding the same entries: the rebuild within
     /// a buffer, for keys that drift faster than a buffer fills. Callers
     /// stop inserts while it runs (it reads every leaf).
-    pub fn rebuilt(&self, expected_entries: usize, fan_out: usize, fill: f64) -> TemplateTree {
+    pub fn rebuilt(&self, expected_entries: usize, fan_out: usize, fill: f64) -> TemplateTree<E> {
         let mut entries = Vec::with_capacity(self.entries.load(Ordering::Relaxed));
         self.range(0, u64::MAX, |entry| entries.push(*entry));
-        let keys: Vec<u64> = entries.iter().map(|entry| entry.key).collect();
+        let keys: Vec<u64> = entries.iter().map(Indexed::key).collect();
         let scale = self.scale(expected_entries);
         let bounds = leaf_bounds(
             &keys,
@@ -441,7 +471,7 @@ impl TemplateTree {
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
         for entry in &entries {
-            while bounds.get(leaf_id).is_some_and(|&low| entry.key >= low) {
+            while bounds.get(leaf_id).is_some_and(|&low| entry.key() >= low) {
                 leaf_id += 1;
                 leaf = template.leaves[leaf_id]
                     .get_mut()
@@ -455,24 +485,34 @@ impl TemplateTree {
         template
     }
 
-    /// Calls `visit` on every entry with `low <= key <= high`, in
-    /// (key, time, location) order. Each leaf is locked
+    /// Calls `visit` on every entry with `low <= key <= high`, in entry
+    /// order ((key, time, location) for an [`Entry`]). Each leaf is locked
     /// while it is read, so a range read concurrently with inserts sees
-    /// each leaf as of some moment.
-    pub fn range(&self, low: u64, high: u64, mut visit: impl FnMut(&Entry)) {
+    /// each leaf as of some moment; `visit` runs with no lock held.
+    pub fn range(&self, low: u64, high: u64, mut visit: impl FnMut(&E)) {
         if low > high {
             return;
         }
-        let mut taken: Vec<Entry> = Vec::new();
+        let mut taken: Vec<E> = Vec::new();
         for leaf_id in self.leaf_of(low)..=self.leaf_of(high) {
             taken.clear();
             {
-                let leaf = self.lock(leaf_id);
-                for node in leaf.nodes() {
-                    taken.extend(node.iter().filter(|entry| (low..=high).contains(&entry.key)));
+                let mut leaf = self.lock(leaf_id);
+                leaf.sort();
+                if leaf.overflow.is_empty() {
+                    let node = &leaf.primary;
+                    let start = node.partition_point(|entry| entry.key() < low);
+                    let end = node.partition_point(|entry| entry.key() <= high);
+                    taken.extend_from_slice(&node[start..end]);
+                } else {
+                    for node in leaf.nodes() {
+                        taken.extend(node.iter().filter(|entry| (low..=high).contains(&entry.key())));
+                    }
                 }
             }
-            taken.sort_unstable();
+            if !taken.is_sorted() {
+                taken.sort_unstable();
+            }
             taken.iter().for_each(&mut visit);
         }
     }
@@ -484,7 +524,7 @@ impl TemplateTree {
             let leaf = self.lock(leaf_id);
             let start = keys.len();
             for node in leaf.nodes() {
-                keys.extend(node.iter().map(|entry| entry.key));
+                keys.extend(node.iter().map(Indexed::key));
             }
             keys[start..].sort_unstable();
         }
@@ -492,7 +532,7 @@ impl TemplateTree {
     }
 
     /// The same template with empty leaves, for the next buffer.
-    pub fn empty_copy(&self) -> TemplateTree {
+    pub fn empty_copy(&self) -> TemplateTree<E> {
         let mut copy = Self::with_internals(
             self.internals.clone(),
             self.height,
@@ -511,7 +551,7 @@ impl TemplateTree {
         };
         for leaf_id in 0..self.leaves.len() {
             let leaf = self.lock(leaf_id);
-            stats.entries += leaf.nodes().map(Vec::len).sum::<usize>();
+            stats.entries += leaf.len();
             let overflow = leaf.overflow.len();
             stats.overflow_entries += leaf.overflow.iter().map(Vec::len).sum::<usize>();
             if overflow > 0 {
@@ -644,6 +684,34 @@ mod tests {
         assert_eq!(stats.overflowed_leaves(), 0, "{stats:?}");
         assert_eq!(keys(&template, 0, u64::MAX), (0..1_000).collect::<Vec<_>>());
         assert_eq!(keys(&template, 10, 19), (10..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn reads_between_inserts_sort_leaves_in_place_and_see_every_entry_in_order() {
+        let sample: Vec<u64> = (0..200).step_by(2).collect();
+        let template = TemplateTree::from_keys(&sample, 4, 8, 1.0);
+        let mut model = Vec::new();
+        for round in 0..5u64 {
+            // Descending keys, many per leaf: overflow nodes, each out of order.
+            for key in (0..300u64).rev().step_by(1 + round as usize) {
+                let entry = entry(key, (5 - round) * 1_000 + key);
+                template.insert(entry);
+                model.push(entry);
+            }
+            model.sort_unstable();
+            let mut all = Vec::new();
+            template.range(0, u64::MAX, |entry| all.push(*entry));
+            assert_eq!(all, model, "round {round}");
+            let mut some = Vec::new();
+            template.range(50, 60, |entry| some.push(*entry));
+            let expected: Vec<Entry> = model
+                .iter()
+                .filter(|e| (50..=60).contains(&e.key))
+                .copied()
+                .collect();
+            assert_eq!(some, expected, "round {round}");
+        }
+        assert!(template.overflow_stats().overflowed_leaves() > 0);
     }
 
     #[test]
