@@ -3,19 +3,23 @@
 //!
 //! A range query reads every segment whose ranges overlap it and the
 //! buffers: about one source per flushed buffer, each sorted by (key,
-//! time, seq), their keys finely interleaved. A few sources (a query over
-//! tiers meets a few large ones and small recent segments) are merged two
-//! at a time, smallest first; more of them at once by a loser tree (one
-//! comparison per level, log2(k) per record, against k for a linear look
-//! at the heads). The records are copied column by column into a result
-//! sized beforehand, so the hot loop allocates nothing. A large merge is
-//! cut at a key and its halves merged on two threads.
+//! time, seq), their keys finely interleaved. When every value has one
+//! width (numbers, most often), the result's columns are sized once and
+//! written in place: a few sources (a query over tiers meets a few large
+//! ones and small recent segments) are merged two at a time, smallest
+//! first, each merge moving keys, times, sequence numbers and values
+//! together; more of them at once by a loser tree (one comparison per
+//! level, log2(k) per record, against k for a linear look at the heads),
+//! whose records are then gathered in one pass. A large merge is cut at a
+//! key and its halves written on two threads, each into its part of the
+//! result. Values of several widths are merged by the loser tree on one
+//! thread and appended record by record.
 
-use std::cell::RefCell;
+use std::hint::select_unpredictable;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use crate::records::Records;
+use crate::records::{FixedMut, Records};
 
 /// The rows of one source that a query selects, ascending.
 #[derive(Debug)]
@@ -42,15 +46,6 @@ impl Run {
         }
     }
 
-    /// The row of the `at`-th selected record.
-    #[inline]
-    fn row(&self, at: usize) -> usize {
-        match &self.rows {
-            Rows::Span(span) => span.start + at,
-            Rows::Picked(rows) => rows[at] as usize,
-        }
-    }
-
     /// Calls `visit` with every selected row, in order.
     pub fn for_each_row(&self, mut visit: impl FnMut(usize)) {
         match &self.rows {
@@ -59,15 +54,17 @@ impl Run {
         }
     }
 
-    /// Appends the `at`-th selected records to `merged`.
-    fn copy_into(&self, at: Range<usize>, merged: &mut Records) {
+    /// The selected records, copied.
+    fn gather(&self) -> Records {
         let records = &*self.records;
+        let mut gathered = Records::with_capacity(self.len(), self.value_bytes());
         match &self.rows {
-            Rows::Span(span) => merged.extend_from(records, span.start + at.start..span.start + at.end),
-            Rows::Picked(rows) => rows[at]
+            Rows::Span(span) => gathered.extend_from(records, span.clone()),
+            Rows::Picked(rows) => rows
                 .iter()
-                .for_each(|&row| merged.push_from(records, row as usize)),
+                .for_each(|&row| gathered.push_from(records, row as usize)),
         }
+        gathered
     }
 
     /// Bytes of the selected values.
@@ -88,118 +85,32 @@ impl Run {
 /// number orders them as their sequence numbers do; within a run the rows
 /// are in (key, time, seq) order already.
 ///
-/// `merged` is cleared first; its allocations are reused, which spares a
-/// caller that runs query after query the page faults of fresh memory.
+/// `merged`'s records are replaced; its allocations are reused (and, for
+/// values of one width, its columns overwritten in place rather than
+/// cleared), which spares a caller that runs query after query the page
+/// faults of fresh memory and a pass that zeroes it.
 ///
-/// A large merge is cut in two at a key and the halves merged on two
-/// threads (a range query is answered by one caller thread, and on a
-/// machine of few cores the others are idle while it waits).
-pub(crate) fn merge_into(runs: &[Run], merged: &mut Records) {
-    let total: usize = runs.iter().map(Run::len).sum();
-    let sources = runs.iter().filter(|run| run.len() > 0).count();
-    if total >= PARALLEL_MIN_RECORDS && sources >= 2 && parallelism() >= 2 {
-        if let Some((low, high)) = split(runs) {
-            UPPER.with_borrow_mut(|upper| {
-                std::thread::scope(|scope| {
-                    scope.spawn(|| merge_one(&high, upper));
-                    merge_one(&low, merged);
-                });
-                merged.append(upper);
-                if upper.keys.capacity() > KEPT_UPPER_RECORDS {
-                    *upper = Records::default();
-                }
-            });
-            return;
-        }
-    }
-    merge_one(runs, merged);
-}
-
-/// Records below which a merge stays on one thread: starting a thread
-/// costs tens of microseconds.
-const PARALLEL_MIN_RECORDS: usize = 1 << 15;
-
-thread_local! {
-    /// The upper half of this thread's last parallel merge, kept for the
-    /// next (fresh memory costs a page fault per page).
-    static UPPER: RefCell<Records> = RefCell::default();
-}
-
-/// The most records [`UPPER`] keeps room for between merges.
-const KEPT_UPPER_RECORDS: usize = 1 << 18;
-
-/// The threads this process may run at once (asked once: the answer
-/// comes from files under /proc and /sys).
-fn parallelism() -> usize {
-    static THREADS: OnceLock<usize> = OnceLock::new();
-    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
-}
-
-/// `runs` cut at a key near the middle of the largest: the records below
-/// it and those from it on, each as runs in the same order. `None` when
-/// one side would be empty (every key the same).
-fn split(runs: &[Run]) -> Option<(Vec<Run>, Vec<Run>)> {
-    let largest = runs.iter().max_by_key(|run| run.len())?;
-    let pivot = largest.records.keys[largest.row(largest.len() / 2)];
-    let mut low = Vec::with_capacity(runs.len());
-    let mut high = Vec::with_capacity(runs.len());
-    for run in runs {
-        let keys = &run.records.keys;
-        let (below, from) = match &run.rows {
-            Rows::Span(span) => {
-                let cut = span.start + keys[span.clone()].partition_point(|&key| key < pivot);
-                (Rows::Span(span.start..cut), Rows::Span(cut..span.end))
-            }
-            Rows::Picked(rows) => {
-                let cut = rows.partition_point(|&row| keys[row as usize] < pivot);
-                (
-                    Rows::Picked(rows[..cut].to_vec()),
-                    Rows::Picked(rows[cut..].to_vec()),
-                )
-            }
-        };
-        low.push(Run {
-            records: run.records.clone(),
-            rows: below,
-        });
-        high.push(Run {
-            records: run.records.clone(),
-            rows: from,
-        });
-    }
-    let empty = |side: &[Run]| side.iter().all(|run| run.len() == 0);
-    (!empty(&low) && !empty(&high)).then_some((low, high))
-}
-
-/// [`merge_into`] on the calling thread, in passes over plain columns.
 /// Each run's selection becomes a span of records (picked rows are
-/// gathered first). The spans are then merged two at a time, always the
-/// adjacent pair with the fewest records (see [`cascade`]): each merge
-/// writes keys, times and each record's run, and the last one writes the
-/// keys and times of the result. The sequence numbers and the values are
-/// then gathered, each record from its run's next row. A lone run is
-/// copied whole.
+/// gathered first). Spans whose values share one width (numbers, most
+/// often) are merged by [`merge_fixed`], on two threads when they are
+/// many; others on this thread by a loser tree.
+pub(crate) fn merge_into(runs: &[Run], merged: &mut Records) {
+    merge(runs, merged, parallelism() >= 2);
+}
+
+/// [`merge_into`] on the calling thread alone: for a background merge,
+/// which must leave the other cores to the writers.
 pub(crate) fn merge_one(runs: &[Run], merged: &mut Records) {
-    let total: usize = runs.iter().map(Run::len).sum();
-    let value_bytes: usize = runs.iter().map(Run::value_bytes).sum();
-    merged.clear();
-    merged.reserve(total, value_bytes);
+    merge(runs, merged, false);
+}
+
+fn merge(runs: &[Run], merged: &mut Records, two_threads: bool) {
     let nonempty: Vec<&Run> = runs.iter().filter(|run| run.len() > 0).collect();
-    if let [run] = nonempty[..] {
-        run.copy_into(0..run.len(), merged);
-    }
-    if nonempty.len() < 2 {
-        return;
-    }
     let gathered: Vec<Option<Records>> = nonempty
         .iter()
         .map(|run| match &run.rows {
             Rows::Span(_) => None,
-            Rows::Picked(_) => {
-                let mut records = Records::with_capacity(run.len(), run.value_bytes());
-                run.copy_into(0..run.len(), &mut records);
-                Some(records)
-            }
+            Rows::Picked(_) => Some(run.gather()),
         })
         .collect();
     let spans: Vec<(&Records, Range<usize>)> = nonempty
@@ -211,128 +122,151 @@ pub(crate) fn merge_one(runs: &[Run], merged: &mut Records) {
             (Rows::Picked(_), None) => unreachable!("picked rows are gathered"),
         })
         .collect();
-    let parts: Vec<Part<'_>> = spans
-        .iter()
-        .enumerate()
-        .map(|(run, (records, span))| Part::Run {
-            keys: &records.keys[span.clone()],
-            times: &records.times[span.clone()],
-            run: run as u32,
-        })
-        .collect();
-    let sources = if spans.len() <= CASCADE_MAX_RUNS {
-        let mut order = Merged {
-            keys: std::mem::take(&mut merged.keys),
-            times: std::mem::take(&mut merged.times),
-            runs: Vec::with_capacity(total),
-        };
-        cascade(parts, &mut order);
-        (merged.keys, merged.times) = (order.keys, order.times);
-        order.runs
-    } else {
-        let columns: Vec<(&[u64], &[u64])> = parts
-            .iter()
-            .map(|part| match part {
-                Part::Run { keys, times, .. } => (*keys, *times),
-                Part::Merged(_) => unreachable!("the parts are runs"),
-            })
-            .collect();
-        let mut sources = Vec::with_capacity(total);
-        merge_heads(&columns, total, |run| sources.push(run as u32));
-        gather(&sources, &spans, |records| &records.keys, &mut merged.keys);
-        gather(&sources, &spans, |records| &records.times, &mut merged.times);
-        sources
-    };
-    debug_assert!(merged.keys.is_sorted(), "the merge keeps key order");
-    gather(&sources, &spans, |records| &records.seqs, &mut merged.seqs);
-    gather_values(&sources, &spans, merged);
-}
-
-/// Runs up to which [`merge_one`] merges pairs in a [`cascade`] rather
-/// than all at once with [`merge_heads`]. Measured on 10^5 records: three
-/// runs of 80%, 10% and 10% took 2.0 ms in a cascade and 3.3 ms with the
-/// loser tree, two even runs 1.4 and 2.0 ms, but ten even runs 7.1 and
-/// 4.1 ms (each merge of a cascade is a pass over its records, and the
-/// passes add up).
-const CASCADE_MAX_RUNS: usize = 4;
-
-/// Appends to `out` one column of the merged records: the `column` of
-/// each record of `sources` (its run's next one).
-#[inline]
-fn gather<'a>(
-    sources: &[u32],
-    spans: &[(&'a Records, Range<usize>)],
-    column: impl Fn(&'a Records) -> &'a Vec<u64>,
-    out: &mut Vec<u64>,
-) {
-    let mut next: Vec<(&[u64], usize)> = spans
-        .iter()
-        .map(|(records, span)| (&column(records)[..], span.start))
-        .collect();
-    out.extend(sources.iter().map(|&run| {
-        let (values, at) = &mut next[run as usize];
-        *at += 1;
-        values[*at - 1]
-    }));
-}
-
-/// Appends the values of the merged records to `merged`, each record's
-/// from its run's next row. Values of one width in every span (numbers,
-/// most often) are copied as fixed-size words, with their ends computed
-/// rather than read.
-fn gather_values(sources: &[u32], spans: &[(&Records, Range<usize>)], merged: &mut Records) {
-    let widths: Vec<Option<usize>> = spans
-        .iter()
-        .map(|(records, span)| fixed_width(records, span.clone()))
-        .collect();
-    match widths[..] {
-        [Some(width), ..] if widths.iter().all(|&other| other == Some(width)) => match width {
-            8 => gather_fixed::<8>(sources, spans, merged),
-            4 => gather_fixed::<4>(sources, spans, merged),
-            16 => gather_fixed::<16>(sources, spans, merged),
-            _ => gather_each(sources, spans, merged),
-        },
-        _ => gather_each(sources, spans, merged),
+    match (&spans[..], common_width(&spans)) {
+        ([], _) => merged.clear(),
+        ([(records, span)], _) => {
+            merged.clear();
+            merged.extend_from(records, span.clone());
+        }
+        (_, Some(8)) => merge_fixed::<8>(&spans, merged, two_threads),
+        (_, Some(4)) => merge_fixed::<4>(&spans, merged, two_threads),
+        (_, Some(16)) => merge_fixed::<16>(&spans, merged, two_threads),
+        _ => merge_each(&spans, merged),
     }
+    debug_assert!(merged.keys.is_sorted(), "the merge keeps key order");
 }
 
-/// The width of every value of records `span`, if they have one.
-fn fixed_width(records: &Records, span: Range<usize>) -> Option<usize> {
-    let width = records.value(span.start).len() as u64;
-    let ends = &records.value_ends[span];
-    ends.windows(2)
-        .all(|pair| pair[1] - pair[0] == width)
-        .then_some(width as usize)
+/// The width every value of every span has, if they share one.
+fn common_width(spans: &[(&Records, Range<usize>)]) -> Option<usize> {
+    let width = spans.first()?.0.fixed_width()?;
+    spans
+        .iter()
+        .all(|(records, _)| records.fixed_width() == Some(width))
+        .then_some(width)
 }
 
-fn gather_fixed<const WIDTH: usize>(
-    sources: &[u32],
+/// [`merge_into`] for spans whose values are all `WIDTH` bytes long: the
+/// result's columns are sized once and filled in place. A large merge is
+/// cut in two at a key and the halves written on two threads, each into
+/// its part of the result, if `two_threads` allows (a range query is
+/// answered by one caller thread, and on a machine of few cores the
+/// others are idle while it waits).
+fn merge_fixed<const WIDTH: usize>(
     spans: &[(&Records, Range<usize>)],
     merged: &mut Records,
+    two_threads: bool,
 ) {
-    let base = merged.values.len();
-    merged.values.resize(base + sources.len() * WIDTH, 0);
-    let mut next: Vec<(&[u8], usize)> = spans
+    let spans: Vec<Columns<'_, WIDTH>> = spans
         .iter()
-        .map(|(records, span)| (&records.values[..], records.value_start(span.start)))
+        .map(|(records, span)| Columns::of(records).slice(span.clone()))
         .collect();
-    for (out, &run) in merged.values[base..].chunks_exact_mut(WIDTH).zip(sources) {
-        let (values, at) = &mut next[run as usize];
-        out.copy_from_slice(&values[*at..*at + WIDTH]);
-        *at += WIDTH;
+    let total = spans.iter().map(Columns::len).sum();
+    let out = merged.overwrite_fixed::<WIDTH>(total);
+    match split(&spans) {
+        Some((low, high)) if two_threads && total >= PARALLEL_MIN_RECORDS => {
+            let (out_low, out_high) = out.split_at(low.iter().map(Columns::len).sum());
+            std::thread::scope(|scope| {
+                scope.spawn(|| merge_spans(&high, out_high));
+                merge_spans(&low, out_low);
+            });
+        }
+        _ => merge_spans(&spans, out),
     }
-    merged
-        .value_ends
-        .extend((1..=sources.len()).map(|i| (base + i * WIDTH) as u64));
 }
 
-fn gather_each(sources: &[u32], spans: &[(&Records, Range<usize>)], merged: &mut Records) {
-    let mut next: Vec<usize> = spans.iter().map(|(_, span)| span.start).collect();
-    for &run in sources {
-        let run = run as usize;
-        merged.push_value(spans[run].0.value(next[run]));
-        next[run] += 1;
+/// Records below which a merge stays on one thread: starting a thread
+/// costs tens of microseconds.
+const PARALLEL_MIN_RECORDS: usize = 1 << 15;
+
+/// The threads this process may run at once (asked once: the answer
+/// comes from files under /proc and /sys).
+fn parallelism() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
+/// `spans` cut at a key near the middle of the largest: the records below
+/// it and those from it on, each as spans in the same order. `None` when
+/// one side would be empty (every key the same).
+#[allow(clippy::type_complexity)]
+fn split<'a, const WIDTH: usize>(
+    spans: &[Columns<'a, WIDTH>],
+) -> Option<(Vec<Columns<'a, WIDTH>>, Vec<Columns<'a, WIDTH>>)> {
+    let largest = spans.iter().max_by_key(|span| span.len())?;
+    let pivot = largest.keys[largest.len() / 2];
+    let (low, high): (Vec<_>, Vec<_>) = spans
+        .iter()
+        .map(|span| {
+            let cut = span.keys.partition_point(|&key| key < pivot);
+            (span.slice(0..cut), span.slice(cut..span.len()))
+        })
+        .unzip();
+    let empty = |side: &[Columns<'_, WIDTH>]| side.iter().all(|span| span.len() == 0);
+    (!empty(&low) && !empty(&high)).then_some((low, high))
+}
+
+/// Writes `spans` (in run order) merged into `out`: a lone span copied,
+/// up to [`CASCADE_MAX_RUNS`] merged two at a time (see [`cascade`]),
+/// more by a loser tree that notes each record's span, whose records are
+/// then gathered.
+fn merge_spans<const WIDTH: usize>(spans: &[Columns<'_, WIDTH>], out: FixedMut<'_, WIDTH>) {
+    let spans: Vec<Columns<'_, WIDTH>> = spans.iter().filter(|span| span.len() > 0).copied().collect();
+    match spans.len() {
+        0 => {}
+        1 => spans[0].copy_to(out),
+        2..=CASCADE_MAX_RUNS => cascade(&spans, out),
+        _ => {
+            let columns: Vec<(&[u64], &[u64])> = spans.iter().map(|span| (span.keys, span.times)).collect();
+            let mut sources = Vec::with_capacity(out.keys.len());
+            merge_heads(&columns, out.keys.len(), |run| sources.push(run as u32));
+            gather_fixed(&sources, &spans, out);
+        }
     }
+}
+
+/// Spans up to which [`merge_spans`] merges pairs in a [`cascade`] rather
+/// than all at once with [`merge_heads`]. Measured on 10^5 records of
+/// 8-byte values, on one thread: three runs of 82%, 9% and 9% took 0.9 ms
+/// in a cascade and 1.9 ms with the loser tree, two even runs 0.7 and
+/// 1.4 ms, but ten even runs 4.3 and 2.8 ms (each merge of a cascade is a
+/// pass over its records, and the passes add up).
+const CASCADE_MAX_RUNS: usize = 4;
+
+/// Writes the merged records to `out`, each from the next row of its span
+/// in `sources`, in one pass over every column.
+fn gather_fixed<const WIDTH: usize>(sources: &[u32], spans: &[Columns<'_, WIDTH>], out: FixedMut<'_, WIDTH>) {
+    let mut next = vec![0usize; spans.len()];
+    let slots = (out.keys.iter_mut())
+        .zip(out.times.iter_mut())
+        .zip(out.seqs.iter_mut())
+        .zip(out.values.iter_mut());
+    for ((((key, time), seq), value), &span) in slots.zip(sources) {
+        let (from, at) = (&spans[span as usize], &mut next[span as usize]);
+        (*key, *time, *seq, *value) = (from.keys[*at], from.times[*at], from.seqs[*at], from.values[*at]);
+        *at += 1;
+    }
+}
+
+/// [`merge_into`] for values of several widths, on this thread: a loser
+/// tree notes each record's span, and the records are then appended one
+/// by one.
+fn merge_each(spans: &[(&Records, Range<usize>)], merged: &mut Records) {
+    let columns: Vec<(&[u64], &[u64])> = spans
+        .iter()
+        .map(|(records, span)| (&records.keys[span.clone()], &records.times[span.clone()]))
+        .collect();
+    let total = columns.iter().map(|(keys, _)| keys.len()).sum();
+    let value_bytes = spans
+        .iter()
+        .map(|(records, span)| records.value_start(span.end) - records.value_start(span.start))
+        .sum();
+    merged.clear();
+    merged.reserve(total, value_bytes);
+    let mut next: Vec<usize> = spans.iter().map(|(_, span)| span.start).collect();
+    merge_heads(&columns, total, |run| {
+        merged.push_from(spans[run].0, next[run]);
+        next[run] += 1;
+    });
 }
 
 /// Calls `emit(run)` for each of the `total` records of `columns` (per
@@ -391,166 +325,197 @@ fn merge_heads(columns: &[(&[u64], &[u64])], total: usize, mut emit: impl FnMut(
     }
 }
 
-/// Sorted keys and times and each record's run: what merging parts of
-/// the cascade makes.
-#[derive(Debug, Default)]
-struct Merged {
+/// Records in (key, time, seq) order with values of `WIDTH` bytes, read
+/// in place: a run's span, or runs merged.
+#[derive(Debug, Clone, Copy)]
+struct Columns<'a, const WIDTH: usize> {
+    keys: &'a [u64],
+    times: &'a [u64],
+    seqs: &'a [u64],
+    values: &'a [[u8; WIDTH]],
+}
+
+impl<'a, const WIDTH: usize> Columns<'a, WIDTH> {
+    /// Every record of `records`, whose values must all be `WIDTH` bytes
+    /// long.
+    fn of(records: &'a Records) -> Self {
+        debug_assert!(records.is_empty() || records.fixed_width() == Some(WIDTH));
+        Columns {
+            keys: &records.keys,
+            times: &records.times,
+            seqs: &records.seqs,
+            values: records.values.as_chunks().0,
+        }
+    }
+
+    /// Writes these records to `out`, which has room for them all.
+    fn copy_to(&self, out: FixedMut<'_, WIDTH>) {
+        out.keys.copy_from_slice(self.keys);
+        out.times.copy_from_slice(self.times);
+        out.seqs.copy_from_slice(self.seqs);
+        out.values.copy_from_slice(self.values);
+    }
+
+    /// Records `rows`.
+    fn slice(&self, rows: Range<usize>) -> Self {
+        Columns {
+            keys: &self.keys[rows.clone()],
+            times: &self.times[rows.clone()],
+            seqs: &self.seqs[rows.clone()],
+            values: &self.values[rows],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+/// Runs merged by a step of the cascade: owned columns.
+#[derive(Debug)]
+struct Merged<const WIDTH: usize> {
     keys: Vec<u64>,
     times: Vec<u64>,
-    runs: Vec<u32>,
+    seqs: Vec<u64>,
+    values: Vec<[u8; WIDTH]>,
+}
+
+impl<const WIDTH: usize> Merged<WIDTH> {
+    /// Room for `len` records, zeroed, to be filled by [`merge_two`].
+    fn zeroed(len: usize) -> Self {
+        Merged {
+            keys: vec![0; len],
+            times: vec![0; len],
+            seqs: vec![0; len],
+            values: vec![[0; WIDTH]; len],
+        }
+    }
+
+    fn columns(&self) -> Columns<'_, WIDTH> {
+        Columns {
+            keys: &self.keys,
+            times: &self.times,
+            seqs: &self.seqs,
+            values: &self.values,
+        }
+    }
 }
 
 /// A part of the cascade: one run's span, read in place, or adjacent runs
 /// merged.
 #[derive(Debug)]
-enum Part<'a> {
-    Run {
-        keys: &'a [u64],
-        times: &'a [u64],
-        run: u32,
-    },
-    Merged(Merged),
+enum Part<'a, const WIDTH: usize> {
+    Run(Columns<'a, WIDTH>),
+    Merged(Merged<WIDTH>),
 }
 
-impl Part<'_> {
-    fn len(&self) -> usize {
+impl<const WIDTH: usize> Part<'_, WIDTH> {
+    fn columns(&self) -> Columns<'_, WIDTH> {
         match self {
-            Part::Run { keys, .. } => keys.len(),
-            Part::Merged(merged) => merged.keys.len(),
+            Part::Run(columns) => *columns,
+            Part::Merged(merged) => merged.columns(),
         }
     }
 }
 
-/// Merges `parts` (in run order, at least two) into `out` (empty, its
-/// allocations reused), two adjacent parts at a time, always the pair
-/// with the fewest records. Each merge is a two-way merge, branch-free;
-/// merging the smallest first keeps the records merged again and again
-/// few: the sources of a range query are a few large tiers and small
-/// recent segments, and the small ones are merged among themselves before
-/// they meet a large one. Adjacent parts only, so that among equal keys
-/// and times the older part's records, the lower run numbers, come first.
-fn cascade(mut parts: Vec<Part<'_>>, out: &mut Merged) {
-    assert!(parts.len() >= 2, "a cascade merges at least two parts");
+/// Writes `spans` (in run order, at least two) merged into `out`, two
+/// adjacent parts at a time, always the
+/// pair with the fewest records. Merging the smallest first keeps the
+/// records merged again and again few: the sources of a range query are a
+/// few large tiers and small recent segments, and the small ones are
+/// merged among themselves before they meet a large one. Adjacent parts
+/// only, so that among equal keys and times the older part's records come
+/// first. Each merge moves every column at once: the last writes the
+/// result, with no pass after it.
+fn cascade<const WIDTH: usize>(spans: &[Columns<'_, WIDTH>], out: FixedMut<'_, WIDTH>) {
+    assert!(spans.len() >= 2, "a cascade merges at least two parts");
+    let mut parts: Vec<Part<'_, WIDTH>> = spans.iter().map(|span| Part::Run(*span)).collect();
     while parts.len() > 2 {
         let at = (0..parts.len() - 1)
-            .min_by_key(|&at| parts[at].len() + parts[at + 1].len())
+            .min_by_key(|&at| parts[at].columns().len() + parts[at + 1].columns().len())
             .expect("at least two parts");
         let newer = parts.remove(at + 1);
-        let mut pair = Merged::default();
-        merge_pair(&parts[at], &newer, &mut pair);
+        let (older, newer) = (parts[at].columns(), newer.columns());
+        let mut pair = Merged::zeroed(older.len() + newer.len());
+        merge_two(
+            older,
+            newer,
+            FixedMut {
+                keys: &mut pair.keys,
+                times: &mut pair.times,
+                seqs: &mut pair.seqs,
+                values: &mut pair.values,
+            },
+        );
         parts[at] = Part::Merged(pair);
     }
-    merge_pair(&parts[0], &parts[1], out);
+    merge_two(parts[0].columns(), parts[1].columns(), out);
 }
 
-/// Where a part's records come from: one run, or a run per record.
-trait Origin {
-    fn run(&self, at: usize) -> u32;
-    /// Fills `out` with the runs of the records from `at` on.
-    fn fill_runs(&self, at: usize, out: &mut [u32]);
-}
-
-impl Origin for u32 {
-    #[inline]
-    fn run(&self, _: usize) -> u32 {
-        *self
-    }
-
-    fn fill_runs(&self, _: usize, out: &mut [u32]) {
-        out.fill(*self);
-    }
-}
-
-impl Origin for &[u32] {
-    #[inline]
-    fn run(&self, at: usize) -> u32 {
-        self[at]
-    }
-
-    fn fill_runs(&self, at: usize, out: &mut [u32]) {
-        out.copy_from_slice(&self[at..at + out.len()]);
-    }
-}
-
-/// Appends `older` and `newer` merged to `out` (`older`'s records first
-/// among equal keys and times).
-fn merge_pair(older: &Part<'_>, newer: &Part<'_>, out: &mut Merged) {
-    match (older, newer) {
-        (
-            Part::Run { keys, times, run },
-            Part::Run {
-                keys: k,
-                times: t,
-                run: r,
-            },
-        ) => merge_two((keys, times, *run), (k, t, *r), out),
-        (Part::Run { keys, times, run }, Part::Merged(m)) => {
-            merge_two((keys, times, *run), (&m.keys, &m.times, &m.runs[..]), out)
-        }
-        (Part::Merged(m), Part::Run { keys, times, run }) => {
-            merge_two((&m.keys, &m.times, &m.runs[..]), (keys, times, *run), out)
-        }
-        (Part::Merged(m), Part::Merged(n)) => merge_two(
-            (&m.keys, &m.times, &m.runs[..]),
-            (&n.keys, &n.times, &n.runs[..]),
-            out,
-        ),
-    }
-}
-
-/// The two-way merge of [`merge_pair`]. Which side goes next is a coin
-/// toss among interleaved keys, so it is computed, not branched on.
-fn merge_two<A: Origin, B: Origin>(older: (&[u64], &[u64], A), newer: (&[u64], &[u64], B), out: &mut Merged) {
-    let ((older_keys, older_times, older_runs), (newer_keys, newer_times, newer_runs)) = (older, newer);
-    let start = out.keys.len();
-    let total = older_keys.len() + newer_keys.len();
-    // Written through slices, not pushed: a push reads and writes its
-    // vector's length in memory each time.
-    out.keys.resize(start + total, 0);
-    out.times.resize(start + total, 0);
-    out.runs.resize(start + total, 0);
-    let (keys, times, runs) = (
-        &mut out.keys[start..],
-        &mut out.times[start..],
-        &mut out.runs[start..],
+/// Writes `older` and `newer` merged into `out` (`older`'s records first
+/// among equal keys and times). Which side goes next is a coin toss among
+/// interleaved keys, so it is computed, not branched on.
+fn merge_two<const WIDTH: usize>(
+    older: Columns<'_, WIDTH>,
+    newer: Columns<'_, WIDTH>,
+    out: FixedMut<'_, WIDTH>,
+) {
+    assert_eq!(
+        out.keys.len(),
+        older.len() + newer.len(),
+        "the output fits the merge"
     );
+    // Every column cut to its keys' length and the output walked by
+    // iterators: the loop then checks no bounds but its own.
+    let (older, newer) = (older.slice(0..older.len()), newer.slice(0..newer.len()));
+    let slots = (out.keys.iter_mut())
+        .zip(out.times.iter_mut())
+        .zip(out.seqs.iter_mut())
+        .zip(out.values.iter_mut());
     let (mut i, mut j) = (0, 0);
-    while i < older_keys.len() && j < newer_keys.len() {
-        let (a, b) = (older_keys[i], newer_keys[j]);
-        let (ta, tb) = (older_times[i], newer_times[j]);
+    for (((key, time), seq), value) in slots {
+        if i == older.len() || j == newer.len() {
+            break;
+        }
+        let (a, b) = (older.keys[i], newer.keys[j]);
+        let (ta, tb) = (older.times[i], newer.times[j]);
         let newer_first = (b < a) | ((b == a) & (tb < ta));
-        keys[i + j] = if newer_first { b } else { a };
-        times[i + j] = if newer_first { tb } else { ta };
-        runs[i + j] = if newer_first {
-            newer_runs.run(j)
-        } else {
-            older_runs.run(i)
-        };
+        *key = select_unpredictable(newer_first, b, a);
+        *time = select_unpredictable(newer_first, tb, ta);
+        *seq = select_unpredictable(newer_first, newer.seqs[j], older.seqs[i]);
+        *value = select_unpredictable(newer_first, newer.values[j], older.values[i]);
         j += usize::from(newer_first);
         i += usize::from(!newer_first);
     }
-    let rest = i + j;
-    if i < older_keys.len() {
-        keys[rest..].copy_from_slice(&older_keys[i..]);
-        times[rest..].copy_from_slice(&older_times[i..]);
-        older_runs.fill_runs(i, &mut runs[rest..]);
+    let rest = if i < older.len() {
+        older.slice(i..older.len())
     } else {
-        keys[rest..].copy_from_slice(&newer_keys[j..]);
-        times[rest..].copy_from_slice(&newer_times[j..]);
-        newer_runs.fill_runs(j, &mut runs[rest..]);
-    }
+        newer.slice(j..newer.len())
+    };
+    rest.copy_to(out.split_at(i + j).1);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn records(rows: &[(u64, u64, u64)]) -> Arc<Records> {
+    /// Record `seq`'s value: `width` bytes made from `seq`, or from 0 to 8
+    /// of them when `width` is `None`.
+    fn value_of(seq: u64, width: Option<usize>) -> Vec<u8> {
+        let bytes = [seq.to_le_bytes(), (!seq).to_le_bytes()].concat();
+        bytes[..width.unwrap_or((seq % 9) as usize)].to_vec()
+    }
+
+    fn records_of(rows: &[(u64, u64, u64)], width: Option<usize>) -> Arc<Records> {
         let mut records = Records::default();
         for &(key, time, seq) in rows {
-            records.push(key, time, seq, &seq.to_le_bytes()[..(seq % 9) as usize]);
+            records.push(key, time, seq, &value_of(seq, width));
         }
         Arc::new(records)
+    }
+
+    fn records(rows: &[(u64, u64, u64)]) -> Arc<Records> {
+        records_of(rows, None)
     }
 
     #[test]
@@ -599,40 +564,59 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             state >> 33
         };
+        // One result reused throughout: each merge replaces what the last
+        // left, whatever its size and the width of its values.
         let mut merged = Records::default();
-        for runs_count in [13usize, 0, 1, 2, 3, 4, 5, 8] {
-            let mut seq = 0;
-            let mut runs = Vec::new();
-            let mut expected = Vec::new();
-            for _ in 0..runs_count {
-                let len = (next() % 300) as usize;
-                let mut rows: Vec<(u64, u64)> = (0..len).map(|_| (next() % 50, next() % 4)).collect();
-                rows.sort_unstable();
-                let with_seqs: Vec<(u64, u64, u64)> = rows
-                    .iter()
-                    .map(|&(key, time)| {
-                        seq += 1;
-                        (key, time, seq)
-                    })
-                    .collect();
-                let picked: Vec<u32> = (0..len as u32).filter(|row| row % 3 != 1).collect();
-                expected.extend(picked.iter().map(|&row| with_seqs[row as usize]));
-                runs.push(Run {
-                    records: records(&with_seqs),
-                    rows: Rows::Picked(picked),
-                });
+        for width in [Some(8), None, Some(4), Some(16), Some(8)] {
+            for runs_count in [13usize, 0, 1, 2, 3, 4, 5, 8] {
+                let mut seq = 0;
+                let mut runs = Vec::new();
+                let mut expected = Vec::new();
+                for number in 0..runs_count {
+                    let len = (next() % 300) as usize;
+                    let mut rows: Vec<(u64, u64)> = (0..len).map(|_| (next() % 50, next() % 4)).collect();
+                    rows.sort_unstable();
+                    let with_seqs: Vec<(u64, u64, u64)> = rows
+                        .iter()
+                        .map(|&(key, time)| {
+                            seq += 1;
+                            (key, time, seq)
+                        })
+                        .collect();
+                    // Picked rows in some runs, a span in others.
+                    let rows = if number % 2 == 0 {
+                        Rows::Picked((0..len as u32).filter(|row| row % 3 != 1).collect())
+                    } else {
+                        Rows::Span(len / 4..len)
+                    };
+                    let run = Run {
+                        records: records_of(&with_seqs, width),
+                        rows,
+                    };
+                    run.for_each_row(|row| expected.push(with_seqs[row]));
+                    runs.push(run);
+                }
+                expected.sort_unstable();
+                merge_into(&runs, &mut merged);
+                let got: Vec<(u64, u64, u64)> = (0..merged.len()).map(|i| merged.order(i)).collect();
+                assert_eq!(got, expected, "{runs_count} runs, width {width:?}");
+                for i in 0..merged.len() {
+                    assert_eq!(merged.value(i), value_of(merged.seqs[i], width));
+                }
             }
-            expected.sort_unstable();
-            // One result reused: each merge starts it afresh.
-            merge_into(&runs, &mut merged);
-            let got: Vec<(u64, u64, u64)> = (0..merged.len()).map(|i| merged.order(i)).collect();
-            assert_eq!(got, expected, "{runs_count} runs");
         }
     }
 }
+
 #[cfg(test)]
 mod large {
     use super::*;
+
+    /// Every record of each run, as the merge of fixed-width values sees
+    /// them.
+    fn whole(runs: &[Run]) -> Vec<Columns<'_, 8>> {
+        runs.iter().map(|run| Columns::of(&run.records)).collect()
+    }
 
     fn run_of(rows: &[(u64, u64)], first_seq: u64) -> Run {
         let mut records = Records::default();
@@ -655,34 +639,38 @@ mod large {
             state ^= state << 17;
             state
         };
-        let mut runs = Vec::new();
-        let mut expected = Vec::new();
-        for number in 0..5u64 {
-            // Few distinct keys: equal keys straddle the cut of the split.
-            let mut rows: Vec<(u64, u64)> = (0..20_000).map(|_| (next() % 500, next() % 3)).collect();
-            rows.sort_unstable();
-            let run = run_of(&rows, number << 32);
-            expected.extend((0..run.len()).map(|i| run.records.order(i)));
-            runs.push(run);
-        }
-        // A picked run too.
-        let picked: Vec<u32> = (0..20_000).filter(|row| row % 2 == 0).collect();
-        let last = &runs[4];
-        let mut picked_expected: Vec<_> = picked
-            .iter()
-            .map(|&row| last.records.order(row as usize))
-            .collect();
-        expected.retain(|&(_, _, seq)| seq >> 32 != 4);
-        expected.append(&mut picked_expected);
-        runs[4].rows = Rows::Picked(picked);
-        expected.sort_unstable();
-        assert!(split(&runs).is_some());
+        // Three runs: each half merged in a cascade; five: by a loser
+        // tree. One result reused by both.
         let mut merged = Records::default();
-        merge_into(&runs, &mut merged);
-        let got: Vec<_> = (0..merged.len()).map(|i| merged.order(i)).collect();
-        assert_eq!(got, expected);
-        for i in 0..merged.len() {
-            assert_eq!(merged.value(i), &merged.keys[i].to_le_bytes());
+        for runs_count in [3u64, 5] {
+            let mut runs = Vec::new();
+            let mut expected = Vec::new();
+            for number in 0..runs_count {
+                // Few distinct keys: equal keys straddle the cut of the split.
+                let mut rows: Vec<(u64, u64)> = (0..20_000).map(|_| (next() % 500, next() % 3)).collect();
+                rows.sort_unstable();
+                let run = run_of(&rows, number << 32);
+                expected.extend((0..run.len()).map(|i| run.records.order(i)));
+                runs.push(run);
+            }
+            // A picked run too.
+            let last = runs_count as usize - 1;
+            let picked: Vec<u32> = (0..20_000).filter(|row| row % 2 == 0).collect();
+            let mut picked_expected: Vec<_> = picked
+                .iter()
+                .map(|&row| runs[last].records.order(row as usize))
+                .collect();
+            expected.retain(|&(_, _, seq)| seq >> 32 != last as u64);
+            expected.append(&mut picked_expected);
+            runs[last].rows = Rows::Picked(picked);
+            expected.sort_unstable();
+            assert!(split(&whole(&runs)).is_some());
+            merge_into(&runs, &mut merged);
+            let got: Vec<_> = (0..merged.len()).map(|i| merged.order(i)).collect();
+            assert_eq!(got, expected, "{runs_count} runs");
+            for i in 0..merged.len() {
+                assert_eq!(merged.value(i), &merged.keys[i].to_le_bytes());
+            }
         }
     }
 
@@ -730,7 +718,7 @@ mod large {
     fn runs_of_one_key_are_not_split() {
         let rows = vec![(9u64, 1u64); 40_000];
         let runs = vec![run_of(&rows, 0), run_of(&rows, 1 << 32)];
-        assert!(split(&runs).is_none());
+        assert!(split(&whole(&runs)).is_none());
         let mut merged = Records::default();
         merge_into(&runs, &mut merged);
         assert_eq!(merged.len(), 80_000);

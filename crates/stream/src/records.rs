@@ -6,7 +6,10 @@ use std::ops::Range;
 /// segment's leaves are decoded, and what a range query returns. Flat
 /// columns keep a scan cache-friendly and hand over to NumPy without a
 /// per-record object.
-#[derive(Debug, Default, Clone, PartialEq)]
+///
+/// The columns are public to read; the engine changes them only through
+/// these methods, which keep track of the values' widths.
+#[derive(Debug, Default, Clone)]
 pub struct Records {
     /// Encoded keys (see [`crate::key`]).
     pub keys: Vec<u64>,
@@ -18,6 +21,78 @@ pub struct Records {
     pub value_ends: Vec<u64>,
     /// The values, back to back.
     pub values: Vec<u8>,
+    /// Whether every value has one width: lets a merge copy values as
+    /// fixed-size words without reading their ends (a pass over cold
+    /// memory).
+    widths: Widths,
+}
+
+/// Columns of records whose values are all `WIDTH` bytes long, to be
+/// filled: see [`Records::overwrite_fixed`].
+#[derive(Debug)]
+pub(crate) struct FixedMut<'a, const WIDTH: usize> {
+    pub keys: &'a mut [u64],
+    pub times: &'a mut [u64],
+    pub seqs: &'a mut [u64],
+    pub values: &'a mut [[u8; WIDTH]],
+}
+
+impl<'a, const WIDTH: usize> FixedMut<'a, WIDTH> {
+    /// The first `mid` records' columns and the rest's.
+    pub fn split_at(self, mid: usize) -> (Self, Self) {
+        let (keys, keys_rest) = self.keys.split_at_mut(mid);
+        let (times, times_rest) = self.times.split_at_mut(mid);
+        let (seqs, seqs_rest) = self.seqs.split_at_mut(mid);
+        let (values, values_rest) = self.values.split_at_mut(mid);
+        (
+            FixedMut {
+                keys,
+                times,
+                seqs,
+                values,
+            },
+            FixedMut {
+                keys: keys_rest,
+                times: times_rest,
+                seqs: seqs_rest,
+                values: values_rest,
+            },
+        )
+    }
+}
+
+/// What is known of the widths of a [`Records`]' values.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Widths {
+    /// No values.
+    #[default]
+    None,
+    /// Every value is this many bytes long.
+    One(usize),
+    /// Values of several widths, or values not known to share one.
+    Mixed,
+}
+
+impl Widths {
+    /// The widths of two sets of values together.
+    fn and(self, other: Widths) -> Widths {
+        match (self, other) {
+            (Widths::None, widths) | (widths, Widths::None) => widths,
+            (Widths::One(a), Widths::One(b)) if a == b => Widths::One(a),
+            _ => Widths::Mixed,
+        }
+    }
+}
+
+/// Equal records: equal columns (what is known of their widths aside).
+impl PartialEq for Records {
+    fn eq(&self, other: &Records) -> bool {
+        self.keys == other.keys
+            && self.times == other.times
+            && self.seqs == other.seqs
+            && self.value_ends == other.value_ends
+            && self.values == other.values
+    }
 }
 
 impl Records {
@@ -29,6 +104,7 @@ impl Records {
             seqs: Vec::with_capacity(records),
             value_ends: Vec::with_capacity(records),
             values: Vec::with_capacity(value_bytes),
+            widths: Widths::None,
         }
     }
 
@@ -87,6 +163,69 @@ impl Records {
             Err(_) => self.values.extend_from_slice(value),
         }
         self.value_ends.push(self.values.len() as u64);
+        self.widths = self.widths.and(Widths::One(value.len()));
+    }
+
+    /// The width of every value, if they are known to share one (and
+    /// there is at least one). Answered without reading the values.
+    #[inline]
+    pub(crate) fn fixed_width(&self) -> Option<usize> {
+        match self.widths {
+            Widths::One(width) => Some(width),
+            Widths::None | Widths::Mixed => None,
+        }
+    }
+
+    /// Appends `count` records with values of `WIDTH` bytes, zeroed, and
+    /// returns their columns to fill (their value ends are written).
+    pub(crate) fn push_fixed<const WIDTH: usize>(&mut self, count: usize) -> FixedMut<'_, WIDTH> {
+        let (start, base) = (self.len(), self.values.len());
+        self.keys.resize(start + count, 0);
+        self.times.resize(start + count, 0);
+        self.seqs.resize(start + count, 0);
+        self.values.resize(base + count * WIDTH, 0);
+        self.value_ends
+            .extend((1..=count).map(|i| (base + i * WIDTH) as u64));
+        if count > 0 {
+            self.widths = self.widths.and(Widths::One(WIDTH));
+        }
+        FixedMut {
+            keys: &mut self.keys[start..],
+            times: &mut self.times[start..],
+            seqs: &mut self.seqs[start..],
+            values: self.values[base..].as_chunks_mut().0,
+        }
+    }
+
+    /// Makes these `count` records with values of `WIDTH` bytes, to be
+    /// overwritten, and returns their columns to fill: the caller writes
+    /// every record. What the columns held is left in place rather than
+    /// zeroed (a query that reuses its last result spares a pass over it),
+    /// and the value ends are written.
+    pub(crate) fn overwrite_fixed<const WIDTH: usize>(&mut self, count: usize) -> FixedMut<'_, WIDTH> {
+        // Values that all had this width had these ends already.
+        let ends_kept = match self.widths {
+            Widths::One(width) if width == WIDTH => self.len().min(count),
+            _ => 0,
+        };
+        self.keys.resize(count, 0);
+        self.times.resize(count, 0);
+        self.seqs.resize(count, 0);
+        self.values.resize(count * WIDTH, 0);
+        self.value_ends.truncate(ends_kept);
+        self.value_ends
+            .extend((ends_kept + 1..=count).map(|i| (i * WIDTH) as u64));
+        self.widths = if count > 0 {
+            Widths::One(WIDTH)
+        } else {
+            Widths::None
+        };
+        FixedMut {
+            keys: &mut self.keys,
+            times: &mut self.times,
+            seqs: &mut self.seqs,
+            values: self.values.as_chunks_mut().0,
+        }
     }
 
     /// Appends every record of `other`.
@@ -106,6 +245,9 @@ impl Records {
     /// columns are appended apart): one copy of their bytes, and their
     /// ends moved to where the bytes land.
     pub(crate) fn extend_values_from(&mut self, other: &Records, rows: Range<usize>) {
+        if !rows.is_empty() {
+            self.widths = self.widths.and(other.widths);
+        }
         let (start, end) = (other.value_start(rows.start), other.value_start(rows.end));
         let base = self.values.len() as u64;
         self.value_ends.extend(
@@ -129,6 +271,7 @@ impl Records {
         self.seqs.clear();
         self.value_ends.clear();
         self.values.clear();
+        self.widths = Widths::None;
     }
 
     /// Bytes the columns hold (for the cache's budget).
@@ -312,4 +455,56 @@ pub(crate) fn newest_shadows(shadows: &mut Vec<Shadow>) {
         }
     }
     *shadows = kept;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_know_when_every_value_has_one_width() {
+        let mut records = Records::default();
+        assert_eq!(records.fixed_width(), None, "no values");
+        records.push(1, 1, 1, &[7; 8]);
+        records.push(2, 1, 2, &[8; 8]);
+        assert_eq!(records.fixed_width(), Some(8));
+        records.push(3, 1, 3, b"abc");
+        assert_eq!(records.fixed_width(), None, "mixed");
+        let mut copy = Records::default();
+        copy.extend_from(&records, 0..2);
+        assert_eq!(
+            copy.fixed_width(),
+            None,
+            "rows of mixed records are not known to share one"
+        );
+        records.clear();
+        assert_eq!(records.fixed_width(), None, "cleared");
+        records.push(4, 1, 4, b"abcd");
+        assert_eq!(records.fixed_width(), Some(4));
+
+        // Filled in place: the ends are written, the width noted.
+        let mut fixed = Records::default();
+        fixed.push(1, 1, 1, &[1; 4]);
+        let out = fixed.push_fixed::<4>(2);
+        out.keys.copy_from_slice(&[2, 3]);
+        out.values.copy_from_slice(&[[2; 4], [3; 4]]);
+        assert_eq!(fixed.fixed_width(), Some(4));
+        assert_eq!(fixed.value_ends, [4, 8, 12]);
+        assert_eq!(fixed.value(2), [3; 4]);
+        // Overwritten with fewer records of another width, then more of
+        // the first: each time as if written afresh.
+        let out = fixed.overwrite_fixed::<8>(2);
+        out.values.copy_from_slice(&[[5; 8], [6; 8]]);
+        assert_eq!(fixed.fixed_width(), Some(8));
+        assert_eq!((fixed.len(), &fixed.value_ends[..]), (2, &[8, 16][..]));
+        assert_eq!(fixed.value(1), [6; 8]);
+        let out = fixed.overwrite_fixed::<8>(3);
+        out.values.copy_from_slice(&[[1; 8], [2; 8], [3; 8]]);
+        assert_eq!(fixed.value_ends, [8, 16, 24]);
+        fixed.overwrite_fixed::<8>(0);
+        assert_eq!(
+            (fixed.len(), fixed.values.len(), fixed.fixed_width()),
+            (0, 0, None)
+        );
+    }
 }

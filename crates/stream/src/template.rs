@@ -486,45 +486,56 @@ impl<E: Indexed> TemplateTree<E> {
     }
 
     /// Calls `visit` on every entry with `low <= key <= high`, in entry
-    /// order ((key, time, location) for an [`Entry`]). Each leaf is locked
-    /// while it is read, so a range read concurrently with inserts sees
-    /// each leaf as of some moment; `visit` runs with no lock held.
+    /// order ((key, time, location) for an [`Entry`]), with no lock held:
+    /// see [`TemplateTree::extend_range`].
+    pub fn range(&self, low: u64, high: u64, visit: impl FnMut(&E)) {
+        let mut entries = Vec::new();
+        self.extend_range(low, high, &mut entries);
+        entries.iter().for_each(visit);
+    }
+
+    /// Appends to `out` every entry with `low <= key <= high`, in entry
+    /// order. Each leaf is locked while it is read, so a range read
+    /// concurrently with inserts sees each leaf as of some moment.
     ///
     /// The leaves strictly between the first and the last hold only keys
     /// within the range (a leaf holds exactly the keys between its
     /// separators), so they are copied whole: a pass the processor
     /// prefetches, where a binary search in each would wait on a cache
     /// miss at every step.
-    pub fn range(&self, low: u64, high: u64, mut visit: impl FnMut(&E)) {
+    pub fn extend_range(&self, low: u64, high: u64, out: &mut Vec<E>) {
         if low > high {
             return;
         }
         let (first, last) = (self.leaf_of(low), self.leaf_of(high));
-        let mut taken: Vec<E> = Vec::new();
+        out.reserve((last - first + 1) * self.leaf_capacity);
         for leaf_id in first..=last {
-            taken.clear();
+            let start = out.len();
             {
                 let mut leaf = self.lock(leaf_id);
                 leaf.sort();
                 let inner = leaf_id != first && leaf_id != last;
                 if inner {
-                    debug_assert!(leaf.nodes().flatten().all(|entry| (low..=high).contains(&entry.key())));
-                    leaf.nodes().for_each(|node| taken.extend_from_slice(node));
+                    debug_assert!(leaf
+                        .nodes()
+                        .flatten()
+                        .all(|entry| (low..=high).contains(&entry.key())));
+                    leaf.nodes().for_each(|node| out.extend_from_slice(node));
                 } else if leaf.overflow.is_empty() {
                     let node = &leaf.primary;
                     let start = node.partition_point(|entry| entry.key() < low);
                     let end = node.partition_point(|entry| entry.key() <= high);
-                    taken.extend_from_slice(&node[start..end]);
+                    out.extend_from_slice(&node[start..end]);
                 } else {
                     for node in leaf.nodes() {
-                        taken.extend(node.iter().filter(|entry| (low..=high).contains(&entry.key())));
+                        out.extend(node.iter().filter(|entry| (low..=high).contains(&entry.key())));
                     }
                 }
             }
-            if !taken.is_sorted() {
-                taken.sort_unstable();
+            // A leaf's nodes are each sorted, not one after another.
+            if !out[start..].is_sorted() {
+                out[start..].sort_unstable();
             }
-            taken.iter().for_each(&mut visit);
         }
     }
 
