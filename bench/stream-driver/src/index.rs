@@ -276,7 +276,7 @@ pub fn run(records: &[StreamRecord], contender: IndexContender, options: &IndexO
                 // or the share of entries in overflow nodes passes the
                 // threshold.
                 sorted.clear();
-                template.range(0, u64::MAX, |entry| sorted.push(*entry));
+                template.extend_range(0, u64::MAX, &mut sorted);
                 let stats = template.overflow_stats();
                 if !is_last {
                     let rebuild = contender == IndexContender::TemplateRebuild

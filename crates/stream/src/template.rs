@@ -452,7 +452,7 @@ impl<E: Indexed> TemplateTree<E> {
     /// stop inserts while it runs (it reads every leaf).
     pub fn rebuilt(&self, expected_entries: usize, fan_out: usize, fill: f64) -> TemplateTree<E> {
         let mut entries = Vec::with_capacity(self.entries.load(Ordering::Relaxed));
-        self.range(0, u64::MAX, |entry| entries.push(*entry));
+        self.extend_range(0, u64::MAX, &mut entries);
         let keys: Vec<u64> = entries.iter().map(Indexed::key).collect();
         let scale = self.scale(expected_entries);
         let bounds = leaf_bounds(
