@@ -98,15 +98,30 @@ impl<E: Indexed> Leaf<E> {
         self.nodes().map(Vec::len).sum()
     }
 
-    /// Sorts each node in place if entries came since the last time (a
-    /// node sorted already costs one pass to check).
+    /// Sorts the leaf in place if entries came since the last time, as
+    /// one sequence across its nodes (the primary node, then each overflow
+    /// node): a read then copies the nodes as they are, however long the
+    /// chain, where nodes sorted each on its own would have to be merged
+    /// at every read.
     fn sort(&mut self) {
         let held = self.len();
-        if held != self.sorted {
-            self.primary.sort_unstable();
-            self.overflow.iter_mut().for_each(|node| node.sort_unstable());
-            self.sorted = held;
+        if held == self.sorted {
+            return;
         }
+        if self.overflow.is_empty() {
+            self.primary.sort_unstable();
+        } else {
+            let mut all = Vec::with_capacity(held);
+            self.nodes().for_each(|node| all.extend_from_slice(node));
+            all.sort_unstable();
+            let mut rest = &all[..];
+            for node in std::iter::once(&mut self.primary).chain(&mut self.overflow) {
+                let (head, tail) = rest.split_at(node.len());
+                node.copy_from_slice(head);
+                rest = tail;
+            }
+        }
+        self.sorted = held;
     }
 }
 
@@ -532,10 +547,7 @@ impl<E: Indexed> TemplateTree<E> {
                     }
                 }
             }
-            // A leaf's nodes are each sorted, not one after another.
-            if !out[start..].is_sorted() {
-                out[start..].sort_unstable();
-            }
+            debug_assert!(out[start..].is_sorted(), "a sorted leaf reads in order");
         }
     }
 
