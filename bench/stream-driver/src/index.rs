@@ -272,16 +272,14 @@ pub fn run(records: &[StreamRecord], contender: IndexContender, options: &IndexO
                 let template = template.into_inner().unwrap_or_else(PoisonError::into_inner);
                 // As a flush does: each leaf read out and sorted, the
                 // overflow counted, and (rebuild policy) a template made
-                // from the keys when either the share of overflowed leaves
-                // or the share of entries in overflow nodes passes the
-                // threshold.
+                // from the keys when the template calls for it (see
+                // `OverflowStats::calls_for_rebuild`).
                 sorted.clear();
                 template.extend_range(0, u64::MAX, &mut sorted);
                 let stats = template.overflow_stats();
                 if !is_last {
                     let rebuild = contender == IndexContender::TemplateRebuild
-                        && (stats.overflowed_share() > options.threshold
-                            || stats.overflow_entries_share() > options.threshold);
+                        && stats.calls_for_rebuild(options.threshold, options.fill, options.leaf_capacity);
                     let made = if rebuild {
                         let keys: Vec<u64> = sorted.iter().map(|entry| entry.key).collect();
                         templates += 1;

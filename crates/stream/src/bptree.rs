@@ -84,26 +84,44 @@ impl<E: Indexed> BPlusTree<E> {
     /// Inserts `entry` after any entries of equal key, splitting the nodes
     /// that overflow on the way back up.
     pub fn insert(&mut self, entry: E) {
-        let mut path: Vec<(usize, usize)> = Vec::with_capacity(8);
+        // Every internal node has two children or more, so the path is
+        // shorter than the bits of a length.
+        let mut path = [(0usize, 0usize); usize::BITS as usize];
+        let mut depth = 0;
         let mut node = self.root;
         while let Node::Internal { separators, children } = &self.nodes[node] {
             let index = separators.partition_point(|&separator| separator <= entry.key());
-            path.push((node, index));
+            path[depth] = (node, index);
+            depth += 1;
             node = children[index];
         }
         let Node::Leaf { entries, .. } = &mut self.nodes[node] else {
             unreachable!("the descent ends at a leaf")
         };
-        let at = entries.partition_point(|held| held.key() <= entry.key());
-        entries.insert(at, entry);
+        // Shifted in from the end, as an insertion sort does: the leaf's
+        // lines are touched in one sequential sweep (which the processor
+        // prefetches), only from the end down to the entry's place, where
+        // a binary search would wait on a cache miss at every probe and
+        // the move after it would touch the same lines again.
+        entries.push(entry);
+        let mut at = entries.len() - 1;
+        while at > 0 && entries[at - 1].key() > entry.key() {
+            entries[at] = entries[at - 1];
+            at -= 1;
+        }
+        entries[at] = entry;
         self.len += 1;
         if entries.len() <= self.leaf_capacity {
             return;
         }
         let mut promoted = self.split_leaf(node);
         while let Some((separator, right)) = promoted {
-            promoted = match path.pop() {
-                Some((parent, index)) => self.add_child(parent, index, separator, right),
+            promoted = match depth.checked_sub(1) {
+                Some(up) => {
+                    depth = up;
+                    let (parent, index) = path[up];
+                    self.add_child(parent, index, separator, right)
+                }
                 None => {
                     let left = self.root;
                     self.root = self.push(Node::Internal {

@@ -1055,8 +1055,11 @@ impl StreamIndex {
             (TemplatePolicy::None, _) => None,
             (_, BufferTree::Growing(grown)) => made(TemplateTree::from_tree(&lock(grown))),
             (TemplatePolicy::Rebuild { threshold }, BufferTree::Template(current))
-                if durable.last_overflow.overflowed_share() > threshold
-                    || durable.last_overflow.overflow_entries_share() > threshold =>
+                if durable.last_overflow.calls_for_rebuild(
+                    threshold,
+                    self.options.fill,
+                    self.options.leaf_capacity,
+                ) =>
             {
                 made(TemplateTree::from_keys(
                     &read(current).sorted_keys(),

@@ -21,10 +21,11 @@
 //! equal-count leaves at a target fill, so a stream whose keys drift can
 //! get a template that fits it again; and [`TemplateTree::rebuilt`] does
 //! the same within a buffer, from the keys it holds so far, when
-//! [`TemplateTree::is_stretched`] says too much of it has overflowed.
+//! [`TemplateTree::is_stretched`] says too much of it has overflowed,
+//! cutting again only the leaves that would overflow.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
 use crate::bptree::{BPlusTree, Node};
 use crate::entry::{Entry, Indexed};
@@ -70,9 +71,22 @@ struct Stretch {
 
 impl<E: Indexed> Leaf<E> {
     fn append(&mut self, entry: E, capacity: usize, stretch: &mut Stretch) {
+        self.append_with(entry, capacity, stretch, || Vec::with_capacity(capacity));
+    }
+
+    /// [`Leaf::append`] taking a new node, when one is needed, from
+    /// `new_node` (a rebuild hands on the nodes of the leaves it empties).
+    #[inline]
+    fn append_with(
+        &mut self,
+        entry: E,
+        capacity: usize,
+        stretch: &mut Stretch,
+        mut new_node: impl FnMut() -> Vec<E>,
+    ) {
         if self.overflow.is_empty() && self.primary.len() < capacity {
             if self.primary.capacity() == 0 {
-                self.primary.reserve_exact(capacity);
+                self.primary = new_node();
             }
             self.primary.push(entry);
             return;
@@ -80,7 +94,7 @@ impl<E: Indexed> Leaf<E> {
         match self.overflow.last_mut() {
             Some(node) if node.len() < capacity => node.push(entry),
             _ => {
-                let mut node = Vec::with_capacity(capacity);
+                let mut node = new_node();
                 node.push(entry);
                 stretch.nodes += 1;
                 stretch.leaves += usize::from(self.overflow.is_empty());
@@ -102,27 +116,42 @@ impl<E: Indexed> Leaf<E> {
     /// one sequence across its nodes (the primary node, then each overflow
     /// node): a read then copies the nodes as they are, however long the
     /// chain, where nodes sorted each on its own would have to be merged
-    /// at every read.
-    fn sort(&mut self) {
+    /// at every read. What was sorted before (by an earlier read, or by
+    /// the rebuild that filled the leaf) stays a sorted prefix, so only
+    /// the entries that came since are sorted, then merged with it
+    /// through `scratch`.
+    fn sort(&mut self, scratch: &mut Vec<E>) {
         let held = self.len();
         if held == self.sorted {
             return;
         }
-        if self.overflow.is_empty() {
+        if self.sorted == 0 && self.overflow.is_empty() {
             self.primary.sort_unstable();
         } else {
-            let mut all = Vec::with_capacity(held);
-            self.nodes().for_each(|node| all.extend_from_slice(node));
-            all.sort_unstable();
-            let mut rest = &all[..];
-            for node in std::iter::once(&mut self.primary).chain(&mut self.overflow) {
-                let (head, tail) = rest.split_at(node.len());
-                node.copy_from_slice(head);
-                rest = tail;
+            scratch.clear();
+            self.nodes().for_each(|node| scratch.extend_from_slice(node));
+            let (before, since) = scratch.split_at_mut(self.sorted);
+            since.sort_unstable();
+            let slots = std::iter::once(&mut self.primary)
+                .chain(&mut self.overflow)
+                .flat_map(|node| node.iter_mut());
+            let (mut a, mut b) = (before.iter().peekable(), since.iter().peekable());
+            for slot in slots {
+                let from_before = match (a.peek(), b.peek()) {
+                    (Some(x), Some(y)) => x <= y,
+                    (from_before, _) => from_before.is_some(),
+                };
+                *slot = *if from_before { a.next() } else { b.next() }.expect("as many slots as entries");
             }
         }
         self.sorted = held;
     }
+}
+
+/// A leaf of a template no one else can reach (a rebuild's source or
+/// its result).
+fn get_mut<E>(leaf: &mut Mutex<Leaf<E>>) -> &mut Leaf<E> {
+    leaf.get_mut().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// How stretched the leaves are: the seed's measure of a template's
@@ -164,6 +193,19 @@ impl OverflowStats {
             self.overflowed_leaves() as f64 / self.leaves as f64
         }
     }
+
+    /// Whether the next buffer should get a template made from this
+    /// buffer's keys rather than this template's empty copy: more than
+    /// `threshold` of the leaves have overflowed, or of the entries sit in
+    /// overflow nodes; or the leaves hold on average less than half the
+    /// `fill` of `leaf_capacity` that templates are made for (keys that
+    /// drifted away left them behind, or rebuilds within the buffer cut
+    /// more leaves than the next buffer needs), which would spread the
+    /// next buffer thin.
+    pub fn calls_for_rebuild(&self, threshold: f64, fill: f64, leaf_capacity: usize) -> bool {
+        let sparse = (self.entries as f64) < self.leaves as f64 * leaf_capacity as f64 * fill / 2.0;
+        self.overflowed_share() > threshold || self.overflow_entries_share() > threshold || sparse
+    }
 }
 
 /// A template B+ tree of entries ([`Entry`]s unless said otherwise); see
@@ -195,6 +237,17 @@ pub struct TemplateTree<E = Entry> {
 struct Stretched {
     leaves: f64,
     entries: f64,
+}
+
+impl Stretched {
+    /// `overflowed` of `leaves` leaves, with `nodes` overflow nodes among
+    /// them, in a template holding `entries`.
+    fn of(overflowed: usize, nodes: f64, leaves: usize, entries: f64, leaf_capacity: usize) -> Self {
+        Stretched {
+            leaves: overflowed as f64 / leaves as f64,
+            entries: nodes * leaf_capacity as f64 / entries.max(1.0),
+        }
+    }
 }
 
 impl<E: Indexed> TemplateTree<E> {
@@ -283,51 +336,26 @@ impl<E: Indexed> TemplateTree<E> {
     /// from `bounds[i - 1]` on, with internal nodes of up to `fan_out`
     /// children built bottom-up.
     fn from_bounds(bounds: &[u64], fan_out: usize, leaf_capacity: usize) -> Self {
-        assert!(fan_out >= 3 && leaf_capacity >= 2, "checked by the options");
-        debug_assert!(bounds.is_sorted(), "leaf bounds ascend");
-        // Bottom-up: each level groups the one below by `fan_out`.
-        let mut levels: Vec<Vec<Internal>> = Vec::new();
-        let mut lows: Vec<u64> = std::iter::once(0).chain(bounds.iter().copied()).collect();
-        while lows.len() > 1 {
-            let mut level = Vec::new();
-            let mut next_lows = Vec::new();
-            for (group, chunk) in lows.chunks(fan_out).enumerate() {
-                let first_child = group * fan_out;
-                level.push(Internal {
-                    separators: chunk[1..].to_vec(),
-                    children: (first_child..first_child + chunk.len())
-                        .map(|child| child as u32)
-                        .collect(),
-                });
-                next_lows.push(chunk[0]);
-            }
-            levels.push(level);
-            lows = next_lows;
-        }
-        // Number the internal nodes top-down: the root first.
-        let height = levels.len();
-        let mut internals = Vec::new();
-        let mut offsets = Vec::new();
-        for level in levels.iter().rev() {
-            offsets.push(internals.len());
-            internals.extend(level.iter().cloned());
-        }
-        for depth in 0..height.saturating_sub(1) {
-            let child_offset = offsets[depth + 1];
-            for node in &mut internals[offsets[depth]..offsets[depth] + levels[height - 1 - depth].len()] {
-                for child in &mut node.children {
-                    *child += child_offset as u32;
-                }
-            }
-        }
+        assert!(leaf_capacity >= 2, "checked by the options");
+        let (internals, height) = internals_over(bounds, fan_out);
         Self::with_internals(internals, height, bounds.len() + 1, leaf_capacity)
     }
 
     fn with_internals(internals: Vec<Internal>, height: usize, leaves: usize, leaf_capacity: usize) -> Self {
+        let leaves = (0..leaves).map(|_| Mutex::new(Leaf::default())).collect();
+        Self::with_leaves(internals, height, leaves, leaf_capacity)
+    }
+
+    fn with_leaves(
+        internals: Vec<Internal>,
+        height: usize,
+        leaves: Vec<Mutex<Leaf<E>>>,
+        leaf_capacity: usize,
+    ) -> Self {
         TemplateTree {
             internals,
             height,
-            leaves: (0..leaves).map(|_| Mutex::new(Leaf::default())).collect(),
+            leaves,
             leaf_capacity,
             entries: AtomicUsize::new(0),
             overflowed_leaves: AtomicUsize::new(0),
@@ -357,7 +385,7 @@ impl<E: Indexed> TemplateTree<E> {
         node
     }
 
-    fn lock(&self, leaf: usize) -> std::sync::MutexGuard<'_, Leaf<E>> {
+    fn lock(&self, leaf: usize) -> MutexGuard<'_, Leaf<E>> {
         // A panic while a leaf was locked cannot leave it half-changed
         // (an append is one push), so a poisoned lock is still usable.
         self.leaves[leaf].lock().unwrap_or_else(PoisonError::into_inner)
@@ -372,28 +400,34 @@ impl<E: Indexed> TemplateTree<E> {
     /// Inserts a batch, taking a leaf's lock once for each run of entries
     /// that go to it.
     pub fn insert_batch(&self, entries: &[E]) {
-        let Some(first) = entries.first() else {
-            return;
-        };
-        // One descent per entry: the leaf found for the entry that ends a
-        // run is the next run's.
-        let mut leaf_id = self.leaf_of(first.key());
+        /// Entries whose leaves are found before the first of them is
+        /// locked.
+        const AHEAD: usize = 16;
         let mut stretch = Stretch::default();
-        let mut at = 0;
-        while at < entries.len() {
-            let mut leaf = self.lock(leaf_id);
-            leaf.append(entries[at], self.leaf_capacity, &mut stretch);
-            at += 1;
-            while at < entries.len() {
-                let next = self.leaf_of(entries[at].key());
-                if next != leaf_id {
-                    leaf_id = next;
-                    break;
+        let mut held: Option<(usize, MutexGuard<'_, Leaf<E>>)> = None;
+        for chunk in entries.chunks(AHEAD) {
+            // Leaves lie far apart in memory, and taking a lock is a full
+            // fence: locked one after the other as found, each leaf's cache
+            // miss would wait for the last. Found first, with a plain load
+            // of each leaf's lock line (`is_poisoned` is a relaxed load),
+            // their misses overlap.
+            let mut leaf_ids = [0; AHEAD];
+            for (leaf_id, entry) in leaf_ids.iter_mut().zip(chunk) {
+                *leaf_id = self.leaf_of(entry.key());
+                std::hint::black_box(self.leaves[*leaf_id].is_poisoned());
+            }
+            for (&leaf_id, &entry) in leaf_ids.iter().zip(chunk) {
+                // A run of entries for one leaf takes its lock once; it is
+                // let go before the next is taken (no thread holds two).
+                if held.as_ref().is_none_or(|(id, _)| *id != leaf_id) {
+                    drop(held.take());
+                    held = Some((leaf_id, self.lock(leaf_id)));
                 }
-                leaf.append(entries[at], self.leaf_capacity, &mut stretch);
-                at += 1;
+                let (_, leaf) = held.as_mut().expect("locked above");
+                leaf.append(entry, self.leaf_capacity, &mut stretch);
             }
         }
+        drop(held);
         self.entries.fetch_add(entries.len(), Ordering::Relaxed);
         if stretch.nodes > 0 {
             self.overflow_nodes.fetch_add(stretch.nodes, Ordering::Relaxed);
@@ -444,7 +478,8 @@ impl<E: Indexed> TemplateTree<E> {
         if !stretched(&tree) {
             return false;
         }
-        *tree = tree.rebuilt(expected_entries, fan_out, fill);
+        let rebuilt = tree.rebuilt(expected_entries, fan_out, fill);
+        *tree = rebuilt;
         true
     }
 
@@ -460,44 +495,131 @@ impl<E: Indexed> TemplateTree<E> {
         expected_entries.max(entries) as f64 / entries as f64
     }
 
-    /// A template made from the keys held (as [`TemplateTree::from_keys`]
-    /// makes one, its leaves sized to reach `fill` when it holds
-    /// `expected_entries`), holding the same entries: the rebuild within
-    /// a buffer, for keys that drift faster than a buffer fills. Callers
-    /// stop inserts while it runs (it reads every leaf).
-    pub fn rebuilt(&self, expected_entries: usize, fan_out: usize, fill: f64) -> TemplateTree<E> {
-        let mut entries = Vec::with_capacity(self.entries.load(Ordering::Relaxed));
-        self.extend_range(0, u64::MAX, &mut entries);
-        let keys: Vec<u64> = entries.iter().map(Indexed::key).collect();
+    /// A template fitted again to the keys held, holding the same entries,
+    /// which it takes from this one: the rebuild within a buffer, for keys
+    /// that drift faster than a buffer fills. Callers stop inserts while
+    /// it runs.
+    ///
+    /// Only the leaves that would pass their capacity by the end of the
+    /// buffer (`expected_entries`) if the stream keeps to what each got so
+    /// far are cut again: each run of them is split as
+    /// [`TemplateTree::from_keys`] splits a sample, into leaves that reach
+    /// `fill` by then. The other leaves move over as they are, and under
+    /// drift they are most of them: a rebuild costs what the stretched
+    /// part of the key space holds, not the whole buffer.
+    ///
+    /// A run's leaves are sorted once, in place; their entries then move in
+    /// key order into the new leaves, which are left marked sorted (a later
+    /// read sorts only what came after), in the nodes the old leaves give
+    /// up.
+    pub fn rebuilt(&mut self, expected_entries: usize, fan_out: usize, fill: f64) -> TemplateTree<E> {
+        let capacity = self.leaf_capacity;
         let scale = self.scale(expected_entries);
-        let bounds = leaf_bounds(
-            &keys,
-            self.leaf_capacity,
-            self.leaf_capacity as f64 * fill / scale,
-        );
-        let mut template = Self::from_bounds(&bounds, fan_out, self.leaf_capacity);
-        template.inherent = projected_stretch(&bounds, &keys, self.leaf_capacity, scale);
-        drop(keys);
-        // The entries are sorted and so are the leaves: one pass hands
-        // each leaf its run, with no descent and no lock.
+        let keys_per_leaf = capacity as f64 * fill / scale;
+        let recut = |leaf: &Leaf<E>| leaf.len() as f64 * scale > capacity as f64;
+        let lows = self.leaf_lows();
+        let old: Vec<Leaf<E>> = std::mem::take(&mut self.leaves)
+            .into_iter()
+            .map(|leaf| leaf.into_inner().unwrap_or_else(PoisonError::into_inner))
+            .collect();
+        *self.entries.get_mut() = 0;
+
+        let mut bounds = Vec::with_capacity(old.len());
+        let mut leaves = Vec::with_capacity(old.len());
+        let (mut overflowed, mut nodes) = (0, 0.0);
         let mut stretch = Stretch::default();
-        let mut leaf_id = 0;
-        let mut leaf = template.leaves[0]
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        for entry in &entries {
-            while bounds.get(leaf_id).is_some_and(|&low| entry.key() >= low) {
-                leaf_id += 1;
-                leaf = template.leaves[leaf_id]
-                    .get_mut()
-                    .unwrap_or_else(PoisonError::into_inner);
+        let mut held = 0;
+        let mut keys = Vec::new();
+        let mut spare: Vec<Vec<E>> = Vec::new();
+        let mut scratch = Vec::new();
+        let mut old = old.into_iter().zip(lows).peekable();
+        while let Some((leaf, low)) = old.next() {
+            if !leaves.is_empty() {
+                bounds.push(low);
             }
-            leaf.append(*entry, self.leaf_capacity, &mut stretch);
+            held += leaf.len();
+            if !recut(&leaf) {
+                debug_assert!(leaf.overflow.is_empty(), "a leaf with overflow is recut");
+                leaves.push(Mutex::new(leaf));
+                continue;
+            }
+            // The run of leaves to cut again, sorted, and its keys.
+            let mut run = vec![leaf];
+            while let Some((leaf, _)) = old.next_if(|(leaf, _)| recut(leaf)) {
+                held += leaf.len();
+                run.push(leaf);
+            }
+            keys.clear();
+            for leaf in &mut run {
+                leaf.sort(&mut scratch);
+                leaf.nodes()
+                    .for_each(|node| keys.extend(node.iter().map(Indexed::key)));
+            }
+            let cuts = cuts(&keys, capacity, keys_per_leaf);
+            let (run_overflowed, run_nodes) = projected_overflow(&cuts, &keys, capacity, scale);
+            overflowed += run_overflowed;
+            nodes += run_nodes;
+            // Runs and new leaves are both in key order: one pass hands
+            // each new leaf its entries, with no descent.
+            let first = leaves.len();
+            leaves.extend((0..=cuts.len()).map(|_| Mutex::new(Leaf::default())));
+            let mut cut = 0;
+            for leaf in run {
+                for mut node in std::iter::once(leaf.primary).chain(leaf.overflow) {
+                    for &entry in &node {
+                        while cuts.get(cut).is_some_and(|&low| entry.key() >= low) {
+                            cut += 1;
+                        }
+                        get_mut(&mut leaves[first + cut]).append_with(entry, capacity, &mut stretch, || {
+                            spare.pop().unwrap_or_else(|| Vec::with_capacity(capacity))
+                        });
+                    }
+                    if node.capacity() >= capacity {
+                        node.clear();
+                        spare.push(node);
+                    }
+                }
+            }
+            for leaf in &mut leaves[first..] {
+                let leaf = get_mut(leaf);
+                leaf.sorted = leaf.len();
+            }
+            bounds.extend(cuts);
         }
-        *template.entries.get_mut() = entries.len();
+        debug_assert!(bounds.is_sorted(), "leaf bounds ascend");
+        let (internals, height) = internals_over(&bounds, fan_out);
+        let leaf_count = leaves.len();
+        let mut template = Self::with_leaves(internals, height, leaves, capacity);
+        template.inherent = Stretched::of(overflowed, nodes, leaf_count, held as f64 * scale, capacity);
+        *template.entries.get_mut() = held;
         *template.overflow_nodes.get_mut() = stretch.nodes;
         *template.overflowed_leaves.get_mut() = stretch.leaves;
         template
+    }
+
+    /// The lowest key each leaf holds (0 for the first): the separators
+    /// above it, read back down the internal nodes.
+    fn leaf_lows(&self) -> Vec<u64> {
+        let mut lows = vec![0; self.leaves.len()];
+        if self.height == 0 {
+            return lows;
+        }
+        // (node, its depth from 1 at the root, the lowest key under it)
+        let mut pending = vec![(0usize, 1usize, 0u64)];
+        while let Some((node, depth, low)) = pending.pop() {
+            let internal = &self.internals[node];
+            for (index, &child) in internal.children.iter().enumerate() {
+                let child_low = index
+                    .checked_sub(1)
+                    .map_or(low, |before| internal.separators[before]);
+                if depth == self.height {
+                    lows[child as usize] = child_low;
+                } else {
+                    pending.push((child as usize, depth + 1, child_low));
+                }
+            }
+        }
+        lows
     }
 
     /// Calls `visit` on every entry with `low <= key <= high`, in entry
@@ -524,11 +646,12 @@ impl<E: Indexed> TemplateTree<E> {
         }
         let (first, last) = (self.leaf_of(low), self.leaf_of(high));
         out.reserve((last - first + 1) * self.leaf_capacity);
+        let mut scratch = Vec::new();
         for leaf_id in first..=last {
             let start = out.len();
             {
                 let mut leaf = self.lock(leaf_id);
-                leaf.sort();
+                leaf.sort(&mut scratch);
                 let inner = leaf_id != first && leaf_id != last;
                 if inner {
                     debug_assert!(leaf
@@ -596,16 +719,70 @@ impl<E: Indexed> TemplateTree<E> {
     }
 }
 
+/// The internal nodes over leaves `bounds.len() + 1` leaves (leaf `i > 0`
+/// holding keys from `bounds[i - 1]` on), up to `fan_out` children each,
+/// built bottom-up and numbered top-down (the root first); and their
+/// height.
+fn internals_over(bounds: &[u64], fan_out: usize) -> (Vec<Internal>, usize) {
+    assert!(fan_out >= 3, "checked by the options");
+    debug_assert!(bounds.is_sorted(), "leaf bounds ascend");
+    // Bottom-up: each level groups the one below by `fan_out`.
+    let mut levels: Vec<Vec<Internal>> = Vec::new();
+    let mut lows: Vec<u64> = std::iter::once(0).chain(bounds.iter().copied()).collect();
+    while lows.len() > 1 {
+        let mut level = Vec::new();
+        let mut next_lows = Vec::new();
+        for (group, chunk) in lows.chunks(fan_out).enumerate() {
+            let first_child = group * fan_out;
+            level.push(Internal {
+                separators: chunk[1..].to_vec(),
+                children: (first_child..first_child + chunk.len())
+                    .map(|child| child as u32)
+                    .collect(),
+            });
+            next_lows.push(chunk[0]);
+        }
+        levels.push(level);
+        lows = next_lows;
+    }
+    // Number the internal nodes top-down: the root first.
+    let height = levels.len();
+    let mut internals = Vec::new();
+    let mut offsets = Vec::new();
+    for level in levels.iter().rev() {
+        offsets.push(internals.len());
+        internals.extend(level.iter().cloned());
+    }
+    for depth in 0..height.saturating_sub(1) {
+        let child_offset = offsets[depth + 1];
+        for node in &mut internals[offsets[depth]..offsets[depth] + levels[height - 1 - depth].len()] {
+            for child in &mut node.children {
+                *child += child_offset as u32;
+            }
+        }
+    }
+    (internals, height)
+}
+
 /// The lowest key of every leaf but the first, for leaves that take
 /// `keys_per_leaf` (at least 1) of `sorted_keys` each, plus the empty edge
 /// leaves of [`extend_edges`].
 fn leaf_bounds(sorted_keys: &[u64], leaf_capacity: usize, keys_per_leaf: f64) -> Vec<u64> {
+    let mut bounds = cuts(sorted_keys, leaf_capacity, keys_per_leaf);
+    if let (Some(&first), Some(&last)) = (sorted_keys.first(), sorted_keys.last()) {
+        extend_edges(&mut bounds, first, last);
+    }
+    bounds
+}
+
+/// The lowest key of every leaf but the first, for leaves that take
+/// `keys_per_leaf` (at least 1) of `sorted_keys` each.
+fn cuts(sorted_keys: &[u64], leaf_capacity: usize, keys_per_leaf: f64) -> Vec<u64> {
     debug_assert!(
         sorted_keys.windows(2).all(|pair| pair[0] <= pair[1]),
         "keys must be sorted"
     );
     let step = keys_per_leaf.clamp(1.0, leaf_capacity as f64);
-    // The lowest key of every leaf but the first.
     let mut bounds: Vec<u64> = Vec::new();
     let mut leaf = 1;
     loop {
@@ -618,9 +795,6 @@ fn leaf_bounds(sorted_keys: &[u64], leaf_capacity: usize, keys_per_leaf: f64) ->
         }
         leaf += 1;
     }
-    if let (Some(&first), Some(&last)) = (sorted_keys.first(), sorted_keys.last()) {
-        extend_edges(&mut bounds, first, last);
-    }
     bounds
 }
 
@@ -629,14 +803,32 @@ fn leaf_bounds(sorted_keys: &[u64], leaf_capacity: usize, keys_per_leaf: f64) ->
 /// share is more than a leaf holds (a key repeated that often, or a run of
 /// keys dense enough), and the overflow nodes they need.
 fn projected_stretch(bounds: &[u64], sorted_keys: &[u64], leaf_capacity: usize, scale: f64) -> Stretched {
+    let (leaves, nodes) = projected_overflow(bounds, sorted_keys, leaf_capacity, scale);
+    Stretched::of(
+        leaves,
+        nodes,
+        bounds.len() + 1,
+        sorted_keys.len() as f64 * scale,
+        leaf_capacity,
+    )
+}
+
+/// The leaves of [`projected_stretch`] and the overflow nodes they need.
+fn projected_overflow(bounds: &[u64], sorted_keys: &[u64], leaf_capacity: usize, scale: f64) -> (usize, f64) {
     let capacity = leaf_capacity as f64;
     let (mut leaves, mut nodes) = (0usize, 0.0);
+    // Keys and bounds both ascend: one walk, no search.
     let mut start = 0;
     for leaf in 0..=bounds.len() {
-        let end = match bounds.get(leaf) {
-            Some(&low) => start + sorted_keys[start..].partition_point(|&key| key < low),
-            None => sorted_keys.len(),
-        };
+        let mut end = start;
+        match bounds.get(leaf) {
+            Some(&low) => {
+                while sorted_keys.get(end).is_some_and(|&key| key < low) {
+                    end += 1;
+                }
+            }
+            None => end = sorted_keys.len(),
+        }
         let projected = (end - start) as f64 * scale;
         if projected > capacity {
             leaves += 1;
@@ -644,10 +836,7 @@ fn projected_stretch(bounds: &[u64], sorted_keys: &[u64], leaf_capacity: usize, 
         }
         start = end;
     }
-    Stretched {
-        leaves: leaves as f64 / (bounds.len() + 1) as f64,
-        entries: nodes * capacity / (sorted_keys.len().max(1) as f64 * scale),
-    }
+    (leaves, nodes)
 }
 
 /// Adds empty leaves past both ends of a sample's keys (an eighth as many
@@ -799,7 +988,7 @@ mod tests {
         // The template knows keys 0..10_000; the stream has moved to
         // 50_000.. (past even the edge leaves).
         let sample: Vec<u64> = (0..10_000).collect();
-        let template = TemplateTree::from_keys(&sample, 8, 16, 0.7);
+        let mut template = TemplateTree::from_keys(&sample, 8, 16, 0.7);
         let expected = 20_000;
         let mut inserted = Vec::new();
         for key in 50_000..52_000u64 {
@@ -829,11 +1018,81 @@ mod tests {
         let full = rebuilt.overflow_stats();
         assert!(full.overflowed_share() < 0.05, "{full:?}");
         assert_eq!(full.entries, 20_000);
+        // The moved entries were left sorted; those that came after are
+        // merged in at the next read.
+        assert_eq!(keys(&rebuilt, 0, u64::MAX), (50_000..70_000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_rebuild_cuts_again_only_the_leaves_that_would_overflow() {
+        // Leaves of 8 sample keys over 0..100_000, made to be half full.
+        let sample: Vec<u64> = (0..10_000).map(|i| i * 10).collect();
+        let mut template = TemplateTree::from_keys(&sample, 8, 16, 0.5);
+        let lows_before = template.leaf_lows();
+        // Half the buffer so far: the sample's spread (4 per leaf, on
+        // track for 8), and a burst of 2,000 in 50_000..50_400, five
+        // leaves wide.
+        let mut inserted: Vec<u64> = (0..100_000).step_by(20).collect();
+        inserted.extend((0..2_000).map(|i| 50_000 + i % 400));
+        let entries: Vec<Entry> = inserted.iter().map(|&key| entry(key, key)).collect();
+        template.insert_batch(&entries);
+        let expected = 2 * inserted.len();
+        assert!(template.is_stretched(expected, 0.001, 0.5));
+
+        let rebuilt = template.rebuilt(expected, 8, 0.5);
+        inserted.sort_unstable();
+        assert_eq!(keys(&rebuilt, 0, u64::MAX), inserted);
+        let stats = rebuilt.overflow_stats();
+        assert_eq!(
+            (stats.entries, stats.overflowed_leaves()),
+            (inserted.len(), 0),
+            "{stats:?}"
+        );
+        // The leaves outside the burst are the same leaves; the burst's
+        // 404 keys per 50 are cut into leaves of 4 (8 when full).
+        let lows = rebuilt.leaf_lows();
+        let outside = |lows: &[u64]| -> Vec<u64> {
+            lows.iter()
+                .copied()
+                .filter(|&low| !(49_950..50_450).contains(&low))
+                .collect()
+        };
+        assert_eq!(outside(&lows), outside(&lows_before));
+        let burst = lows.len() - outside(&lows).len();
+        assert!((400..=520).contains(&burst), "{burst} leaves in the burst");
+        // Every leaf holds exactly the keys from its low to the next.
+        for (leaf_id, pair) in lows.windows(2).enumerate() {
+            assert!(pair[0] < pair[1], "lows ascend at leaf {leaf_id}");
+            assert_eq!(rebuilt.leaf_of(pair[0]), leaf_id);
+            assert_eq!(rebuilt.leaf_of(pair[1] - 1), leaf_id);
+        }
+        // The second half of the buffer in the same shape fits.
+        rebuilt.insert_batch(&entries);
+        let full = rebuilt.overflow_stats();
+        assert!(full.overflowed_share() < 0.05, "{full:?}");
+        assert!(!rebuilt.is_stretched(expected, 0.05, 0.5));
+    }
+
+    #[test]
+    fn a_template_calls_for_a_rebuild_when_stretched_or_left_sparse() {
+        let stats = |leaves, entries, overflowed, overflow_entries| OverflowStats {
+            leaves,
+            overflowed: [overflowed, 0, 0],
+            entries,
+            overflow_entries,
+        };
+        // 100 leaves of 64 made to be 70% full: 4,480 entries when on track.
+        let calls = |stats: OverflowStats| stats.calls_for_rebuild(0.05, 0.7, 64);
+        assert!(!calls(stats(100, 4_480, 5, 200)));
+        assert!(calls(stats(100, 4_480, 6, 200)), "overflowed leaves");
+        assert!(calls(stats(100, 4_480, 1, 300)), "entries in overflow nodes");
+        assert!(!calls(stats(100, 2_300, 0, 0)));
+        assert!(calls(stats(100, 2_200, 0, 0)), "leaves under half the fill");
     }
 
     #[test]
     fn keys_repeated_past_a_leaf_do_not_make_a_rebuilt_template_stretched() {
-        let template = TemplateTree::from_keys(&(0..1_000).collect::<Vec<_>>(), 8, 16, 0.7);
+        let mut template = TemplateTree::from_keys(&(0..1_000).collect::<Vec<_>>(), 8, 16, 0.7);
         // Every fourth entry is key 7: more than any leaf holds; the rest
         // are spread the same way in both halves.
         let entries: Vec<Entry> = (0..4_000u64)
