@@ -37,6 +37,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -170,8 +171,12 @@ def parse_count(text: str) -> int:
 
 def ensure_libclang() -> None:
     """bindgen (RocksDB's build script) needs libclang: Debian's libclang-dev."""
+    # libclang itself (libclang.so, libclang-14.so.1), not libclang-cpp, which
+    # other packages bring alone and bindgen cannot use.
+    libclang = re.compile(r"\blibclang(-[0-9][0-9.]*)?\.so")
     listing = command_output(["ldconfig", "-p"])
-    if "libclang" in listing or any(Path("/usr/lib").glob("llvm-*/lib/libclang*.so*")):
+    llvm_libs = [path.name for path in Path("/usr/lib").glob("llvm-*/lib/libclang*.so*")]
+    if libclang.search(listing) or any(libclang.search(name) for name in llvm_libs):
         return
     print("installing libclang-dev (apt) for RocksDB's bindgen", flush=True)
     install = ["apt-get", "install", "-y", "-q", "libclang-dev"]

@@ -414,7 +414,9 @@ impl<E: Indexed> TemplateTree<E> {
             let mut leaf_ids = [0; AHEAD];
             for (leaf_id, entry) in leaf_ids.iter_mut().zip(chunk) {
                 *leaf_id = self.leaf_of(entry.key());
-                std::hint::black_box(self.leaves[*leaf_id].is_poisoned());
+            }
+            for &leaf_id in &leaf_ids[..chunk.len()] {
+                std::hint::black_box(self.leaves[leaf_id].is_poisoned());
             }
             for (&leaf_id, &entry) in leaf_ids.iter().zip(chunk) {
                 // A run of entries for one leaf takes its lock once; it is
@@ -497,7 +499,9 @@ impl<E: Indexed> TemplateTree<E> {
 
     /// A template fitted again to the keys held, holding the same entries,
     /// which it takes from this one: the rebuild within a buffer, for keys
-    /// that drift faster than a buffer fills. Callers stop inserts while
+    /// that drift faster than a buffer fills. It leaves this template
+    /// without leaves, for the caller to replace (see
+    /// [`TemplateTree::rebuild_if_stretched`]); callers stop inserts while
     /// it runs.
     ///
     /// Only the leaves that would pass their capacity by the end of the
