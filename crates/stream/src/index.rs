@@ -281,12 +281,8 @@ impl BufferData {
     fn copy_records(&self, first_seq: u64, entries: &[BufferEntry], records: &mut Records) {
         debug_assert!(entries.iter().all(|entry| entry.op() != Op::Delete));
         if entries.iter().all(|entry| entry.inline_len() == Some(8)) {
-            let out = records.push_fixed::<8>(entries.len());
-            let slots = (out.keys.iter_mut())
-                .zip(out.times.iter_mut())
-                .zip(out.seqs.iter_mut())
-                .zip(out.values.iter_mut());
-            for ((((key, time), seq), value), entry) in slots.zip(entries) {
+            let mut out = records.push_fixed::<8>(entries.len());
+            for ((key, time, seq, value), entry) in out.slots().zip(entries) {
                 (*key, *time, *seq, *value) =
                     (entry.key, entry.time, first_seq + entry.location(), entry.value);
             }

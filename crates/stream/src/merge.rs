@@ -234,13 +234,13 @@ const CASCADE_MAX_RUNS: usize = 4;
 
 /// Writes the merged records to `out`, each from the next row of its span
 /// in `sources`, in one pass over every column.
-fn gather_fixed<const WIDTH: usize>(sources: &[u32], spans: &[Columns<'_, WIDTH>], out: FixedMut<'_, WIDTH>) {
+fn gather_fixed<const WIDTH: usize>(
+    sources: &[u32],
+    spans: &[Columns<'_, WIDTH>],
+    mut out: FixedMut<'_, WIDTH>,
+) {
     let mut next = vec![0usize; spans.len()];
-    let slots = (out.keys.iter_mut())
-        .zip(out.times.iter_mut())
-        .zip(out.seqs.iter_mut())
-        .zip(out.values.iter_mut());
-    for ((((key, time), seq), value), &span) in slots.zip(sources) {
+    for ((key, time, seq, value), &span) in out.slots().zip(sources) {
         let (from, at) = (&spans[span as usize], &mut next[span as usize]);
         (*key, *time, *seq, *value) = (from.keys[*at], from.times[*at], from.seqs[*at], from.values[*at]);
         *at += 1;
@@ -458,7 +458,7 @@ fn cascade<const WIDTH: usize>(spans: &[Columns<'_, WIDTH>], out: FixedMut<'_, W
 fn merge_two<const WIDTH: usize>(
     older: Columns<'_, WIDTH>,
     newer: Columns<'_, WIDTH>,
-    out: FixedMut<'_, WIDTH>,
+    mut out: FixedMut<'_, WIDTH>,
 ) {
     assert_eq!(
         out.keys.len(),
@@ -468,12 +468,8 @@ fn merge_two<const WIDTH: usize>(
     // Every column cut to its keys' length and the output walked by
     // iterators: the loop then checks no bounds but its own.
     let (older, newer) = (older.slice(0..older.len()), newer.slice(0..newer.len()));
-    let slots = (out.keys.iter_mut())
-        .zip(out.times.iter_mut())
-        .zip(out.seqs.iter_mut())
-        .zip(out.values.iter_mut());
     let (mut i, mut j) = (0, 0);
-    for (((key, time), seq), value) in slots {
+    for (key, time, seq, value) in out.slots() {
         if i == older.len() || j == newer.len() {
             break;
         }

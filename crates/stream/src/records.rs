@@ -38,6 +38,16 @@ pub(crate) struct FixedMut<'a, const WIDTH: usize> {
 }
 
 impl<'a, const WIDTH: usize> FixedMut<'a, WIDTH> {
+    /// Each record's key, time, sequence number and value, in order, to
+    /// write in one pass.
+    pub fn slots(&mut self) -> impl Iterator<Item = (&mut u64, &mut u64, &mut u64, &mut [u8; WIDTH])> {
+        (self.keys.iter_mut())
+            .zip(self.times.iter_mut())
+            .zip(self.seqs.iter_mut())
+            .zip(self.values.iter_mut())
+            .map(|(((key, time), seq), value)| (key, time, seq, value))
+    }
+
     /// The first `mid` records' columns and the rest's.
     pub fn split_at(self, mid: usize) -> (Self, Self) {
         let (keys, keys_rest) = self.keys.split_at_mut(mid);

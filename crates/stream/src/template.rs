@@ -453,12 +453,13 @@ impl<E: Indexed> TemplateTree<E> {
     }
 
     fn stretched(&self) -> Stretched {
-        let entries = self.entries.load(Ordering::Relaxed).max(1) as f64;
-        let nodes = self.overflow_nodes.load(Ordering::Relaxed);
-        Stretched {
-            leaves: self.overflowed_leaves.load(Ordering::Relaxed) as f64 / self.leaves.len() as f64,
-            entries: (nodes * self.leaf_capacity) as f64 / entries,
-        }
+        Stretched::of(
+            self.overflowed_leaves.load(Ordering::Relaxed),
+            self.overflow_nodes.load(Ordering::Relaxed) as f64,
+            self.leaves.len(),
+            self.entries.load(Ordering::Relaxed) as f64,
+            self.leaf_capacity,
+        )
     }
 
     /// Replaces the template in `tree` by [`TemplateTree::rebuilt`] if it
