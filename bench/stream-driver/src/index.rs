@@ -10,10 +10,11 @@
 //!   next buffer's tree made (a template's empty copy, a template rebuilt
 //!   from the drained keys, or a fresh tree), and the old tree dropped.
 //!
-//! The first buffer of a template policy grows a `BPlusTree` (the seed's
+//! The first buffer of the fixed template grows a `BPlusTree` (the seed's
 //! way of making the template), timed like the baseline's. The rebuild
-//! policy also rebuilds within a buffer, as `StreamIndex` does, when the
-//! template is stretched past the threshold (timed with the inserts).
+//! policy starts, as `StreamIndex` does, from a template of one leaf, and
+//! rebuilds within a buffer when the template is stretched past the
+//! threshold (timed with the inserts).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -97,6 +98,10 @@ impl Tree {
     fn fresh(contender: IndexContender, options: &IndexOptions) -> Tree {
         match contender {
             IndexContender::Btreemap => Tree::Map(Mutex::new(BTreeMap::new())),
+            IndexContender::TemplateRebuild => Tree::Template(
+                RwLock::new(TemplateTree::single_leaf(options.leaf_capacity)),
+                true,
+            ),
             _ => Tree::Growing(Mutex::new(BPlusTree::new(options.fan_out, options.leaf_capacity))),
         }
     }

@@ -211,22 +211,25 @@ impl<E: Indexed> BPlusTree<E> {
         }
     }
 
-    /// The leaves, left to right.
-    pub(crate) fn leaf_ids(&self) -> Vec<usize> {
-        let mut node = self.root;
-        while let Node::Internal { children, .. } = &self.nodes[node] {
-            node = children[0];
+    /// The lowest key each leaf may hold, left to right (0 for the first):
+    /// the separator to its left in the nearest internal node above it
+    /// that has one.
+    pub(crate) fn leaf_lows(&self) -> Vec<u64> {
+        let mut lows = Vec::new();
+        // (node, the lowest key under it), the leftmost on top.
+        let mut pending = vec![(self.root, 0u64)];
+        while let Some((node, low)) = pending.pop() {
+            match &self.nodes[node] {
+                Node::Leaf { .. } => lows.push(low),
+                Node::Internal { separators, children } => {
+                    for (index, &child) in children.iter().enumerate().rev() {
+                        let child_low = index.checked_sub(1).map_or(low, |before| separators[before]);
+                        pending.push((child, child_low));
+                    }
+                }
+            }
         }
-        let mut ids = Vec::new();
-        let mut leaf = Some(node);
-        while let Some(id) = leaf {
-            ids.push(id);
-            let Node::Leaf { next, .. } = &self.nodes[id] else {
-                unreachable!("the chain links leaves")
-            };
-            leaf = *next;
-        }
-        ids
+        lows
     }
 }
 
@@ -265,7 +268,7 @@ mod tests {
             assert_eq!(got, want, "{low}..={high}");
         }
         assert_eq!(
-            tree.leaf_ids().len(),
+            tree.leaf_lows().len(),
             tree.nodes
                 .iter()
                 .filter(|n| matches!(n, Node::Leaf { .. }))

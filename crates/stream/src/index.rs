@@ -6,7 +6,8 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use spillway_core::{ensure, Error, Fs, Poison, RealFs, Result};
@@ -30,11 +31,14 @@ pub enum TemplatePolicy {
     /// The seed: the first buffer's grown tree becomes the template of
     /// every later buffer, never changed.
     Fixed,
-    /// Beyond the seed: as `Fixed`, but when a flushed buffer had more
-    /// than `threshold` of its leaves overflowed, or of its entries in
-    /// overflow nodes (keys drifting past the template's edge pile up in
-    /// one leaf), the next buffer gets a template rebuilt from that
-    /// buffer's keys (equal-count leaves at the target fill).
+    /// Beyond the seed: when a flushed buffer had more than `threshold`
+    /// of its leaves overflowed, or of its entries in overflow nodes (keys
+    /// drifting past the template's edge pile up in one leaf), the next
+    /// buffer gets a template rebuilt from that buffer's keys
+    /// (equal-count leaves at the target fill); within a buffer, the
+    /// leaves on course to overflow are cut again. The first buffer starts
+    /// from a template of one leaf, cut as soon as it holds enough keys,
+    /// instead of growing a B+ tree.
     Rebuild {
         /// Share of overflowed leaves or overflow entries, in 0..=1, above
         /// which to rebuild.
@@ -475,8 +479,10 @@ pub struct StreamStats {
     pub segment_bytes: u64,
     /// Buffers flushed as segments.
     pub flushes: u64,
-    /// Time writers were held up by flushes (the buffer sorted and handed
-    /// over), in seconds.
+    /// Time writers were held up by flushes, in seconds: the next
+    /// buffer's index made and the full one handed to the flusher thread,
+    /// and any wait for the flusher to finish the buffer before (the
+    /// stall when writes outrun segment writing).
     pub flush_pause_seconds: f64,
     /// Templates made (the first from a grown tree, then rebuilds).
     pub templates: u64,
@@ -536,6 +542,30 @@ struct Durable {
     next_log_number: u64,
     last_overflow: OverflowStats,
     total_overflow: OverflowStats,
+    /// Set when the store closes: the flusher thread writes the frozen
+    /// buffer it may hold, then ends.
+    stop: bool,
+}
+
+/// What the store shares with its flusher thread.
+#[derive(Debug)]
+struct Shared {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    options: Options,
+    cache: Arc<Cache>,
+    view: Arc<RwLock<View>>,
+    durable: Mutex<Durable>,
+    /// Signalled, under `durable`, when a buffer is frozen (for the
+    /// flusher), when its segment is written or failed (for writers
+    /// waiting to freeze the next), and when the store closes.
+    frozen_changed: Condvar,
+    poison: Poison,
+    counters: Counters,
+    /// The thread that merges resident segments into tiers (unset when
+    /// read-only, without a cache, or with `tiers` off); dropping it stops
+    /// the thread.
+    tiering: OnceLock<Tiering>,
 }
 
 /// A stream index over an append-only segment store; see the crate docs.
@@ -547,24 +577,16 @@ struct Durable {
 /// written after it started.
 #[derive(Debug)]
 pub struct StreamIndex {
-    fs: Arc<dyn Fs>,
-    dir: PathBuf,
-    options: Options,
-    cache: Arc<Cache>,
+    shared: Arc<Shared>,
     /// Writers hold it shared while they write to the active buffer; a
     /// flush takes it exclusively to hand the buffer over.
     gate: RwLock<Arc<Buffer>>,
-    view: Arc<RwLock<View>>,
-    durable: Mutex<Durable>,
-    /// The thread that merges resident segments into tiers (`None` when
-    /// read-only, without a cache, or with `tiers` off); dropping it stops
-    /// the thread.
-    tiering: Option<Tiering>,
+    /// The thread that writes frozen buffers as segments (`None` when
+    /// read-only); stopped when the store is dropped.
+    flusher: Option<JoinHandle<()>>,
     /// The latest time written (for `ordered_time`), changed under the
     /// active buffer's data lock.
     last_time: AtomicU64,
-    poison: Poison,
-    counters: Counters,
     /// Opened by [`StreamIndex::open_read_only`].
     read_only: bool,
     /// The directory's `LOCK` file, locked while the store is open (real
@@ -693,38 +715,55 @@ impl StreamIndex {
             (!read_only).then_some(next_log_number),
             None,
         )?);
-        let mut index = StreamIndex {
+        let shared = Arc::new(Shared {
             fs,
             dir: dir.to_path_buf(),
             cache,
-            gate: RwLock::new(active.clone()),
             view: Arc::new(RwLock::new(View {
                 segments,
                 tiers: Vec::new(),
                 frozen: None,
-                active,
+                active: active.clone(),
             })),
-            tiering: None,
             durable: Mutex::new(Durable {
                 manifest,
                 next_log_number: next_log_number + 1,
                 last_overflow: OverflowStats::default(),
                 total_overflow: OverflowStats::default(),
+                stop: false,
             }),
-            last_time: AtomicU64::new(last_time),
+            frozen_changed: Condvar::new(),
             poison: Poison::default(),
             counters: Counters::default(),
+            tiering: OnceLock::new(),
             options,
+        });
+        let flusher = if read_only {
+            None
+        } else {
+            let shared = shared.clone();
+            let thread = std::thread::Builder::new()
+                .name("spillway-flush".into())
+                .spawn(move || shared.run_flusher())
+                .map_err(|error| Error::io("starting the flusher thread", error))?;
+            Some(thread)
+        };
+        let index = StreamIndex {
+            shared,
+            gate: RwLock::new(active),
+            flusher,
+            last_time: AtomicU64::new(last_time),
             read_only,
             lock: None,
         };
         index.replay(&logs)?;
-        if !read_only && index.options.tiers && index.options.cache_bytes > 0 {
-            index.tiering = Some(Tiering::start(
-                index.view.clone(),
-                index.cache.clone(),
-                index.options.leaf_capacity,
-            )?);
+        if !read_only && index.shared.options.tiers && index.shared.options.cache_bytes > 0 {
+            let tiering = Tiering::start(
+                index.shared.view.clone(),
+                index.shared.cache.clone(),
+                index.shared.options.leaf_capacity,
+            )?;
+            index.shared.tiering.set(tiering).expect("set once, here");
         }
         Ok(index)
     }
@@ -733,10 +772,10 @@ impl StreamIndex {
     /// manifest's `next_seq` on (older ones are in segments) are written
     /// again, into the new log, which is synced before the old logs go.
     fn replay(&self, logs: &[(u64, PathBuf)]) -> Result<()> {
-        let mut expected = lock(&self.durable).manifest.next_seq;
+        let mut expected = lock(&self.shared.durable).manifest.next_seq;
         let mut pending = Batch::new();
         for (_, path) in logs {
-            wal::replay(self.fs.as_ref(), path, |batch, first_seq| {
+            wal::replay(self.shared.fs.as_ref(), path, |batch, first_seq| {
                 for i in 0..batch.len() {
                     // Writes keep their sequence numbers: older ones are
                     // in segments, or were replayed from an older log
@@ -769,11 +808,14 @@ impl StreamIndex {
         let Some(wal_sync) = &active.wal_sync else {
             return Ok(()); // read-only: the old logs stay as they are
         };
+        // A buffer filled by the replay is in a log of its own, maybe not
+        // yet synced: the old logs go only once it is a segment.
+        drop(self.shared.until_written(lock(&self.shared.durable))?);
         let written = lock(&active.data).wal.as_ref().map_or(0, Wal::written);
         wal_sync.sync_to(written)?;
         for (number, path) in logs {
             if *number != active.log_number {
-                self.fs.remove_file(path)?;
+                self.shared.fs.remove_file(path)?;
             }
         }
         Ok(())
@@ -790,9 +832,16 @@ impl StreamIndex {
         let wal = log_number
             .map(|number| Wal::create(fs, dir, number))
             .transpose()?;
-        let tree = match template {
-            Some(template) => BufferTree::Template(RwLock::new(template)),
-            None => BufferTree::Growing(Mutex::new(BPlusTree::new(options.fan_out, options.leaf_capacity))),
+        let tree = match (template, options.template) {
+            (Some(template), _) => BufferTree::Template(RwLock::new(template)),
+            // With nothing to go on, the rebuild policy starts from one
+            // leaf and cuts it within the buffer from the keys it gets.
+            (None, TemplatePolicy::Rebuild { .. }) => {
+                BufferTree::Template(RwLock::new(TemplateTree::single_leaf(options.leaf_capacity)))
+            }
+            (None, _) => {
+                BufferTree::Growing(Mutex::new(BPlusTree::new(options.fan_out, options.leaf_capacity)))
+            }
         };
         let expected_records = options.buffer_bytes / (RECORD_OVERHEAD_BYTES + 8);
         Ok(Buffer {
@@ -812,12 +861,12 @@ impl StreamIndex {
 
     /// The options the store was opened with.
     pub fn options(&self) -> &Options {
-        &self.options
+        &self.shared.options
     }
 
     /// The store's directory.
     pub fn path(&self) -> &Path {
-        &self.dir
+        &self.shared.dir
     }
 
     fn read_gate(&self) -> std::sync::RwLockReadGuard<'_, Arc<Buffer>> {
@@ -825,7 +874,11 @@ impl StreamIndex {
     }
 
     fn snapshot(&self) -> View {
-        self.view.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.shared
+            .view
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Appends one record.
@@ -856,7 +909,7 @@ impl StreamIndex {
     }
 
     fn write_unchecked(&self, batch: &Batch, replaying: bool) -> Result<()> {
-        self.poison.check()?;
+        self.shared.poison.check()?;
         self.check_writable(replaying)?;
         if batch.is_empty() {
             return Ok(());
@@ -866,18 +919,21 @@ impl StreamIndex {
             let gate = self.read_gate();
             let active = gate.clone();
             let mut data = lock(&active.data);
-            if !self.read_only && data.len() > 0 && data.bytes() + batch_bytes > self.options.buffer_bytes {
+            if !self.read_only
+                && data.len() > 0
+                && data.bytes() + batch_bytes > self.shared.options.buffer_bytes
+            {
                 drop(data);
                 drop(gate);
                 self.flush_if_active(active.first_seq)?;
                 continue;
             }
             let last_time = self.last_time.load(Ordering::Relaxed);
-            let ordered = self.options.ordered_time && !replaying;
-            let latest = batch.check(self.options.value_limit(), ordered, last_time)?;
+            let ordered = self.shared.options.ordered_time && !replaying;
+            let latest = batch.check(self.shared.options.value_limit(), ordered, last_time)?;
             let first_seq = active.first_seq + data.len() as u64;
             let log_end = match data.wal.as_mut() {
-                Some(wal) => self.poison.guard(|| wal.append(batch, first_seq))?,
+                Some(wal) => self.shared.poison.guard(|| wal.append(batch, first_seq))?,
                 None => 0,
             };
             self.last_time.store(latest, Ordering::Relaxed);
@@ -889,7 +945,7 @@ impl StreamIndex {
             data.in_flight.push((first_seq, batch.len() as u64));
             // What the buffer will hold when full, at this mean size.
             let expected_entries =
-                (data.len() as f64 * self.options.buffer_bytes as f64 / data.bytes() as f64) as usize;
+                (data.len() as f64 * self.shared.options.buffer_bytes as f64 / data.bytes() as f64) as usize;
             drop(data);
             // Indexing runs with the gate held shared: a flush waits for it.
             let location = first_seq - active.first_seq;
@@ -905,14 +961,19 @@ impl StreamIndex {
                 })
                 .collect();
             active.tree.insert_batch(&entries);
-            if active.tree.rebuild_if_stretched(&self.options, expected_entries) {
-                self.counters.templates.fetch_add(1, Ordering::Relaxed);
+            if active
+                .tree
+                .rebuild_if_stretched(&self.shared.options, expected_entries)
+            {
+                self.shared.counters.templates.fetch_add(1, Ordering::Relaxed);
             }
             drop(gate);
             break (active, first_seq, log_end);
         };
         let synced = match &active.wal_sync {
-            Some(wal_sync) if self.options.sync => self.poison.guard(|| wal_sync.sync_to(log_end)),
+            Some(wal_sync) if self.shared.options.sync => {
+                self.shared.poison.guard(|| wal_sync.sync_to(log_end))
+            }
             _ => Ok(()),
         };
         let mut data = lock(&active.data);
@@ -923,7 +984,8 @@ impl StreamIndex {
             .expect("registered above");
         data.in_flight.swap_remove(position);
         drop(data);
-        self.counters
+        self.shared
+            .counters
             .writes
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         synced
@@ -933,96 +995,72 @@ impl StreamIndex {
         if self.read_only && !replaying {
             return Err(Error::InvalidArgument(format!(
                 "the stream index in {} was opened read-only",
-                self.dir.display()
+                self.shared.dir.display()
             )));
         }
         Ok(())
     }
 
+    /// Freezes the active buffer if it is still the one that starts at
+    /// `first_seq` (a writer found it full). The writer waits while the
+    /// buffer frozen before it is being written: two full buffers are as
+    /// far as the flusher may fall behind.
     fn flush_if_active(&self, first_seq: u64) -> Result<()> {
-        let mut durable = lock(&self.durable);
+        let started = Instant::now();
+        let mut durable = self.shared.until_written(lock(&self.shared.durable))?;
         if self.read_gate().first_seq == first_seq {
-            self.flush_locked(&mut durable)?;
+            self.freeze(&mut durable)?;
         }
+        self.shared
+            .counters
+            .flush_pause_nanos
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(())
     }
 
     /// Writes the active buffer as a segment (if it holds anything) and
-    /// starts a new one.
+    /// starts a new one; returns once the segment is durable.
     pub fn flush(&self) -> Result<()> {
         self.check_writable(false)?;
-        let mut durable = lock(&self.durable);
-        self.flush_locked(&mut durable)
+        let mut durable = self.shared.until_written(lock(&self.shared.durable))?;
+        self.freeze(&mut durable)?;
+        self.shared.until_written(durable).map(drop)
     }
 
-    fn flush_locked(&self, durable: &mut Durable) -> Result<()> {
-        self.poison.check()?;
-        let started = Instant::now();
-        // Writers wait only while the next buffer is made: the old one is
-        // sorted and written after they have moved on.
-        let old = {
-            let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
-            let count = lock(&gate.data).len() as u64;
-            if count == 0 {
-                return Ok(());
-            }
-            let old = gate.clone();
-            let template = self.next_template(durable, &old.tree);
-            let number = durable.next_log_number;
-            let next = Self::new_buffer(
-                self.fs.as_ref(),
-                &self.dir,
-                &self.options,
-                old.first_seq + count,
-                Some(number),
-                template,
-            )
-            .map_err(|error| self.poison.poison(error))?;
-            durable.next_log_number += 1;
-            *gate = Arc::new(next);
-            // Readers switch to the new buffer with the writers, so a
-            // write acknowledged in the new buffer is never missed; the
-            // old one stays readable until its segment replaces it.
-            let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
-            view.frozen = Some(old.clone());
-            view.active = gate.clone();
-            old
-        };
-        self.counters
-            .flush_pause_nanos
-            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-
-        let (records, shadows) = drain(&old);
-        let seqs = (old.first_seq, old.first_seq + lock(&old.data).len() as u64 - 1);
-        let written = self.poison.guard(|| {
-            let id = durable.manifest.next_segment_id;
-            let segment = self.write_segment(id, seqs, &records, &shadows)?;
-            let mut manifest = durable.manifest.clone();
-            manifest.next_segment_id = id + 1;
-            manifest.next_seq = seqs.1 + 1;
-            manifest.segments.push(Listed {
-                id,
-                first_seq: seqs.0,
-                last_seq: seqs.1,
-            });
-            manifest.write(self.fs.as_ref(), &self.dir)?;
-            durable.manifest = manifest;
-            Ok(segment)
-        })?;
-        written.adopt(Arc::new(records));
-        {
-            let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
-            view.frozen = None;
-            view.segments.push(written);
+    /// Hands the active buffer (if it holds anything) to the flusher
+    /// thread and starts a new one. Called with no buffer frozen.
+    ///
+    /// Writers wait only while the next buffer is made: the old one is
+    /// sorted and written after they have moved on.
+    fn freeze(&self, durable: &mut Durable) -> Result<()> {
+        self.shared.poison.check()?;
+        let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        let count = lock(&gate.data).len() as u64;
+        if count == 0 {
+            return Ok(());
         }
-        if let Some(tiering) = &self.tiering {
-            tiering.wake();
-        }
-        self.poison.guard(|| {
-            self.fs
-                .remove_file(&self.dir.join(wal::file_name(old.log_number)))
-        })?;
-        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        let old = gate.clone();
+        let template = self.next_template(durable, &old.tree);
+        let number = durable.next_log_number;
+        let next = Self::new_buffer(
+            self.shared.fs.as_ref(),
+            &self.shared.dir,
+            &self.shared.options,
+            old.first_seq + count,
+            Some(number),
+            template,
+        )
+        .map_err(|error| self.shared.poison.poison(error))?;
+        durable.next_log_number += 1;
+        *gate = Arc::new(next);
+        // Readers switch to the new buffer with the writers, so a write
+        // acknowledged in the new buffer is never missed; the old one
+        // stays readable until its segment replaces it.
+        let mut view = self.shared.view.write().unwrap_or_else(PoisonError::into_inner);
+        assert!(view.frozen.is_none(), "one buffer frozen at a time");
+        view.frozen = Some(old);
+        view.active = gate.clone();
+        self.shared.frozen_changed.notify_all();
         Ok(())
     }
 
@@ -1044,49 +1082,28 @@ impl StreamIndex {
             durable.last_overflow = overflow;
         }
         let made = |template: TemplateTree<BufferEntry>| {
-            self.counters.templates.fetch_add(1, Ordering::Relaxed);
+            self.shared.counters.templates.fetch_add(1, Ordering::Relaxed);
             Some(template)
         };
-        match (self.options.template, tree) {
+        match (self.shared.options.template, tree) {
             (TemplatePolicy::None, _) => None,
             (_, BufferTree::Growing(grown)) => made(TemplateTree::from_tree(&lock(grown))),
             (TemplatePolicy::Rebuild { threshold }, BufferTree::Template(current))
                 if durable.last_overflow.calls_for_rebuild(
                     threshold,
-                    self.options.fill,
-                    self.options.leaf_capacity,
+                    self.shared.options.fill,
+                    self.shared.options.leaf_capacity,
                 ) =>
             {
                 made(TemplateTree::from_keys(
                     &read(current).sorted_keys(),
-                    self.options.fan_out,
-                    self.options.leaf_capacity,
-                    self.options.fill,
+                    self.shared.options.fan_out,
+                    self.shared.options.leaf_capacity,
+                    self.shared.options.fill,
                 ))
             }
             (_, BufferTree::Template(current)) => Some(read(current).empty_copy()),
         }
-    }
-
-    fn write_segment(
-        &self,
-        id: u64,
-        seqs: (u64, u64),
-        records: &Records,
-        shadows: &[Shadow],
-    ) -> Result<Arc<Segment>> {
-        let path = self.dir.join(segment::file_name(id));
-        segment::write(
-            self.fs.as_ref(),
-            &path,
-            id,
-            seqs,
-            records,
-            shadows,
-            self.options.leaf_capacity,
-        )?;
-        self.fs.sync_dir(&self.dir)?;
-        Segment::open(self.fs.as_ref(), &path, self.cache.clone())
     }
 
     /// Merges every run of two or more adjacent segments smaller than a
@@ -1096,9 +1113,9 @@ impl StreamIndex {
     /// Returns the segments merged.
     pub fn compact(&self) -> Result<u64> {
         self.check_writable(false)?;
-        let mut durable = lock(&self.durable);
-        self.poison.check()?;
-        let small = (self.options.buffer_bytes / 4) as u64;
+        let mut durable = lock(&self.shared.durable);
+        self.shared.poison.check()?;
+        let small = (self.shared.options.buffer_bytes / 4) as u64;
         let mut merged = 0;
         loop {
             let segments = self.snapshot().segments;
@@ -1119,8 +1136,9 @@ impl StreamIndex {
             }
             self.merge(&mut durable, &segments, run.clone())?;
             merged += run.len() as u64;
-            self.counters.compactions.fetch_add(1, Ordering::Relaxed);
-            self.counters
+            self.shared.counters.compactions.fetch_add(1, Ordering::Relaxed);
+            self.shared
+                .counters
                 .compacted_segments
                 .fetch_add(run.len() as u64, Ordering::Relaxed);
         }
@@ -1148,9 +1166,9 @@ impl StreamIndex {
             segments[run.start].meta.first_seq,
             segments[run.end - 1].meta.last_seq,
         );
-        self.poison.guard(|| {
+        self.shared.poison.guard(|| {
             let id = durable.manifest.next_segment_id;
-            let segment = self.write_segment(id, seqs, &all, &shadows)?;
+            let segment = self.shared.write_segment(id, seqs, &all, &shadows)?;
             let mut manifest = durable.manifest.clone();
             manifest.next_segment_id = id + 1;
             manifest.segments.splice(
@@ -1161,15 +1179,15 @@ impl StreamIndex {
                     last_seq: seqs.1,
                 }],
             );
-            manifest.write(self.fs.as_ref(), &self.dir)?;
+            manifest.write(self.shared.fs.as_ref(), &self.shared.dir)?;
             durable.manifest = manifest;
             {
-                let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+                let mut view = self.shared.view.write().unwrap_or_else(PoisonError::into_inner);
                 view.tiers.retain(|tier| !tier.covers_any(&segments[run.clone()]));
                 view.segments.splice(run.clone(), [segment]);
             }
             for old in &segments[run.clone()] {
-                self.fs.remove_file(old.path())?;
+                self.shared.fs.remove_file(old.path())?;
             }
             Ok(())
         })
@@ -1216,7 +1234,7 @@ impl StreamIndex {
     /// segments oldest first, then the buffers (so in the order of their
     /// sequence numbers, as [`merge::merge_into`] needs).
     fn select(&self, bounds: Bounds) -> Result<Vec<Run>> {
-        self.poison.check()?;
+        self.shared.poison.check()?;
         if bounds.is_empty() {
             return Ok(Vec::new());
         }
@@ -1244,7 +1262,8 @@ impl StreamIndex {
                 continue;
             }
             let leaves = segment.meta.leaves_for(bounds.key_low, bounds.key_high);
-            self.counters
+            self.shared
+                .counters
                 .leaves_read
                 .fetch_add(leaves.len() as u64, Ordering::Relaxed);
             let (records, range) = segment.leaves(leaves)?;
@@ -1296,7 +1315,7 @@ impl StreamIndex {
     /// that no later update or delete touches), from the records
     /// elsewhere.
     pub fn aggregate(&self, bounds: Bounds) -> Result<Aggregate> {
-        self.poison.check()?;
+        self.shared.poison.check()?;
         let mut total = Aggregate::default();
         if bounds.is_empty() {
             return Ok(total);
@@ -1335,7 +1354,10 @@ impl StreamIndex {
                 let whole = bounds.covers(leaf.first_key, leaf.last_key, leaf.min_time, leaf.max_time);
                 if whole && !touched {
                     total.merge(&leaf.aggregate);
-                    self.counters.leaves_summarized.fetch_add(1, Ordering::Relaxed);
+                    self.shared
+                        .counters
+                        .leaves_summarized
+                        .fetch_add(1, Ordering::Relaxed);
                     self.read_into(segment, to_read.clone(), &bounds, &mut rest)?;
                     to_read = leaf_number + 1..leaf_number + 1;
                 } else {
@@ -1363,7 +1385,8 @@ impl StreamIndex {
         if leaves.is_empty() {
             return Ok(());
         }
-        self.counters
+        self.shared
+            .counters
             .leaves_read
             .fetch_add(leaves.len() as u64, Ordering::Relaxed);
         let (decoded, range) = segment.leaves(leaves)?;
@@ -1375,11 +1398,14 @@ impl StreamIndex {
         Ok(())
     }
 
-    /// Waits until the background merges into tiers that earlier flushes
-    /// asked for are done (they are not needed for correctness: a query
-    /// reads whatever tiers exist when it starts).
+    /// Waits until the background work is done: the segment of a full
+    /// buffer being written, and the merges into tiers that flushes asked
+    /// for (neither is needed for correctness: a query reads the frozen
+    /// buffer until its segment replaces it, and whatever tiers exist
+    /// when it starts). A flush that failed is reported by the next write.
     pub fn settle(&self) {
-        if let Some(tiering) = &self.tiering {
+        drop(self.shared.until_written(lock(&self.shared.durable)));
+        if let Some(tiering) = self.shared.tiering.get() {
             tiering.settle();
         }
     }
@@ -1387,42 +1413,43 @@ impl StreamIndex {
     /// Counters and sizes.
     pub fn stats(&self) -> StreamStats {
         let view = self.snapshot();
-        let durable = lock(&self.durable);
+        let durable = lock(&self.shared.durable);
         let (buffer_records, buffer_bytes) = {
             let data = lock(&view.active.data);
             (data.len() as u64, data.bytes() as u64)
         };
         let counter = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let tier_counter = |which: fn(&TierCounters) -> &AtomicU64| {
-            self.tiering
-                .as_ref()
+            self.shared
+                .tiering
+                .get()
                 .map_or(0, |tiering| counter(which(&tiering.counters)))
         };
         StreamStats {
-            writes: counter(&self.counters.writes),
+            writes: counter(&self.shared.counters.writes),
             next_seq: view.active.first_seq + buffer_records,
             buffer_records,
             buffer_bytes,
             segments: view.segments.len() as u64,
             segment_records: view.segments.iter().map(|segment| segment.meta.records).sum(),
             segment_bytes: view.segments.iter().map(|segment| segment.meta.bytes).sum(),
-            flushes: counter(&self.counters.flushes),
-            flush_pause_seconds: counter(&self.counters.flush_pause_nanos) as f64 / 1e9,
-            templates: counter(&self.counters.templates),
+            flushes: counter(&self.shared.counters.flushes),
+            flush_pause_seconds: counter(&self.shared.counters.flush_pause_nanos) as f64 / 1e9,
+            templates: counter(&self.shared.counters.templates),
             template_leaves: match &view.active.tree {
                 BufferTree::Template(template) => read(template).leaf_count() as u64,
                 BufferTree::Growing(_) => 0,
             },
             last_overflow: durable.last_overflow.clone(),
             total_overflow: durable.total_overflow.clone(),
-            compactions: counter(&self.counters.compactions),
-            compacted_segments: counter(&self.counters.compacted_segments),
+            compactions: counter(&self.shared.counters.compactions),
+            compacted_segments: counter(&self.shared.counters.compacted_segments),
             tiers: view.tiers.len() as u64,
             tier_merges: tier_counter(|counters| &counters.merges),
             tier_records: tier_counter(|counters| &counters.records),
-            cache_bytes: self.cache.used() as u64,
-            leaves_summarized: counter(&self.counters.leaves_summarized),
-            leaves_read: counter(&self.counters.leaves_read),
+            cache_bytes: self.shared.cache.used() as u64,
+            leaves_summarized: counter(&self.shared.counters.leaves_summarized),
+            leaves_read: counter(&self.shared.counters.leaves_read),
         }
     }
 
@@ -1433,7 +1460,7 @@ impl StreamIndex {
         let mut report = VerifyReport::default();
         for segment in &view.segments {
             let path = segment.path();
-            let file = self.fs.open_read(path)?;
+            let file = self.shared.fs.open_read(path)?;
             let len = file.len()? as usize;
             let mut bytes = Vec::with_capacity(len);
             file.read_exact_append(&mut bytes, len, 0)?;
@@ -1460,6 +1487,118 @@ impl StreamIndex {
     /// Whether the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+}
+
+impl Shared {
+    /// The flusher thread: writes each frozen buffer as a segment, until
+    /// the store closes. A failure poisons the store; the buffer then
+    /// stays frozen, and in its log for the next open.
+    fn run_flusher(&self) {
+        let mut durable = lock(&self.durable);
+        loop {
+            let frozen = read(&self.view).frozen.clone();
+            match frozen {
+                Some(old) if self.poison.check().is_ok() => {
+                    // Reported to writers through the poison.
+                    let _ = self.write_frozen(&mut durable, &old);
+                    self.frozen_changed.notify_all();
+                }
+                _ if durable.stop => return,
+                _ => {
+                    durable = self
+                        .frozen_changed
+                        .wait(durable)
+                        .unwrap_or_else(PoisonError::into_inner)
+                }
+            }
+        }
+    }
+
+    /// Waits until no buffer is frozen (its segment is written); fails if
+    /// the store is poisoned.
+    fn until_written<'a>(&self, mut durable: MutexGuard<'a, Durable>) -> Result<MutexGuard<'a, Durable>> {
+        while read(&self.view).frozen.is_some() {
+            self.poison.check()?;
+            durable = self
+                .frozen_changed
+                .wait(durable)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        self.poison.check()?;
+        Ok(durable)
+    }
+
+    /// Writes the frozen buffer `old` as a segment, lists it in the
+    /// manifest, puts it in the view in the buffer's place and removes
+    /// the buffer's log.
+    fn write_frozen(&self, durable: &mut Durable, old: &Buffer) -> Result<()> {
+        let (records, shadows) = drain(old);
+        let seqs = (old.first_seq, old.first_seq + lock(&old.data).len() as u64 - 1);
+        let written = self.poison.guard(|| {
+            let id = durable.manifest.next_segment_id;
+            let segment = self.write_segment(id, seqs, &records, &shadows)?;
+            let mut manifest = durable.manifest.clone();
+            manifest.next_segment_id = id + 1;
+            manifest.next_seq = seqs.1 + 1;
+            manifest.segments.push(Listed {
+                id,
+                first_seq: seqs.0,
+                last_seq: seqs.1,
+            });
+            manifest.write(self.fs.as_ref(), &self.dir)?;
+            durable.manifest = manifest;
+            Ok(segment)
+        })?;
+        written.adopt(Arc::new(records));
+        {
+            let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+            view.frozen = None;
+            view.segments.push(written);
+        }
+        if let Some(tiering) = self.tiering.get() {
+            tiering.wake();
+        }
+        self.poison.guard(|| {
+            self.fs
+                .remove_file(&self.dir.join(wal::file_name(old.log_number)))
+        })?;
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write_segment(
+        &self,
+        id: u64,
+        seqs: (u64, u64),
+        records: &Records,
+        shadows: &[Shadow],
+    ) -> Result<Arc<Segment>> {
+        let path = self.dir.join(segment::file_name(id));
+        segment::write(
+            self.fs.as_ref(),
+            &path,
+            id,
+            seqs,
+            records,
+            shadows,
+            self.options.leaf_capacity,
+        )?;
+        self.fs.sync_dir(&self.dir)?;
+        Segment::open(self.fs.as_ref(), &path, self.cache.clone())
+    }
+}
+
+impl Drop for StreamIndex {
+    /// Stops the flusher thread once it has written the buffer it holds.
+    fn drop(&mut self) {
+        if let Some(flusher) = self.flusher.take() {
+            lock(&self.shared.durable).stop = true;
+            self.shared.frozen_changed.notify_all();
+            // A panic in the thread is a bug; the logs still hold what it
+            // was writing.
+            let _ = flusher.join();
+        }
     }
 }
 

@@ -27,16 +27,90 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
-use crate::bptree::{BPlusTree, Node};
+use crate::bptree::BPlusTree;
 use crate::entry::{Entry, Indexed};
 
-/// An internal node of the template: `children[i]` covers keys from
-/// `separators[i - 1]` (inclusive) to `separators[i]` (exclusive);
-/// children are internal nodes above the last level and leaf numbers on it.
+/// The template's internal nodes, packed into one array per level: a
+/// static B+ tree over the leaves' lowest keys. The last level holds the
+/// lowest key of every leaf in leaf order (0 for the first); each level
+/// above holds every `fan_out`-th key of the one below, up to a root of
+/// at most `fan_out` keys. Internal node `i` of a level is the run
+/// `level[i * fan_out..][..fan_out]`: its children are the nodes (or, on
+/// the last level, the leaves) of the same numbers on the next level, and
+/// all its keys but the first are its separators.
+///
+/// Every node is full, so the tree is as low as it can be, and a descent
+/// reads one run per level with no pointer to follow. A template keeps
+/// its plan of leaves (which keys each leaf holds); how its internal nodes
+/// were shaped when the plan was made (by splits, for a grown tree) does
+/// not matter to inserts.
 #[derive(Debug, Clone)]
-struct Internal {
-    separators: Vec<u64>,
-    children: Vec<u32>,
+struct Routing {
+    /// The root's level first, the leaves' lowest keys last.
+    levels: Vec<Vec<u64>>,
+    fan_out: usize,
+}
+
+impl Routing {
+    /// The routing to `bounds.len() + 1` leaves, leaf `i > 0` holding
+    /// keys from `bounds[i - 1]` on.
+    fn over(bounds: &[u64], fan_out: usize) -> Routing {
+        assert!(fan_out >= 3, "checked by the options");
+        debug_assert!(bounds.is_sorted(), "leaf bounds ascend");
+        let mut levels = vec![std::iter::once(0)
+            .chain(bounds.iter().copied())
+            .collect::<Vec<u64>>()];
+        while levels[0].len() > fan_out {
+            let above = levels[0].iter().step_by(fan_out).copied().collect();
+            levels.insert(0, above);
+        }
+        Routing { levels, fan_out }
+    }
+
+    /// The lowest key of every leaf (0 for the first).
+    fn lows(&self) -> &[u64] {
+        self.levels.last().expect("a template has a leaf")
+    }
+
+    /// Internal levels above the leaves; 0 when there is a single leaf.
+    fn height(&self) -> usize {
+        if self.lows().len() == 1 {
+            0
+        } else {
+            self.levels.len()
+        }
+    }
+
+    /// The leaf whose range holds `key`.
+    #[inline]
+    fn leaf_of(&self, key: u64) -> usize {
+        let mut node = 0;
+        for level in &self.levels {
+            let first = node * self.fan_out;
+            let end = (first + self.fan_out).min(level.len());
+            node = first + count_at_most(&level[first + 1..end], key);
+        }
+        node
+    }
+}
+
+/// How many of `sorted` (ascending, a node's separators) are at most
+/// `key`: how many blocks of 8 end at most at `key`, counted over the
+/// blocks' last keys, then how many keys of the next block are. Each count
+/// is branch-free and its loads independent, where a binary search waits
+/// on each load before it can make the next.
+#[inline]
+fn count_at_most(sorted: &[u64], key: u64) -> usize {
+    const BLOCK: usize = 8;
+    let below = |run: &[u64]| run.iter().filter(|&&low| low <= key).count();
+    let blocks = sorted
+        .iter()
+        .skip(BLOCK - 1)
+        .step_by(BLOCK)
+        .filter(|&&last| last <= key)
+        .count();
+    let rest = &sorted[blocks * BLOCK..];
+    blocks * BLOCK + below(&rest[..rest.len().min(BLOCK)])
 }
 
 /// A leaf: its primary node and the overflow nodes chained to it, each
@@ -212,10 +286,7 @@ impl OverflowStats {
 /// the module docs.
 #[derive(Debug)]
 pub struct TemplateTree<E = Entry> {
-    /// The root is `internals[0]` when `height` > 0.
-    internals: Vec<Internal>,
-    /// Internal levels above the leaves; 0 when there is a single leaf.
-    height: usize,
+    routing: Routing,
     leaves: Vec<Mutex<Leaf<E>>>,
     leaf_capacity: usize,
     /// Entries inserted, leaves with an overflow node and overflow nodes:
@@ -251,60 +322,11 @@ impl Stretched {
 }
 
 impl<E: Indexed> TemplateTree<E> {
-    /// The template of `tree`: its internal nodes as they are, its leaves
-    /// empty.
+    /// The template of `tree`: its leaves' key ranges as they are, its
+    /// leaves empty.
     pub fn from_tree(tree: &BPlusTree<E>) -> Self {
-        let leaf_ids = tree.leaf_ids();
-        let mut leaf_numbers = vec![u32::MAX; tree.nodes.len()];
-        for (number, &id) in leaf_ids.iter().enumerate() {
-            leaf_numbers[id] = number as u32;
-        }
-        let mut internals = Vec::new();
-        let mut height = 0;
-        if let Node::Internal { .. } = tree.nodes[tree.root] {
-            // Breadth-first, so every level's nodes are numbered before the
-            // next level's.
-            let mut level = vec![tree.root];
-            let mut first = 0;
-            loop {
-                height += 1;
-                let mut next_level = Vec::new();
-                let mut leaves_below = false;
-                for &id in &level {
-                    let Node::Internal { separators, children } = &tree.nodes[id] else {
-                        unreachable!("levels are uniform")
-                    };
-                    let mut mapped = Vec::with_capacity(children.len());
-                    for &child in children {
-                        match &tree.nodes[child] {
-                            Node::Leaf { .. } => {
-                                leaves_below = true;
-                                assert!(leaf_numbers[child] != u32::MAX, "every leaf is chained");
-                                mapped.push(leaf_numbers[child]);
-                            }
-                            Node::Internal { .. } => {
-                                mapped.push((first + level.len() + next_level.len()) as u32);
-                                next_level.push(child);
-                            }
-                        }
-                    }
-                    internals.push(Internal {
-                        separators: separators.clone(),
-                        children: mapped,
-                    });
-                }
-                assert!(
-                    leaves_below == next_level.is_empty(),
-                    "a B+ tree's leaves are all on one level"
-                );
-                if leaves_below {
-                    break;
-                }
-                first += level.len();
-                level = next_level;
-            }
-        }
-        Self::with_internals(internals, height, leaf_ids.len(), tree.leaf_capacity())
+        let lows = tree.leaf_lows();
+        Self::from_bounds(&lows[1..], tree.fan_out(), tree.leaf_capacity())
     }
 
     /// A template whose leaves split `sorted_keys` into runs of
@@ -332,29 +354,34 @@ impl<E: Indexed> TemplateTree<E> {
         template
     }
 
+    /// A template of one leaf, which holds every key: the start of a
+    /// stream under the rebuild policy, which cuts it into leaves as soon
+    /// as it holds a sample of keys large enough (see
+    /// [`TemplateTree::is_stretched`]).
+    pub fn single_leaf(leaf_capacity: usize) -> Self {
+        Self::from_bounds(&[], 3, leaf_capacity)
+    }
+
     /// A template of `bounds.len() + 1` leaves, leaf `i > 0` holding keys
     /// from `bounds[i - 1]` on, with internal nodes of up to `fan_out`
     /// children built bottom-up.
     fn from_bounds(bounds: &[u64], fan_out: usize, leaf_capacity: usize) -> Self {
+        Self::with_routing(Routing::over(bounds, fan_out), leaf_capacity)
+    }
+
+    /// A template routed by `routing`, its leaves empty.
+    fn with_routing(routing: Routing, leaf_capacity: usize) -> Self {
+        let leaves = (0..routing.lows().len())
+            .map(|_| Mutex::new(Leaf::default()))
+            .collect();
+        Self::with_leaves(routing, leaves, leaf_capacity)
+    }
+
+    fn with_leaves(routing: Routing, leaves: Vec<Mutex<Leaf<E>>>, leaf_capacity: usize) -> Self {
         assert!(leaf_capacity >= 2, "checked by the options");
-        let (internals, height) = internals_over(bounds, fan_out);
-        Self::with_internals(internals, height, bounds.len() + 1, leaf_capacity)
-    }
-
-    fn with_internals(internals: Vec<Internal>, height: usize, leaves: usize, leaf_capacity: usize) -> Self {
-        let leaves = (0..leaves).map(|_| Mutex::new(Leaf::default())).collect();
-        Self::with_leaves(internals, height, leaves, leaf_capacity)
-    }
-
-    fn with_leaves(
-        internals: Vec<Internal>,
-        height: usize,
-        leaves: Vec<Mutex<Leaf<E>>>,
-        leaf_capacity: usize,
-    ) -> Self {
+        assert_eq!(routing.lows().len(), leaves.len(), "a leaf per lowest key");
         TemplateTree {
-            internals,
-            height,
+            routing,
             leaves,
             leaf_capacity,
             entries: AtomicUsize::new(0),
@@ -371,18 +398,12 @@ impl<E: Indexed> TemplateTree<E> {
 
     /// Internal levels above the leaves.
     pub fn height(&self) -> usize {
-        self.height
+        self.routing.height()
     }
 
     /// The leaf whose range holds `key`: a read-only descent.
     fn leaf_of(&self, key: u64) -> usize {
-        let mut node = 0;
-        for _ in 0..self.height {
-            let internal = &self.internals[node];
-            node = internal.children[internal.separators.partition_point(|&separator| separator <= key)]
-                as usize;
-        }
-        node
+        self.routing.leaf_of(key)
     }
 
     fn lock(&self, leaf: usize) -> MutexGuard<'_, Leaf<E>> {
@@ -522,7 +543,7 @@ impl<E: Indexed> TemplateTree<E> {
         let scale = self.scale(expected_entries);
         let keys_per_leaf = capacity as f64 * fill / scale;
         let recut = |leaf: &Leaf<E>| leaf.len() as f64 * scale > capacity as f64;
-        let lows = self.leaf_lows();
+        let lows = self.routing.lows().to_vec();
         let old: Vec<Leaf<E>> = std::mem::take(&mut self.leaves)
             .into_iter()
             .map(|leaf| leaf.into_inner().unwrap_or_else(PoisonError::into_inner))
@@ -592,39 +613,13 @@ impl<E: Indexed> TemplateTree<E> {
             bounds.extend(cuts);
         }
         debug_assert!(bounds.is_sorted(), "leaf bounds ascend");
-        let (internals, height) = internals_over(&bounds, fan_out);
         let leaf_count = leaves.len();
-        let mut template = Self::with_leaves(internals, height, leaves, capacity);
+        let mut template = Self::with_leaves(Routing::over(&bounds, fan_out), leaves, capacity);
         template.inherent = Stretched::of(overflowed, nodes, leaf_count, held as f64 * scale, capacity);
         *template.entries.get_mut() = held;
         *template.overflow_nodes.get_mut() = stretch.nodes;
         *template.overflowed_leaves.get_mut() = stretch.leaves;
         template
-    }
-
-    /// The lowest key each leaf holds (0 for the first): the separators
-    /// above it, read back down the internal nodes.
-    fn leaf_lows(&self) -> Vec<u64> {
-        let mut lows = vec![0; self.leaves.len()];
-        if self.height == 0 {
-            return lows;
-        }
-        // (node, its depth from 1 at the root, the lowest key under it)
-        let mut pending = vec![(0usize, 1usize, 0u64)];
-        while let Some((node, depth, low)) = pending.pop() {
-            let internal = &self.internals[node];
-            for (index, &child) in internal.children.iter().enumerate() {
-                let child_low = index
-                    .checked_sub(1)
-                    .map_or(low, |before| internal.separators[before]);
-                if depth == self.height {
-                    lows[child as usize] = child_low;
-                } else {
-                    pending.push((child as usize, depth + 1, child_low));
-                }
-            }
-        }
-        lows
     }
 
     /// Calls `visit` on every entry with `low <= key <= high`, in entry
@@ -680,8 +675,10 @@ impl<E: Indexed> TemplateTree<E> {
     }
 
     /// Every key held, sorted: the sample a rebuilt template is made from.
+    /// Each leaf's keys are copied out and sorted apart (the leaves stay
+    /// as they are, for the flush to sort off the writers' path).
     pub fn sorted_keys(&self) -> Vec<u64> {
-        let mut keys = Vec::new();
+        let mut keys = Vec::with_capacity(self.entries.load(Ordering::Relaxed));
         for leaf_id in 0..self.leaves.len() {
             let leaf = self.lock(leaf_id);
             let start = keys.len();
@@ -695,12 +692,7 @@ impl<E: Indexed> TemplateTree<E> {
 
     /// The same template with empty leaves, for the next buffer.
     pub fn empty_copy(&self) -> TemplateTree<E> {
-        let mut copy = Self::with_internals(
-            self.internals.clone(),
-            self.height,
-            self.leaves.len(),
-            self.leaf_capacity,
-        );
+        let mut copy = Self::with_routing(self.routing.clone(), self.leaf_capacity);
         copy.inherent = self.inherent;
         copy
     }
@@ -722,51 +714,6 @@ impl<E: Indexed> TemplateTree<E> {
         }
         stats
     }
-}
-
-/// The internal nodes over leaves `bounds.len() + 1` leaves (leaf `i > 0`
-/// holding keys from `bounds[i - 1]` on), up to `fan_out` children each,
-/// built bottom-up and numbered top-down (the root first); and their
-/// height.
-fn internals_over(bounds: &[u64], fan_out: usize) -> (Vec<Internal>, usize) {
-    assert!(fan_out >= 3, "checked by the options");
-    debug_assert!(bounds.is_sorted(), "leaf bounds ascend");
-    // Bottom-up: each level groups the one below by `fan_out`.
-    let mut levels: Vec<Vec<Internal>> = Vec::new();
-    let mut lows: Vec<u64> = std::iter::once(0).chain(bounds.iter().copied()).collect();
-    while lows.len() > 1 {
-        let mut level = Vec::new();
-        let mut next_lows = Vec::new();
-        for (group, chunk) in lows.chunks(fan_out).enumerate() {
-            let first_child = group * fan_out;
-            level.push(Internal {
-                separators: chunk[1..].to_vec(),
-                children: (first_child..first_child + chunk.len())
-                    .map(|child| child as u32)
-                    .collect(),
-            });
-            next_lows.push(chunk[0]);
-        }
-        levels.push(level);
-        lows = next_lows;
-    }
-    // Number the internal nodes top-down: the root first.
-    let height = levels.len();
-    let mut internals = Vec::new();
-    let mut offsets = Vec::new();
-    for level in levels.iter().rev() {
-        offsets.push(internals.len());
-        internals.extend(level.iter().cloned());
-    }
-    for depth in 0..height.saturating_sub(1) {
-        let child_offset = offsets[depth + 1];
-        for node in &mut internals[offsets[depth]..offsets[depth] + levels[height - 1 - depth].len()] {
-            for child in &mut node.children {
-                *child += child_offset as u32;
-            }
-        }
-    }
-    (internals, height)
 }
 
 /// The lowest key of every leaf but the first, for leaves that take
@@ -895,13 +842,84 @@ mod tests {
     }
 
     #[test]
+    fn the_packed_routing_finds_the_leaf_a_search_of_the_lows_finds() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for sorted_len in 0..70 {
+            let mut sorted: Vec<u64> = (0..sorted_len).map(|_| next() % 1_000).collect();
+            sorted.sort_unstable();
+            for key in [0, 1, 499, 500, 998, 999, 1_000, u64::MAX] {
+                let want = sorted.partition_point(|&low| low <= key);
+                assert_eq!(count_at_most(&sorted, key), want, "{sorted:?} {key}");
+            }
+        }
+        for (leaves, fan_out) in [
+            (1, 3),
+            (2, 3),
+            (3, 3),
+            (4, 3),
+            (64, 64),
+            (65, 64),
+            (5_000, 64),
+            (1_000, 7),
+        ] {
+            let mut bounds: Vec<u64> = (1..leaves).map(|_| 1 + next() % 1_000_000).collect();
+            bounds.sort_unstable();
+            let routing = Routing::over(&bounds, fan_out);
+            assert_eq!(routing.lows().len(), leaves);
+            assert!(routing.levels[0].len() <= fan_out);
+            for _ in 0..2_000 {
+                let key = next() % 1_000_100;
+                let want = bounds.partition_point(|&low| low <= key);
+                assert_eq!(
+                    routing.leaf_of(key),
+                    want,
+                    "{leaves} leaves, fan-out {fan_out}, key {key}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_single_leaf_is_cut_within_the_buffer_once_it_holds_a_sample() {
+        let expected = 20_000;
+        let tree = RwLock::new(TemplateTree::single_leaf(16));
+        let mut state = 7u64;
+        let mut rebuilds = 0;
+        for batch in 0..expected / 100 {
+            let entries: Vec<Entry> = (0..100)
+                .map(|i| {
+                    state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                    entry(state >> 44, (batch * 100 + i) as u64)
+                })
+                .collect();
+            tree.read().unwrap().insert_batch(&entries);
+            rebuilds += usize::from(TemplateTree::rebuild_if_stretched(&tree, expected, 0.05, 8, 0.7));
+        }
+        let tree = tree.into_inner().unwrap();
+        assert!(rebuilds >= 1);
+        // About `expected / (16 * 0.7)` leaves, few of them overflowed.
+        assert!(tree.leaf_count() > expected / 16, "{} leaves", tree.leaf_count());
+        let stats = tree.overflow_stats();
+        assert_eq!(stats.entries, expected);
+        assert!(stats.overflowed_share() < 0.1, "{stats:?}");
+        let keys = keys(&tree, 0, u64::MAX);
+        assert!(keys.is_sorted() && keys.len() == expected);
+    }
+
+    #[test]
     fn the_template_of_a_grown_tree_routes_keys_to_the_same_leaves() {
         let mut grown = BPlusTree::new(4, 8);
         for key in 0..1_000u64 {
             grown.insert(entry(key * 7 % 1_000, key));
         }
         let template = TemplateTree::from_tree(&grown);
-        assert_eq!(template.leaf_count(), grown.leaf_ids().len());
+        assert_eq!(template.leaf_count(), grown.leaf_lows().len());
         assert!(template.height() >= 3);
         for key in 0..1_000u64 {
             template.insert(entry(key, key));
@@ -1033,7 +1051,7 @@ mod tests {
         // Leaves of 8 sample keys over 0..100_000, made to be half full.
         let sample: Vec<u64> = (0..10_000).map(|i| i * 10).collect();
         let mut template = TemplateTree::from_keys(&sample, 8, 16, 0.5);
-        let lows_before = template.leaf_lows();
+        let lows_before = template.routing.lows().to_vec();
         // Half the buffer so far: the sample's spread (4 per leaf, on
         // track for 8), and a burst of 2,000 in 50_000..50_400, five
         // leaves wide.
@@ -1055,7 +1073,7 @@ mod tests {
         );
         // The leaves outside the burst are the same leaves; the burst's
         // 404 keys per 50 are cut into leaves of 4 (8 when full).
-        let lows = rebuilt.leaf_lows();
+        let lows = rebuilt.routing.lows().to_vec();
         let outside = |lows: &[u64]| -> Vec<u64> {
             lows.iter()
                 .copied()

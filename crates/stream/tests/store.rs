@@ -641,6 +641,81 @@ fn a_failed_sync_poisons_the_store_until_it_is_reopened() {
 }
 
 #[test]
+fn full_buffers_are_written_by_the_flusher_while_writes_go_on_and_a_drop_loses_nothing() {
+    let fs = Arc::new(SimFs::new());
+    let dir = Path::new("/background");
+    let options = Options {
+        sync: false,
+        ..small_options(TemplatePolicy::Rebuild { threshold: 0.05 })
+    };
+    let index = StreamIndex::open_on(fs.clone(), dir, options.clone()).unwrap();
+    let mut model = Model::default();
+    let mut rng = Rng(0xf105);
+    let mut time = 0;
+    for _ in 0..300 {
+        let batch = random_batch(&mut rng, 1_000, &mut time, &mut model);
+        index.write(&batch).unwrap();
+    }
+    // Every buffer that filled is a segment once the flusher is done.
+    index.settle();
+    let stats = index.stats();
+    assert!(stats.flushes >= 20, "{stats:?}");
+    assert_eq!(stats.segments, stats.flushes);
+    assert_eq!(stats.next_seq, model.writes.len() as u64);
+    check_queries(&index, &model, &mut rng, 1_000, 20);
+    // A flush returns once its segment is written.
+    index.flush().unwrap();
+    let stats = index.stats();
+    assert_eq!((stats.buffer_records, stats.segments), (0, stats.flushes));
+    // Dropped right after a buffer filled: the flusher finishes the
+    // segment, and the rest is in the log.
+    for _ in 0..40 {
+        let batch = random_batch(&mut rng, 1_000, &mut time, &mut model);
+        index.write(&batch).unwrap();
+    }
+    drop(index);
+    let index = StreamIndex::open_on(fs, dir, options).unwrap();
+    check_queries(&index, &model, &mut rng, 1_000, 20);
+    index.verify().unwrap();
+}
+
+#[test]
+fn a_flush_that_fails_in_the_background_poisons_the_store_and_loses_no_acknowledged_write() {
+    let fs = Arc::new(SimFs::new());
+    let dir = Path::new("/failed-flush");
+    let options = small_options(TemplatePolicy::Fixed);
+    let index = StreamIndex::open_on(fs.clone(), dir, options.clone()).unwrap();
+    // Only a flush renames (the manifest into place).
+    fs.fail_after(
+        0,
+        Fault::for_good(libc::EIO).on(FaultTarget::Kind(OpKind::Rename)),
+    );
+    let mut model = Model::default();
+    let mut rng = Rng(0xbad);
+    let mut time = 0;
+    let error = loop {
+        let mut attempted = model.clone();
+        let batch = random_batch(&mut rng, 300, &mut time, &mut attempted);
+        match index.write(&batch) {
+            Ok(()) => model = attempted,
+            Err(error) => break error,
+        }
+        assert!(
+            model.writes.len() < 100_000,
+            "the failed flush was never reported"
+        );
+    };
+    assert_eq!(error.kind(), ErrorKind::Poisoned, "{error}");
+    index.settle();
+    assert_eq!(index.flush().unwrap_err().kind(), ErrorKind::Poisoned);
+    drop(index);
+    fs.clear_fault();
+    let index = StreamIndex::open_on(fs, dir, options).unwrap();
+    let all = Bounds::keys(0, u64::MAX);
+    assert_eq!(rows(&index.range(all).unwrap()), model.live(&all));
+}
+
+#[test]
 fn a_value_limit_above_half_a_buffer_is_capped_there() {
     let options = Options {
         buffer_bytes: 8192,
