@@ -740,8 +740,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"Records/s inserting / including the drain. The stream is cut into buffers of {buffer} records; each buffer's "
         "entries (key, time, location) are inserted in batches of 1000, then drained in key order as a flush "
         "does (and the next buffer's tree made: the template's empty copy, a rebuilt template, or a new tree). "
-        "Fan-out and leaf capacity 64. The template's first buffer grows a B+ tree, as the seed makes its "
-        "template. On 2 threads the template takes per-leaf locks; the B+ tree and `BTreeMap` are single-writer "
+        "Fan-out and leaf capacity 64. The fixed template's first buffer grows a B+ tree, as the seed makes its "
+        "template; the rebuild policy starts from a template of one leaf, cut within the buffer. On 2 threads the template takes per-leaf locks; the B+ tree and `BTreeMap` are single-writer "
         "and take a `Mutex` per batch (they cannot insert in parallel).",
         "",
     ]
@@ -805,7 +805,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "Percent of leaves with 1, 2 and 3 or more overflow nodes, summed over every buffer indexed by a "
         f"template (buffers of {buffer} records; the seed used 500k tuples per tree). Fixed: the first buffer's "
-        "grown tree is the template for ever. Rebuild: a buffer with more than 5% of its leaves overflowed "
+        "grown tree is the template for ever. Rebuild: the first buffer starts from a template of one leaf (and counts "
+        "here). A buffer with more than 5% of its leaves overflowed "
         "(or more than 5% of its entries in overflow nodes) gets a template rebuilt from its own keys at 70% "
         "fill for the next buffer; and within a buffer, once the template's overflowed share passes 5% beyond "
         "what its sample implies when full (keys repeated past a leaf), it is rebuilt at once from the keys so far, its leaves sized for the whole buffer "

@@ -199,7 +199,8 @@ class StreamIndex:
       internal node sizes;
     - ``template`` (``"rebuild"``): how buffers are indexed: ``"none"``
       grows a B+ tree per buffer; ``"fixed"`` reuses the first buffer's
-      tree as a template; ``"rebuild"`` also rebuilds the template when
+      tree as a template; ``"rebuild"`` starts from a template of one leaf
+      and rebuilds the template, within a buffer and between buffers, when
       more than ``rebuild_threshold`` (0.05) of its leaves overflowed;
     - ``fill`` (0.7): the leaf fill a rebuilt template aims at;
     - ``max_value_bytes`` (1M, at most half a buffer): the longest value;

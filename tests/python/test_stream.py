@@ -83,6 +83,7 @@ def test_writes_and_ranges_match_a_model(tmp_path, template):
                 old = rng.choice(model.records)
                 index.delete(old[0], old[1])
                 model.delete(old[0], old[1])
+    index.settle()
     assert index.stats()["segments"] >= 3, "the test should cross several flushed segments"
     assert_same(index.range(0, 2**64 - 1), model.range(0, 2**64 - 1))
     for _ in range(40):
@@ -301,6 +302,7 @@ def test_stats_name_every_counter(tmp_path):
     with spillway.StreamIndex(tmp_path, buffer_bytes="64K", template="fixed", sync=False) as index:
         index.append_batch(numpy.arange(10_000, dtype=numpy.uint64), numpy.arange(10_000, dtype=numpy.uint64), numpy.ones(10_000))
         index.range(100, 200)
+        index.settle()
         stats = index.stats()
     overflow_fields = {"leaves", "overflowed", "overflowed_leaves", "overflowed_share", "entries", "overflow_entries"}
     assert set(stats) == {

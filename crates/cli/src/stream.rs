@@ -83,7 +83,7 @@ enum TemplateArg {
     None,
     /// The first buffer's tree is the template of every later one.
     Fixed,
-    /// As fixed, rebuilt from the last buffer's keys when too many leaves overflowed.
+    /// A template from the keys seen (from one leaf at the start), rebuilt when too many leaves overflow.
     Rebuild,
 }
 

@@ -1,5 +1,6 @@
 //! An ordinary in-memory B+ tree with node splits: the first buffer of a
-//! stream grows one to make the template (see [`crate::template`]), and a
+//! stream under the seed's fixed template policy grows one to make the
+//! template (see [`crate::template`]), and a
 //! tree rebuilt for every buffer is the baseline the template is measured
 //! against.
 //!

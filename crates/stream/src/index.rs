@@ -467,9 +467,11 @@ pub struct StreamStats {
     pub writes: u64,
     /// The next sequence number.
     pub next_seq: u64,
-    /// Records in the active buffer (writes, before newest-wins).
+    /// Records in buffers, not yet in segments (writes, before
+    /// newest-wins): the active buffer's, and a full one's whose segment
+    /// is being written.
     pub buffer_records: u64,
-    /// Bytes the active buffer counts against `buffer_bytes`.
+    /// Bytes those buffers count against `buffer_bytes`.
     pub buffer_bytes: u64,
     /// Segments.
     pub segments: u64,
@@ -484,7 +486,8 @@ pub struct StreamStats {
     /// and any wait for the flusher to finish the buffer before (the
     /// stall when writes outrun segment writing).
     pub flush_pause_seconds: f64,
-    /// Templates made (the first from a grown tree, then rebuilds).
+    /// Templates made: the first from a grown tree (`Fixed`), then
+    /// rebuilds, within buffers too.
     pub templates: u64,
     /// Leaves of the active buffer's template (0 without one).
     pub template_leaves: u64,
@@ -1414,10 +1417,11 @@ impl StreamIndex {
     pub fn stats(&self) -> StreamStats {
         let view = self.snapshot();
         let durable = lock(&self.shared.durable);
-        let (buffer_records, buffer_bytes) = {
-            let data = lock(&view.active.data);
-            (data.len() as u64, data.bytes() as u64)
-        };
+        let active_records = lock(&view.active.data).len() as u64;
+        let (buffer_records, buffer_bytes) = view.buffers().fold((0, 0), |(records, bytes), buffer| {
+            let data = lock(&buffer.data);
+            (records + data.len() as u64, bytes + data.bytes() as u64)
+        });
         let counter = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let tier_counter = |which: fn(&TierCounters) -> &AtomicU64| {
             self.shared
@@ -1427,7 +1431,7 @@ impl StreamIndex {
         };
         StreamStats {
             writes: counter(&self.shared.counters.writes),
-            next_seq: view.active.first_seq + buffer_records,
+            next_seq: view.active.first_seq + active_records,
             buffer_records,
             buffer_bytes,
             segments: view.segments.len() as u64,

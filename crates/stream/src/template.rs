@@ -1,9 +1,10 @@
 //! The template B+ tree (seed 004 ch. 3): internal nodes fixed, leaves
 //! filled in place, overflow chains instead of splits.
 //!
-//! The first buffer of a stream grows an ordinary [`BPlusTree`]. When the
-//! buffer is flushed, that tree's internal nodes are kept as the template:
-//! a complete plan of which leaf holds which keys. Later buffers descend the
+//! In the seed, the first buffer of a stream grows an ordinary
+//! [`BPlusTree`]. When the buffer is flushed, that tree's internal nodes
+//! are kept as the template: a complete plan of which leaf holds which
+//! keys. Later buffers descend the
 //! template read-only and append to the leaf whose range holds the key;
 //! a full leaf is "stretched" by chaining an overflow node to it, so no
 //! insert ever changes an internal node. That is why several threads can
@@ -22,7 +23,8 @@
 //! get a template that fits it again; and [`TemplateTree::rebuilt`] does
 //! the same within a buffer, from the keys it holds so far, when
 //! [`TemplateTree::is_stretched`] says too much of it has overflowed,
-//! cutting again only the leaves that would overflow.
+//! cutting again only the leaves that would overflow; so a stream can
+//! start from [`TemplateTree::single_leaf`], with no grown tree at all.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
