@@ -37,3 +37,14 @@ pub(crate) fn entry(key: u64, location: u64) -> Entry {
         location,
     }
 }
+
+/// A xorshift64 generator seeded with `state` (not 0), for tests.
+#[cfg(test)]
+pub(crate) fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}

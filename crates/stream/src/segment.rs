@@ -851,13 +851,7 @@ mod tests {
         let mut resealed = original.clone();
         reseal(&mut resealed);
         assert_eq!(resealed, original, "resealing a good segment changes nothing");
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::entry::xorshift(0x9e37_79b9_7f4a_7c15);
         let mut refused = 0;
         for _ in 0..3000 {
             let mut bytes = original.clone();

@@ -99,8 +99,7 @@ impl Routing {
 /// How many of `sorted` (ascending, a node's separators) are at most
 /// `key`: how many blocks of 8 end at most at `key`, counted over the
 /// blocks' last keys, then how many keys of the next block are. Each count
-/// is branch-free and its loads independent, where a binary search waits
-/// on each load before it can make the next.
+/// is branch-free and its loads independent of each other.
 #[inline]
 fn count_at_most(sorted: &[u64], key: u64) -> usize {
     const BLOCK: usize = 8;
@@ -845,13 +844,7 @@ mod tests {
 
     #[test]
     fn the_packed_routing_finds_the_leaf_a_search_of_the_lows_finds() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::entry::xorshift(0x9e37_79b9_7f4a_7c15);
         for sorted_len in 0..70 {
             let mut sorted: Vec<u64> = (0..sorted_len).map(|_| next() % 1_000).collect();
             sorted.sort_unstable();
