@@ -10,6 +10,8 @@
 //! - [`codec`]: block compression (none, LZ4, Snappy, zstd).
 //! - [`memory`]: huge-page hints for large data buffers.
 //! - [`limits`]: the bounds every decoder checks before it allocates.
+//! - [`log`]: logs of checksummed frames (write-ahead logs, manifests), with
+//!   group commit and torn-tail detection.
 //! - [`stats`]: counters and latency histograms.
 //! - [`threads`]: the worker-thread count convention (0 = every core).
 //! - [`io_accounting`]: this process's bytes read and written, from `/proc/self/io`.
@@ -24,6 +26,7 @@ pub mod fs;
 pub mod hash;
 pub mod io_accounting;
 pub mod limits;
+pub mod log;
 pub mod memory;
 pub mod stats;
 pub mod threads;
@@ -32,7 +35,7 @@ pub mod varint;
 pub use checksum::{block_crc, crc32c, verify_block, BlockChecksum};
 pub use codec::Codec;
 pub use error::{Error, ErrorKind, IoContext, Poison, Result};
-pub use fs::{Fs, FsFile, OpenOptions, RealFs, SimFs};
+pub use fs::{DirectoryLock, Fs, FsFile, OpenOptions, RealFs, SimFs};
 pub use hash::{hash64, Hash64};
 pub use io_accounting::IoCounters;
 pub use limits::Limits;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use spillway_core::{ensure, Error, Fs, Poison, RealFs, Result};
+use spillway_core::{ensure, DirectoryLock, Error, Fs, Poison, RealFs, Result};
 
 use crate::batch::{Batch, Op};
 use crate::bptree::BPlusTree;
@@ -594,7 +594,7 @@ pub struct StreamIndex {
     read_only: bool,
     /// The directory's `LOCK` file, locked while the store is open (real
     /// file system only).
-    lock: Option<std::fs::File>,
+    lock: Option<DirectoryLock>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -614,7 +614,7 @@ impl StreamIndex {
         let dir = path.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|error| Error::io(format!("creating {}", dir.display()), error))?;
-        let lock = lock_directory(dir, false)?;
+        let lock = DirectoryLock::acquire(dir, false, "the stream index")?;
         let mut index = Self::open_on(Arc::new(RealFs::new()), dir, options)?;
         index.lock = lock;
         Ok(index)
@@ -626,7 +626,7 @@ impl StreamIndex {
     /// and other read-only openers may share it, a writer may not.
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<StreamIndex> {
         let dir = path.as_ref();
-        let lock = lock_directory(dir, true)?;
+        let lock = DirectoryLock::acquire(dir, true, "the stream index")?;
         let mut index = Self::open_with(Arc::new(RealFs::new()), dir, options, true)?;
         index.lock = lock;
         Ok(index)
@@ -1674,43 +1674,6 @@ fn sort_records(records: Records) -> Records {
         sorted.push_from(&records, i as usize);
     }
     sorted
-}
-
-/// Locks `dir/LOCK` (shared for a reader, exclusive for a writer) so that
-/// two processes never write one store, nor read it while it is written.
-fn lock_directory(dir: &Path, shared: bool) -> Result<Option<std::fs::File>> {
-    let path = dir.join("LOCK");
-    let file = if shared {
-        match std::fs::File::open(&path) {
-            Ok(file) => file,
-            // A store made before locks existed, or a read-only directory.
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(Error::io(format!("opening {}", path.display()), error)),
-        }
-    } else {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|error| Error::io(format!("creating {}", path.display()), error))?
-    };
-    let locked = if shared {
-        file.try_lock_shared()
-    } else {
-        file.try_lock()
-    };
-    match locked {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidArgument(format!(
-            "the stream index in {} is open in another process{}",
-            dir.display(),
-            if shared { " for writing" } else { "" }
-        ))),
-        Err(std::fs::TryLockError::Error(error)) => {
-            Err(Error::io(format!("locking {}", path.display()), error))
-        }
-    }
 }
 
 #[cfg(test)]

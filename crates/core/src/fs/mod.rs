@@ -45,10 +45,12 @@
 //! keeps the operating system's error number ([`Error::raw_os_error`]).
 
 mod direct_writer;
+mod lock;
 mod real;
 mod sim;
 
 pub use direct_writer::{start_for_offset, DirectWriter};
+pub use lock::DirectoryLock;
 
 pub use real::RealFs;
 pub use sim::{

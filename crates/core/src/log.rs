@@ -1,0 +1,267 @@
+//! Logs of checksummed frames: the framing shared by write-ahead logs and
+//! manifests.
+//!
+//! ```text
+//! frame = payload length u32 LE | block_crc(log number, frame offset, payload) u32 LE | payload
+//! ```
+//!
+//! A log is only ever appended to. A crash can leave its last frame torn
+//! (cut short, or with bytes that never reached the disk); that frame was
+//! never acknowledged, so [`read_log`] ends the log before it. A bad frame
+//! with more log after it cannot come from a torn append and is reported as
+//! corruption.
+//!
+//! Group commit: writers append under their own lock and then call
+//! [`LogSync::sync_to`] outside it; one `fdatasync` covers every frame
+//! written when it starts, so writers that wait together share it.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::{block_crc, Error, Fs, FsFile, Result};
+
+/// Bytes before each frame's payload.
+pub const FRAME_HEADER_BYTES: usize = 8;
+
+/// An open log being appended to (by one writer at a time).
+#[derive(Debug)]
+pub struct LogWriter {
+    shared: Arc<LogSync>,
+    number: u64,
+    /// The end of what was written; the next frame goes there.
+    written: u64,
+    frame: Vec<u8>,
+}
+
+/// The part of a log that syncs, shared so writers wait for the disk
+/// outside the lock they append under.
+#[derive(Debug)]
+pub struct LogSync {
+    file: Box<dyn FsFile>,
+    written: AtomicU64,
+    /// The end of what a sync made durable.
+    synced: Mutex<u64>,
+}
+
+impl LogWriter {
+    /// Creates (or truncates) the log at `path`, numbered `number` for its
+    /// checksums. The caller makes the name durable (syncs the directory).
+    pub fn create(fs: &dyn Fs, path: &Path, number: u64) -> Result<LogWriter> {
+        Ok(Self::at_end(fs.create_or_truncate(path)?, number, 0))
+    }
+
+    /// A writer that appends to `file` (log `number`) from `end`, the end
+    /// of its valid frames as [`read_log`] returned it; anything after
+    /// `end` (a torn frame) is cut off first.
+    pub fn reopen(file: Box<dyn FsFile>, number: u64, end: u64) -> Result<LogWriter> {
+        if file.len()? != end {
+            file.set_len(end)?;
+            file.sync_data()?;
+        }
+        Ok(Self::at_end(file, number, end))
+    }
+
+    fn at_end(file: Box<dyn FsFile>, number: u64, end: u64) -> LogWriter {
+        LogWriter {
+            shared: Arc::new(LogSync {
+                file,
+                written: AtomicU64::new(end),
+                synced: Mutex::new(end),
+            }),
+            number,
+            written: end,
+            frame: Vec::new(),
+        }
+    }
+
+    /// Appends one frame whose payload `encode` writes into the (empty)
+    /// buffer it is given; returns the log's end after it, for
+    /// [`LogSync::sync_to`]. The buffer is kept, so appends allocate only
+    /// while frames grow.
+    pub fn append_with(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<u64> {
+        let frame = &mut self.frame;
+        frame.clear();
+        frame.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+        encode(frame);
+        let payload_len = u32::try_from(frame.len() - FRAME_HEADER_BYTES).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "a log frame of {} bytes is larger than 4 GiB",
+                frame.len()
+            ))
+        })?;
+        let crc = block_crc(self.number, self.written, &frame[FRAME_HEADER_BYTES..]);
+        frame[..4].copy_from_slice(&payload_len.to_le_bytes());
+        frame[4..8].copy_from_slice(&crc.to_le_bytes());
+        self.shared.file.write_at(frame, self.written)?;
+        self.written += frame.len() as u64;
+        self.shared.written.store(self.written, Ordering::Release);
+        Ok(self.written)
+    }
+
+    /// Appends one frame holding `payload`.
+    pub fn append(&mut self, payload: &[u8]) -> Result<u64> {
+        self.append_with(|frame| frame.extend_from_slice(payload))
+    }
+
+    /// Bytes written.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The log's number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The handle that syncs the log.
+    pub fn sync(&self) -> &Arc<LogSync> {
+        &self.shared
+    }
+
+    /// Makes everything written durable.
+    pub fn sync_all(&self) -> Result<()> {
+        self.shared.sync_to(self.written)
+    }
+}
+
+impl LogSync {
+    /// Makes the log durable at least up to `end`. Writers waiting for
+    /// the same sync share it (group commit): one fsync covers everything
+    /// written when it starts.
+    pub fn sync_to(&self, end: u64) -> Result<()> {
+        let mut synced = self.synced.lock().unwrap_or_else(PoisonError::into_inner);
+        if *synced >= end {
+            return Ok(());
+        }
+        let covered = self.written.load(Ordering::Acquire);
+        self.file.sync_data()?;
+        *synced = covered;
+        Ok(())
+    }
+
+    /// Whether everything written is durable.
+    pub fn is_synced(&self) -> bool {
+        let synced = *self.synced.lock().unwrap_or_else(PoisonError::into_inner);
+        synced >= self.written.load(Ordering::Acquire)
+    }
+}
+
+/// Reads log `number` at `path` whole and calls `visit` with each frame's
+/// offset and payload, in order. Returns the end of the last valid frame:
+/// the log's length, or less when its last frame is torn.
+///
+/// A frame that fails its checksum or is cut short is the torn end only if
+/// nothing follows it; otherwise the log is corrupt, and the error names
+/// the file and the frame's offset. An error from `visit` ends the read.
+pub fn read_log(
+    fs: &dyn Fs,
+    path: &Path,
+    number: u64,
+    mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<u64> {
+    let file = fs.open_read(path)?;
+    let len = file.len()? as usize;
+    let mut bytes = Vec::with_capacity(len);
+    file.read_exact_append(&mut bytes, len, 0)?;
+    read_frames(path, number, &bytes, &mut visit)
+}
+
+/// [`read_log`] over bytes already in memory (`path` names them in errors).
+pub fn read_frames(
+    path: &Path,
+    number: u64,
+    bytes: &[u8],
+    mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<u64> {
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let torn_or_corrupt = |what: &str, frame_end: usize| -> Result<u64> {
+            if frame_end >= bytes.len() {
+                // The last frame, never acknowledged: its write was torn.
+                Ok(at as u64)
+            } else {
+                Err(Error::corruption(path, at as u64, format!("log frame: {what}")))
+            }
+        };
+        let Some(header) = bytes.get(at..at + FRAME_HEADER_BYTES) else {
+            return torn_or_corrupt("truncated header", bytes.len());
+        };
+        let payload_len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
+        let end = at + FRAME_HEADER_BYTES + payload_len;
+        let Some(payload) = bytes.get(at + FRAME_HEADER_BYTES..end) else {
+            return torn_or_corrupt("truncated payload", bytes.len());
+        };
+        if block_crc(number, at as u64, payload) != crc {
+            return torn_or_corrupt("checksum mismatch", end);
+        }
+        visit(at as u64, payload)?;
+        at = end;
+    }
+    Ok(at as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ErrorKind, SimFs};
+
+    fn frames_of(fs: &SimFs, path: &Path, number: u64) -> Result<(Vec<Vec<u8>>, u64)> {
+        let mut frames = Vec::new();
+        let end = read_log(fs, path, number, |_, payload| {
+            frames.push(payload.to_vec());
+            Ok(())
+        })?;
+        Ok((frames, end))
+    }
+
+    #[test]
+    fn frames_round_trip_and_a_torn_tail_ends_the_log() {
+        let fs = SimFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let path = Path::new("/d/000001.log");
+        let mut log = LogWriter::create(&fs, path, 1).unwrap();
+        let first = log.append(b"one").unwrap();
+        log.append_with(|frame| frame.extend_from_slice(b"two!")).unwrap();
+        log.sync_all().unwrap();
+        assert!(log.sync().is_synced());
+        let (frames, end) = frames_of(&fs, path, 1).unwrap();
+        assert_eq!(frames, vec![b"one".to_vec(), b"two!".to_vec()]);
+        assert_eq!(end, log.written());
+
+        // Cut the last frame short: the log ends after the first.
+        let file = fs.open_read_write(path).unwrap();
+        file.set_len(end - 1).unwrap();
+        let (frames, valid) = frames_of(&fs, path, 1).unwrap();
+        assert_eq!((frames.len(), valid), (1, first));
+
+        // A writer reopened at the valid end cuts the torn bytes and goes on.
+        let mut log = LogWriter::reopen(file, 1, valid).unwrap();
+        log.append(b"three").unwrap();
+        let (frames, _) = frames_of(&fs, path, 1).unwrap();
+        assert_eq!(frames, vec![b"one".to_vec(), b"three".to_vec()]);
+    }
+
+    #[test]
+    fn a_bad_frame_before_the_end_is_corruption_and_the_number_is_checked() {
+        let fs = SimFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let path = Path::new("/d/000002.log");
+        let mut log = LogWriter::create(&fs, path, 2).unwrap();
+        log.append(b"alpha").unwrap();
+        log.append(b"beta").unwrap();
+        let file = fs.open_read_write(path).unwrap();
+        file.write_at(b"A", FRAME_HEADER_BYTES as u64).unwrap();
+        let error = frames_of(&fs, path, 2).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Corruption);
+        assert!(error.to_string().contains("at offset 0"), "{error}");
+
+        let mut log = LogWriter::create(&fs, path, 2).unwrap();
+        log.append(b"alpha").unwrap();
+        log.append(b"beta").unwrap();
+        // Read as another log number, every frame fails its checksum.
+        let error = frames_of(&fs, path, 3).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Corruption);
+    }
+}
