@@ -1,0 +1,159 @@
+//! Write batches: several writes applied, logged and recovered together,
+//! all or none.
+
+use spillway_core::{hash64, DecodeError, Hash64};
+
+use crate::record::{self, Kind, RecordRef};
+
+/// Writes to apply at once. Keys are hashed as they are added, outside
+/// the store's locks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    /// Records without their hashes ([`record::encode_body`]), in order.
+    data: Vec<u8>,
+    hashes: Vec<Hash64>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push(&mut self, kind: Kind, key: &[u8], value: &[u8]) {
+        record::encode_body(kind, key, value, &mut self.data);
+        self.hashes.push(hash64(key));
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.push(Kind::Put, key, value);
+        self
+    }
+
+    /// Removes `key`.
+    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.push(Kind::Delete, key, b"");
+        self
+    }
+
+    /// Folds `operand` into `key`'s value with the store's merge operator.
+    pub fn merge(&mut self, key: &[u8], operand: &[u8]) -> &mut Self {
+        self.push(Kind::Merge, key, operand);
+        self
+    }
+
+    /// Writes in the batch.
+    pub fn len(&self) -> usize {
+        self.hashes.len()
+    }
+
+    /// Whether the batch holds no write.
+    pub fn is_empty(&self) -> bool {
+        self.hashes.is_empty()
+    }
+
+    /// Bytes of the batch's records.
+    pub fn data_bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Empties the batch, keeping its memory.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.hashes.clear();
+    }
+
+    /// The writes, in order.
+    pub fn iter(&self) -> BatchIter<'_> {
+        BatchIter {
+            data: &self.data,
+            hashes: &self.hashes,
+            at: 0,
+            index: 0,
+        }
+    }
+
+    /// The records' stored form (what the log holds).
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// A batch of `count` records read back from their stored form, hashes
+    /// computed again.
+    pub(crate) fn decode(data: &[u8], count: usize) -> Result<WriteBatch, DecodeError> {
+        let mut batch = WriteBatch {
+            data: data.to_vec(),
+            hashes: Vec::with_capacity(count.min(data.len())),
+        };
+        let mut at = 0;
+        while at < data.len() {
+            let ((_, key, _), used) = record::decode_body(&data[at..])?;
+            batch.hashes.push(hash64(key));
+            at += used;
+        }
+        if batch.hashes.len() != count {
+            return Err(DecodeError::new(format!(
+                "batch holds {} records, its header says {count}",
+                batch.hashes.len()
+            )));
+        }
+        Ok(batch)
+    }
+}
+
+/// The writes of a [`WriteBatch`], in order.
+#[derive(Debug)]
+pub struct BatchIter<'a> {
+    data: &'a [u8],
+    hashes: &'a [Hash64],
+    at: usize,
+    index: usize,
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    type Item = RecordRef<'a>;
+
+    fn next(&mut self) -> Option<RecordRef<'a>> {
+        let hash = *self.hashes.get(self.index)?;
+        let ((kind, key, value), used) =
+            record::decode_body(&self.data[self.at..]).expect("a batch holds the records it was given");
+        self.at += used;
+        self.index += 1;
+        Some(RecordRef {
+            hash,
+            kind,
+            key,
+            value,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_keeps_its_writes_in_order_and_decodes_back() {
+        let mut batch = WriteBatch::new();
+        batch.put(b"a", b"1").delete(b"b").merge(b"c", b"+2");
+        let writes: Vec<(Kind, Vec<u8>, Vec<u8>)> = batch
+            .iter()
+            .map(|record| (record.kind, record.key.to_vec(), record.value.to_vec()))
+            .collect();
+        assert_eq!(
+            writes,
+            vec![
+                (Kind::Put, b"a".to_vec(), b"1".to_vec()),
+                (Kind::Delete, b"b".to_vec(), Vec::new()),
+                (Kind::Merge, b"c".to_vec(), b"+2".to_vec()),
+            ]
+        );
+        assert_eq!(batch.iter().next().unwrap().hash, hash64(b"a"));
+        assert_eq!(WriteBatch::decode(batch.data(), 3).unwrap(), batch);
+        assert!(WriteBatch::decode(batch.data(), 2).is_err());
+        assert!(WriteBatch::decode(&batch.data()[..batch.data().len() - 1], 3).is_err());
+        batch.clear();
+        assert!(batch.is_empty());
+    }
+}

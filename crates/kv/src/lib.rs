@@ -1,0 +1,27 @@
+//! The WB Tree (seeds 000 ch. III and VI, 001): a durable, write-optimized,
+//! hash-ordered key-value store that replaces an LSM tree's compactions
+//! with spills and splits, and in merge mode aggregates more keys than fit
+//! in memory while staying queryable.
+//!
+//! The formats, invariants, recovery and costs are in the crate's DESIGN.md.
+
+mod batch;
+mod bloom;
+mod cache;
+mod collapse;
+mod kmv;
+mod list;
+mod manifest;
+mod merge;
+mod options;
+mod record;
+mod root;
+mod spill;
+mod split;
+mod tree;
+mod wal;
+
+pub use batch::WriteBatch;
+pub use merge::{AggregateMerge, MergeOperator};
+pub use options::{Options, SyncMode};
+pub use record::Kind;

@@ -1,0 +1,809 @@
+//! List files: a non-root node's hash-sorted lists (seed 001 §3.1), one
+//! file per list, with the indexes a GET needs written into the file so
+//! that opening a store reads them, never the records.
+//!
+//! ```text
+//! file    = block* | filter section | index section | sketch section | footer
+//! block   = payload length u32 LE | records | crc u32 LE | zeros to a multiple of block_bytes
+//!           crc = block_crc(file number, block offset, payload length ‖ records)
+//! section = bytes | block_crc(file number, section offset, bytes) u32 LE
+//!   filter: the Bloom filter (bloom.rs)
+//!   index:  per block: first hash u64 LE | first page u32 LE (bit 31: the block starts
+//!           with the hash the previous block ends with)
+//!   sketch: the KMV sketch (kmv.rs)
+//! footer  = magic "SPWLIST1" | version u32 | block_bytes u32 | records u64 | blocks u32 |
+//!           index offset u64 | sketch offset u64 | filter offset u64 (= end of the blocks) |
+//!           lowest hash u64 | highest hash u64 | crc u32 (block_crc(file number, footer offset, ...))
+//! ```
+//!
+//! Records are sorted by (hash, key), at most one per key. A block holds
+//! whole records; a record longer than a block gets a block of its own,
+//! as many pages long as it needs. The first-hash index (seed 001 §3.4.2)
+//! finds the one block that can hold a hash; the flag marks blocks that
+//! continue a run of equal hashes (colliding keys), so a lookup knows to
+//! start one block earlier.
+//!
+//! A node refers to a list through a [`ListRef`]: a file, a run of its
+//! blocks and a hash range. A fast split gives two leaves refs to the same
+//! file with disjoint ranges; the blocks at the cut are shared and readers
+//! skip the records outside their range.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use spillway_core::{bail, block_crc, Error, Fs, FsFile, Hash64, Result};
+
+use crate::bloom::Bloom;
+use crate::cache::FileCache;
+use crate::collapse::Source;
+use crate::kmv::{Sketch, SKETCH_ENTRIES};
+use crate::record::{self, Kind, RecordRef};
+
+/// A list file's number (its name; mixed into its checksums).
+pub type FileNumber = u64;
+
+const MAGIC: &[u8; 8] = b"SPWLIST1";
+const VERSION: u32 = 1;
+/// Bytes of the footer at the end of every list file.
+pub const FOOTER_BYTES: usize = 72;
+const BLOCK_HEADER_BYTES: usize = 4;
+const BLOCK_TRAILER_BYTES: usize = 4;
+const INDEX_ENTRY_BYTES: usize = 12;
+/// Bit 31 of an index entry's page: the block continues a run of equal hashes.
+const CONTINUES: u32 = 1 << 31;
+/// Bytes a writer gathers before it writes them.
+const WRITE_CHUNK_BYTES: usize = 1 << 20;
+/// Bytes a cursor reads at once.
+const READ_CHUNK_BYTES: usize = 256 << 10;
+
+/// The file name of list `number`.
+pub fn file_name(number: FileNumber) -> String {
+    format!("{number:06}.list")
+}
+
+/// The number a list file name stands for.
+pub fn parse_name(name: &str) -> Option<FileNumber> {
+    name.strip_suffix(".list")?.parse().ok()
+}
+
+/// Writes one list file, records in (hash, key) order.
+#[derive(Debug)]
+pub struct ListWriter {
+    file: Box<dyn FsFile>,
+    path: PathBuf,
+    number: FileNumber,
+    block_bytes: usize,
+    bits_per_key: u32,
+    /// Bytes not yet written; they start at file offset `flushed`.
+    out: Vec<u8>,
+    flushed: u64,
+    /// Where the open block starts in `out`, if one is open.
+    block_start: Option<usize>,
+    first_hashes: Vec<Hash64>,
+    pages: Vec<u32>,
+    /// Every record's hash, for the filter and the sketch.
+    hashes: Vec<Hash64>,
+}
+
+impl ListWriter {
+    /// Creates list `number` in `dir`.
+    pub fn create(
+        fs: &dyn Fs,
+        dir: &Path,
+        number: FileNumber,
+        block_bytes: u32,
+        bits_per_key: u32,
+    ) -> Result<Self> {
+        let path = dir.join(file_name(number));
+        let file = fs.create_or_truncate(&path)?;
+        Ok(ListWriter {
+            file,
+            path,
+            number,
+            block_bytes: block_bytes as usize,
+            bits_per_key,
+            out: Vec::with_capacity(WRITE_CHUNK_BYTES + block_bytes as usize),
+            flushed: 0,
+            block_start: None,
+            first_hashes: Vec::new(),
+            pages: Vec::new(),
+            hashes: Vec::new(),
+        })
+    }
+
+    /// Records written so far.
+    pub fn records(&self) -> u64 {
+        self.hashes.len() as u64
+    }
+
+    /// Bytes written so far (blocks only).
+    pub fn bytes(&self) -> u64 {
+        self.flushed + self.out.len() as u64
+    }
+
+    /// Appends `record`, which must follow the previous one in (hash, key)
+    /// order (checked in debug builds by the callers' merges).
+    pub fn add(&mut self, record: &RecordRef<'_>) -> Result<()> {
+        let len = record.encoded_len();
+        if let Some(start) = self.block_start {
+            if self.out.len() - start + len + BLOCK_TRAILER_BYTES > self.block_bytes {
+                self.finish_block()?;
+            }
+        }
+        if self.block_start.is_none() {
+            let offset = self.bytes();
+            debug_assert_eq!(offset % self.block_bytes as u64, 0);
+            let page = offset / self.block_bytes as u64;
+            let page = u32::try_from(page).ok().filter(|page| page & CONTINUES == 0);
+            let Some(mut page) = page else {
+                bail!(
+                    ResourcesExhausted,
+                    "list {} passed 2^31 blocks",
+                    self.path.display()
+                );
+            };
+            if self.hashes.last() == Some(&record.hash) {
+                page |= CONTINUES;
+            }
+            self.first_hashes.push(record.hash);
+            self.pages.push(page);
+            self.block_start = Some(self.out.len());
+            self.out.extend_from_slice(&[0; BLOCK_HEADER_BYTES]);
+        }
+        record::encode(record, &mut self.out);
+        self.hashes.push(record.hash);
+        let start = self.block_start.expect("a block is open");
+        if self.out.len() - start + BLOCK_TRAILER_BYTES > self.block_bytes {
+            // A record longer than a block: its block holds it alone.
+            self.finish_block()?;
+        }
+        Ok(())
+    }
+
+    fn finish_block(&mut self) -> Result<()> {
+        let Some(start) = self.block_start.take() else {
+            return Ok(());
+        };
+        let payload_len = (self.out.len() - start - BLOCK_HEADER_BYTES) as u32;
+        self.out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
+        let offset = self.flushed + start as u64;
+        let crc = block_crc(self.number, offset, &self.out[start..]);
+        self.out.extend_from_slice(&crc.to_le_bytes());
+        let block_len = (self.out.len() - start).next_multiple_of(self.block_bytes);
+        self.out.resize(start + block_len, 0);
+        if self.out.len() >= WRITE_CHUNK_BYTES {
+            self.file.write_at(&self.out, self.flushed)?;
+            self.flushed += self.out.len() as u64;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    /// Writes the sections and the footer and syncs the file; returns the
+    /// list as readers see it. The caller syncs the directory.
+    pub fn finish(mut self) -> Result<Arc<ListFile>> {
+        self.finish_block()?;
+        ensure_records(&self)?;
+        let filter_offset = self.bytes();
+        let bloom = Bloom::build(&self.hashes, self.bits_per_key);
+        let sketch = Sketch::build(&self.hashes, SKETCH_ENTRIES);
+        let start = self.out.len();
+        bloom.encode(&mut self.out);
+        seal_section(self.number, self.flushed, start, &mut self.out);
+        let index_offset = self.bytes();
+        let start = self.out.len();
+        for (hash, page) in self.first_hashes.iter().zip(&self.pages) {
+            self.out.extend_from_slice(&hash.to_le_bytes());
+            self.out.extend_from_slice(&page.to_le_bytes());
+        }
+        seal_section(self.number, self.flushed, start, &mut self.out);
+        let sketch_offset = self.bytes();
+        let start = self.out.len();
+        sketch.encode(&mut self.out);
+        seal_section(self.number, self.flushed, start, &mut self.out);
+        let footer = Footer {
+            block_bytes: self.block_bytes as u32,
+            records: self.hashes.len() as u64,
+            blocks: self.first_hashes.len() as u32,
+            index_offset,
+            sketch_offset,
+            filter_offset,
+            lowest_hash: self.hashes[0],
+            highest_hash: *self.hashes.last().expect("a list has records"),
+        };
+        let footer_offset = self.bytes();
+        footer.encode(self.number, footer_offset, &mut self.out);
+        self.file.write_at(&self.out, self.flushed)?;
+        self.file.sync_data()?;
+        let file_bytes = footer_offset + FOOTER_BYTES as u64;
+        Ok(Arc::new(ListFile {
+            number: self.number,
+            path: self.path,
+            footer,
+            file_bytes,
+            first_hashes: self.first_hashes,
+            pages: self.pages,
+            bloom,
+            sketch,
+        }))
+    }
+}
+
+fn ensure_records(writer: &ListWriter) -> Result<()> {
+    if writer.hashes.is_empty() {
+        bail!(
+            Internal,
+            "list {} finished with no records",
+            writer.path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Appends the checksum of `out[start..]`, which will sit at file offset
+/// `flushed + start`.
+fn seal_section(number: FileNumber, flushed: u64, start: usize, out: &mut Vec<u8>) {
+    let crc = block_crc(number, flushed + start as u64, &out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Footer {
+    block_bytes: u32,
+    records: u64,
+    blocks: u32,
+    index_offset: u64,
+    sketch_offset: u64,
+    filter_offset: u64,
+    lowest_hash: Hash64,
+    highest_hash: Hash64,
+}
+
+impl Footer {
+    fn encode(&self, number: FileNumber, offset: u64, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&self.block_bytes.to_le_bytes());
+        out.extend_from_slice(&self.records.to_le_bytes());
+        out.extend_from_slice(&self.blocks.to_le_bytes());
+        for field in [
+            self.index_offset,
+            self.sketch_offset,
+            self.filter_offset,
+            self.lowest_hash,
+            self.highest_hash,
+        ] {
+            out.extend_from_slice(&field.to_le_bytes());
+        }
+        let crc = block_crc(number, offset, &out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(out.len() - start, FOOTER_BYTES);
+    }
+
+    fn decode(path: &Path, number: FileNumber, offset: u64, bytes: &[u8]) -> Result<Footer> {
+        let corrupt = |what: String| Error::corruption(path, offset, format!("list footer: {what}"));
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        if bytes.len() != FOOTER_BYTES || &bytes[..8] != MAGIC {
+            return Err(corrupt("not a list file (bad magic)".into()));
+        }
+        if block_crc(number, offset, &bytes[..FOOTER_BYTES - 4]) != u32_at(FOOTER_BYTES - 4) {
+            return Err(corrupt("checksum mismatch".into()));
+        }
+        let version = u32_at(8);
+        if version != VERSION {
+            return Err(corrupt(format!("version {version}, this build reads {VERSION}")));
+        }
+        let footer = Footer {
+            block_bytes: u32_at(12),
+            records: u64_at(16),
+            blocks: u32_at(24),
+            index_offset: u64_at(28),
+            sketch_offset: u64_at(36),
+            filter_offset: u64_at(44),
+            lowest_hash: u64_at(52),
+            highest_hash: u64_at(60),
+        };
+        let block_bytes = u64::from(footer.block_bytes);
+        let sections_in_order = footer.filter_offset <= footer.index_offset
+            && footer.index_offset <= footer.sketch_offset
+            && footer.sketch_offset <= offset;
+        if !block_bytes.is_power_of_two()
+            || block_bytes < 512
+            || !sections_in_order
+            || footer.filter_offset % block_bytes != 0
+            || footer.blocks == 0
+            || footer.records < u64::from(footer.blocks)
+            || footer.sketch_offset - footer.index_offset
+                != footer.blocks as u64 * INDEX_ENTRY_BYTES as u64 + 4
+            || footer.lowest_hash > footer.highest_hash
+        {
+            return Err(corrupt(format!("inconsistent fields {footer:?}")));
+        }
+        Ok(footer)
+    }
+}
+
+/// An open list file: its footer and the indexes a GET needs, in memory.
+pub struct ListFile {
+    number: FileNumber,
+    path: PathBuf,
+    footer: Footer,
+    file_bytes: u64,
+    first_hashes: Vec<Hash64>,
+    /// Each block's first page, with [`CONTINUES`].
+    pages: Vec<u32>,
+    bloom: Bloom,
+    sketch: Sketch,
+}
+
+impl fmt::Debug for ListFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListFile")
+            .field("number", &self.number)
+            .field("records", &self.footer.records)
+            .field("blocks", &self.footer.blocks)
+            .finish()
+    }
+}
+
+impl ListFile {
+    /// Opens list `number` in `dir`: reads its footer and sections (never
+    /// its blocks) and checks their checksums.
+    pub fn open(fs: &dyn Fs, dir: &Path, number: FileNumber) -> Result<Arc<ListFile>> {
+        let path = dir.join(file_name(number));
+        let file = fs.open_read(&path)?;
+        let file_bytes = file.len()?;
+        if file_bytes < FOOTER_BYTES as u64 {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!("list file of {file_bytes} bytes has no footer"),
+            ));
+        }
+        let footer_offset = file_bytes - FOOTER_BYTES as u64;
+        let mut bytes = vec![0; FOOTER_BYTES];
+        file.read_exact_at(&mut bytes, footer_offset)?;
+        let footer = Footer::decode(&path, number, footer_offset, &bytes)?;
+        let sections_len = (footer_offset - footer.filter_offset) as usize;
+        let mut sections = Vec::with_capacity(sections_len);
+        file.read_exact_append(&mut sections, sections_len, footer.filter_offset)?;
+        let section = |from: u64, to: u64| -> Result<&[u8]> {
+            let start = (from - footer.filter_offset) as usize;
+            let end = (to - footer.filter_offset) as usize;
+            let corrupt = |what: &str| Error::corruption(&path, from, format!("list section: {what}"));
+            if end < start + 4 {
+                return Err(corrupt("shorter than its checksum"));
+            }
+            let (body, crc) = sections[start..end].split_at(end - start - 4);
+            if block_crc(number, from, body) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+                return Err(corrupt("checksum mismatch"));
+            }
+            Ok(body)
+        };
+        let bloom = Bloom::decode(section(footer.filter_offset, footer.index_offset)?)
+            .map_err(|error| error.at(&path, footer.filter_offset))?;
+        let sketch = Sketch::decode(section(footer.sketch_offset, footer_offset)?)
+            .map_err(|error| error.at(&path, footer.sketch_offset))?;
+        let index = section(footer.index_offset, footer.sketch_offset)?;
+        let mut first_hashes = Vec::with_capacity(footer.blocks as usize);
+        let mut pages = Vec::with_capacity(footer.blocks as usize);
+        for entry in index.chunks_exact(INDEX_ENTRY_BYTES) {
+            first_hashes.push(u64::from_le_bytes(entry[..8].try_into().expect("8 bytes")));
+            pages.push(u32::from_le_bytes(entry[8..].try_into().expect("4 bytes")));
+        }
+        let list = ListFile {
+            number,
+            path,
+            footer,
+            file_bytes,
+            first_hashes,
+            pages,
+            bloom,
+            sketch,
+        };
+        list.check_index()?;
+        Ok(Arc::new(list))
+    }
+
+    /// The index must ascend in hashes and pages and stay within the blocks.
+    fn check_index(&self) -> Result<()> {
+        let pages_end = self.footer.filter_offset / u64::from(self.footer.block_bytes);
+        let mut previous: Option<(Hash64, u64)> = None;
+        for (i, (&hash, &page)) in self.first_hashes.iter().zip(&self.pages).enumerate() {
+            let first_page = u64::from(page & !CONTINUES);
+            let ordered = match previous {
+                None => first_page == 0 && page & CONTINUES == 0,
+                Some((previous_hash, previous_page)) => {
+                    hash >= previous_hash
+                        && first_page > previous_page
+                        && (page & CONTINUES == 0 || hash == previous_hash)
+                }
+            };
+            if !ordered
+                || first_page >= pages_end
+                || hash < self.footer.lowest_hash
+                || hash > self.footer.highest_hash
+            {
+                return Err(Error::corruption(
+                    &self.path,
+                    self.footer.index_offset + (i * INDEX_ENTRY_BYTES) as u64,
+                    format!("list index entry {i} (hash {hash:#x}, page {first_page}) out of order or range"),
+                ));
+            }
+            previous = Some((hash, first_page));
+        }
+        Ok(())
+    }
+
+    /// The file's number.
+    pub fn number(&self) -> FileNumber {
+        self.number
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records in the whole file.
+    pub fn records(&self) -> u64 {
+        self.footer.records
+    }
+
+    /// Blocks in the whole file.
+    pub fn blocks(&self) -> u32 {
+        self.footer.blocks
+    }
+
+    /// The file's size in bytes.
+    pub fn file_bytes(&self) -> u64 {
+        self.file_bytes
+    }
+
+    /// The lowest and highest hash in the file.
+    pub fn hash_range(&self) -> (Hash64, Hash64) {
+        (self.footer.lowest_hash, self.footer.highest_hash)
+    }
+
+    /// The KMV sketch of the file's keys.
+    pub fn sketch(&self) -> &Sketch {
+        &self.sketch
+    }
+
+    /// Bytes of memory the filter, the index and the sketch take: what
+    /// the store spends per key to answer GETs.
+    pub fn index_memory_bytes(&self) -> usize {
+        self.bloom.memory_bytes() + self.first_hashes.len() * INDEX_ENTRY_BYTES + self.sketch.memory_bytes()
+    }
+
+    /// Whether the file may hold a key with this hash.
+    #[inline]
+    pub fn may_contain(&self, hash: Hash64) -> bool {
+        self.bloom.may_contain(hash)
+    }
+
+    /// The first hash of each block.
+    pub fn first_hashes(&self) -> &[Hash64] {
+        &self.first_hashes
+    }
+
+    /// Where block `block` starts in the file.
+    pub fn block_offset(&self, block: u32) -> u64 {
+        match self.pages.get(block as usize) {
+            Some(page) => u64::from(page & !CONTINUES) * u64::from(self.footer.block_bytes),
+            None => self.footer.filter_offset,
+        }
+    }
+
+    /// Whether block `block` starts with the hash the previous block ends with.
+    fn continues(&self, block: u32) -> bool {
+        self.pages[block as usize] & CONTINUES != 0
+    }
+
+    /// The first block of `first..end` that can hold `hash`: the last
+    /// whose first hash is at most `hash`, moved back over blocks that
+    /// continue a run of `hash`. `None` when every block starts above it.
+    fn block_for(&self, hash: Hash64, first: u32, end: u32) -> Option<u32> {
+        let hashes = &self.first_hashes[first as usize..end as usize];
+        let at_most = hashes.partition_point(|&first_hash| first_hash <= hash);
+        let mut block = first + at_most.checked_sub(1)? as u32;
+        while block > first && self.continues(block) && self.first_hashes[block as usize] == hash {
+            block -= 1;
+        }
+        Some(block)
+    }
+
+    /// Reads block `block` into `buffer` (replacing its contents), checks
+    /// its checksum and returns its records' bytes within `buffer`.
+    fn read_block(
+        &self,
+        handle: &dyn FsFile,
+        block: u32,
+        buffer: &mut Vec<u8>,
+    ) -> Result<std::ops::Range<usize>> {
+        let offset = self.block_offset(block);
+        let len = (self.block_offset(block + 1) - offset) as usize;
+        buffer.clear();
+        handle.read_exact_append(buffer, len, offset)?;
+        self.check_block(buffer, 0, offset)
+    }
+
+    /// Checks the block at `bytes[start..]` (file offset `offset`); returns
+    /// the range of its records in `bytes`.
+    fn check_block(&self, bytes: &[u8], start: usize, offset: u64) -> Result<std::ops::Range<usize>> {
+        let corrupt = |what: String| Error::corruption(&self.path, offset, format!("list block: {what}"));
+        let header = bytes
+            .get(start..start + BLOCK_HEADER_BYTES)
+            .ok_or_else(|| corrupt("truncated".into()))?;
+        let payload_len = u32::from_le_bytes(header.try_into().expect("4 bytes")) as usize;
+        let end = start + BLOCK_HEADER_BYTES + payload_len;
+        let Some(crc) = bytes.get(end..end + BLOCK_TRAILER_BYTES) else {
+            return Err(corrupt(format!(
+                "payload of {payload_len} bytes runs past the block"
+            )));
+        };
+        let crc = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
+        if block_crc(self.number, offset, &bytes[start..end]) != crc {
+            return Err(corrupt("checksum mismatch".into()));
+        }
+        Ok(start + BLOCK_HEADER_BYTES..end)
+    }
+}
+
+/// A list as a node holds it: a run of a file's blocks, and the hash range
+/// of its records that belong to the node.
+#[derive(Debug, Clone)]
+pub struct ListRef {
+    /// The file.
+    pub file: Arc<ListFile>,
+    /// First block of the run.
+    pub first_block: u32,
+    /// One past the last block of the run.
+    pub end_block: u32,
+    /// Lowest hash that belongs to the node.
+    pub low: Hash64,
+    /// Highest hash that belongs to the node.
+    pub high: Hash64,
+}
+
+impl ListRef {
+    /// The whole of `file`.
+    pub fn whole(file: Arc<ListFile>) -> ListRef {
+        let (low, high) = file.hash_range();
+        let end_block = file.blocks();
+        ListRef {
+            file,
+            first_block: 0,
+            end_block,
+            low,
+            high,
+        }
+    }
+
+    /// Bytes of the run's blocks (what the list costs its node).
+    pub fn bytes(&self) -> u64 {
+        self.file.block_offset(self.end_block) - self.file.block_offset(self.first_block)
+    }
+
+    /// The records of the run, estimated from its share of the file's
+    /// blocks (exact for a whole file).
+    pub fn records(&self) -> u64 {
+        let file = &self.file;
+        if self.first_block == 0 && self.end_block == file.blocks() {
+            return file.records();
+        }
+        let share = self.bytes() as f64 / file.block_offset(file.blocks()).max(1) as f64;
+        ((file.records() as f64 * share).ceil() as u64).max(1)
+    }
+
+    /// The part of this list within `low..=high`, or `None` if no block of
+    /// it can hold such a hash.
+    pub fn narrow(&self, low: Hash64, high: Hash64) -> Option<ListRef> {
+        let low = low.max(self.low);
+        let high = high.min(self.high);
+        if low > high {
+            return None;
+        }
+        let file = &self.file;
+        let first = file
+            .block_for(low, self.first_block, self.end_block)
+            .unwrap_or(self.first_block);
+        let hashes = &file.first_hashes[first as usize..self.end_block as usize];
+        let end = first + hashes.partition_point(|&first_hash| first_hash <= high) as u32;
+        (end > first).then(|| ListRef {
+            file: self.file.clone(),
+            first_block: first,
+            end_block: end,
+            low,
+            high,
+        })
+    }
+
+    /// The run's first hash at or above which half its blocks start: a
+    /// fast split's separator (the median of the list, read from the
+    /// first-hash index without touching the disk). `None` if the run
+    /// cannot be cut so that both sides keep a hash.
+    pub fn median_hash(&self) -> Option<Hash64> {
+        let middle = (self.first_block + self.end_block) / 2;
+        let hash = self.file.first_hashes[middle as usize];
+        (hash > self.low && hash <= self.high).then_some(hash)
+    }
+
+    /// Calls `found` with the record of `key` (hash `hash`) in this list,
+    /// if it holds one. Returns how many blocks it read (0 when the filter
+    /// rules the list out).
+    pub fn get(
+        &self,
+        cache: &FileCache,
+        hash: Hash64,
+        key: &[u8],
+        buffer: &mut Vec<u8>,
+        mut found: impl FnMut(Kind, &[u8]),
+    ) -> Result<u32> {
+        if hash < self.low || hash > self.high || !self.file.may_contain(hash) {
+            return Ok(0);
+        }
+        let Some(mut block) = self.file.block_for(hash, self.first_block, self.end_block) else {
+            return Ok(0);
+        };
+        let handle = cache.handle(&self.file)?;
+        let mut reads = 0;
+        loop {
+            let records = self.file.read_block(handle.as_ref(), block, buffer)?;
+            reads += 1;
+            let offset = self.file.block_offset(block);
+            let mut at = records.start;
+            while at < records.end {
+                let (record, used) = record::decode(&buffer[at..records.end])
+                    .map_err(|error| error.at(self.file.path(), offset))?;
+                if record.hash > hash {
+                    return Ok(reads);
+                }
+                if record.hash == hash && record.key == key {
+                    found(record.kind, record.value);
+                    return Ok(reads);
+                }
+                at += used;
+            }
+            // The run of `hash` may go on in the next block.
+            block += 1;
+            if block >= self.end_block || self.file.first_hashes[block as usize] != hash {
+                return Ok(reads);
+            }
+        }
+    }
+
+    /// A cursor over the list's records in `low..=high`.
+    pub fn cursor(&self, cache: &FileCache) -> Result<ListCursor> {
+        Ok(ListCursor {
+            handle: cache.handle(&self.file)?,
+            list: self.clone(),
+            next_block: self.first_block,
+            chunk: Vec::new(),
+            blocks: Vec::new(),
+            block: 0,
+            at: 0,
+            current: None,
+        })
+    }
+}
+
+/// The position of the current record in a cursor's chunk.
+#[derive(Debug, Clone, Copy)]
+struct Current {
+    hash: Hash64,
+    kind: Kind,
+    key: (usize, usize),
+    value: (usize, usize),
+}
+
+/// Reads a list's records in order, a chunk of blocks at a time, checking
+/// each block's checksum; skips the records outside the list's range.
+pub struct ListCursor {
+    list: ListRef,
+    handle: Arc<dyn FsFile>,
+    next_block: u32,
+    chunk: Vec<u8>,
+    /// The records of each block in `chunk`, with the block's file offset.
+    blocks: Vec<(std::ops::Range<usize>, u64)>,
+    block: usize,
+    at: usize,
+    current: Option<Current>,
+}
+
+impl fmt::Debug for ListCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListCursor")
+            .field("file", &self.list.file.number)
+            .field("next_block", &self.next_block)
+            .finish()
+    }
+}
+
+impl Source for ListCursor {
+    #[inline]
+    fn record(&self) -> Option<RecordRef<'_>> {
+        self.current.map(|current| RecordRef {
+            hash: current.hash,
+            kind: current.kind,
+            key: &self.chunk[current.key.0..current.key.1],
+            value: &self.chunk[current.value.0..current.value.1],
+        })
+    }
+
+    /// Moves to the next record in range (the first, on a new cursor).
+    fn advance(&mut self) -> Result<()> {
+        loop {
+            if self.block < self.blocks.len() {
+                let (records, offset) = self.blocks[self.block].clone();
+                if self.at < records.end {
+                    let bytes = &self.chunk[self.at..records.end];
+                    let (record, used) =
+                        record::decode(bytes).map_err(|error| error.at(self.list.file.path(), offset))?;
+                    let start = self.at;
+                    let key_start = start + used - record.key.len() - record.value.len();
+                    let value_start = key_start + record.key.len();
+                    self.at += used;
+                    if record.hash < self.list.low {
+                        continue;
+                    }
+                    if record.hash > self.list.high {
+                        break;
+                    }
+                    self.current = Some(Current {
+                        hash: record.hash,
+                        kind: record.kind,
+                        key: (key_start, value_start),
+                        value: (value_start, start + used),
+                    });
+                    return Ok(());
+                }
+                self.block += 1;
+                if let Some((records, _)) = self.blocks.get(self.block) {
+                    self.at = records.start;
+                }
+                continue;
+            }
+            if self.next_block >= self.list.end_block {
+                break;
+            }
+            self.read_chunk()?;
+        }
+        self.current = None;
+        self.next_block = self.list.end_block;
+        self.blocks.clear();
+        Ok(())
+    }
+}
+
+impl ListCursor {
+    /// Reads the next blocks, up to [`READ_CHUNK_BYTES`] (at least one).
+    fn read_chunk(&mut self) -> Result<()> {
+        let file = &self.list.file;
+        let first = self.next_block;
+        let start = file.block_offset(first);
+        let mut end_block = first + 1;
+        while end_block < self.list.end_block
+            && file.block_offset(end_block + 1) - start <= READ_CHUNK_BYTES as u64
+        {
+            end_block += 1;
+        }
+        let end = file.block_offset(end_block);
+        self.chunk.clear();
+        self.handle
+            .read_exact_append(&mut self.chunk, (end - start) as usize, start)?;
+        self.blocks.clear();
+        for block in first..end_block {
+            let offset = file.block_offset(block);
+            let records = file.check_block(&self.chunk, (offset - start) as usize, offset)?;
+            self.blocks.push((records, offset));
+        }
+        self.next_block = end_block;
+        self.block = 0;
+        self.at = self.blocks[0].0.start;
+        Ok(())
+    }
+}

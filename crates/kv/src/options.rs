@@ -1,0 +1,163 @@
+//! The store's options and their defaults.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spillway_core::{ensure, Limits, Result};
+
+use crate::merge::MergeOperator;
+use crate::root::ROOT_BYTES_MAX;
+
+/// When the write-ahead log is made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Never by a write: the log reaches the page cache, so a crash of the
+    /// process loses nothing, a crash of the machine may lose the last
+    /// writes (never part of a batch, never an older write but a newer).
+    None,
+    /// A background sync every interval: a crash of the machine loses at
+    /// most the writes of the last interval.
+    Periodic(Duration),
+    /// Before every write returns. Writers that wait together share one
+    /// sync (group commit).
+    Always,
+}
+
+/// How a store is shaped and how it behaves.
+#[derive(Clone)]
+pub struct Options {
+    /// Bytes the in-memory root buffer holds before it spills (B of the
+    /// seed for the root). Two root buffers exist at once while one
+    /// spills.
+    pub root_bytes: usize,
+    /// Bytes of lists a non-root node holds before it spills (internal)
+    /// or splits (leaf).
+    pub node_bytes: u64,
+    /// Children a node has at most before half of them move to a new
+    /// sibling.
+    pub fan_out: usize,
+    /// Bytes of a list block (a power of two, at least 512): the unit of a
+    /// GET's read and of the first-hash index.
+    pub block_bytes: u32,
+    /// Bloom filter bits per key (0: no filters, every list is read).
+    pub bloom_bits_per_key: u32,
+    /// Fast splits a leaf's lineage makes before a slow split (0: slow
+    /// splits only).
+    pub fast_splits_per_slow_split: u32,
+    /// Spill or slow-split a node whose estimated share of distinct keys
+    /// falls below this (0 disables), bounding the filter memory that
+    /// repeated keys cost.
+    pub unique_ratio_min: f64,
+    /// When the log is synced.
+    pub sync: SyncMode,
+    /// The merge operator, for MERGE writes.
+    pub merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// Largest key and value, and list files kept open at once
+    /// (`open_files_max`).
+    pub limits: Limits,
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("root_bytes", &self.root_bytes)
+            .field("node_bytes", &self.node_bytes)
+            .field("fan_out", &self.fan_out)
+            .field("block_bytes", &self.block_bytes)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("fast_splits_per_slow_split", &self.fast_splits_per_slow_split)
+            .field("unique_ratio_min", &self.unique_ratio_min)
+            .field("sync", &self.sync)
+            .field(
+                "merge_operator",
+                &self.merge_operator.as_ref().map(|merge| merge.name()),
+            )
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl Default for Options {
+    /// Sized for a machine of a few cores and tens of GB: a 64 MiB root
+    /// (two exist while one spills), nodes four roots large, 64 children.
+    /// A leaf then takes about 64 lists before it splits, so a GET tests
+    /// about 64 filters per level and reads a block of about 1.6 lists
+    /// per level (1% false positives), and a record is written about twice
+    /// per level. The seed's 600 MB nodes and fan-out 256 favour writes
+    /// further at the cost of memory and reads.
+    fn default() -> Self {
+        Options {
+            root_bytes: 64 << 20,
+            node_bytes: 256 << 20,
+            fan_out: 64,
+            block_bytes: 4096,
+            bloom_bits_per_key: 10,
+            fast_splits_per_slow_split: 8,
+            unique_ratio_min: 0.5,
+            sync: SyncMode::Always,
+            merge_operator: None,
+            limits: Limits::default().with_value_bytes_max(8 << 20),
+        }
+    }
+}
+
+impl Options {
+    /// Checks the options against each other.
+    pub fn check(&self) -> Result<()> {
+        ensure!(
+            self.root_bytes >= 64 << 10 && self.root_bytes <= ROOT_BYTES_MAX,
+            InvalidArgument,
+            "root_bytes must be between 64 KiB and {ROOT_BYTES_MAX}, got {}",
+            self.root_bytes
+        );
+        ensure!(
+            self.node_bytes >= self.root_bytes as u64,
+            InvalidArgument,
+            "node_bytes ({}) must be at least root_bytes ({})",
+            self.node_bytes,
+            self.root_bytes
+        );
+        ensure!(
+            (2..=1 << 16).contains(&self.fan_out),
+            InvalidArgument,
+            "fan_out must be between 2 and 65536, got {}",
+            self.fan_out
+        );
+        ensure!(
+            self.block_bytes.is_power_of_two() && (512..=1 << 20).contains(&self.block_bytes),
+            InvalidArgument,
+            "block_bytes must be a power of two between 512 and 1 MiB, got {}",
+            self.block_bytes
+        );
+        ensure!(
+            self.bloom_bits_per_key <= 64,
+            InvalidArgument,
+            "bloom_bits_per_key must be at most 64, got {}",
+            self.bloom_bits_per_key
+        );
+        ensure!(
+            (0.0..=1.0).contains(&self.unique_ratio_min),
+            InvalidArgument,
+            "unique_ratio_min must be between 0 and 1, got {}",
+            self.unique_ratio_min
+        );
+        if let SyncMode::Periodic(interval) = self.sync {
+            ensure!(
+                !interval.is_zero(),
+                InvalidArgument,
+                "a periodic sync needs an interval above zero"
+            );
+        }
+        self.limits.validate()?;
+        let record_max = self.limits.key_bytes_max + self.limits.value_bytes_max;
+        ensure!(
+            record_max as u64 <= self.node_bytes / 4 && record_max <= self.root_bytes / 4,
+            InvalidArgument,
+            "the largest record ({record_max} bytes of key and value) must fit four times in a root buffer ({}) and a node ({})",
+            self.root_bytes,
+            self.node_bytes
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,191 @@
+//! Splits (seed 001 §3.2.2, §3.3): a full leaf becomes two, and a node
+//! with too many children gives half of them to a new sibling.
+//!
+//! - **Slow split**: the leaf's lists are merged, collapsed (tombstones
+//!   dropped: nothing lies below a leaf) and written as one new list; if
+//!   that list is more than half a node, it is cut at its median block
+//!   between the leaf and a new leaf, both referring to the one file.
+//!   Otherwise the leaf keeps it alone (collapsing freed the room). About
+//!   2B of I/O for a leaf of B bytes.
+//! - **Fast split**: no data moves. The median hash of the leaf's largest
+//!   list (read from its first-hash index) cuts every list; the new leaf
+//!   refers to the upper parts of the old files. Stale versions stay until
+//!   the lineage's next slow split.
+//! - **Divide**: a node with more than `fan_out` children keeps the lower
+//!   half; a new sibling takes the upper half, and the node's lists are
+//!   cut between them by hash range, as a fast split cuts them. The root
+//!   instead grows a level: two new nodes take its halves.
+
+use spillway_core::{Hash64, Result};
+
+use crate::list::ListRef;
+use crate::spill::{kept_at_leaf, Job};
+use crate::tree::{Child, Edit, Node, NodeId, Tree, ROOT};
+
+/// `node` given the hashes `low..=high` and the parts of its lists that
+/// fall in them.
+fn narrowed(node: &Node, id: NodeId, low: Hash64, high: Hash64) -> Node {
+    Node {
+        id,
+        low,
+        high,
+        children: Vec::new(),
+        lists: node
+            .lists
+            .iter()
+            .filter_map(|list| list.narrow(low, high))
+            .collect(),
+        fast_splits: node.fast_splits,
+    }
+}
+
+/// The parent of `id` with `sibling` inserted after it.
+fn parent_with_sibling(tree: &Tree, id: NodeId, sibling: Child) -> Node {
+    let (parent, index) = tree.parent_of(id).expect("a non-root node has a parent");
+    let mut parent = (**parent).clone();
+    parent.children.insert(index + 1, sibling);
+    parent
+}
+
+/// Splits leaf `id` in two at `separator` (the new leaf, `new_id`, owns
+/// `separator..`), cutting its lists.
+fn cut_leaf(tree: &Tree, id: NodeId, new_id: NodeId, separator: Hash64, fast_splits: u32) -> Edit {
+    let node = tree.node(id);
+    let mut left = narrowed(node, id, node.low, separator - 1);
+    let mut right = narrowed(node, new_id, separator, node.high);
+    left.fast_splits = fast_splits;
+    right.fast_splits = fast_splits;
+    let parent = parent_with_sibling(
+        tree,
+        id,
+        Child {
+            low: separator,
+            id: new_id,
+        },
+    );
+    Edit {
+        nodes: vec![left, right, parent],
+        removed: Vec::new(),
+    }
+}
+
+/// The outcome of a slow split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowSplit {
+    /// The leaf became two.
+    Split,
+    /// The collapsed lists fit in half a node: the leaf keeps one list.
+    Collapsed,
+}
+
+/// Slow-splits leaf `id`; the new leaf, if any, is numbered `new_id`.
+pub fn slow_split(job: &mut Job<'_>, tree: &Tree, id: NodeId, new_id: NodeId) -> Result<(Edit, SlowSplit)> {
+    let node = tree.node(id);
+    debug_assert!(node.is_leaf());
+    let mut merger = job.merge_lists(node)?;
+    let mut writer = None;
+    while let Some(record) = merger.next_record()? {
+        if kept_at_leaf(&record) {
+            writer.get_or_insert(job.list_writer()?).add(&record)?;
+        }
+    }
+    job.records_in += merger.records_in();
+    let mut kept = (**node).clone();
+    kept.fast_splits = 0;
+    let Some(writer) = writer else {
+        // Everything was deleted.
+        kept.lists.clear();
+        return Ok((
+            Edit {
+                nodes: vec![kept],
+                removed: Vec::new(),
+            },
+            SlowSplit::Collapsed,
+        ));
+    };
+    let list = ListRef::whole(job.finish(writer)?);
+    let separator = list.median_hash().filter(|&hash| hash > node.low);
+    match separator {
+        Some(separator) if list.bytes() > job.options.node_bytes / 2 => {
+            kept.lists = vec![list];
+            let staged = tree.apply(&Edit {
+                nodes: vec![kept],
+                removed: Vec::new(),
+            });
+            Ok((cut_leaf(&staged, id, new_id, separator, 0), SlowSplit::Split))
+        }
+        _ => {
+            kept.lists = vec![list];
+            Ok((
+                Edit {
+                    nodes: vec![kept],
+                    removed: Vec::new(),
+                },
+                SlowSplit::Collapsed,
+            ))
+        }
+    }
+}
+
+/// Fast-splits leaf `id` at the median hash of its largest list; `None`
+/// when no list can be cut (a list of one block), and the caller splits
+/// slowly instead.
+pub fn fast_split(tree: &Tree, id: NodeId, new_id: NodeId) -> Option<Edit> {
+    let node = tree.node(id);
+    debug_assert!(node.is_leaf());
+    let largest = node.lists.iter().max_by_key(|list| list.bytes())?;
+    let separator = largest.median_hash().filter(|&hash| hash > node.low)?;
+    Some(cut_leaf(tree, id, new_id, separator, node.fast_splits + 1))
+}
+
+/// Gives the upper half of the children of node `id` (not the root) to a
+/// new sibling `new_id`.
+pub fn divide(tree: &Tree, id: NodeId, new_id: NodeId) -> Edit {
+    debug_assert_ne!(id, ROOT);
+    let node = tree.node(id);
+    let half = node.children.len() / 2;
+    let separator = node.children[half].low;
+    let mut left = narrowed(node, id, node.low, separator - 1);
+    left.children = node.children[..half].to_vec();
+    let mut right = narrowed(node, new_id, separator, node.high);
+    right.children = node.children[half..].to_vec();
+    let parent = parent_with_sibling(
+        tree,
+        id,
+        Child {
+            low: separator,
+            id: new_id,
+        },
+    );
+    Edit {
+        nodes: vec![left, right, parent],
+        removed: Vec::new(),
+    }
+}
+
+/// Grows the tree a level: the root's children go to two new nodes,
+/// `left_id` and `right_id`, which become its only children.
+pub fn grow(tree: &Tree, left_id: NodeId, right_id: NodeId) -> Edit {
+    let root = tree.root();
+    let half = root.children.len() / 2;
+    let separator = root.children[half].low;
+    let mut left = Node::new(left_id, root.low, separator - 1);
+    left.children = root.children[..half].to_vec();
+    let mut right = Node::new(right_id, separator, root.high);
+    right.children = root.children[half..].to_vec();
+    let mut new_root = (**root).clone();
+    new_root.children = vec![
+        Child {
+            low: root.low,
+            id: left_id,
+        },
+        Child {
+            low: separator,
+            id: right_id,
+        },
+    ];
+    Edit {
+        nodes: vec![new_root, left, right],
+        removed: Vec::new(),
+    }
+}
