@@ -3,6 +3,8 @@
 //! follow. Spills, splits, scans and GETs all fold through [`Folded`]; the
 //! k-way [`Merger`] feeds it the records of several sorted sources.
 
+use std::sync::Arc;
+
 use spillway_core::{Error, Hash64, Result};
 
 use crate::merge::MergeOperator;
@@ -90,18 +92,18 @@ pub trait Source: Send {
 /// Merges sources into one sequence in (hash, key) order, collapsing each
 /// key's records. Sources are given oldest first; among records of one
 /// key the older source's comes first.
-pub struct Merger<'a> {
-    sources: Vec<Box<dyn Source + 'a>>,
+pub struct Merger {
+    sources: Vec<Box<dyn Source>>,
     /// A binary min-heap of source indices by (hash, key, index).
     heap: Vec<usize>,
-    merge: Option<&'a dyn MergeOperator>,
+    merge: Option<Arc<dyn MergeOperator>>,
     hash: Hash64,
     key: Vec<u8>,
     folded: Folded,
     records_in: u64,
 }
 
-impl std::fmt::Debug for Merger<'_> {
+impl std::fmt::Debug for Merger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Merger")
             .field("sources", &self.sources.len())
@@ -110,10 +112,10 @@ impl std::fmt::Debug for Merger<'_> {
     }
 }
 
-impl<'a> Merger<'a> {
+impl Merger {
     /// A merger over `sources` (oldest first), each positioned by its first
     /// `advance` here.
-    pub fn new(mut sources: Vec<Box<dyn Source + 'a>>, merge: Option<&'a dyn MergeOperator>) -> Result<Self> {
+    pub fn new(mut sources: Vec<Box<dyn Source>>, merge: Option<Arc<dyn MergeOperator>>) -> Result<Self> {
         for source in &mut sources {
             source.advance()?;
         }
@@ -204,7 +206,7 @@ impl<'a> Merger<'a> {
                 break;
             }
             self.folded
-                .apply(&self.key, record.kind, record.value, self.merge)?;
+                .apply(&self.key, record.kind, record.value, self.merge.as_deref())?;
             self.records_in += 1;
             self.advance_top()?;
         }

@@ -16,12 +16,18 @@ mod merge;
 mod options;
 mod record;
 mod root;
+mod scan;
 mod spill;
 mod split;
+mod store;
 mod tree;
+mod verify;
 mod wal;
 
 pub use batch::WriteBatch;
 pub use merge::{AggregateMerge, MergeOperator};
 pub use options::{Options, SyncMode};
 pub use record::Kind;
+pub use scan::Scan;
+pub use store::{KvStats, Store};
+pub use verify::VerifyReport;

@@ -112,11 +112,6 @@ impl ListWriter {
         })
     }
 
-    /// Records written so far.
-    pub fn records(&self) -> u64 {
-        self.hashes.len() as u64
-    }
-
     /// Bytes written so far (blocks only).
     pub fn bytes(&self) -> u64 {
         self.flushed + self.out.len() as u64
@@ -485,11 +480,6 @@ impl ListFile {
         self.bloom.may_contain(hash)
     }
 
-    /// The first hash of each block.
-    pub fn first_hashes(&self) -> &[Hash64] {
-        &self.first_hashes
-    }
-
     /// Where block `block` starts in the file.
     pub fn block_offset(&self, block: u32) -> u64 {
         match self.pages.get(block as usize) {
@@ -550,6 +540,81 @@ impl ListFile {
             return Err(corrupt("checksum mismatch".into()));
         }
         Ok(start + BLOCK_HEADER_BYTES..end)
+    }
+}
+
+impl ListFile {
+    /// Reads every block and checks everything the footer and sections
+    /// claim: block checksums, records in strict (hash, key) order with
+    /// hashes that match their keys, the first-hash index, the filter
+    /// (no false negatives), the record count, the hash range and the
+    /// sketch. Returns the number of records.
+    pub fn verify(&self, handle: &dyn FsFile) -> Result<u64> {
+        let mut buffer = Vec::new();
+        let mut hashes = Vec::with_capacity(self.footer.records.min(1 << 24) as usize);
+        let mut previous_key = Vec::new();
+        for block in 0..self.footer.blocks {
+            let records = self.read_block(handle, block, &mut buffer)?;
+            let offset = self.block_offset(block);
+            let corrupt =
+                |what: String| Error::corruption(&self.path, offset, format!("list block {block}: {what}"));
+            if records.is_empty() {
+                return Err(corrupt("no records".into()));
+            }
+            let mut at = records.start;
+            while at < records.end {
+                let (record, used) = record::decode(&buffer[at..records.end])
+                    .map_err(|error| corrupt(error.what().to_string()))?;
+                let previous = hashes.last().copied();
+                if at == records.start {
+                    if record.hash != self.first_hashes[block as usize] {
+                        return Err(corrupt(format!(
+                            "starts with hash {:#x}, the index says {:#x}",
+                            record.hash, self.first_hashes[block as usize]
+                        )));
+                    }
+                    if (previous == Some(record.hash)) != self.continues(block) {
+                        return Err(corrupt("its index entry's continuation flag is wrong".into()));
+                    }
+                }
+                if previous.is_some_and(|hash| (hash, previous_key.as_slice()) >= (record.hash, record.key)) {
+                    return Err(corrupt(format!("record of hash {:#x} out of order", record.hash)));
+                }
+                if spillway_core::hash64(record.key) != record.hash {
+                    return Err(corrupt(format!(
+                        "record of hash {:#x} holds a key of another hash",
+                        record.hash
+                    )));
+                }
+                if !self.bloom.may_contain(record.hash) {
+                    return Err(corrupt(format!("the filter misses hash {:#x}", record.hash)));
+                }
+                hashes.push(record.hash);
+                previous_key.clear();
+                previous_key.extend_from_slice(record.key);
+                at += used;
+            }
+        }
+        let corrupt =
+            |what: String| Error::corruption(&self.path, self.file_bytes - FOOTER_BYTES as u64, what);
+        if hashes.len() as u64 != self.footer.records {
+            return Err(corrupt(format!(
+                "footer says {} records, the blocks hold {}",
+                self.footer.records,
+                hashes.len()
+            )));
+        }
+        if (hashes[0], hashes[hashes.len() - 1]) != (self.footer.lowest_hash, self.footer.highest_hash) {
+            return Err(corrupt("footer's hash range disagrees with the records".into()));
+        }
+        if Sketch::build(&hashes, SKETCH_ENTRIES) != self.sketch {
+            return Err(Error::corruption(
+                &self.path,
+                self.footer.sketch_offset,
+                "the sketch disagrees with the records",
+            ));
+        }
+        Ok(hashes.len() as u64)
     }
 }
 

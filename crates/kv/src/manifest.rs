@@ -21,7 +21,7 @@
 //! points CURRENT at it.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use spillway_core::log::{read_log, LogWriter};
@@ -397,7 +397,6 @@ pub fn recover(
 #[derive(Debug)]
 pub struct ManifestWriter {
     log: LogWriter,
-    dir: PathBuf,
     snapshot_bytes: u64,
 }
 
@@ -418,7 +417,6 @@ impl ManifestWriter {
         fs.sync_dir(dir)?;
         Ok(ManifestWriter {
             log,
-            dir: dir.to_path_buf(),
             snapshot_bytes: snapshot.len() as u64,
         })
     }
@@ -429,7 +427,6 @@ impl ManifestWriter {
         let file = fs.open_read_write(&dir.join(file_name(number)))?;
         Ok(ManifestWriter {
             log: LogWriter::reopen(file, number, recovered.manifest_end)?,
-            dir: dir.to_path_buf(),
             snapshot_bytes: recovered.snapshot_bytes,
         })
     }
@@ -443,11 +440,6 @@ impl ManifestWriter {
     /// The manifest's number.
     pub fn number(&self) -> u64 {
         self.log.number()
-    }
-
-    /// The directory it is in.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Whether it has grown enough to be rewritten from a snapshot.

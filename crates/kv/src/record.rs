@@ -12,10 +12,6 @@
 use spillway_core::varint;
 use spillway_core::{DecodeError, Hash64};
 
-/// The bytes a record's fixed fields take at most (hash, kind and two
-/// varint lengths of a `u32`).
-pub const RECORD_HEADER_BYTES_MAX: usize = 8 + 1 + 5 + 5;
-
 /// What a record does to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -12,6 +12,8 @@
 //! arena record = kind u8 | key length varint | value length varint | key | value
 //! ```
 
+use std::sync::Arc;
+
 use spillway_core::{Hash64, Result};
 
 use crate::collapse::Source;
@@ -61,11 +63,6 @@ impl RootBuffer {
     /// Records held.
     pub fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    /// Whether it holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     /// Bytes the buffer accounts for: records, entries and the index.
@@ -181,43 +178,44 @@ impl RootBuffer {
         }
         order.into_iter().map(|(_, number)| number).collect()
     }
-
-    /// Every record in arrival order.
-    pub fn records(&self) -> impl Iterator<Item = RecordRef<'_>> {
-        (0..self.entries.len() as u32).map(|number| self.record(number))
-    }
 }
 
-/// A root buffer's records in (hash, key) order, from `first` to `end` of
-/// its sorted entry numbers: a [`Source`] for spills and scans.
+/// A root buffer's records in (hash, key) order, within a hash range: a
+/// [`Source`] for spills and scans.
 #[derive(Debug)]
-pub struct SortedRun<'a> {
-    root: &'a RootBuffer,
-    order: &'a [u32],
+pub struct SortedRun {
+    root: Arc<RootBuffer>,
+    /// Its entry numbers in (hash, key, age) order ([`RootBuffer::sorted`]).
+    order: Arc<Vec<u32>>,
+    end: usize,
+    /// The current position; `None` before the first `advance`.
     at: Option<usize>,
+    first: usize,
 }
 
-impl<'a> SortedRun<'a> {
+impl SortedRun {
     /// The records of `root` (sorted as `order`) with hashes in `low..=high`.
-    pub fn new(root: &'a RootBuffer, order: &'a [u32], low: Hash64, high: Hash64) -> Self {
+    pub fn new(root: Arc<RootBuffer>, order: Arc<Vec<u32>>, low: Hash64, high: Hash64) -> Self {
         let first = order.partition_point(|&number| root.entries[number as usize].hash < low);
         let end = order.partition_point(|&number| root.entries[number as usize].hash <= high);
         SortedRun {
+            end: end.max(first),
+            first,
             root,
-            order: &order[first..end.max(first)],
+            order,
             at: None,
         }
     }
 }
 
-impl Source for SortedRun<'_> {
+impl Source for SortedRun {
     fn record(&self) -> Option<RecordRef<'_>> {
-        let number = *self.order.get(self.at?)?;
-        Some(self.root.record(number))
+        let at = self.at?;
+        (at < self.end).then(|| self.root.record(self.order[at]))
     }
 
     fn advance(&mut self) -> Result<()> {
-        self.at = Some(self.at.map_or(0, |at| at + 1));
+        self.at = Some(self.at.map_or(self.first, |at| at + 1));
         Ok(())
     }
 }
@@ -271,8 +269,9 @@ mod tests {
         root.insert(9, Kind::Put, b"a", b"1");
         root.insert(9, Kind::Put, b"b", b"2");
         root.insert(3, Kind::Delete, b"a", b"");
-        let order = root.sorted();
-        let run = SortedRun::new(&root, &order, 0, u64::MAX);
+        let root = Arc::new(root);
+        let order = Arc::new(root.sorted());
+        let run = SortedRun::new(root.clone(), order.clone(), 0, u64::MAX);
         let mut merger = Merger::new(vec![Box::new(run)], None).unwrap();
         let mut out = Vec::new();
         while let Some(record) = merger.next_record().unwrap() {
@@ -291,7 +290,7 @@ mod tests {
                 (9, Kind::Put, b"b".to_vec(), b"2".to_vec()),
             ]
         );
-        let part = SortedRun::new(&root, &order, 4, 9);
+        let part = SortedRun::new(root, order, 4, 9);
         let mut merger = Merger::new(vec![Box::new(part)], None).unwrap();
         let mut count = 0;
         while merger.next_record().unwrap().is_some() {

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use spillway_core::{Fs, Hash64, Result};
+use spillway_core::{Fs, Result};
 
 use crate::cache::FileCache;
 use crate::collapse::{Merger, Source};
@@ -37,7 +37,7 @@ pub struct Job<'a> {
     /// The store's next file number.
     pub next_file: &'a AtomicU64,
     /// The merge operator.
-    pub merge: Option<&'a dyn MergeOperator>,
+    pub merge: Option<Arc<dyn MergeOperator>>,
     /// Files this job wrote, in order.
     pub written: Vec<Arc<ListFile>>,
     /// Records read from lists or the root.
@@ -81,19 +81,19 @@ impl<'a> Job<'a> {
     }
 
     /// A merger over the lists of `node`, oldest first.
-    pub fn merge_lists(&mut self, node: &Node) -> Result<Merger<'a>> {
-        let mut sources: Vec<Box<dyn Source + 'a>> = Vec::with_capacity(node.lists.len());
+    pub fn merge_lists(&mut self, node: &Node) -> Result<Merger> {
+        let mut sources: Vec<Box<dyn Source>> = Vec::with_capacity(node.lists.len());
         for list in &node.lists {
             self.bytes_read += list.bytes();
             sources.push(Box::new(list.cursor(self.cache)?));
         }
-        Merger::new(sources, self.merge)
+        Merger::new(sources, self.merge.clone())
     }
 }
 
 /// Writes a merged sequence into one new list per child of `node` that
 /// gets records; returns the children that got one, with their files.
-fn partition(job: &mut Job<'_>, merger: &mut Merger<'_>, node: &Node) -> Result<Vec<(usize, Arc<ListFile>)>> {
+fn partition(job: &mut Job<'_>, merger: &mut Merger, node: &Node) -> Result<Vec<(usize, Arc<ListFile>)>> {
     let mut files = Vec::new();
     let mut child = 0;
     let mut high = node.child_high(0);
@@ -131,12 +131,12 @@ fn append_to_children(tree: &Tree, node: &Node, files: Vec<(usize, Arc<ListFile>
         .collect()
 }
 
-/// Spills a frozen root buffer (`order`: its entries sorted) into the
-/// root's children.
-pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: &RootBuffer, order: &[u32]) -> Result<Edit> {
+/// Spills a frozen root buffer into the root's children.
+pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>) -> Result<Edit> {
     let node = tree.root();
+    let order = Arc::new(root.sorted());
     let run = SortedRun::new(root, order, 0, u64::MAX);
-    let mut merger = Merger::new(vec![Box::new(run)], job.merge)?;
+    let mut merger = Merger::new(vec![Box::new(run)], job.merge.clone())?;
     let files = partition(job, &mut merger, node)?;
     Ok(Edit {
         nodes: append_to_children(tree, node, files),
@@ -165,9 +165,4 @@ pub fn spill_node(job: &mut Job<'_>, tree: &Tree, id: NodeId) -> Result<Edit> {
 /// bottom of the tree a tombstone shadows nothing, so it goes.
 pub fn kept_at_leaf(record: &RecordRef<'_>) -> bool {
     record.kind != Kind::Delete
-}
-
-/// The hash range of a child as its parent routes it.
-pub fn child_range(node: &Node, index: usize) -> (Hash64, Hash64) {
-    (node.children[index].low, node.child_high(index))
 }

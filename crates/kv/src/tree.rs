@@ -162,11 +162,6 @@ impl Tree {
         self.nodes.len()
     }
 
-    /// Always false: a tree has a root.
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
     /// The nodes below the root on the path to the leaf that owns `hash`,
     /// top down, passed to `visit` until it returns `false`.
     #[inline]

@@ -57,11 +57,6 @@ impl Wal {
         })
     }
 
-    /// The log's number.
-    pub fn number(&self) -> u64 {
-        self.log.number()
-    }
-
     /// Bytes written.
     pub fn written(&self) -> u64 {
         self.log.written()

@@ -1,0 +1,1256 @@
+//! The store: the write path (log, then root buffer), GETs over the roots
+//! and the tree, and the background worker that spills and splits.
+//!
+//! # Concurrency
+//!
+//! ```text
+//! writers ── writer lock ──► log ──► active root ──full──► frozen root ──worker──► tree version
+//! readers ──────────────────────────► active root, then one view { frozen root, tree version }
+//! ```
+//!
+//! - Writers append under one lock (the log keeps the order), then, in
+//!   `SyncMode::Always`, wait for the log's sync outside it, so writers
+//!   that wait together share one fsync.
+//! - A full active root is frozen: its log is synced, a new log started,
+//!   and the root moves into the view, where the worker spills it while a
+//!   fresh root takes writes. Writers stall only when a root fills while
+//!   the frozen one is still spilling; the stall is measured.
+//! - The worker alone changes the tree. Every spill or split writes its
+//!   lists, makes its edit durable in the manifest, and only then installs
+//!   the new version (and drops the frozen root) in one step.
+//! - A reader looks at the active root, then clones the view: a frozen
+//!   root is moved into the view under the active root's write lock, so a
+//!   record is always in one of the two places the reader looks.
+//!
+//! Lock order: writer → active → view; control alone (nothing is taken
+//! while it is held but the view, for reading).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use spillway_core::log::LogSync;
+use spillway_core::stats::HistogramSnapshot;
+use spillway_core::{ensure, hash64, DirectoryLock, Error, Fs, Histogram, Poison, RealFs, Result};
+
+use crate::batch::WriteBatch;
+use crate::cache::FileCache;
+use crate::collapse::Folded;
+use crate::list::{self, ListFile};
+use crate::manifest::{self, Counters, ManifestWriter, Recovered};
+use crate::options::{Options, SyncMode};
+use crate::record::Kind;
+use crate::root::RootBuffer;
+use crate::spill::{self, Job};
+use crate::split::{self, SlowSplit};
+use crate::tree::{Edit, NodeId, Tree, ROOT};
+use crate::wal::{self, Wal};
+
+/// How long the idle worker sleeps before it looks for files to delete.
+const IDLE_WAKE: Duration = Duration::from_millis(200);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing guarded here is left half-updated by a panic.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A WB Tree key-value store.
+///
+/// # Thread safety
+/// `Sync`: any number of threads write and read at once.
+#[derive(Debug)]
+pub struct Store {
+    shared: Arc<Shared>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    _lock: Option<DirectoryLock>,
+}
+
+/// A root buffer being spilled.
+#[derive(Debug)]
+struct Frozen {
+    root: Arc<RootBuffer>,
+    /// The log started when it froze: logs below it hold only its records
+    /// (and older ones already in the tree).
+    log_number: u64,
+}
+
+/// What readers see besides the active root.
+#[derive(Debug, Clone)]
+struct View {
+    frozen: Option<Arc<Frozen>>,
+    tree: Arc<Tree>,
+}
+
+#[derive(Debug)]
+struct Writer {
+    /// `None` for a read-only store and once closed.
+    wal: Option<Wal>,
+    next_seq: u64,
+}
+
+#[derive(Debug, Default)]
+struct Control {
+    shutdown: bool,
+    /// The worker stopped on an error (the store is poisoned).
+    failed: bool,
+    /// Root spills completed.
+    root_spills: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    options: Options,
+    read_only: bool,
+    closed: AtomicBool,
+    poison: Poison,
+    cache: FileCache,
+    next_file: AtomicU64,
+    writer: Mutex<Writer>,
+    /// The log being written, for the worker's periodic sync.
+    current_log: Mutex<Option<Arc<LogSync>>>,
+    active: RwLock<RootBuffer>,
+    view: RwLock<View>,
+    control: Mutex<Control>,
+    /// Wakes the worker: a root froze, or the store closes.
+    wake: Condvar,
+    /// Wakes writers and flushes: a root spilled, or the worker failed.
+    progress: Condvar,
+    metrics: Metrics,
+}
+
+/// Counters and histograms, updated without locks.
+#[derive(Debug, Default)]
+struct Metrics {
+    puts: AtomicU64,
+    deletes: AtomicU64,
+    merges: AtomicU64,
+    write_batches: AtomicU64,
+    user_bytes: AtomicU64,
+    wal_bytes: AtomicU64,
+    gets: AtomicU64,
+    get_hits: AtomicU64,
+    get_block_reads: AtomicU64,
+    get_filter_passes: AtomicU64,
+    node_spills: AtomicU64,
+    slow_splits: AtomicU64,
+    collapses: AtomicU64,
+    fast_splits: AtomicU64,
+    divides: AtomicU64,
+    grows: AtomicU64,
+    forced: AtomicU64,
+    list_bytes_written: AtomicU64,
+    list_bytes_read: AtomicU64,
+    records_spilled: AtomicU64,
+    manifest_rewrites: AtomicU64,
+    files_removed: AtomicU64,
+    stalls: AtomicU64,
+    stall_us: AtomicU64,
+    write_latency_us: Histogram,
+    get_latency_us: Histogram,
+    spill_latency_us: Histogram,
+}
+
+fn add(counter: &AtomicU64, amount: u64) {
+    counter.fetch_add(amount, Ordering::Relaxed);
+}
+
+fn get(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+/// A store's statistics at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KvStats {
+    /// PUT records written (batches included) since the store was opened.
+    pub puts: u64,
+    /// DELETE records written.
+    pub deletes: u64,
+    /// MERGE records written.
+    pub merges: u64,
+    /// Write calls (batches).
+    pub write_batches: u64,
+    /// Bytes of keys and values written.
+    pub user_bytes: u64,
+    /// Bytes appended to write-ahead logs.
+    pub wal_bytes: u64,
+    /// GETs answered.
+    pub gets: u64,
+    /// GETs that found a value.
+    pub get_hits: u64,
+    /// List blocks GETs read from files (device reads, unless cached).
+    pub get_block_reads: u64,
+    /// Lists whose filter a GET's key passed (the rest were skipped).
+    pub get_filter_passes: u64,
+    /// Records in the root buffers (active and frozen).
+    pub root_records: u64,
+    /// Bytes the root buffers account for.
+    pub root_bytes: u64,
+    /// Root buffers spilled into the tree.
+    pub root_spills: u64,
+    /// Internal nodes spilled.
+    pub node_spills: u64,
+    /// Leaves slow-split into two.
+    pub slow_splits: u64,
+    /// Slow splits that kept one leaf (collapsing freed half a node).
+    pub collapses: u64,
+    /// Leaves fast-split.
+    pub fast_splits: u64,
+    /// Nodes that gave half their children to a new sibling.
+    pub divides: u64,
+    /// Levels the tree grew.
+    pub grows: u64,
+    /// Spills and slow splits forced by repeated keys (unique ratio).
+    pub forced: u64,
+    /// Time writers waited for a root to spill, in seconds, and how often.
+    pub stall_seconds: f64,
+    /// Writes that waited for a root to spill.
+    pub stalls: u64,
+    /// Levels below the root.
+    pub height: u64,
+    /// Nodes (the root included).
+    pub nodes: u64,
+    /// Leaves.
+    pub leaves: u64,
+    /// Lists held by nodes.
+    pub lists: u64,
+    /// List files (a fast split shares one between leaves).
+    pub list_files: u64,
+    /// Bytes of list files.
+    pub list_file_bytes: u64,
+    /// Records in list files (every version, not yet collapsed).
+    pub list_records: u64,
+    /// Memory of the filters, first-hash indexes and sketches.
+    pub index_memory_bytes: u64,
+    /// Bytes of list files written by spills and splits.
+    pub list_bytes_written: u64,
+    /// Bytes of list blocks read by spills and splits.
+    pub list_bytes_read: u64,
+    /// Records read by spills and splits.
+    pub records_spilled: u64,
+    /// Manifests rewritten from a snapshot.
+    pub manifest_rewrites: u64,
+    /// List files deleted once nothing referred to them.
+    pub files_removed: u64,
+    /// List files opened by reads.
+    pub file_opens: u64,
+    /// Write latency, in microseconds.
+    pub write_latency_us: HistogramSnapshot,
+    /// GET latency, in microseconds.
+    pub get_latency_us: HistogramSnapshot,
+    /// Spill and split latency, in microseconds.
+    pub spill_latency_us: HistogramSnapshot,
+}
+
+impl KvStats {
+    /// Bytes of memory the indexes take per list record.
+    pub fn index_bytes_per_record(&self) -> f64 {
+        self.index_memory_bytes as f64 / self.list_records.max(1) as f64
+    }
+
+    /// Bytes written to logs and lists over bytes of keys and values written.
+    pub fn write_amplification(&self) -> f64 {
+        (self.wal_bytes + self.list_bytes_written) as f64 / self.user_bytes.max(1) as f64
+    }
+}
+
+impl Store {
+    /// Opens (creating if need be) the store in `path` on the real file
+    /// system, locking it against other processes.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
+        let dir = path.as_ref();
+        std::fs::create_dir_all(dir)
+            .map_err(|error| Error::io(format!("creating {}", dir.display()), error))?;
+        let lock = DirectoryLock::acquire(dir, false, "the key-value store")?;
+        let mut store = Self::open_with(Arc::new(RealFs::new()), dir, options, false)?;
+        store._lock = lock;
+        Ok(store)
+    }
+
+    /// Opens the existing store in `path` for reading only: the logs are
+    /// replayed into memory and nothing in the directory changes; other
+    /// readers may share it, a writer may not.
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Store> {
+        let dir = path.as_ref();
+        let lock = DirectoryLock::acquire(dir, true, "the key-value store")?;
+        let mut store = Self::open_with(Arc::new(RealFs::new()), dir, options, true)?;
+        store._lock = lock;
+        Ok(store)
+    }
+
+    /// Opens the store in `dir` on `fs` (no lock is taken).
+    pub fn open_on(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<Store> {
+        Self::open_with(fs, dir, options, false)
+    }
+
+    /// [`Store::open_read_only`] on `fs` (no lock is taken).
+    pub fn open_read_only_on(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<Store> {
+        Self::open_with(fs, dir, options, true)
+    }
+
+    /// Recovery: reads the manifest (and the footers of the list files it
+    /// names), removes files nothing refers to, replays the logs into the
+    /// root buffer, and starts a new log and the worker.
+    fn open_with(fs: Arc<dyn Fs>, dir: &Path, options: Options, read_only: bool) -> Result<Store> {
+        options.check()?;
+        if !read_only {
+            fs.create_dir_all(dir)?;
+        }
+        let merge_name = options
+            .merge_operator
+            .as_ref()
+            .map_or(String::new(), |merge| merge.name());
+        let names = fs.list_dir(dir)?;
+        let recovered = manifest::recover(fs.as_ref(), dir, |number| {
+            ListFile::open(fs.as_ref(), dir, number)
+        })?;
+        let (recovered, manifest) = match recovered {
+            Some(recovered) => {
+                if recovered.merge_name != merge_name {
+                    return Err(Error::InvalidArgument(format!(
+                        "the store in {} was written with merge operator {:?}, it is opened with {:?}",
+                        dir.display(),
+                        recovered.merge_name,
+                        merge_name
+                    )));
+                }
+                let manifest = if read_only {
+                    None
+                } else {
+                    Some(ManifestWriter::reopen(fs.as_ref(), dir, &recovered)?)
+                };
+                (recovered, manifest)
+            }
+            None if read_only => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} holds no key-value store (no {} file)",
+                    dir.display(),
+                    manifest::CURRENT
+                )))
+            }
+            None => {
+                if let Some(name) = names.iter().find(|name| is_store_file(name)) {
+                    return Err(Error::corruption(
+                        dir.join(manifest::CURRENT),
+                        0,
+                        format!("missing, but the directory holds {name}"),
+                    ));
+                }
+                let counters = Counters {
+                    next_file: 2,
+                    next_node: 2,
+                    log_number: 0,
+                };
+                let tree = Tree::empty();
+                let mut snapshot = Vec::new();
+                manifest::encode_snapshot(&tree, counters, &merge_name, &mut snapshot);
+                let writer = ManifestWriter::create(fs.as_ref(), dir, 1, &snapshot)?;
+                let recovered = Recovered {
+                    tree,
+                    counters,
+                    merge_name,
+                    manifest_number: 1,
+                    manifest_end: 0,
+                    snapshot_bytes: snapshot.len() as u64,
+                };
+                (recovered, Some(writer))
+            }
+        };
+        let highest_file = names
+            .iter()
+            .filter_map(|name| {
+                list::parse_name(name)
+                    .or_else(|| wal::parse_name(name))
+                    .or_else(|| manifest::parse_name(name))
+            })
+            .max()
+            .unwrap_or(0);
+        let next_file = recovered.counters.next_file.max(highest_file + 1);
+        if !read_only {
+            remove_unreferenced(fs.as_ref(), dir, &names, &recovered)?;
+        }
+        let mut logs: Vec<u64> = names
+            .iter()
+            .filter_map(|name| wal::parse_name(name))
+            .filter(|&number| number >= recovered.counters.log_number)
+            .collect();
+        logs.sort_unstable();
+        let mut root = RootBuffer::new();
+        let mut next_seq = 0;
+        for (index, &number) in logs.iter().enumerate() {
+            let end = wal::replay(fs.as_ref(), dir, number, |batch, first_seq| {
+                if next_seq != 0 && first_seq != next_seq {
+                    return Err(Error::corruption(
+                        dir.join(wal::file_name(number)),
+                        0,
+                        format!("log starts at write {first_seq}, the previous log ended at {next_seq}"),
+                    ));
+                }
+                for record in batch.iter() {
+                    root.insert(record.hash, record.kind, record.key, record.value);
+                }
+                next_seq = first_seq + batch.len() as u64;
+                Ok(())
+            })?;
+            let path = dir.join(wal::file_name(number));
+            if end < fs.file_len(&path)? {
+                if index + 1 < logs.len() {
+                    return Err(Error::corruption(
+                        &path,
+                        end,
+                        "log ends torn, but newer logs follow it",
+                    ));
+                }
+                if !read_only {
+                    // Point-in-time recovery: the torn frame was never acknowledged.
+                    let file = fs.open_read_write(&path)?;
+                    file.set_len(end)?;
+                    file.sync_data()?;
+                }
+            }
+        }
+        let cache = FileCache::new(fs.clone(), options.limits.open_files_max);
+        let view = View {
+            frozen: None,
+            tree: Arc::new(recovered.tree),
+        };
+        let shared = Arc::new(Shared {
+            fs: fs.clone(),
+            dir: dir.to_path_buf(),
+            read_only,
+            closed: AtomicBool::new(false),
+            poison: Poison::default(),
+            cache,
+            next_file: AtomicU64::new(next_file),
+            writer: Mutex::new(Writer { wal: None, next_seq }),
+            current_log: Mutex::new(None),
+            active: RwLock::new(root),
+            view: RwLock::new(view),
+            control: Mutex::new(Control::default()),
+            wake: Condvar::new(),
+            progress: Condvar::new(),
+            metrics: Metrics::default(),
+            options,
+        });
+        let worker = match manifest {
+            Some(manifest) => {
+                let number = shared.next_file.fetch_add(1, Ordering::Relaxed);
+                let wal = Wal::create(fs.as_ref(), dir, number)?;
+                *lock(&shared.current_log) = Some(wal.sync().clone());
+                lock(&shared.writer).wal = Some(wal);
+                let worker = Worker {
+                    shared: shared.clone(),
+                    manifest,
+                    counters: recovered.counters,
+                    obsolete: Vec::new(),
+                    unique_ratios: HashMap::new(),
+                    last_sync: Instant::now(),
+                };
+                let handle = std::thread::Builder::new()
+                    .name("spillway-kv".into())
+                    .spawn(move || worker.run())
+                    .map_err(|error| Error::io("starting the key-value store's worker thread", error))?;
+                Some(handle)
+            }
+            None => None,
+        };
+        Ok(Store {
+            shared,
+            worker: Mutex::new(worker),
+            _lock: None,
+        })
+    }
+
+    fn check_open(&self) -> Result<()> {
+        ensure!(
+            !self.shared.closed.load(Ordering::Acquire),
+            InvalidArgument,
+            "the key-value store in {} is closed",
+            self.shared.dir.display()
+        );
+        self.shared.poison.check()
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(&batch)
+    }
+
+    /// Removes `key`.
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(&batch)
+    }
+
+    /// Folds `operand` into `key`'s value with the merge operator.
+    pub fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.merge(key, operand);
+        self.write(&batch)
+    }
+
+    /// Checks every write of `batch` before any is applied.
+    fn check_batch(&self, batch: &WriteBatch) -> Result<()> {
+        let options = &self.shared.options;
+        ensure!(
+            batch.data_bytes() <= options.root_bytes / 2,
+            InvalidArgument,
+            "a batch of {} bytes is larger than half the root buffer ({} bytes); write it in parts",
+            batch.data_bytes(),
+            options.root_bytes
+        );
+        for record in batch.iter() {
+            options.limits.check_key_len(record.key.len())?;
+            options.limits.check_value_len(record.value.len())?;
+            match (&options.merge_operator, record.kind) {
+                (None, Kind::Merge) => {
+                    return Err(Error::InvalidArgument(
+                        "a merge needs a merge operator, and the store was opened without one".into(),
+                    ))
+                }
+                (Some(merge), Kind::Put | Kind::Merge) => merge.validate(record.kind, record.value)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `batch` atomically: after a crash either all its writes
+    /// are there or none. Returns once it is logged (and synced, in
+    /// `SyncMode::Always`).
+    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.check_open()?;
+        self.check_batch(batch)?;
+        let shared = &*self.shared;
+        let started = Instant::now();
+        let (sync, end) = {
+            let mut writer = lock(&shared.writer);
+            shared.poison.check()?;
+            if writer.wal.is_none() {
+                return Err(self.unwritable());
+            }
+            self.make_room(&mut writer, false)?;
+            let seq = writer.next_seq;
+            let wal = writer.wal.as_mut().expect("checked above");
+            let start = wal.written();
+            let end = shared.poison.guard(|| wal.append(batch, seq))?;
+            add(&shared.metrics.wal_bytes, end - start);
+            let sync = (shared.options.sync == SyncMode::Always).then(|| wal.sync().clone());
+            writer.next_seq += batch.len() as u64;
+            let mut active = write(&shared.active);
+            let metrics = &shared.metrics;
+            let mut user_bytes = 0;
+            for record in batch.iter() {
+                active.insert(record.hash, record.kind, record.key, record.value);
+                user_bytes += (record.key.len() + record.value.len()) as u64;
+                add(
+                    match record.kind {
+                        Kind::Put => &metrics.puts,
+                        Kind::Delete => &metrics.deletes,
+                        Kind::Merge => &metrics.merges,
+                    },
+                    1,
+                );
+            }
+            add(&metrics.user_bytes, user_bytes);
+            add(&metrics.write_batches, 1);
+            (sync, end)
+        };
+        if let Some(sync) = sync {
+            shared.poison.guard(|| sync.sync_to(end))?;
+        }
+        shared.metrics.write_latency_us.record(started.elapsed());
+        Ok(())
+    }
+
+    fn unwritable(&self) -> Error {
+        if self.shared.read_only {
+            Error::InvalidArgument(format!(
+                "the key-value store in {} is open read-only",
+                self.shared.dir.display()
+            ))
+        } else {
+            Error::InvalidArgument(format!(
+                "the key-value store in {} is closed",
+                self.shared.dir.display()
+            ))
+        }
+    }
+
+    /// Freezes the active root if it is full (or, with `force`, if it
+    /// holds anything), waiting first for the frozen one to spill.
+    fn make_room(&self, writer: &mut Writer, force: bool) -> Result<()> {
+        let shared = &*self.shared;
+        let (bytes, records) = {
+            let active = read(&shared.active);
+            (active.bytes(), active.len())
+        };
+        if bytes < shared.options.root_bytes && !(force && records > 0) {
+            return Ok(());
+        }
+        self.wait_for_frozen_spill(true)?;
+        let wal = writer.wal.as_ref().expect("a writable store has a log");
+        let sync = wal.sync().clone();
+        let written = wal.written();
+        shared.poison.guard(|| sync.sync_to(written))?;
+        let number = shared.next_file.fetch_add(1, Ordering::Relaxed);
+        let wal = shared
+            .poison
+            .guard(|| Wal::create(shared.fs.as_ref(), &shared.dir, number))?;
+        *lock(&shared.current_log) = Some(wal.sync().clone());
+        writer.wal = Some(wal);
+        {
+            let mut active = write(&shared.active);
+            let root = std::mem::take(&mut *active);
+            write(&shared.view).frozen = Some(Arc::new(Frozen {
+                root: Arc::new(root),
+                log_number: number,
+            }));
+        }
+        let _control = lock(&shared.control);
+        shared.wake.notify_all();
+        Ok(())
+    }
+
+    /// Waits until no root is frozen; counts it as a stall if `stall`.
+    fn wait_for_frozen_spill(&self, stall: bool) -> Result<()> {
+        let shared = &*self.shared;
+        if read(&shared.view).frozen.is_none() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut control = lock(&shared.control);
+        while read(&shared.view).frozen.is_some() {
+            if control.failed {
+                shared.poison.check()?;
+                return Err(Error::Internal("the worker stopped without recording why".into()));
+            }
+            control = shared
+                .progress
+                .wait(control)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        drop(control);
+        if stall {
+            add(&shared.metrics.stalls, 1);
+            add(&shared.metrics.stall_us, started.elapsed().as_micros() as u64);
+        }
+        shared.poison.check()
+    }
+
+    /// The value of `key`, or `None` if it has none.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        let shared = &*self.shared;
+        let started = Instant::now();
+        let hash = hash64(key);
+        let mut lookup = Lookup::default();
+        read(&shared.active).get(hash, key, |kind, value| lookup.add(kind, value));
+        if !lookup.done {
+            let view = read(&shared.view).clone();
+            if let Some(frozen) = &view.frozen {
+                frozen.root.get(hash, key, |kind, value| lookup.add(kind, value));
+            }
+            if !lookup.done {
+                let mut buffer = Vec::with_capacity(shared.options.block_bytes as usize);
+                let metrics = &shared.metrics;
+                view.tree.walk(hash, |node| {
+                    for list in node.lists.iter().rev() {
+                        let reads = list.get(&shared.cache, hash, key, &mut buffer, |kind, value| {
+                            lookup.add(kind, value);
+                        })?;
+                        if reads > 0 {
+                            add(&metrics.get_filter_passes, 1);
+                            add(&metrics.get_block_reads, u64::from(reads));
+                        }
+                        if lookup.done {
+                            return Ok(false);
+                        }
+                    }
+                    Ok(true)
+                })?;
+            }
+        }
+        let answer = lookup.resolve(key, shared.options.merge_operator.as_deref())?;
+        add(&shared.metrics.gets, 1);
+        if answer.is_some() {
+            add(&shared.metrics.get_hits, 1);
+        }
+        shared.metrics.get_latency_us.record(started.elapsed());
+        Ok(answer)
+    }
+
+    /// Spills everything written so far into the tree, so that the logs
+    /// can go; returns once the root has spilled.
+    pub fn flush(&self) -> Result<()> {
+        self.check_open()?;
+        {
+            let mut writer = lock(&self.shared.writer);
+            if writer.wal.is_none() {
+                return Err(self.unwritable());
+            }
+            self.make_room(&mut writer, true)?;
+        }
+        self.wait_for_frozen_spill(false)
+    }
+
+    /// Makes every write so far durable (whatever the sync mode).
+    pub fn sync(&self) -> Result<()> {
+        self.check_open()?;
+        let shared = &*self.shared;
+        let (sync, written) = {
+            let writer = lock(&shared.writer);
+            let Some(wal) = writer.wal.as_ref() else {
+                return Err(self.unwritable());
+            };
+            (wal.sync().clone(), wal.written())
+        };
+        shared.poison.guard(|| sync.sync_to(written))
+    }
+
+    /// Stops the worker (after the spill or split it is doing) and makes
+    /// the log durable. Later calls fail; closing again does nothing.
+    /// Records still in root buffers are in the logs, and the next open
+    /// replays them.
+    pub fn close(&self) -> Result<()> {
+        let shared = &*self.shared;
+        if shared.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        {
+            let mut control = lock(&shared.control);
+            control.shutdown = true;
+            shared.wake.notify_all();
+            shared.progress.notify_all();
+        }
+        if let Some(handle) = lock(&self.worker).take() {
+            if handle.join().is_err() {
+                return Err(Error::Internal(
+                    "the key-value store's worker thread panicked".into(),
+                ));
+            }
+        }
+        let mut writer = lock(&shared.writer);
+        if let Some(wal) = writer.wal.take() {
+            shared.poison.check()?;
+            shared.poison.guard(|| wal.sync().sync_to(wal.written()))?;
+        }
+        Ok(())
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &Options {
+        &self.shared.options
+    }
+
+    /// The current tree version (for scans, `verify` and `dump`).
+    pub(crate) fn snapshot(&self) -> (Arc<RootBuffer>, Option<Arc<RootBuffer>>, Arc<Tree>) {
+        let active = read(&self.shared.active);
+        let view = read(&self.shared.view).clone();
+        let active = Arc::new(active.clone());
+        (active, view.frozen.map(|frozen| frozen.root.clone()), view.tree)
+    }
+
+    /// The open-file cache and the merge operator, for scans.
+    pub(crate) fn cache(&self) -> &FileCache {
+        &self.shared.cache
+    }
+
+    /// The file system the store is on.
+    pub(crate) fn fs(&self) -> &Arc<dyn Fs> {
+        &self.shared.fs
+    }
+
+    /// Statistics.
+    pub fn stats(&self) -> KvStats {
+        let shared = &*self.shared;
+        let metrics = &shared.metrics;
+        let (root_records, root_bytes) = {
+            let active = read(&shared.active);
+            (active.len() as u64, active.bytes() as u64)
+        };
+        let view = read(&shared.view).clone();
+        let (frozen_records, frozen_bytes) = view.frozen.as_ref().map_or((0, 0), |frozen| {
+            (frozen.root.len() as u64, frozen.root.bytes() as u64)
+        });
+        let tree = &view.tree;
+        let files = tree.files();
+        let root_spills = lock(&shared.control).root_spills;
+        KvStats {
+            puts: get(&metrics.puts),
+            deletes: get(&metrics.deletes),
+            merges: get(&metrics.merges),
+            write_batches: get(&metrics.write_batches),
+            user_bytes: get(&metrics.user_bytes),
+            wal_bytes: get(&metrics.wal_bytes),
+            gets: get(&metrics.gets),
+            get_hits: get(&metrics.get_hits),
+            get_block_reads: get(&metrics.get_block_reads),
+            get_filter_passes: get(&metrics.get_filter_passes),
+            root_records: root_records + frozen_records,
+            root_bytes: root_bytes + frozen_bytes,
+            root_spills,
+            node_spills: get(&metrics.node_spills),
+            slow_splits: get(&metrics.slow_splits),
+            collapses: get(&metrics.collapses),
+            fast_splits: get(&metrics.fast_splits),
+            divides: get(&metrics.divides),
+            grows: get(&metrics.grows),
+            forced: get(&metrics.forced),
+            stall_seconds: get(&metrics.stall_us) as f64 / 1e6,
+            stalls: get(&metrics.stalls),
+            height: tree.height() as u64,
+            nodes: tree.len() as u64,
+            leaves: tree.leaves().len() as u64,
+            lists: tree.nodes().map(|node| node.lists.len() as u64).sum(),
+            list_files: files.len() as u64,
+            list_file_bytes: files.values().map(|file| file.file_bytes()).sum(),
+            list_records: files.values().map(|file| file.records()).sum(),
+            index_memory_bytes: files.values().map(|file| file.index_memory_bytes() as u64).sum(),
+            list_bytes_written: get(&metrics.list_bytes_written),
+            list_bytes_read: get(&metrics.list_bytes_read),
+            records_spilled: get(&metrics.records_spilled),
+            manifest_rewrites: get(&metrics.manifest_rewrites),
+            files_removed: get(&metrics.files_removed),
+            file_opens: shared.cache.opens(),
+            write_latency_us: metrics.write_latency_us.snapshot(),
+            get_latency_us: metrics.get_latency_us.snapshot(),
+            spill_latency_us: metrics.spill_latency_us.snapshot(),
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Errors surface through `close`; a drop can only try.
+        let _ = self.close();
+    }
+}
+
+/// Whether `name` is a file a store writes.
+fn is_store_file(name: &str) -> bool {
+    list::parse_name(name).is_some()
+        || wal::parse_name(name).is_some()
+        || manifest::parse_name(name).is_some()
+}
+
+/// Removes what a crash or an earlier session left behind: list files the
+/// tree does not refer to, logs already in the tree, old manifests.
+fn remove_unreferenced(fs: &dyn Fs, dir: &Path, names: &[String], recovered: &Recovered) -> Result<()> {
+    let live = recovered.tree.files();
+    let mut removed = false;
+    for name in names {
+        let stale = match (
+            list::parse_name(name),
+            wal::parse_name(name),
+            manifest::parse_name(name),
+        ) {
+            (Some(number), _, _) => !live.contains_key(&number),
+            (_, Some(number), _) => number < recovered.counters.log_number,
+            (_, _, Some(number)) => number != recovered.manifest_number,
+            _ => name == "CURRENT.tmp",
+        };
+        if stale {
+            fs.remove_file(&dir.join(name))?;
+            removed = true;
+        }
+    }
+    if removed {
+        fs.sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// One key's records found by a GET, newest first, until a PUT or DELETE
+/// settles it.
+#[derive(Debug, Default)]
+struct Lookup {
+    found: Vec<(Kind, Vec<u8>)>,
+    done: bool,
+}
+
+impl Lookup {
+    /// Adds the next older record; returns whether to look further.
+    fn add(&mut self, kind: Kind, value: &[u8]) -> bool {
+        self.found.push((kind, value.to_vec()));
+        self.done = kind != Kind::Merge;
+        !self.done
+    }
+
+    fn resolve(self, key: &[u8], merge: Option<&dyn crate::merge::MergeOperator>) -> Result<Option<Vec<u8>>> {
+        let mut records = self.found.into_iter().rev();
+        let Some((kind, value)) = records.next() else {
+            return Ok(None);
+        };
+        let mut folded = Folded::default();
+        folded.start(kind, &value);
+        for (kind, value) in records {
+            folded.apply(key, kind, &value, merge)?;
+        }
+        Ok(folded.into_answer())
+    }
+}
+
+/// What the worker does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fix {
+    /// The root has too many children: grow a level.
+    Grow,
+    /// A node has too many children.
+    Divide(NodeId),
+    /// An internal node is full (or, forced, holds too many repeats).
+    Spill(NodeId, bool),
+    /// A leaf is full (or, forced, holds too many repeats).
+    Split(NodeId, bool),
+}
+
+/// The background thread that spills and splits.
+struct Worker {
+    shared: Arc<Shared>,
+    manifest: ManifestWriter,
+    counters: Counters,
+    /// Files the tree no longer refers to, deleted once no reader holds them.
+    obsolete: Vec<Arc<ListFile>>,
+    /// Each node's unique ratio, with the list count and bytes it was computed for.
+    unique_ratios: HashMap<NodeId, ((usize, u64), f64)>,
+    last_sync: Instant,
+}
+
+enum Work {
+    SpillRoot(Arc<Frozen>),
+    Fix(Fix),
+    Idle,
+}
+
+impl Worker {
+    fn run(mut self) {
+        loop {
+            let tree = read(&self.shared.view).tree.clone();
+            let fix = self.next_fix(&tree);
+            let work = {
+                let mut control = lock(&self.shared.control);
+                if control.shutdown {
+                    break;
+                }
+                let frozen = read(&self.shared.view).frozen.clone();
+                match (frozen, fix) {
+                    (Some(frozen), None | Some((_, false))) => Work::SpillRoot(frozen),
+                    (_, Some((fix, _))) => Work::Fix(fix),
+                    (None, None) => {
+                        let timeout = match self.shared.options.sync {
+                            SyncMode::Periodic(interval) => interval.min(IDLE_WAKE),
+                            _ => IDLE_WAKE,
+                        };
+                        control = self
+                            .shared
+                            .wake
+                            .wait_timeout(control, timeout)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                        if control.shutdown {
+                            break;
+                        }
+                        Work::Idle
+                    }
+                }
+            };
+            let result = self.sync_if_due().and_then(|()| match work {
+                Work::SpillRoot(frozen) => self.spill_root(&tree, &frozen),
+                Work::Fix(fix) => self.fix(&tree, fix),
+                Work::Idle => {
+                    self.remove_obsolete();
+                    Ok(())
+                }
+            });
+            if let Err(error) = result {
+                self.shared.poison.poison(error);
+                let mut control = lock(&self.shared.control);
+                control.failed = true;
+                self.shared.progress.notify_all();
+                return;
+            }
+        }
+        self.remove_obsolete();
+    }
+
+    /// Syncs the log if the periodic interval has passed.
+    fn sync_if_due(&mut self) -> Result<()> {
+        let SyncMode::Periodic(interval) = self.shared.options.sync else {
+            return Ok(());
+        };
+        if self.last_sync.elapsed() < interval {
+            return Ok(());
+        }
+        self.last_sync = Instant::now();
+        let log = lock(&self.shared.current_log).clone();
+        match log {
+            Some(log) if !log.is_synced() => self.shared.poison.guard(|| log.sync_to(u64::MAX)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The most urgent change the tree needs, and whether it must come
+    /// before the next root spill (a node far over its capacity, or too
+    /// many children: cheap to fix and needed for routing).
+    fn next_fix(&mut self, tree: &Tree) -> Option<(Fix, bool)> {
+        let options = &self.shared.options;
+        if tree.root().children.len() > options.fan_out {
+            return Some((Fix::Grow, true));
+        }
+        // Internal nodes first (their spills feed the leaves), then the fullest.
+        let mut full: Option<(bool, u64, NodeId)> = None;
+        for node in tree.nodes() {
+            if node.id == ROOT {
+                continue;
+            }
+            if node.children.len() > options.fan_out {
+                return Some((Fix::Divide(node.id), true));
+            }
+            let rank = (!node.is_leaf(), node.bytes());
+            if rank.1 > options.node_bytes && full.is_none_or(|(internal, bytes, _)| rank > (internal, bytes))
+            {
+                full = Some((rank.0, rank.1, node.id));
+            }
+        }
+        if let Some((internal, bytes, id)) = full {
+            let fix = if internal {
+                Fix::Spill(id, false)
+            } else {
+                Fix::Split(id, false)
+            };
+            return Some((fix, bytes > 2 * options.node_bytes));
+        }
+        if options.unique_ratio_min > 0.0 {
+            for node in tree.nodes() {
+                if node.id == ROOT || node.lists.len() < 2 || node.bytes() < options.node_bytes / 4 {
+                    continue;
+                }
+                let signature = (node.lists.len(), node.bytes());
+                let ratio = match self.unique_ratios.get(&node.id) {
+                    Some(&(known, ratio)) if known == signature => ratio,
+                    _ => {
+                        let ratio = node.unique_ratio();
+                        self.unique_ratios.insert(node.id, (signature, ratio));
+                        ratio
+                    }
+                };
+                if ratio < options.unique_ratio_min {
+                    let fix = if node.is_leaf() {
+                        Fix::Split(node.id, true)
+                    } else {
+                        Fix::Spill(node.id, true)
+                    };
+                    return Some((fix, false));
+                }
+            }
+        }
+        None
+    }
+
+    fn job(shared: &Shared) -> Job<'_> {
+        Job {
+            fs: shared.fs.as_ref(),
+            dir: &shared.dir,
+            options: &shared.options,
+            cache: &shared.cache,
+            next_file: &shared.next_file,
+            merge: shared.options.merge_operator.clone(),
+            written: Vec::new(),
+            records_in: 0,
+            bytes_read: 0,
+        }
+    }
+
+    fn spill_root(&mut self, tree: &Arc<Tree>, frozen: &Arc<Frozen>) -> Result<()> {
+        let started = Instant::now();
+        let shared = self.shared.clone();
+        let mut job = Self::job(&shared);
+        let edit = spill::spill_root(&mut job, tree, frozen.root.clone())?;
+        let (written, records, read) = (job.written.len(), job.records_in, job.bytes_read);
+        let bytes = job.bytes_written();
+        drop(job);
+        self.counters.log_number = frozen.log_number;
+        self.commit(tree, edit, written > 0, true)?;
+        let metrics = &shared.metrics;
+        add(&metrics.list_bytes_written, bytes);
+        add(&metrics.list_bytes_read, read);
+        add(&metrics.records_spilled, records);
+        metrics.spill_latency_us.record(started.elapsed());
+        // Logs before the frozen root's successor hold nothing the tree lacks.
+        for name in self.shared.fs.list_dir(&self.shared.dir)? {
+            if wal::parse_name(&name).is_some_and(|number| number < frozen.log_number) {
+                self.shared.fs.remove_file(&self.shared.dir.join(&name))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn fix(&mut self, tree: &Arc<Tree>, fix: Fix) -> Result<()> {
+        let started = Instant::now();
+        let shared = self.shared.clone();
+        let metrics = &shared.metrics;
+        let mut job = Self::job(&shared);
+        let edit = match fix {
+            Fix::Grow => {
+                let (left, right) = (self.counters.next_node, self.counters.next_node + 1);
+                add(&metrics.grows, 1);
+                split::grow(tree, left, right)
+            }
+            Fix::Divide(id) => {
+                add(&metrics.divides, 1);
+                split::divide(tree, id, self.counters.next_node)
+            }
+            Fix::Spill(id, forced) => {
+                add(
+                    if forced {
+                        &metrics.forced
+                    } else {
+                        &metrics.node_spills
+                    },
+                    1,
+                );
+                spill::spill_node(&mut job, tree, id)?
+            }
+            Fix::Split(id, forced) => {
+                let node = tree.node(id);
+                let fast = !forced && node.fast_splits < self.shared.options.fast_splits_per_slow_split;
+                match fast
+                    .then(|| split::fast_split(tree, id, self.counters.next_node))
+                    .flatten()
+                {
+                    Some(edit) => {
+                        add(&metrics.fast_splits, 1);
+                        edit
+                    }
+                    None => {
+                        let (edit, outcome) = split::slow_split(&mut job, tree, id, self.counters.next_node)?;
+                        add(
+                            match (forced, outcome) {
+                                (true, _) => &metrics.forced,
+                                (false, SlowSplit::Split) => &metrics.slow_splits,
+                                (false, SlowSplit::Collapsed) => &metrics.collapses,
+                            },
+                            1,
+                        );
+                        edit
+                    }
+                }
+            }
+        };
+        // New nodes took the numbers from next_node on.
+        let highest = edit.nodes.iter().map(|node| node.id).max().unwrap_or(0);
+        self.counters.next_node = self.counters.next_node.max(highest + 1);
+        let (written, records, read) = (job.written.len(), job.records_in, job.bytes_read);
+        let bytes = job.bytes_written();
+        drop(job);
+        self.commit(tree, edit, written > 0, false)?;
+        add(&metrics.list_bytes_written, bytes);
+        add(&metrics.list_bytes_read, read);
+        add(&metrics.records_spilled, records);
+        metrics.spill_latency_us.record(started.elapsed());
+        Ok(())
+    }
+
+    /// Makes `edit` durable in the manifest, then installs the version it
+    /// makes of `tree` (dropping the frozen root if `root_spilled`).
+    fn commit(&mut self, tree: &Arc<Tree>, edit: Edit, wrote_files: bool, root_spilled: bool) -> Result<()> {
+        let shared = &*self.shared;
+        if wrote_files {
+            shared.fs.sync_dir(&shared.dir)?;
+        }
+        self.counters.next_file = shared.next_file.load(Ordering::Relaxed);
+        let mut payload = Vec::new();
+        manifest::encode_edit(&edit, self.counters, &mut payload);
+        self.manifest.append(&payload)?;
+        let next = Arc::new(tree.apply(&edit));
+        debug_assert!(next.check_invariants().is_ok(), "{:?}", next.check_invariants());
+        {
+            let mut view = write(&shared.view);
+            view.tree = next.clone();
+            if root_spilled {
+                view.frozen = None;
+            }
+        }
+        {
+            let mut control = lock(&shared.control);
+            if root_spilled {
+                control.root_spills += 1;
+            }
+            shared.progress.notify_all();
+        }
+        let live = next.files();
+        for (number, file) in tree.files() {
+            if !live.contains_key(&number) {
+                self.obsolete.push(file);
+            }
+        }
+        for id in &edit.removed {
+            self.unique_ratios.remove(id);
+        }
+        self.remove_obsolete();
+        if self.manifest.wants_rewrite() {
+            self.rewrite_manifest(&next)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new manifest from a snapshot of `tree`.
+    fn rewrite_manifest(&mut self, tree: &Tree) -> Result<()> {
+        let shared = &*self.shared;
+        let number = shared.next_file.fetch_add(1, Ordering::Relaxed);
+        self.counters.next_file = number + 1;
+        let merge_name = shared
+            .options
+            .merge_operator
+            .as_ref()
+            .map_or(String::new(), |merge| merge.name());
+        let mut snapshot = Vec::new();
+        manifest::encode_snapshot(tree, self.counters, &merge_name, &mut snapshot);
+        let old = self.manifest.number();
+        self.manifest = ManifestWriter::create(shared.fs.as_ref(), &shared.dir, number, &snapshot)?;
+        shared
+            .fs
+            .remove_file(&shared.dir.join(manifest::file_name(old)))?;
+        add(&shared.metrics.manifest_rewrites, 1);
+        Ok(())
+    }
+
+    /// Deletes the obsolete files no reader holds any more. A failure
+    /// leaves the file for the next open to remove.
+    fn remove_obsolete(&mut self) {
+        let shared = &*self.shared;
+        self.obsolete.retain(|file| {
+            if Arc::strong_count(file) > 1 {
+                return true;
+            }
+            shared.cache.forget(file.number());
+            if shared.fs.remove_file(file.path()).is_ok() {
+                add(&shared.metrics.files_removed, 1);
+            }
+            false
+        });
+    }
+}
