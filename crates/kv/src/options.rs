@@ -106,9 +106,9 @@ impl Options {
     /// Checks the options against each other.
     pub fn check(&self) -> Result<()> {
         ensure!(
-            self.root_bytes >= 64 << 10 && self.root_bytes <= ROOT_BYTES_MAX,
+            self.root_bytes >= 4 << 10 && self.root_bytes <= ROOT_BYTES_MAX,
             InvalidArgument,
-            "root_bytes must be between 64 KiB and {ROOT_BYTES_MAX}, got {}",
+            "root_bytes must be between 4 KiB and {ROOT_BYTES_MAX}, got {}",
             self.root_bytes
         );
         ensure!(

@@ -86,7 +86,10 @@ pub fn slow_split(job: &mut Job<'_>, tree: &Tree, id: NodeId, new_id: NodeId) ->
     let mut writer = None;
     while let Some(record) = merger.next_record()? {
         if kept_at_leaf(&record) {
-            writer.get_or_insert(job.list_writer()?).add(&record)?;
+            if writer.is_none() {
+                writer = Some(job.list_writer()?);
+            }
+            writer.as_mut().expect("a writer is open").add(&record)?;
         }
     }
     job.records_in += merger.records_in();

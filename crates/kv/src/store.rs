@@ -106,6 +106,8 @@ struct Control {
     failed: bool,
     /// Root spills completed.
     root_spills: u64,
+    /// Times the worker found nothing to do (after removing obsolete files).
+    idle_passes: u64,
 }
 
 #[derive(Debug)]
@@ -712,6 +714,30 @@ impl Store {
         self.wait_for_frozen_spill(false)
     }
 
+    /// [`flush`](Self::flush), then waits until the worker has nothing left
+    /// to do: every node within its capacity and fan-out, and the files no
+    /// reader holds deleted. For benchmarks and tests that want a quiet
+    /// store; nothing needs it for correctness.
+    pub fn settle(&self) -> Result<()> {
+        self.flush()?;
+        let shared = &*self.shared;
+        let mut control = lock(&shared.control);
+        let start = control.idle_passes;
+        while control.idle_passes == start {
+            if control.failed {
+                drop(control);
+                shared.poison.check()?;
+                return Err(Error::Internal("the worker stopped without recording why".into()));
+            }
+            shared.wake.notify_all();
+            control = shared
+                .progress
+                .wait(control)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        Ok(())
+    }
+
     /// Makes every write so far durable (whatever the sync mode).
     pub fn sync(&self) -> Result<()> {
         self.check_open()?;
@@ -948,6 +974,8 @@ enum Work {
 impl Worker {
     fn run(mut self) {
         loop {
+            // The previous version is dropped by now: its files may go.
+            self.remove_obsolete();
             let tree = read(&self.shared.view).tree.clone();
             let fix = self.next_fix(&tree);
             let work = {
@@ -960,6 +988,8 @@ impl Worker {
                     (Some(frozen), None | Some((_, false))) => Work::SpillRoot(frozen),
                     (_, Some((fix, _))) => Work::Fix(fix),
                     (None, None) => {
+                        control.idle_passes += 1;
+                        self.shared.progress.notify_all();
                         let timeout = match self.shared.options.sync {
                             SyncMode::Periodic(interval) => interval.min(IDLE_WAKE),
                             _ => IDLE_WAKE,
@@ -980,10 +1010,7 @@ impl Worker {
             let result = self.sync_if_due().and_then(|()| match work {
                 Work::SpillRoot(frozen) => self.spill_root(&tree, &frozen),
                 Work::Fix(fix) => self.fix(&tree, fix),
-                Work::Idle => {
-                    self.remove_obsolete();
-                    Ok(())
-                }
+                Work::Idle => Ok(()),
             });
             if let Err(error) = result {
                 self.shared.poison.poison(error);
@@ -1210,7 +1237,6 @@ impl Worker {
         for id in &edit.removed {
             self.unique_ratios.remove(id);
         }
-        self.remove_obsolete();
         if self.manifest.wants_rewrite() {
             self.rewrite_manifest(&next)?;
         }
