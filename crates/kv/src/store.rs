@@ -314,7 +314,6 @@ impl Store {
             .merge_operator
             .as_ref()
             .map_or(String::new(), |merge| merge.name());
-        let names = fs.list_dir(dir)?;
         let recovered = manifest::recover(fs.as_ref(), dir, |number| {
             ListFile::open(fs.as_ref(), dir, number)
         })?;
@@ -343,7 +342,7 @@ impl Store {
                 )))
             }
             None => {
-                if let Some(name) = names.iter().find(|name| is_store_file(name)) {
+                if let Some(name) = fs.list_dir(dir)?.iter().find(|name| is_store_file(name)) {
                     return Err(Error::corruption(
                         dir.join(manifest::CURRENT),
                         0,
@@ -370,6 +369,7 @@ impl Store {
                 (recovered, Some(writer))
             }
         };
+        let names = fs.list_dir(dir)?;
         let highest_file = names
             .iter()
             .filter_map(|name| {

@@ -8,8 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{key, scanned, small_options, value, Rng};
-use spillway_core::{ErrorKind, SimFs};
-use spillway_kv::{Options, Store, WriteBatch};
+use spillway_agg::{Output, Value};
+use spillway_core::{ErrorKind, Fs, SimFs};
+use spillway_kv::{AggregateMerge, Options, Store, WriteBatch};
 
 fn check_against(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, keys: u64) {
     for i in 0..keys {
@@ -79,4 +80,294 @@ fn writes_survive_spills_splits_and_reopens() {
     let store = Store::open_on(fs, dir, options).unwrap();
     check_against(&store, &model, keys);
     assert_eq!(store.get(b"late").unwrap(), Some(b"value".to_vec()));
+}
+
+#[test]
+fn merge_mode_aggregates_more_keys_than_the_root_holds_while_ingest_goes_on() {
+    let fs = Arc::new(SimFs::new());
+    let dir = Path::new("/aggregate");
+    let sum = Arc::new(AggregateMerge::new("sum+count").unwrap());
+    let options = Options {
+        merge_operator: Some(sum.clone()),
+        ..small_options()
+    };
+    let store = Store::open_on(fs.clone(), dir, options.clone()).unwrap();
+    let mut totals: BTreeMap<u64, (i64, i64)> = BTreeMap::new();
+    let mut rng = Rng(3);
+    let answer = |store: &Store, word: u64| {
+        store
+            .get(&key(word))
+            .unwrap()
+            .map(|state| match sum.finalize(&state).unwrap() {
+                Output::List(parts) => match parts.as_slice() {
+                    [Output::Int(sum), Output::Int(count)] => (*sum, *count),
+                    other => panic!("{other:?}"),
+                },
+                other => panic!("{other:?}"),
+            })
+    };
+    for round in 0..40 {
+        let mut batch = WriteBatch::new();
+        for _ in 0..500 {
+            // Skewed: low words repeat often.
+            let range = 1 + rng.below(3000);
+            let word = rng.below(range);
+            let amount = (rng.below(100) as i64) - 20;
+            batch.merge(&key(word), &sum.operand(Value::Int(amount)).unwrap());
+            let total = totals.entry(word).or_insert((0, 0));
+            *total = (total.0 + amount, total.1 + 1);
+        }
+        store.write(&batch).unwrap();
+        // Queryable while ingest goes on.
+        if round % 10 == 9 {
+            for word in [0, 1, 17, 2999] {
+                assert_eq!(
+                    answer(&store, word),
+                    totals.get(&word).copied(),
+                    "word {word}, round {round}"
+                );
+            }
+        }
+    }
+    store.settle().unwrap();
+    let stats = store.stats();
+    assert!(stats.root_spills > 5, "{stats:?}");
+    // Merges collapse in spills: the lists hold far fewer records than were written.
+    assert!(stats.list_records < stats.merges / 2, "{stats:?}");
+    for (&word, &total) in &totals {
+        assert_eq!(answer(&store, word), Some(total), "word {word}");
+    }
+    assert_eq!(scanned(&store).len(), totals.len());
+    store.close().unwrap();
+
+    // The operator is part of the store.
+    let error = Store::open_on(fs.clone(), dir, small_options()).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.to_string().contains("aggregate:sum+count"), "{error}");
+    let other = Options {
+        merge_operator: Some(Arc::new(AggregateMerge::new("max").unwrap())),
+        ..small_options()
+    };
+    assert!(Store::open_on(fs.clone(), dir, other).is_err());
+    let store = Store::open_on(fs, dir, options).unwrap();
+    assert_eq!(answer(&store, 0), totals.get(&0).copied());
+    // A value that is not a state of the operator is refused up front.
+    let error = store.put(b"bad", b"\xff\xff").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+}
+
+/// Flips one byte at `offset` of `path`.
+fn flip(fs: &SimFs, path: &Path, offset: u64) {
+    let file = fs.open_read_write(path).unwrap();
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, offset).unwrap();
+    file.write_at(&[byte[0] ^ 0x40], offset).unwrap();
+    file.sync_data().unwrap();
+}
+
+#[test]
+fn damaged_files_are_corruption_errors_naming_the_file_and_offset() {
+    let fs = Arc::new(SimFs::new());
+    let dir = Path::new("/damaged");
+    let options = Options {
+        bloom_bits_per_key: 0, // every GET reads every list on its path
+        ..small_options()
+    };
+    let store = Store::open_on(fs.clone(), dir, options.clone()).unwrap();
+    for i in 0..3000 {
+        store.put(&key(i), &value(i, 0, 40)).unwrap();
+    }
+    store.settle().unwrap();
+    store.close().unwrap();
+    let mut lists: Vec<String> = fs
+        .list_dir(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|name| name.ends_with(".list"))
+        .collect();
+    lists.sort();
+    let victim = dir.join(&lists[0]);
+
+    // A record in the first block: GETs that read it, and verify, fail.
+    flip(&*fs, &victim, 40);
+    let store = Store::open_on(fs.clone(), dir, options.clone()).unwrap();
+    let errors: Vec<String> = (0..3000)
+        .filter_map(|i| store.get(&key(i)).err())
+        .map(|error| {
+            assert_eq!(error.kind(), ErrorKind::Corruption);
+            error.to_string()
+        })
+        .collect();
+    assert!(!errors.is_empty());
+    assert!(
+        errors[0].contains(&lists[0]) && errors[0].contains("at offset 0"),
+        "{}",
+        errors[0]
+    );
+    let error = store.verify().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption);
+    assert!(error.to_string().contains(&lists[0]), "{error}");
+    let error = store.scan().unwrap().find_map(|entry| entry.err()).unwrap();
+    assert_eq!(error.kind(), ErrorKind::Corruption);
+    drop(store);
+    flip(&*fs, &victim, 40);
+
+    // The footer: opening reads it, and fails.
+    let len = fs.file_len(&victim).unwrap();
+    flip(&*fs, &victim, len - 30);
+    let error = Store::open_on(fs.clone(), dir, options.clone()).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption);
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("{} at offset {}", victim.display(), len - 72)),
+        "{error}"
+    );
+    flip(&*fs, &victim, len - 30);
+
+    // The manifest: an edit in the middle.
+    let manifest = fs
+        .list_dir(dir)
+        .unwrap()
+        .into_iter()
+        .find(|name| name.starts_with("MANIFEST-"))
+        .unwrap();
+    flip(&*fs, &dir.join(&manifest), 20);
+    let error = Store::open_on(fs.clone(), dir, options.clone()).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption);
+    assert!(error.to_string().contains(&manifest), "{error}");
+    flip(&*fs, &dir.join(&manifest), 20);
+
+    // A list file the manifest names has gone.
+    let store = Store::open_on(fs.clone(), dir, options.clone()).unwrap();
+    store.verify().unwrap();
+    drop(store);
+    fs.remove_file(&victim).unwrap();
+    let error = Store::open_on(fs, dir, options).unwrap_err();
+    assert!(error.to_string().contains(&lists[0]), "{error}");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_changes_nothing() {
+    let fs = Arc::new(SimFs::new());
+    let dir = Path::new("/bad");
+    for (options, expected) in [
+        (
+            Options {
+                fan_out: 1,
+                ..small_options()
+            },
+            "fan_out",
+        ),
+        (
+            Options {
+                block_bytes: 1000,
+                ..small_options()
+            },
+            "block_bytes",
+        ),
+        (
+            Options {
+                node_bytes: 1024,
+                ..small_options()
+            },
+            "node_bytes",
+        ),
+        (
+            Options {
+                unique_ratio_min: 2.0,
+                ..small_options()
+            },
+            "unique_ratio_min",
+        ),
+        (
+            Options {
+                root_bytes: 4 << 10,
+                node_bytes: 4 << 10,
+                ..Options::default()
+            },
+            "largest record",
+        ),
+    ] {
+        let error = Store::open_on(fs.clone(), dir, options).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+    let store = Store::open_on(fs.clone(), dir, small_options()).unwrap();
+    store.put(b"kept", b"1").unwrap();
+    for (result, expected) in [
+        (store.put(&[b'k'; 1025], b"v"), "key"),
+        (store.put(b"k", &[0; 4097]), "value"),
+        (store.merge(b"k", b"1"), "merge operator"),
+        (
+            {
+                let mut batch = WriteBatch::new();
+                batch.put(b"a", b"1").put(b"b", &[0; 5000]);
+                store.write(&batch)
+            },
+            "value",
+        ),
+    ] {
+        let error = result.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+    assert_eq!(store.get(b"a").unwrap(), None, "a refused batch writes nothing");
+    store.put(b"still", b"works").unwrap();
+    drop(store);
+
+    let error = Store::open_read_only_on(fs.clone(), Path::new("/nothing"), small_options()).unwrap_err();
+    assert!(error.to_string().contains("holds no key-value store"), "{error}");
+    let reader = Store::open_read_only_on(fs, dir, small_options()).unwrap();
+    assert_eq!(reader.get(b"kept").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(reader.get(b"still").unwrap(), Some(b"works".to_vec()));
+    let error = reader.put(b"x", b"y").unwrap_err();
+    assert!(error.to_string().contains("read-only"), "{error}");
+}
+
+#[test]
+fn a_store_in_use_is_locked_against_other_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), small_options()).unwrap();
+    store.put(b"k", b"v").unwrap();
+    let error = Store::open(dir.path(), small_options()).unwrap_err();
+    assert!(error.to_string().contains("open in another process"), "{error}");
+    let error = Store::open_read_only(dir.path(), small_options()).unwrap_err();
+    assert!(error.to_string().contains("for writing"), "{error}");
+    drop(store);
+    let first = Store::open_read_only(dir.path(), small_options()).unwrap();
+    let second = Store::open_read_only(dir.path(), small_options()).unwrap();
+    assert_eq!(first.get(b"k").unwrap(), second.get(b"k").unwrap());
+}
+
+#[test]
+fn readers_see_every_acknowledged_write_while_writers_and_the_worker_run() {
+    let fs = Arc::new(SimFs::new());
+    let store = Arc::new(Store::open_on(fs, Path::new("/concurrent"), small_options()).unwrap());
+    let writers: Vec<_> = (0..2u64)
+        .map(|writer| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for i in 0..4000u64 {
+                    let key = key(writer * 100_000 + i);
+                    store.put(&key, &i.to_le_bytes()).unwrap();
+                    // Every acknowledged write is visible at once...
+                    assert_eq!(store.get(&key).unwrap(), Some(i.to_le_bytes().to_vec()));
+                    // ...and stays visible through spills and splits.
+                    let earlier = key_of(writer, i / 2);
+                    assert_eq!(store.get(&earlier).unwrap(), Some((i / 2).to_le_bytes().to_vec()));
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let stats = store.stats();
+    assert!(stats.root_spills > 3 && stats.nodes > 2, "{stats:?}");
+    assert_eq!(scanned(&store).len(), 8000);
+}
+
+fn key_of(writer: u64, i: u64) -> Vec<u8> {
+    key(writer * 100_000 + i)
 }
