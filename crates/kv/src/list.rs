@@ -308,7 +308,7 @@ impl Footer {
         if !block_bytes.is_power_of_two()
             || block_bytes < 512
             || !sections_in_order
-            || footer.filter_offset % block_bytes != 0
+            || !footer.filter_offset.is_multiple_of(block_bytes)
             || footer.blocks == 0
             || footer.records < u64::from(footer.blocks)
             || footer.sketch_offset - footer.index_offset

@@ -10,8 +10,11 @@ use std::sync::Arc;
 
 use common::{key, scanned, small_options, value, Rng};
 use spillway_core::fs::{CrashMode, Fault, FaultTarget, OpKind, TearGranularity};
-use spillway_core::{ErrorKind, Fs, SimFs};
+use spillway_core::{ErrorKind, SimFs};
 use spillway_kv::{Options, Store, SyncMode, WriteBatch};
+
+/// A store's keys and values.
+type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn options() -> Options {
     Options {
@@ -23,11 +26,7 @@ fn options() -> Options {
 
 /// Writes random batches until one fails; returns what was acknowledged
 /// and what the failed batch would have made.
-fn write_until_failure(
-    store: &Store,
-    rng: &mut Rng,
-    limit: usize,
-) -> (BTreeMap<Vec<u8>, Vec<u8>>, BTreeMap<Vec<u8>, Vec<u8>>) {
+fn write_until_failure(store: &Store, rng: &mut Rng, limit: usize) -> (Contents, Contents) {
     let mut acknowledged = BTreeMap::new();
     for round in 0..limit as u64 {
         let mut attempted = acknowledged.clone();
@@ -53,13 +52,7 @@ fn write_until_failure(
 
 /// Reopens after a crash and checks that the store holds the acknowledged
 /// writes, with the failed batch whole or not at all, and nothing else.
-fn check_recovery(
-    fs: &Arc<SimFs>,
-    dir: &Path,
-    acknowledged: &BTreeMap<Vec<u8>, Vec<u8>>,
-    failed: &BTreeMap<Vec<u8>, Vec<u8>>,
-    what: &str,
-) {
+fn check_recovery(fs: &Arc<SimFs>, dir: &Path, acknowledged: &Contents, failed: &Contents, what: &str) {
     let store =
         Store::open_on(fs.clone(), dir, options()).unwrap_or_else(|error| panic!("{what}: reopen: {error}"));
     let got = scanned(&store);

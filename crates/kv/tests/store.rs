@@ -189,7 +189,7 @@ fn damaged_files_are_corruption_errors_naming_the_file_and_offset() {
     let victim = dir.join(&lists[0]);
 
     // A record in the first block: GETs that read it, and verify, fail.
-    flip(&*fs, &victim, 40);
+    flip(&fs, &victim, 40);
     let store = Store::open_on(fs.clone(), dir, options.clone()).unwrap();
     let errors: Vec<String> = (0..3000)
         .filter_map(|i| store.get(&key(i)).err())
@@ -210,11 +210,11 @@ fn damaged_files_are_corruption_errors_naming_the_file_and_offset() {
     let error = store.scan().unwrap().find_map(|entry| entry.err()).unwrap();
     assert_eq!(error.kind(), ErrorKind::Corruption);
     drop(store);
-    flip(&*fs, &victim, 40);
+    flip(&fs, &victim, 40);
 
     // The footer: opening reads it, and fails.
     let len = fs.file_len(&victim).unwrap();
-    flip(&*fs, &victim, len - 30);
+    flip(&fs, &victim, len - 30);
     let error = Store::open_on(fs.clone(), dir, options.clone()).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Corruption);
     assert!(
@@ -223,7 +223,7 @@ fn damaged_files_are_corruption_errors_naming_the_file_and_offset() {
             .contains(&format!("{} at offset {}", victim.display(), len - 72)),
         "{error}"
     );
-    flip(&*fs, &victim, len - 30);
+    flip(&fs, &victim, len - 30);
 
     // The manifest: an edit in the middle.
     let manifest = fs
@@ -232,11 +232,11 @@ fn damaged_files_are_corruption_errors_naming_the_file_and_offset() {
         .into_iter()
         .find(|name| name.starts_with("MANIFEST-"))
         .unwrap();
-    flip(&*fs, &dir.join(&manifest), 20);
+    flip(&fs, &dir.join(&manifest), 20);
     let error = Store::open_on(fs.clone(), dir, options.clone()).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Corruption);
     assert!(error.to_string().contains(&manifest), "{error}");
-    flip(&*fs, &dir.join(&manifest), 20);
+    flip(&fs, &dir.join(&manifest), 20);
 
     // A list file the manifest names has gone.
     let store = Store::open_on(fs.clone(), dir, options.clone()).unwrap();
