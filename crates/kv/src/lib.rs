@@ -9,6 +9,7 @@ mod batch;
 mod bloom;
 mod cache;
 mod collapse;
+pub mod format;
 mod kmv;
 mod list;
 mod manifest;
