@@ -20,7 +20,7 @@ const ROUND_VARIABLE: &str = "SPILLWAY_KV_KILL_ROUND";
 fn options(round: u64) -> Options {
     Options {
         // Both: a process crash loses nothing written to the page cache.
-        sync: if round % 2 == 0 {
+        sync: if round.is_multiple_of(2) {
             SyncMode::Always
         } else {
             SyncMode::None
