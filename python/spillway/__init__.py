@@ -16,12 +16,14 @@ from .errors import (
 )
 from . import workload
 from .agg import Aggregator
+from .kv import KV
 from .sortbench import GensortReport, SortReport, ValsortReport, gensort, sort, valsort
 from .stream import StreamIndex, stream_key
 
 __all__ = [
     "__version__",
     "Aggregator",
+    "KV",
     "StreamIndex",
     "stream_key",
     "gensort",

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod agg;
 mod gensort;
+pub mod kv;
 mod progress;
 mod sort;
 pub mod stream;
@@ -40,6 +41,8 @@ enum Command {
     Agg(agg::Args),
     /// A stream index: ingest (key, time, value) records, query key and time ranges.
     Stream(stream::Args),
+    /// A WB Tree key-value store: load, get, scan, stats, verify, dump.
+    Kv(kv::Args),
 }
 
 /// Runs the command line `arguments` (the first is the program name) and
@@ -60,6 +63,7 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Gen(args) => workload::run(args),
         Command::Agg(args) => agg::run(args),
         Command::Stream(args) => stream::run(args),
+        Command::Kv(args) => kv::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -12,6 +12,10 @@ pub struct WriteBatch {
     /// Records without their hashes ([`record::encode_body`]), in order.
     data: Vec<u8>,
     hashes: Vec<Hash64>,
+    /// PUT, DELETE and MERGE records in the batch.
+    kind_counts: [u64; 3],
+    /// Bytes of keys and values.
+    user_bytes: u64,
 }
 
 impl WriteBatch {
@@ -23,6 +27,8 @@ impl WriteBatch {
     fn push(&mut self, kind: Kind, key: &[u8], value: &[u8]) {
         record::encode_body(kind, key, value, &mut self.data);
         self.hashes.push(hash64(key));
+        self.kind_counts[kind as usize - 1] += 1;
+        self.user_bytes += (key.len() + value.len()) as u64;
     }
 
     /// Sets `key` to `value`.
@@ -58,10 +64,22 @@ impl WriteBatch {
         self.data.len()
     }
 
+    /// PUT, DELETE and MERGE records in the batch.
+    pub fn kind_counts(&self) -> [u64; 3] {
+        self.kind_counts
+    }
+
+    /// Bytes of keys and values in the batch.
+    pub fn user_bytes(&self) -> u64 {
+        self.user_bytes
+    }
+
     /// Empties the batch, keeping its memory.
     pub fn clear(&mut self) {
         self.data.clear();
         self.hashes.clear();
+        self.kind_counts = [0; 3];
+        self.user_bytes = 0;
     }
 
     /// The writes, in order.
@@ -72,6 +90,11 @@ impl WriteBatch {
             at: 0,
             index: 0,
         }
+    }
+
+    /// The keys' hashes, in order.
+    pub(crate) fn hashes(&self) -> &[Hash64] {
+        &self.hashes
     }
 
     /// The records' stored form (what the log holds).
@@ -85,11 +108,14 @@ impl WriteBatch {
         let mut batch = WriteBatch {
             data: data.to_vec(),
             hashes: Vec::with_capacity(count.min(data.len())),
+            ..WriteBatch::default()
         };
         let mut at = 0;
         while at < data.len() {
-            let ((_, key, _), used) = record::decode_body(&data[at..])?;
+            let ((kind, key, value), used) = record::decode_body(&data[at..])?;
             batch.hashes.push(hash64(key));
+            batch.kind_counts[kind as usize - 1] += 1;
+            batch.user_bytes += (key.len() + value.len()) as u64;
             at += used;
         }
         if batch.hashes.len() != count {
@@ -150,6 +176,7 @@ mod tests {
             ]
         );
         assert_eq!(batch.iter().next().unwrap().hash, hash64(b"a"));
+        assert_eq!((batch.kind_counts(), batch.user_bytes()), ([1, 1, 1], 6));
         assert_eq!(WriteBatch::decode(batch.data(), 3).unwrap(), batch);
         assert!(WriteBatch::decode(batch.data(), 2).is_err());
         assert!(WriteBatch::decode(&batch.data()[..batch.data().len() - 1], 3).is_err());

@@ -178,6 +178,9 @@ mod tests {
             state
         };
         let (mut refused, mut resealed_refused) = (0, 0);
+        if bytes.is_empty() {
+            return (0, 0);
+        }
         for _ in 0..400 {
             let mut changed = bytes.to_vec();
             for _ in 0..1 + next() % 3 {

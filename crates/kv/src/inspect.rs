@@ -1,9 +1,43 @@
-//! `verify`: an offline consistency check of everything a store holds.
+//! Looking inside a store: `verify` (a consistency check of everything it
+//! holds) and `describe` (the tree's shape, for `spillway kv dump`).
 
-use spillway_core::Result;
+use spillway_core::{Hash64, Result};
 
-use crate::list;
+use crate::list::{self, FileNumber};
 use crate::store::Store;
+use crate::tree::{NodeId, ROOT};
+
+/// A list as `describe` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListDescription {
+    /// The file.
+    pub file: FileNumber,
+    /// Its blocks the list covers, `first..end`.
+    pub blocks: (u32, u32),
+    /// The hashes that belong to the node.
+    pub hashes: (Hash64, Hash64),
+    /// Bytes of its blocks.
+    pub bytes: u64,
+    /// Records (estimated for part of a shared file).
+    pub records: u64,
+}
+
+/// A node as `describe` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeDescription {
+    /// Its number (0 is the root).
+    pub id: NodeId,
+    /// Levels below the root.
+    pub depth: u32,
+    /// The hashes it owns.
+    pub hashes: (Hash64, Hash64),
+    /// Its children's numbers (none for a leaf).
+    pub children: Vec<NodeId>,
+    /// Its lists, oldest first.
+    pub lists: Vec<ListDescription>,
+    /// Fast splits since its lineage last split slowly.
+    pub fast_splits: u32,
+}
 
 /// What [`Store::verify`] checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,6 +61,36 @@ pub struct VerifyReport {
 }
 
 impl Store {
+    /// The tree's nodes, top down and in hash order, with their lists.
+    pub fn describe(&self) -> Vec<NodeDescription> {
+        let (_, _, tree) = self.snapshot();
+        let mut nodes = Vec::with_capacity(tree.len());
+        let mut stack = vec![(ROOT, 0u32)];
+        while let Some((id, depth)) = stack.pop() {
+            let node = tree.node(id);
+            nodes.push(NodeDescription {
+                id,
+                depth,
+                hashes: (node.low, node.high),
+                children: node.children.iter().map(|child| child.id).collect(),
+                lists: node
+                    .lists
+                    .iter()
+                    .map(|list| ListDescription {
+                        file: list.file.number(),
+                        blocks: (list.first_block, list.end_block),
+                        hashes: (list.low, list.high),
+                        bytes: list.bytes(),
+                        records: list.records(),
+                    })
+                    .collect(),
+                fast_splits: node.fast_splits,
+            });
+            stack.extend(node.children.iter().rev().map(|child| (child.id, depth + 1)));
+        }
+        nodes
+    }
+
     /// Checks the tree's structure and reads every list file whole,
     /// checking every block, record, index, filter and sketch (see
     /// `ListFile::verify`). The logs were checked when the store opened.

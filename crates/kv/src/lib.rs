@@ -3,6 +3,28 @@
 //! with spills and splits, and in merge mode aggregates more keys than fit
 //! in memory while staying queryable.
 //!
+//! ```
+//! use spillway_kv::{Options, Store, WriteBatch};
+//! # fn main() -> spillway_core::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(dir.path(), Options::default())?;
+//! store.put(b"apple", b"3")?;
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"pear", b"5").delete(b"apple");
+//! store.write(&batch)?; // all or nothing, logged (and synced) once
+//! assert_eq!(store.get(b"pear")?, Some(b"5".to_vec()));
+//! assert_eq!(store.get(b"apple")?, None);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! - [`Store`]: open, write (`put`, `delete`, `merge`, batches), `get`,
+//!   `scan`, `flush`, `sync`, `stats`, `verify`, `close`;
+//! - [`Options`] and [`SyncMode`]: the tree's shape and the log's durability;
+//! - [`MergeOperator`] and [`AggregateMerge`]: merge mode (the external
+//!   online aggregator);
+//! - [`format`]: the decoders of the files, over byte images.
+//!
 //! The formats, invariants, recovery and costs are in the crate's DESIGN.md.
 
 mod batch;
@@ -10,6 +32,7 @@ mod bloom;
 mod cache;
 mod collapse;
 pub mod format;
+mod inspect;
 mod kmv;
 mod list;
 mod manifest;
@@ -22,13 +45,12 @@ mod spill;
 mod split;
 mod store;
 mod tree;
-mod verify;
 mod wal;
 
 pub use batch::WriteBatch;
+pub use inspect::{ListDescription, NodeDescription, VerifyReport};
 pub use merge::{AggregateMerge, MergeOperator};
 pub use options::{Options, SyncMode};
 pub use record::Kind;
 pub use scan::Scan;
 pub use store::{KvStats, Store};
-pub use verify::VerifyReport;

@@ -38,7 +38,7 @@ use crate::bloom::Bloom;
 use crate::cache::FileCache;
 use crate::collapse::Source;
 use crate::kmv::{Sketch, SKETCH_ENTRIES};
-use crate::record::{self, Kind, RecordRef};
+use crate::record::{self, Kind, RecordRef, RecordSpan};
 
 /// A list file's number (its name; mixed into its checksums).
 pub type FileNumber = u64;
@@ -756,15 +756,6 @@ impl ListRef {
     }
 }
 
-/// The position of the current record in a cursor's chunk.
-#[derive(Debug, Clone, Copy)]
-struct Current {
-    hash: Hash64,
-    kind: Kind,
-    key: (usize, usize),
-    value: (usize, usize),
-}
-
 /// Reads a list's records in order, a chunk of blocks at a time, checking
 /// each block's checksum; skips the records outside the list's range.
 pub struct ListCursor {
@@ -776,7 +767,7 @@ pub struct ListCursor {
     blocks: Vec<(std::ops::Range<usize>, u64)>,
     block: usize,
     at: usize,
-    current: Option<Current>,
+    current: Option<RecordSpan>,
 }
 
 impl fmt::Debug for ListCursor {
@@ -791,12 +782,7 @@ impl fmt::Debug for ListCursor {
 impl Source for ListCursor {
     #[inline]
     fn record(&self) -> Option<RecordRef<'_>> {
-        self.current.map(|current| RecordRef {
-            hash: current.hash,
-            kind: current.kind,
-            key: &self.chunk[current.key.0..current.key.1],
-            value: &self.chunk[current.value.0..current.value.1],
-        })
+        self.current.map(|current| current.record(&self.chunk))
     }
 
     /// Moves to the next record in range (the first, on a new cursor).
@@ -808,9 +794,6 @@ impl Source for ListCursor {
                     let bytes = &self.chunk[self.at..records.end];
                     let (record, used) =
                         record::decode(bytes).map_err(|error| error.at(self.list.file.path(), offset))?;
-                    let start = self.at;
-                    let key_start = start + used - record.key.len() - record.value.len();
-                    let value_start = key_start + record.key.len();
                     self.at += used;
                     if record.hash < self.list.low {
                         continue;
@@ -818,12 +801,7 @@ impl Source for ListCursor {
                     if record.hash > self.list.high {
                         break;
                     }
-                    self.current = Some(Current {
-                        hash: record.hash,
-                        kind: record.kind,
-                        key: (key_start, value_start),
-                        value: (value_start, start + used),
-                    });
+                    self.current = Some(RecordSpan::of(&record, &self.chunk));
                     return Ok(());
                 }
                 self.block += 1;

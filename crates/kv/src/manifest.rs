@@ -264,6 +264,43 @@ pub fn current(fs: &dyn Fs, dir: &Path) -> Result<Option<u64>> {
     }
 }
 
+/// The merge operator's name the manifest in `dir` records ("" for
+/// none), read from its snapshot alone; `None` for a directory without a
+/// store.
+pub fn merge_name(fs: &dyn Fs, dir: &Path) -> Result<Option<String>> {
+    let Some(number) = current(fs, dir)? else {
+        return Ok(None);
+    };
+    let path = dir.join(file_name(number));
+    let mut name = None;
+    read_log(fs, &path, number, |offset, payload| {
+        if name.is_none() {
+            let mut reader = Reader {
+                bytes: payload,
+                at: 0,
+            };
+            let mut decode = || -> Result<String, String> {
+                if reader.u8()? != TAG_SNAPSHOT {
+                    return Err("the first frame is not a snapshot".into());
+                }
+                for _ in 0..3 {
+                    reader.varint()?;
+                }
+                let len = reader.count(1)?;
+                String::from_utf8(reader.bytes[reader.at..reader.at + len].to_vec())
+                    .map_err(|_| "merge operator name is not UTF-8".into())
+            };
+            name = Some(
+                decode()
+                    .map_err(|what| Error::corruption(&path, offset, format!("manifest frame: {what}")))?,
+            );
+        }
+        Ok(())
+    })?;
+    name.map(Some)
+        .ok_or_else(|| Error::corruption(&path, 0, "manifest holds no snapshot"))
+}
+
 /// Reads the manifest CURRENT names and opens the list files its tree
 /// refers to with `open_file`. `None` for a directory without CURRENT.
 pub fn recover(
@@ -494,6 +531,7 @@ mod tests {
         assert_eq!(recovered.merge_name, "aggregate:sum");
         assert_eq!(recovered.manifest_number, 7);
         assert_eq!(recovered.tree.leaves(), vec![1, 2]);
+        assert_eq!(merge_name(&fs, dir).unwrap().as_deref(), Some("aggregate:sum"));
 
         // A torn last edit is not part of the manifest.
         let file = fs.open_read_write(&dir.join(file_name(7))).unwrap();

@@ -42,6 +42,9 @@ pub struct AggregateMerge {
     function: Arc<dyn AggregateFunction>,
 }
 
+/// What [`AggregateMerge`]'s names start with.
+const AGGREGATE_PREFIX: &str = "aggregate:";
+
 /// Functions whose result depends on the order of their inputs; the store
 /// numbers no inputs, so they are refused.
 const ORDER_AWARE: &[&str] = &["first", "last", "collect_list"];
@@ -61,6 +64,23 @@ impl AggregateMerge {
         Ok(AggregateMerge { function })
     }
 
+    /// The operator a store recorded as `name` (what [`MergeOperator::name`]
+    /// gave): `None` for "" (no operator), an aggregate for
+    /// "aggregate:SPEC"; another name is a user's operator, which only the
+    /// code that defines it can supply.
+    pub fn from_stored_name(name: &str) -> Result<Option<AggregateMerge>> {
+        if name.is_empty() {
+            return Ok(None);
+        }
+        match name.strip_prefix(AGGREGATE_PREFIX) {
+            Some(spec) => AggregateMerge::new(spec).map(Some),
+            None => bail!(
+                InvalidArgument,
+                "the store was written with the merge operator {name:?}, which only the program that defines it can open"
+            ),
+        }
+    }
+
     /// The stored operand (a state) for one input value.
     pub fn operand(&self, value: Value<'_>) -> Result<Vec<u8>> {
         let mut state = Vec::new();
@@ -76,7 +96,7 @@ impl AggregateMerge {
 
 impl MergeOperator for AggregateMerge {
     fn name(&self) -> String {
-        format!("aggregate:{}", self.function.name())
+        format!("{AGGREGATE_PREFIX}{}", self.function.name())
     }
 
     fn merge(&self, _key: &[u8], older: &mut Vec<u8>, newer: &[u8]) -> Result<()> {
@@ -119,5 +139,13 @@ mod tests {
             "{error}"
         );
         assert!(AggregateMerge::new("nonsense").is_err());
+        let stored = AggregateMerge::from_stored_name(&sum.name()).unwrap().unwrap();
+        assert_eq!(stored.name(), sum.name());
+        assert!(AggregateMerge::from_stored_name("").unwrap().is_none());
+        let error = AggregateMerge::from_stored_name("my-concat").unwrap_err();
+        assert!(
+            error.to_string().contains("only the program that defines it"),
+            "{error}"
+        );
     }
 }

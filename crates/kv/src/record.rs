@@ -63,6 +63,45 @@ impl<'a> RecordRef<'a> {
     }
 }
 
+/// Where a record lies in a buffer that holds it (a cursor's chunk, the
+/// root's arena): a record kept between calls without borrowing the
+/// buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSpan {
+    hash: Hash64,
+    kind: Kind,
+    key_start: usize,
+    value_start: usize,
+    end: usize,
+}
+
+impl RecordSpan {
+    /// The span of `record`, which lies in `buffer`.
+    pub fn of(record: &RecordRef<'_>, buffer: &[u8]) -> RecordSpan {
+        let key_start = record.key.as_ptr() as usize - buffer.as_ptr() as usize;
+        let value_start = key_start + record.key.len();
+        debug_assert!(value_start + record.value.len() <= buffer.len());
+        RecordSpan {
+            hash: record.hash,
+            kind: record.kind,
+            key_start,
+            value_start,
+            end: value_start + record.value.len(),
+        }
+    }
+
+    /// The record, read from the buffer it was taken from.
+    #[inline]
+    pub fn record<'a>(&self, buffer: &'a [u8]) -> RecordRef<'a> {
+        RecordRef {
+            hash: self.hash,
+            kind: self.kind,
+            key: &buffer[self.key_start..self.value_start],
+            value: &buffer[self.value_start..self.end],
+        }
+    }
+}
+
 /// The bytes a record with a key and value of these lengths takes.
 pub fn encoded_len(key_len: usize, value_len: usize) -> usize {
     9 + varint::encoded_len(key_len as u64) + varint::encoded_len(value_len as u64) + key_len + value_len

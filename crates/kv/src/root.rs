@@ -4,9 +4,15 @@
 //!
 //! Flat and allocation-free per record: every record's bytes go to one
 //! arena, every record gets a 16-byte entry, and the index is an
-//! open-addressing table of entry numbers keyed by the key's hash (which is
-//! already a good hash). Records of colliding keys, and older records of
-//! the same key, are chained through their entries, newest first.
+//! open-addressing table keyed by the key's hash (already a good hash).
+//! A slot holds the entry's number and the hash's upper half, so probing
+//! past other hashes reads nothing but the table. Records of colliding
+//! keys, and older records of the same key, are chained through their
+//! entries, newest first.
+//!
+//! The table is larger than the caches, so an insert's slot is a cache
+//! miss. A batch therefore prefetches all its slots first, then inserts,
+//! so the misses overlap instead of following one another.
 //!
 //! ```text
 //! arena record = kind u8 | key length varint | value length varint | key | value
@@ -14,10 +20,12 @@
 
 use std::sync::Arc;
 
+use spillway_core::memory::prefetch;
 use spillway_core::{Hash64, Result};
 
+use crate::batch::WriteBatch;
 use crate::collapse::Source;
-use crate::record::{self, Kind, RecordRef};
+use crate::record::{self, Kind, RecordRef, RecordSpan};
 
 /// No older entry with the same hash.
 const NONE: u32 = u32::MAX;
@@ -25,6 +33,12 @@ const NONE: u32 = u32::MAX;
 const ENTRY_BYTES: usize = size_of::<Entry>();
 /// The largest arena: entries hold 32-bit offsets.
 pub const ROOT_BYTES_MAX: usize = 1 << 31;
+/// How far ahead of the record it works on an insert or a sorted run
+/// prefetches: enough misses in flight to cover the memory's latency,
+/// few enough that none is evicted before it is used.
+const READ_AHEAD: usize = 16;
+/// Slots of a new table.
+const TABLE_SLOTS_MIN: usize = 1024;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -35,13 +49,21 @@ struct Entry {
     older: u32,
 }
 
+/// A table slot: a hash, and the entry number + 1 of the newest entry of
+/// that hash (0: empty). The whole hash is kept so that probing never
+/// reads an entry (another cache miss).
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    hash: Hash64,
+    head: u32,
+}
+
 /// An in-memory root buffer.
 #[derive(Debug, Clone)]
 pub struct RootBuffer {
     arena: Vec<u8>,
     entries: Vec<Entry>,
-    /// Open addressing: entry number + 1 of the newest entry of a hash, 0 empty.
-    table: Vec<u32>,
+    table: Vec<Slot>,
 }
 
 impl Default for RootBuffer {
@@ -49,10 +71,14 @@ impl Default for RootBuffer {
         RootBuffer {
             arena: Vec::new(),
             entries: Vec::new(),
-            table: vec![0; 1024],
+            table: vec![Slot::default(); TABLE_SLOTS_MIN],
         }
     }
 }
+
+/// A root buffer's records in (hash, key, age) order: each record's hash
+/// and where it starts in the arena (which grows with age).
+pub type SortedOrder = Vec<(Hash64, u32)>;
 
 impl RootBuffer {
     /// An empty buffer.
@@ -67,7 +93,26 @@ impl RootBuffer {
 
     /// Bytes the buffer accounts for: records, entries and the index.
     pub fn bytes(&self) -> usize {
-        self.arena.len() + self.entries.len() * ENTRY_BYTES + self.table.len() * 4
+        self.arena.len() + self.entries.len() * ENTRY_BYTES + self.table.len() * size_of::<Slot>()
+    }
+
+    /// Appends the records of `batch`, in order.
+    pub fn insert_batch(&mut self, batch: &WriteBatch) {
+        if self.is_over_load(self.entries.len() + batch.len()) {
+            self.grow_table(self.entries.len() + batch.len());
+        }
+        let mask = self.table.len() - 1;
+        let hashes = batch.hashes();
+        for &hash in hashes.iter().take(READ_AHEAD) {
+            prefetch(&self.table[hash as usize & mask]);
+        }
+        for (index, record) in batch.iter().enumerate() {
+            // The slot a few records on is a cache miss: ask for it now.
+            if let Some(&ahead) = hashes.get(index + READ_AHEAD) {
+                prefetch(&self.table[ahead as usize & mask]);
+            }
+            self.insert(record.hash, record.kind, record.key, record.value);
+        }
     }
 
     /// Appends a record (checked by the caller: the arena stays below
@@ -80,70 +125,88 @@ impl RootBuffer {
         let number = self.entries.len() as u32;
         let offset = self.arena.len() as u32;
         record::encode_body(kind, key, value, &mut self.arena);
-        if (self.entries.len() + 1) * 2 > self.table.len() {
-            self.grow_table();
+        if self.is_over_load(self.entries.len() + 1) {
+            self.grow_table(self.entries.len() + 1);
         }
         let older = self.link(hash, number);
         self.entries.push(Entry { hash, offset, older });
+    }
+
+    /// Whether `entries` distinct hashes would fill the table past three
+    /// quarters (linear probing stays short below that).
+    fn is_over_load(&self, entries: usize) -> bool {
+        entries * 4 > self.table.len() * 3
     }
 
     /// Makes entry `number` the newest of its hash in the table; returns
     /// the entry it replaces there.
     fn link(&mut self, hash: Hash64, number: u32) -> u32 {
         let mask = self.table.len() - 1;
-        let mut slot = hash as usize & mask;
+        let mut at = hash as usize & mask;
         loop {
-            match self.table[slot] {
-                0 => {
-                    self.table[slot] = number + 1;
-                    return NONE;
-                }
-                held if self.entries[held as usize - 1].hash == hash => {
-                    self.table[slot] = number + 1;
-                    return held - 1;
-                }
-                _ => slot = (slot + 1) & mask,
+            let slot = &mut self.table[at];
+            if slot.head == 0 || slot.hash == hash {
+                let older = slot.head.wrapping_sub(1);
+                *slot = Slot {
+                    hash,
+                    head: number + 1,
+                };
+                return older;
             }
+            at = (at + 1) & mask;
         }
     }
 
-    fn grow_table(&mut self) {
-        let heads: Vec<u32> = self
-            .table
-            .iter()
-            .filter(|&&held| held != 0)
-            .map(|&held| held - 1)
-            .collect();
-        self.table = vec![0; self.table.len() * 2];
+    /// Grows the table to hold `entries` at a load of at most a half.
+    fn grow_table(&mut self, entries: usize) {
+        let heads: Vec<Slot> = self.table.iter().filter(|slot| slot.head != 0).copied().collect();
+        let size = (entries * 2).next_power_of_two().max(self.table.len() * 2);
+        self.table = vec![Slot::default(); size];
         for head in heads {
-            let hash = self.entries[head as usize].hash;
-            self.link(hash, head);
+            self.link(head.hash, head.head - 1);
         }
     }
 
-    fn record(&self, number: u32) -> RecordRef<'_> {
-        let entry = self.entries[number as usize];
+    /// An empty buffer whose table starts as large as this one's: the
+    /// next root of a store holds about as many records.
+    pub fn successor(&self) -> RootBuffer {
+        RootBuffer {
+            table: vec![Slot::default(); self.table.len()],
+            ..RootBuffer::default()
+        }
+    }
+
+    /// The record starting at `offset` in the arena, with its hash.
+    fn record_at(&self, hash: Hash64, offset: u32) -> RecordRef<'_> {
         let ((kind, key, value), _) =
-            record::decode_body(&self.arena[entry.offset as usize..]).expect("the arena holds whole records");
+            record::decode_body(&self.arena[offset as usize..]).expect("the arena holds whole records");
         RecordRef {
-            hash: entry.hash,
+            hash,
             kind,
             key,
             value,
         }
     }
 
+    fn record(&self, number: u32) -> RecordRef<'_> {
+        let entry = self.entries[number as usize];
+        self.record_at(entry.hash, entry.offset)
+    }
+
     /// Calls `visit` with the records of `key`, newest first, while it
     /// returns `true`.
     pub fn get(&self, hash: Hash64, key: &[u8], mut visit: impl FnMut(Kind, &[u8]) -> bool) {
         let mask = self.table.len() - 1;
-        let mut slot = hash as usize & mask;
+        let mut at = hash as usize & mask;
         let mut number = loop {
-            match self.table[slot] {
-                0 => return,
-                held if self.entries[held as usize - 1].hash == hash => break held - 1,
-                _ => slot = (slot + 1) & mask,
+            let slot = self.table[at];
+            if slot.head == 0 {
+                return;
             }
+            if slot.hash == hash {
+                break slot.head - 1;
+            }
+            at = (at + 1) & mask;
         };
         while number != NONE {
             let record = self.record(number);
@@ -155,29 +218,64 @@ impl RootBuffer {
     }
 
     /// The records in (hash, key) order, older first among records of one
-    /// key, as entry numbers.
-    pub fn sorted(&self) -> Vec<u32> {
-        let mut order: Vec<(Hash64, u32)> = self
+    /// key.
+    pub fn sorted(&self) -> SortedOrder {
+        let mut order: SortedOrder = self
             .entries
             .iter()
-            .enumerate()
-            .map(|(number, entry)| (entry.hash, number as u32))
+            .map(|entry| (entry.hash, entry.offset))
             .collect();
-        order.sort_unstable();
+        sort_by_hash(&mut order);
         // Runs of equal hashes (colliding keys, or one key written again)
         // go by key, then age; they are short.
         let mut start = 0;
         while start < order.len() {
             let hash = order[start].0;
-            let end = start + order[start..].partition_point(|&(other, _)| other == hash);
+            let mut end = start + 1;
+            while end < order.len() && order[end].0 == hash {
+                end += 1;
+            }
             if end - start > 1 {
-                order[start..end]
-                    .sort_by(|a, b| (self.record(a.1).key, a.1).cmp(&(self.record(b.1).key, b.1)));
+                order[start..end].sort_by(|a, b| {
+                    (self.record_at(a.0, a.1).key, a.1).cmp(&(self.record_at(b.0, b.1).key, b.1))
+                });
             }
             start = end;
         }
-        order.into_iter().map(|(_, number)| number).collect()
+        order
     }
+}
+
+/// Sorts `(hash, offset)` pairs: a counting sort into 2^16 buckets by the
+/// hash's top bits (two sequential passes), then each bucket, a few dozen
+/// pairs at most in a root, sorted where it lies. About three times as fast
+/// as a comparison sort of the whole, and as the pairs are distinct the
+/// result is the same.
+fn sort_by_hash(order: &mut SortedOrder) {
+    const BUCKET_BITS: u32 = 16;
+    if order.len() < 1 << 12 {
+        order.sort_unstable();
+        return;
+    }
+    let bucket = |hash: Hash64| (hash >> (64 - BUCKET_BITS)) as usize;
+    let mut starts = vec![0usize; (1 << BUCKET_BITS) + 1];
+    for &(hash, _) in order.iter() {
+        starts[bucket(hash) + 1] += 1;
+    }
+    for index in 1..starts.len() {
+        starts[index] += starts[index - 1];
+    }
+    let mut sorted = vec![(0, 0); order.len()];
+    let mut next = starts.clone();
+    for &pair in order.iter() {
+        let at = &mut next[bucket(pair.0)];
+        sorted[*at] = pair;
+        *at += 1;
+    }
+    for window in starts.windows(2) {
+        sorted[window[0]..window[1]].sort_unstable();
+    }
+    *order = sorted;
 }
 
 /// A root buffer's records in (hash, key) order, within a hash range: a
@@ -185,37 +283,51 @@ impl RootBuffer {
 #[derive(Debug)]
 pub struct SortedRun {
     root: Arc<RootBuffer>,
-    /// Its entry numbers in (hash, key, age) order ([`RootBuffer::sorted`]).
-    order: Arc<Vec<u32>>,
+    order: Arc<SortedOrder>,
     end: usize,
-    /// The current position; `None` before the first `advance`.
-    at: Option<usize>,
-    first: usize,
+    /// The next position; `first` before the first `advance`.
+    next: usize,
+    /// The current record, in the arena.
+    current: Option<RecordSpan>,
 }
 
 impl SortedRun {
     /// The records of `root` (sorted as `order`) with hashes in `low..=high`.
-    pub fn new(root: Arc<RootBuffer>, order: Arc<Vec<u32>>, low: Hash64, high: Hash64) -> Self {
-        let first = order.partition_point(|&number| root.entries[number as usize].hash < low);
-        let end = order.partition_point(|&number| root.entries[number as usize].hash <= high);
+    pub fn new(root: Arc<RootBuffer>, order: Arc<SortedOrder>, low: Hash64, high: Hash64) -> Self {
+        let first = order.partition_point(|&(hash, _)| hash < low);
+        let end = order.partition_point(|&(hash, _)| hash <= high);
         SortedRun {
             end: end.max(first),
-            first,
+            next: first,
             root,
             order,
-            at: None,
+            current: None,
         }
     }
 }
 
 impl Source for SortedRun {
+    #[inline]
     fn record(&self) -> Option<RecordRef<'_>> {
-        let at = self.at?;
-        (at < self.end).then(|| self.root.record(self.order[at]))
+        Some(self.current?.record(&self.root.arena))
     }
 
     fn advance(&mut self) -> Result<()> {
-        self.at = Some(self.at.map_or(self.first, |at| at + 1));
+        if self.next >= self.end {
+            self.current = None;
+            return Ok(());
+        }
+        // Records lie all over the arena: ask for one further ahead, so
+        // its cache miss overlaps with this record's work.
+        if let Some(&(_, ahead)) = self.order.get(self.next + READ_AHEAD) {
+            prefetch(&self.root.arena[ahead as usize]);
+        }
+        let (hash, offset) = self.order[self.next];
+        self.next += 1;
+        self.current = Some(RecordSpan::of(
+            &self.root.record_at(hash, offset),
+            &self.root.arena,
+        ));
         Ok(())
     }
 }
@@ -262,6 +374,24 @@ mod tests {
     }
 
     #[test]
+    fn the_bucket_sort_orders_as_a_comparison_sort_does() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut order: SortedOrder = (0..50_000u32)
+            .map(|offset| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                // Some hashes repeat, some share their top bits.
+                (if offset % 7 == 0 { state & 0xffff } else { state }, offset)
+            })
+            .collect();
+        let mut expected = order.clone();
+        expected.sort_unstable();
+        sort_by_hash(&mut order);
+        assert_eq!(order, expected);
+    }
+
+    #[test]
     fn a_sorted_run_collapses_to_one_record_per_key_in_hash_then_key_order() {
         let mut root = RootBuffer::new();
         root.insert(9, Kind::Put, b"b", b"1");
@@ -271,6 +401,7 @@ mod tests {
         root.insert(3, Kind::Delete, b"a", b"");
         let root = Arc::new(root);
         let order = Arc::new(root.sorted());
+        assert_eq!(order.len(), 5);
         let run = SortedRun::new(root.clone(), order.clone(), 0, u64::MAX);
         let mut merger = Merger::new(vec![Box::new(run)], None).unwrap();
         let mut out = Vec::new();

@@ -10,19 +10,22 @@ use std::sync::Arc;
 
 use spillway_core::Result;
 
+use crate::cache::FileCache;
 use crate::collapse::{Merger, Source};
 use crate::merge::MergeOperator;
 use crate::record::Kind;
-use crate::root::{RootBuffer, SortedRun};
+use crate::root::{RootBuffer, SortedOrder, SortedRun};
 use crate::store::Store;
 use crate::tree::{NodeId, Tree};
 
-/// An iterator over a store's live keys and values, in hash order.
-pub struct Scan<'a> {
-    store: &'a Store,
+/// An iterator over a store's live keys and values, in hash order. It
+/// holds its snapshot, not the store: it may outlive a borrow of it (the
+/// Python binding keeps one between calls).
+pub struct Scan {
+    cache: Arc<FileCache>,
     tree: Arc<Tree>,
     /// The root buffers, oldest first, each with its sorted order.
-    roots: Vec<(Arc<RootBuffer>, Arc<Vec<u32>>)>,
+    roots: Vec<(Arc<RootBuffer>, Arc<SortedOrder>)>,
     leaves: Vec<NodeId>,
     next_leaf: usize,
     merger: Option<Merger>,
@@ -30,7 +33,7 @@ pub struct Scan<'a> {
     done: bool,
 }
 
-impl std::fmt::Debug for Scan<'_> {
+impl std::fmt::Debug for Scan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scan")
             .field("leaves", &self.leaves.len())
@@ -43,7 +46,7 @@ impl Store {
     /// Every live key and its value, in hash order, as of now. Writes made
     /// while the scan runs are not in it; the files it reads stay until
     /// it is dropped.
-    pub fn scan(&self) -> Result<Scan<'_>> {
+    pub fn scan(&self) -> Result<Scan> {
         let (active, frozen, tree) = self.snapshot();
         let mut roots = Vec::with_capacity(2);
         for root in frozen.into_iter().chain([active]) {
@@ -51,7 +54,7 @@ impl Store {
             roots.push((root, order));
         }
         Ok(Scan {
-            store: self,
+            cache: self.cache().clone(),
             leaves: tree.leaves(),
             tree,
             roots,
@@ -63,7 +66,7 @@ impl Store {
     }
 }
 
-impl Scan<'_> {
+impl Scan {
     /// A merger over everything in leaf `id`'s hash range, oldest first.
     fn leaf_merger(&self, id: NodeId) -> Result<Merger> {
         let leaf = self.tree.node(id);
@@ -76,7 +79,7 @@ impl Scan<'_> {
         for &node in path.iter().rev() {
             for list in &self.tree.node(node).lists {
                 if let Some(part) = list.narrow(leaf.low, leaf.high) {
-                    sources.push(Box::new(part.cursor(self.store.cache())?));
+                    sources.push(Box::new(part.cursor(&self.cache)?));
                 }
             }
         }
@@ -110,7 +113,7 @@ impl Scan<'_> {
     }
 }
 
-impl Iterator for Scan<'_> {
+impl Iterator for Scan {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -118,7 +118,7 @@ struct Shared {
     read_only: bool,
     closed: AtomicBool,
     poison: Poison,
-    cache: FileCache,
+    cache: Arc<FileCache>,
     next_file: AtomicU64,
     writer: Mutex<Writer>,
     /// The log being written, for the worker's periodic sync.
@@ -400,9 +400,7 @@ impl Store {
                         format!("log starts at write {first_seq}, the previous log ended at {next_seq}"),
                     ));
                 }
-                for record in batch.iter() {
-                    root.insert(record.hash, record.kind, record.key, record.value);
-                }
+                root.insert_batch(&batch);
                 next_seq = first_seq + batch.len() as u64;
                 Ok(())
             })?;
@@ -423,7 +421,7 @@ impl Store {
                 }
             }
         }
-        let cache = FileCache::new(fs.clone(), options.limits.open_files_max);
+        let cache = Arc::new(FileCache::new(fs.clone(), options.limits.open_files_max));
         let view = View {
             frozen: None,
             tree: Arc::new(recovered.tree),
@@ -473,6 +471,13 @@ impl Store {
             worker: Mutex::new(worker),
             _lock: None,
         })
+    }
+
+    /// The name of the merge operator the store in `path` was written with
+    /// ("" for none), so that a tool can open it with the same one; `None`
+    /// when `path` holds no store. Reads the manifest, nothing else.
+    pub fn merge_operator_name(path: impl AsRef<Path>) -> Result<Option<String>> {
+        manifest::merge_name(&RealFs::new(), path.as_ref())
     }
 
     fn check_open(&self) -> Result<()> {
@@ -557,22 +562,13 @@ impl Store {
             add(&shared.metrics.wal_bytes, end - start);
             let sync = (shared.options.sync == SyncMode::Always).then(|| wal.sync().clone());
             writer.next_seq += batch.len() as u64;
-            let mut active = write(&shared.active);
+            write(&shared.active).insert_batch(batch);
             let metrics = &shared.metrics;
-            let mut user_bytes = 0;
-            for record in batch.iter() {
-                active.insert(record.hash, record.kind, record.key, record.value);
-                user_bytes += (record.key.len() + record.value.len()) as u64;
-                add(
-                    match record.kind {
-                        Kind::Put => &metrics.puts,
-                        Kind::Delete => &metrics.deletes,
-                        Kind::Merge => &metrics.merges,
-                    },
-                    1,
-                );
-            }
-            add(&metrics.user_bytes, user_bytes);
+            let [puts, deletes, merges] = batch.kind_counts();
+            add(&metrics.puts, puts);
+            add(&metrics.deletes, deletes);
+            add(&metrics.merges, merges);
+            add(&metrics.user_bytes, batch.user_bytes());
             add(&metrics.write_batches, 1);
             (sync, end)
         };
@@ -621,7 +617,8 @@ impl Store {
         writer.wal = Some(wal);
         {
             let mut active = write(&shared.active);
-            let root = std::mem::take(&mut *active);
+            let next = active.successor();
+            let root = std::mem::replace(&mut *active, next);
             write(&shared.view).frozen = Some(Arc::new(Frozen {
                 root: Arc::new(root),
                 log_number: number,
@@ -801,7 +798,7 @@ impl Store {
     }
 
     /// The open-file cache and the merge operator, for scans.
-    pub(crate) fn cache(&self) -> &FileCache {
+    pub(crate) fn cache(&self) -> &Arc<FileCache> {
         &self.shared.cache
     }
 

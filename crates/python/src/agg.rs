@@ -17,7 +17,7 @@ use crate::errors::to_py_err;
 
 /// A value from Python: integers, floats, text (as UTF-8) or bytes.
 #[derive(Debug, FromPyObject)]
-pub enum PyValue {
+pub(crate) enum PyValue {
     Int(i64),
     Float(f64),
     Text(String),
@@ -25,7 +25,7 @@ pub enum PyValue {
 }
 
 impl PyValue {
-    fn as_value(&self) -> Value<'_> {
+    pub(crate) fn as_value(&self) -> Value<'_> {
         match self {
             PyValue::Int(value) => Value::Int(*value),
             PyValue::Float(value) => Value::Float(*value),
@@ -53,7 +53,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The output as a Python object: int, float, bytes, list or None.
-fn output_to_py(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
+pub(crate) fn output_to_py(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
     Ok(match output {
         Output::Null => py.None(),
         Output::Int(value) => value.into_pyobject(py)?.into_any().unbind(),

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 
 mod agg;
 mod errors;
+mod kv;
 mod sort;
 mod stream;
 
@@ -40,6 +41,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<agg::PyAggregator>()?;
     module.add_function(wrap_pyfunction!(generate_workload, module)?)?;
     module.add_class::<stream::PyStreamIndex>()?;
+    module.add_class::<kv::PyKv>()?;
+    module.add_class::<kv::PyKvScan>()?;
     module.add_function(wrap_pyfunction!(stream::stream_encode_i64, module)?)?;
     module.add_function(wrap_pyfunction!(stream::stream_decode_i64, module)?)?;
     module.add_function(wrap_pyfunction!(stream::stream_encode_f64, module)?)?;

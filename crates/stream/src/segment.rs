@@ -859,7 +859,7 @@ mod tests {
                 let at = (next() % bytes.len() as u64) as usize;
                 bytes[at] = next() as u8;
             }
-            if next() % 8 == 0 {
+            if next().is_multiple_of(8) {
                 bytes.truncate((next() % bytes.len() as u64) as usize);
             }
             reseal(&mut bytes);

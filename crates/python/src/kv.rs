@@ -1,0 +1,328 @@
+//! The WB Tree key-value store for Python: `spillway._native.KV`, wrapped
+//! by `spillway.KV` (python/spillway/kv.py), which turns text into bytes,
+//! checks options and gives the store a mapping's face.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use spillway_cli::kv::{stats_json, verify_json};
+use spillway_core::{Error, Limits, Result};
+use spillway_kv::{AggregateMerge, MergeOperator, Options, Scan, Store, SyncMode, WriteBatch};
+
+use crate::agg::{output_to_py, PyValue};
+use crate::errors::to_py_err;
+
+/// The options `spillway.KV` passes (a dict), checked there for type.
+#[derive(Debug, FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct PyKvOptions {
+    root_bytes: Option<usize>,
+    node_bytes: Option<u64>,
+    fan_out: Option<usize>,
+    block_bytes: Option<u32>,
+    bloom_bits_per_key: Option<u32>,
+    fast_splits_per_slow_split: Option<u32>,
+    unique_ratio_min: Option<f64>,
+    /// "always", "none", or a period in seconds.
+    sync: Option<String>,
+    sync_period: Option<f64>,
+    max_key_bytes: Option<usize>,
+    max_value_bytes: Option<usize>,
+    /// An aggregate function (`sum`, `count`, `sum+count`, ...).
+    merge: Option<String>,
+    read_only: bool,
+}
+
+/// A store, closed by `close`.
+#[pyclass(module = "spillway._native", name = "KV")]
+#[derive(Debug)]
+pub struct PyKv {
+    /// `None` once closed. Engine calls hold it shared (the store is
+    /// thread-safe), `close` exclusively.
+    inner: RwLock<Option<Arc<Store>>>,
+    merge: Option<Arc<AggregateMerge>>,
+    path: PathBuf,
+}
+
+/// A scan in progress, read a page at a time.
+#[pyclass(module = "spillway._native", name = "KVScan")]
+pub struct PyKvScan {
+    scan: Mutex<Option<Scan>>,
+    merge: Option<Arc<AggregateMerge>>,
+}
+
+impl std::fmt::Debug for PyKvScan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PyKvScan").finish_non_exhaustive()
+    }
+}
+
+fn options(settings: PyKvOptions, merge: Option<&Arc<AggregateMerge>>) -> Result<Options> {
+    let defaults = Options::default();
+    let sync = match (settings.sync.as_deref(), settings.sync_period) {
+        (None | Some("always"), None) => SyncMode::Always,
+        (Some("none"), None) => SyncMode::None,
+        (Some("periodic"), Some(seconds)) if seconds.is_finite() && seconds > 0.0 => {
+            SyncMode::Periodic(Duration::from_secs_f64(seconds))
+        }
+        (other, period) => {
+            return Err(Error::InvalidArgument(format!(
+                "sync must be 'always', 'none' or a period in seconds above zero, not {other:?} (period {period:?})"
+            )))
+        }
+    };
+    let mut limits = Limits::default().with_value_bytes_max(defaults.limits.value_bytes_max);
+    if let Some(key_bytes) = settings.max_key_bytes {
+        limits = limits.with_key_bytes_max(key_bytes);
+    }
+    if let Some(value_bytes) = settings.max_value_bytes {
+        limits = limits.with_value_bytes_max(value_bytes);
+    }
+    Ok(Options {
+        root_bytes: settings.root_bytes.unwrap_or(defaults.root_bytes),
+        node_bytes: settings.node_bytes.unwrap_or(defaults.node_bytes),
+        fan_out: settings.fan_out.unwrap_or(defaults.fan_out),
+        block_bytes: settings.block_bytes.unwrap_or(defaults.block_bytes),
+        bloom_bits_per_key: settings.bloom_bits_per_key.unwrap_or(defaults.bloom_bits_per_key),
+        fast_splits_per_slow_split: settings
+            .fast_splits_per_slow_split
+            .unwrap_or(defaults.fast_splits_per_slow_split),
+        unique_ratio_min: settings.unique_ratio_min.unwrap_or(defaults.unique_ratio_min),
+        sync,
+        merge_operator: merge.map(|merge| merge.clone() as Arc<dyn MergeOperator>),
+        limits,
+    })
+}
+
+impl PyKv {
+    /// Runs `call` on the open store without the GIL.
+    fn with_store<T: Send>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&Store) -> Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+            match guard.as_ref() {
+                Some(store) => call(store),
+                None => Err(Error::InvalidArgument(format!(
+                    "the key-value store in {} is closed; open it again to use it",
+                    self.path.display()
+                ))),
+            }
+        })
+        .map_err(to_py_err)
+    }
+
+    /// The merge operator, or an error naming `what` needs it.
+    fn aggregate(&self, what: &str) -> Result<&AggregateMerge> {
+        self.merge.as_deref().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{what} needs a merge function: open the store with merge='sum' (or another aggregate)"
+            ))
+        })
+    }
+
+    /// A value as stored: the bytes, or in merge mode the state of one value.
+    fn stored(&self, value: &PyValue) -> Result<Vec<u8>> {
+        match (&self.merge, value) {
+            (Some(merge), value) => merge.operand(value.as_value()),
+            (None, PyValue::Bytes(bytes)) => Ok(bytes.clone()),
+            (None, PyValue::Text(text)) => Ok(text.clone().into_bytes()),
+            (None, _) => Err(Error::InvalidArgument(
+                "a value must be bytes or text (numbers need a merge function: KV(path, merge='sum'))".into(),
+            )),
+        }
+    }
+
+    /// A stored value as Python sees it: bytes, or the aggregate's result.
+    fn shown(&self, py: Python<'_>, value: Vec<u8>) -> PyResult<Py<PyAny>> {
+        match &self.merge {
+            Some(merge) => output_to_py(py, merge.finalize(&value).map_err(to_py_err)?),
+            None => Ok(PyBytes::new(py, &value).into_any().unbind()),
+        }
+    }
+}
+
+#[pymethods]
+impl PyKv {
+    /// Opens (creating if need be) the store in `path`.
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf, settings: PyKvOptions) -> PyResult<Self> {
+        let read_only = settings.read_only;
+        let merge = match &settings.merge {
+            Some(spec) => Some(Arc::new(AggregateMerge::new(spec).map_err(to_py_err)?)),
+            None if read_only => {
+                // A reader opens with whatever the store was written with.
+                let name = Store::merge_operator_name(&path)
+                    .map_err(to_py_err)?
+                    .unwrap_or_default();
+                AggregateMerge::from_stored_name(&name)
+                    .map_err(to_py_err)?
+                    .map(Arc::new)
+            }
+            None => None,
+        };
+        let options = options(settings, merge.as_ref()).map_err(to_py_err)?;
+        let store = py
+            .detach(|| {
+                if read_only {
+                    Store::open_read_only(&path, options)
+                } else {
+                    Store::open(&path, options)
+                }
+            })
+            .map_err(to_py_err)?;
+        Ok(PyKv {
+            inner: RwLock::new(Some(Arc::new(store))),
+            merge,
+            path,
+        })
+    }
+
+    /// Sets `key` to `value` (in merge mode: to the aggregate of `value` alone).
+    fn put(&self, py: Python<'_>, key: Vec<u8>, value: PyValue) -> PyResult<()> {
+        let value = self.stored(&value).map_err(to_py_err)?;
+        self.with_store(py, |store| store.put(&key, &value))
+    }
+
+    /// Writes a tombstone for `key` (without reading it).
+    fn delete(&self, py: Python<'_>, key: Vec<u8>) -> PyResult<()> {
+        self.with_store(py, |store| store.delete(&key))
+    }
+
+    /// Folds `value` into `key`'s aggregate.
+    fn merge(&self, py: Python<'_>, key: Vec<u8>, value: PyValue) -> PyResult<()> {
+        let merge = self.aggregate("merge").map_err(to_py_err)?;
+        let operand = merge.operand(value.as_value()).map_err(to_py_err)?;
+        self.with_store(py, |store| store.merge(&key, &operand))
+    }
+
+    /// Applies writes atomically: a list of `(op, key, value)` with op 0
+    /// put, 1 delete (value ignored), 2 merge.
+    fn write_batch(&self, py: Python<'_>, writes: Vec<(u8, Vec<u8>, Option<PyValue>)>) -> PyResult<()> {
+        let mut batch = WriteBatch::new();
+        for (index, (op, key, value)) in writes.iter().enumerate() {
+            let missing = || Error::InvalidArgument(format!("write {index} of the batch has no value"));
+            match (op, value) {
+                (0, Some(value)) => {
+                    batch.put(key, &self.stored(value).map_err(to_py_err)?);
+                }
+                (1, _) => {
+                    batch.delete(key);
+                }
+                (2, Some(value)) => {
+                    let merge = self.aggregate("merge").map_err(to_py_err)?;
+                    batch.merge(key, &merge.operand(value.as_value()).map_err(to_py_err)?);
+                }
+                (0 | 2, None) => return Err(to_py_err(missing())),
+                (other, _) => {
+                    return Err(to_py_err(Error::InvalidArgument(format!(
+                        "write {index} of the batch has the unknown op {other}"
+                    ))))
+                }
+            }
+        }
+        self.with_store(py, |store| store.write(&batch))
+    }
+
+    /// The value of `key`, or None.
+    fn get(&self, py: Python<'_>, key: Vec<u8>) -> PyResult<Option<Py<PyAny>>> {
+        let value = self.with_store(py, |store| store.get(&key))?;
+        value.map(|value| self.shown(py, value)).transpose()
+    }
+
+    /// A scan of every live key, read with `KVScan.next_page`.
+    fn scan(&self, py: Python<'_>) -> PyResult<PyKvScan> {
+        let scan = self.with_store(py, |store| store.scan())?;
+        Ok(PyKvScan {
+            scan: Mutex::new(Some(scan)),
+            merge: self.merge.clone(),
+        })
+    }
+
+    /// Spills the root buffer into the tree.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_store(py, Store::flush)
+    }
+
+    /// Flushes, then waits until the background work is done.
+    fn settle(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_store(py, Store::settle)
+    }
+
+    /// Makes every write durable.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_store(py, Store::sync)
+    }
+
+    /// The statistics as a JSON object text.
+    fn stats(&self, py: Python<'_>) -> PyResult<String> {
+        self.with_store(py, |store| Ok(stats_json(&store.stats()).to_string()))
+    }
+
+    /// `verify`'s report as a JSON object text.
+    fn verify(&self, py: Python<'_>) -> PyResult<String> {
+        self.with_store(py, |store| Ok(verify_json(&store.verify()?).to_string()))
+    }
+
+    /// Closes the store (waiting for calls in progress); closing again
+    /// does nothing.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            let store = self.inner.write().unwrap_or_else(PoisonError::into_inner).take();
+            match store {
+                Some(store) => store.close(),
+                None => Ok(()),
+            }
+        })
+        .map_err(to_py_err)
+    }
+
+    /// Whether the store is closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
+}
+
+#[pymethods]
+impl PyKvScan {
+    /// Up to `count` more `(key, value)` pairs; an empty list at the end.
+    fn next_page(&self, py: Python<'_>, count: usize) -> PyResult<Py<PyList>> {
+        let entries = py
+            .detach(|| {
+                let mut guard = self.scan.lock().unwrap_or_else(PoisonError::into_inner);
+                let Some(scan) = guard.as_mut() else {
+                    return Ok(Vec::new());
+                };
+                let mut entries = Vec::with_capacity(count.min(1 << 16));
+                for entry in scan.by_ref().take(count) {
+                    entries.push(entry?);
+                }
+                if entries.len() < count {
+                    *guard = None;
+                }
+                Ok(entries)
+            })
+            .map_err(to_py_err)?;
+        let mut pairs = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            let value = match &self.merge {
+                Some(merge) => output_to_py(py, merge.finalize(&value).map_err(to_py_err)?)?,
+                None => PyBytes::new(py, &value).into_any().unbind(),
+            };
+            pairs.push(PyTuple::new(
+                py,
+                [PyBytes::new(py, &key).into_any().unbind(), value],
+            )?);
+        }
+        Ok(PyList::new(py, pairs)?.unbind())
+    }
+}
