@@ -219,9 +219,12 @@ fn load(args: LoadArgs) -> anyhow::Result<u8> {
         bail!("--batch must be at least 1");
     }
     let merge = aggregate(args.merge.as_deref())?;
+    let root_bytes = usize::try_from(mib(args.root_mib, "--root-mib")?)?;
+    let node_bytes = mib(args.node_mib, "--node-mib")?;
     let options = Options {
-        root_bytes: usize::try_from(mib(args.root_mib, "--root-mib")?)?,
-        node_bytes: mib(args.node_mib, "--node-mib")?,
+        root_bytes,
+        node_bytes,
+        limits: Options::default_limits(root_bytes, node_bytes),
         fan_out: args.fan_out,
         fast_splits_per_slow_split: args.fast_splits,
         sync: match args.sync {

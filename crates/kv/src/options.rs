@@ -103,6 +103,23 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The default limits, lowered where need be so that the largest
+    /// record fits four times in a root buffer of `root_bytes` and in a
+    /// node of `node_bytes` (as [`check`](Self::check) requires): for
+    /// front ends that let users size the tree without sizing records.
+    pub fn default_limits(root_bytes: usize, node_bytes: u64) -> Limits {
+        let defaults = Options::default().limits;
+        let room = (root_bytes as u64).min(node_bytes) as usize / 4;
+        let key_bytes = defaults.key_bytes_max.min(room / 8).max(1);
+        let value_bytes = defaults
+            .value_bytes_max
+            .min(room.saturating_sub(key_bytes))
+            .max(1);
+        defaults
+            .with_key_bytes_max(key_bytes)
+            .with_value_bytes_max(value_bytes)
+    }
+
     /// Checks the options against each other.
     pub fn check(&self) -> Result<()> {
         ensure!(
@@ -159,5 +176,37 @@ impl Options {
             self.node_bytes
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_limits_fit_any_tree_the_options_allow() {
+        let defaults = Options::default();
+        assert_eq!(
+            Options::default_limits(defaults.root_bytes, defaults.node_bytes),
+            defaults.limits
+        );
+        for (root_bytes, node_bytes) in [(4 << 10, 4 << 10), (1 << 20, 2 << 20), (64 << 10, 1 << 30)] {
+            let options = Options {
+                root_bytes,
+                node_bytes,
+                limits: Options::default_limits(root_bytes, node_bytes),
+                ..Options::default()
+            };
+            options.check().unwrap();
+            assert!(options.limits.value_bytes_max >= root_bytes / 8, "{options:?}");
+        }
+        let error = Options {
+            root_bytes: 4 << 10,
+            node_bytes: 4 << 10,
+            ..Options::default()
+        }
+        .check()
+        .unwrap_err();
+        assert!(error.to_string().contains("largest record"), "{error}");
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 use spillway_cli::kv::{stats_json, verify_json};
-use spillway_core::{Error, Limits, Result};
+use spillway_core::{Error, Result};
 use spillway_kv::{AggregateMerge, MergeOperator, Options, Scan, Store, SyncMode, WriteBatch};
 
 use crate::agg::{output_to_py, PyValue};
@@ -74,7 +74,9 @@ fn options(settings: PyKvOptions, merge: Option<&Arc<AggregateMerge>>) -> Result
             )))
         }
     };
-    let mut limits = Limits::default().with_value_bytes_max(defaults.limits.value_bytes_max);
+    let root_bytes = settings.root_bytes.unwrap_or(defaults.root_bytes);
+    let node_bytes = settings.node_bytes.unwrap_or(defaults.node_bytes);
+    let mut limits = Options::default_limits(root_bytes, node_bytes);
     if let Some(key_bytes) = settings.max_key_bytes {
         limits = limits.with_key_bytes_max(key_bytes);
     }
@@ -82,8 +84,8 @@ fn options(settings: PyKvOptions, merge: Option<&Arc<AggregateMerge>>) -> Result
         limits = limits.with_value_bytes_max(value_bytes);
     }
     Ok(Options {
-        root_bytes: settings.root_bytes.unwrap_or(defaults.root_bytes),
-        node_bytes: settings.node_bytes.unwrap_or(defaults.node_bytes),
+        root_bytes,
+        node_bytes,
         fan_out: settings.fan_out.unwrap_or(defaults.fan_out),
         block_bytes: settings.block_bytes.unwrap_or(defaults.block_bytes),
         bloom_bits_per_key: settings.bloom_bits_per_key.unwrap_or(defaults.bloom_bits_per_key),
