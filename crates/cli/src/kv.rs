@@ -354,27 +354,25 @@ fn load_file(
         let line = line.with_context(|| format!("reading {}", path.display()))?;
         read += line.len() as u64 + 1;
         let fields: Vec<&str> = line.trim_end_matches('\r').split('\t').collect();
-        let bad = || {
-            anyhow::anyhow!(
-                "{} line {}: expected PUT/MERGE<TAB>hex key<TAB>hex value, DELETE/GET<TAB>hex key (the {written} operations before it were written)",
+        let parsed = match fields.as_slice() {
+            [""] => continue,
+            ["PUT", key, value] => Some((OperationKind::Put, *key, *value)),
+            ["MERGE", key, value] => Some((OperationKind::Merge, *key, *value)),
+            ["DELETE", key] => Some((OperationKind::Delete, *key, "")),
+            ["GET", key] => Some((OperationKind::Get, *key, "")),
+            _ => None,
+        };
+        let decoded =
+            parsed.and_then(|(kind, key, value)| Some((kind, hex_decode(key)?, hex_decode(value)?)));
+        let Some((kind, key, value)) = decoded else {
+            // Every line before the bad one is written.
+            store.write(&batch)?;
+            written += batch.len() as u64;
+            bail!(
+                "{} line {}: expected PUT/MERGE<TAB>hex key<TAB>hex value or DELETE/GET<TAB>hex key (the {written} operations before it were written)",
                 path.display(),
                 number + 1
-            )
-        };
-        let (kind, key, value) = match fields.as_slice() {
-            [""] => continue,
-            ["PUT", key, value] => (OperationKind::Put, *key, *value),
-            ["MERGE", key, value] => (OperationKind::Merge, *key, *value),
-            ["DELETE", key] => (OperationKind::Delete, *key, ""),
-            ["GET", key] => (OperationKind::Get, *key, ""),
-            _ => {
-                store.write(&batch)?;
-                return Err(bad());
-            }
-        };
-        let (Some(key), Some(value)) = (hex_decode(key), hex_decode(value)) else {
-            store.write(&batch)?;
-            return Err(bad());
+            );
         };
         push(&mut batch, kind, &key, &value, merge)?;
         if batch.len() >= batch_len {
