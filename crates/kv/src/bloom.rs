@@ -107,7 +107,7 @@ impl Bloom {
 
     /// Bytes the filter takes in memory.
     pub fn memory_bytes(&self) -> usize {
-        self.words.len() * 8
+        self.words.capacity() * 8
     }
 
     /// Appends the filter's stored form to `out`.

@@ -45,10 +45,11 @@ impl Sketch {
         }
         mixed.sort_unstable();
         mixed.dedup();
-        Sketch {
-            k,
-            hashes: mixed.into_iter().map(unmix).collect(),
-        }
+        // A new vector, not `into_iter().collect()`, which would reuse (and
+        // keep) the allocation of every record's value.
+        let mut hashes = Vec::with_capacity(mixed.len());
+        hashes.extend(mixed.iter().map(|&value| unmix(value)));
+        Sketch { k, hashes }
     }
 
     /// The threshold θ: every key whose remix value is below it is in the
@@ -63,7 +64,7 @@ impl Sketch {
 
     /// Bytes the sketch takes in memory.
     pub fn memory_bytes(&self) -> usize {
-        self.hashes.len() * 8
+        self.hashes.capacity() * 8
     }
 
     /// Appends the sketch's stored form to `out`.

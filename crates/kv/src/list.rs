@@ -169,6 +169,10 @@ impl ListWriter {
         self.out.resize(start + block_len, 0);
         if self.out.len() >= WRITE_CHUNK_BYTES {
             self.file.write_at(&self.out, self.flushed)?;
+            // Start writing it out now: the disk works while we compute, and
+            // the log's syncs do not find megabytes of a list's pages
+            // waiting in front of them (ext4 commits them together).
+            self.file.start_writeback()?;
             self.flushed += self.out.len() as u64;
             self.out.clear();
         }
@@ -212,6 +216,9 @@ impl ListWriter {
         self.file.write_at(&self.out, self.flushed)?;
         self.file.sync_data()?;
         let file_bytes = footer_offset + FOOTER_BYTES as u64;
+        // The index lives as long as the file: no spare capacity.
+        self.first_hashes.shrink_to_fit();
+        self.pages.shrink_to_fit();
         Ok(Arc::new(ListFile {
             number: self.number,
             path: self.path,
@@ -471,7 +478,10 @@ impl ListFile {
     /// Bytes of memory the filter, the index and the sketch take: what
     /// the store spends per key to answer GETs.
     pub fn index_memory_bytes(&self) -> usize {
-        self.bloom.memory_bytes() + self.first_hashes.len() * INDEX_ENTRY_BYTES + self.sketch.memory_bytes()
+        self.bloom.memory_bytes()
+            + self.first_hashes.capacity() * size_of::<Hash64>()
+            + self.pages.capacity() * size_of::<u32>()
+            + self.sketch.memory_bytes()
     }
 
     /// Whether the file may hold a key with this hash.

@@ -167,13 +167,14 @@ impl RootBuffer {
         }
     }
 
-    /// An empty buffer whose table starts as large as this one's: the
-    /// next root of a store holds about as many records.
-    pub fn successor(&self) -> RootBuffer {
-        RootBuffer {
-            table: vec![Slot::default(); self.table.len()],
-            ..RootBuffer::default()
-        }
+    /// Empties the buffer, keeping its memory: a store recycles a spilled
+    /// root as its next one, so two roots' worth of memory is allocated
+    /// once rather than again at every spill (which the allocator may not
+    /// give back to the system).
+    pub fn clear(&mut self) {
+        self.arena.clear();
+        self.entries.clear();
+        self.table.fill(Slot::default());
     }
 
     /// The record starting at `offset` in the arena, with its hash.

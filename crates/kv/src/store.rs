@@ -123,6 +123,8 @@ struct Shared {
     writer: Mutex<Writer>,
     /// The log being written, for the worker's periodic sync.
     current_log: Mutex<Option<Arc<LogSync>>>,
+    /// A spilled root, emptied, to be the next active one.
+    spare_root: Mutex<Option<RootBuffer>>,
     active: RwLock<RootBuffer>,
     view: RwLock<View>,
     control: Mutex<Control>,
@@ -436,6 +438,7 @@ impl Store {
             next_file: AtomicU64::new(next_file),
             writer: Mutex::new(Writer { wal: None, next_seq }),
             current_log: Mutex::new(None),
+            spare_root: Mutex::new(None),
             active: RwLock::new(root),
             view: RwLock::new(view),
             control: Mutex::new(Control::default()),
@@ -617,7 +620,7 @@ impl Store {
         writer.wal = Some(wal);
         {
             let mut active = write(&shared.active);
-            let next = active.successor();
+            let next = lock(&shared.spare_root).take().unwrap_or_default();
             let root = std::mem::replace(&mut *active, next);
             write(&shared.view).frozen = Some(Arc::new(Frozen {
                 root: Arc::new(root),
@@ -1005,7 +1008,7 @@ impl Worker {
                 }
             };
             let result = self.sync_if_due().and_then(|()| match work {
-                Work::SpillRoot(frozen) => self.spill_root(&tree, &frozen),
+                Work::SpillRoot(frozen) => self.spill_root(&tree, frozen),
                 Work::Fix(fix) => self.fix(&tree, fix),
                 Work::Idle => Ok(()),
             });
@@ -1108,7 +1111,7 @@ impl Worker {
         }
     }
 
-    fn spill_root(&mut self, tree: &Arc<Tree>, frozen: &Arc<Frozen>) -> Result<()> {
+    fn spill_root(&mut self, tree: &Arc<Tree>, frozen: Arc<Frozen>) -> Result<()> {
         let started = Instant::now();
         let shared = self.shared.clone();
         let mut job = Self::job(&shared);
@@ -1124,8 +1127,14 @@ impl Worker {
         add(&metrics.records_spilled, records);
         metrics.spill_latency_us.record(started.elapsed());
         // Logs before the frozen root's successor hold nothing the tree lacks.
+        let log_number = frozen.log_number;
+        // Recycle the root unless a reader (a scan) still holds it.
+        if let Some(mut root) = Arc::into_inner(frozen).and_then(|frozen| Arc::into_inner(frozen.root)) {
+            root.clear();
+            *lock(&shared.spare_root) = Some(root);
+        }
         for name in self.shared.fs.list_dir(&self.shared.dir)? {
-            if wal::parse_name(&name).is_some_and(|number| number < frozen.log_number) {
+            if wal::parse_name(&name).is_some_and(|number| number < log_number) {
                 self.shared.fs.remove_file(&self.shared.dir.join(&name))?;
             }
         }
