@@ -222,17 +222,31 @@ def run_shape(shape: str, engines: list[str], drivers: dict[str, Path], args: ar
         print(f"  {engine:18} {'fill-b1':10} {progress(entry['fill-b1'])}", flush=True)
         shutil.rmtree(store, ignore_errors=True)
         results[engine] = entry
+    check_agreement(shape, results)
     shape_report = {"shape": shape, "key_bytes": key_bytes, "value_bytes": value_bytes, "records": records,
                     "batch1_records": args.batch1_records, "results": results}
     shape_report["targets"] = targets(shape_report)
     return shape_report
 
 
+def check_agreement(shape: str, results: dict[str, dict[str, Any]]) -> None:
+    """Every engine filled the same keys and read the same ones, so every readrandom finds as many."""
+    hits = {engine: entry["read"]["hits"] for engine, entry in results.items()}
+    if len(set(hits.values())) > 1:
+        raise BenchmarkFailure(f"RESULTS DISAGREE: readrandom hits of the {shape} B shape differ between engines: {hits}")
+
+
+def stall(result: dict[str, Any]) -> str:
+    """Seconds writers stalled, or '-' for an engine that does not say (LevelDB)."""
+    seconds = result.get("stall_seconds")
+    return "-" if seconds is None else f"{seconds:.2f}"
+
+
 def progress(result: dict[str, Any]) -> str:
     latency = result.get("latency_ns", {})
     text = f"{result['operations_per_second'] / 1e3:10.1f} k ops/s  p99 {latency.get('p99', 0) / 1e3:9.1f} us"
     if result["workload"] == "fillrandom":
-        text += f"  WA {write_amplification(result):5.2f}  stall {result.get('stall_seconds', 0):6.2f} s"
+        text += f"  WA {write_amplification(result):5.2f}  stall {stall(result):>6} s"
     else:
         text += f"  hits {result['hits']:,}  reads/GET {reads_per_get(result):5.2f}"
     return text + f"  RSS {result.get('peak_rss_kib', 0) / 1024:6.0f} MiB"
@@ -342,7 +356,7 @@ def markdown(report: dict[str, Any]) -> str:
             peak = max(step.get("peak_rss_kib", 0) for step in entry.values()) / 1024
             lines.append(
                 f"| {engine} | {fill['operations_per_second'] / 1e3:.0f} | {fill['latency_ns']['p99'] / 1e3:.0f} / "
-                f"{fill['latency_ns']['p999'] / 1e3:.0f} us | {fill.get('stall_seconds', 0):.2f} | {write_amplification(fill):.2f} | "
+                f"{fill['latency_ns']['p999'] / 1e3:.0f} us | {stall(fill)} | {write_amplification(fill):.2f} | "
                 f"{fill.get('store_bytes', 0) / 2**30:.2f} | {'-' if per_key is None else f'{per_key:.2f}'} | "
                 f"{single['operations_per_second'] / 1e3:.0f} | {read['operations_per_second'] / 1e3:.0f} | "
                 f"{read['latency_ns']['p99'] / 1e3:.0f} us | {reads_per_get(read):.2f} | {rww['operations_per_second'] / 1e3:.0f} | "
