@@ -53,10 +53,12 @@ from run import (  # noqa: E402  (the path is set just above)
     create_memory_cgroup,
     default_data_dir,
     drop_page_cache,
+    ensure_libclang,
     ensure_requirements,
     machine_info,
     parse_size,
     remove_memory_cgroup,
+    rocksdb_build_environment,
     run_once,
 )
 
@@ -95,19 +97,6 @@ def parse_count(text: str) -> int:
 # Building
 
 
-def ensure_libclang() -> None:
-    """bindgen (RocksDB's build script) needs libclang itself, Debian's libclang-dev."""
-    listing = command_output(["ldconfig", "-p"])
-    if any(name in listing for name in ("libclang.so", "libclang-14.so", "libclang-15.so", "libclang-16.so")):
-        return
-    print("installing libclang-dev (apt) for RocksDB's bindgen", flush=True)
-    install = ["apt-get", "install", "-y", "-q", "libclang-dev"]
-    if subprocess.run(install, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], check=False)
-        if subprocess.run(install, check=False).returncode != 0:
-            raise BenchmarkFailure("could not install libclang-dev (needed to build RocksDB)")
-
-
 def ensure_leveldb() -> None:
     if Path("/usr/include/leveldb/db.h").exists():
         return
@@ -129,7 +118,7 @@ def build(target_dir: Path, engines: list[str]) -> dict[str, Path]:
     if not rocksdb:
         command.append("--no-default-features")
     print(f"building kv-driver: CARGO_TARGET_DIR={target_dir} {' '.join(command)}", flush=True)
-    environment = dict(os.environ, CARGO_TARGET_DIR=str(target_dir))
+    environment = rocksdb_build_environment(target_dir)
     if subprocess.run(command, cwd=REPO_ROOT, env=environment, check=False).returncode != 0:
         raise BenchmarkFailure("cargo build of kv-driver failed")
     drivers = {engine: target_dir / "release" / "kv-driver" for engine in engines if engine != "leveldb"}

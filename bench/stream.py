@@ -37,7 +37,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -55,8 +54,10 @@ from run import (  # noqa: E402  (the path is set just above)
     Requirement,
     command_output,
     default_data_dir,
+    ensure_libclang,
     ensure_requirements,
     machine_info,
+    rocksdb_build_environment,
     run_once,
 )
 
@@ -169,23 +170,6 @@ def parse_count(text: str) -> int:
 # Building and running
 
 
-def ensure_libclang() -> None:
-    """bindgen (RocksDB's build script) needs libclang: Debian's libclang-dev."""
-    # libclang itself (libclang.so, libclang-14.so.1), not libclang-cpp, which
-    # other packages bring alone and bindgen cannot use.
-    libclang = re.compile(r"\blibclang(-[0-9][0-9.]*)?\.so")
-    listing = command_output(["ldconfig", "-p"])
-    llvm_libs = [path.name for path in Path("/usr/lib").glob("llvm-*/lib/libclang*.so*")]
-    if libclang.search(listing) or any(libclang.search(name) for name in llvm_libs):
-        return
-    print("installing libclang-dev (apt) for RocksDB's bindgen", flush=True)
-    install = ["apt-get", "install", "-y", "-q", "libclang-dev"]
-    if subprocess.run(install, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], check=False)
-        if subprocess.run(install, check=False).returncode != 0:
-            raise BenchmarkFailure("could not install libclang-dev (needed to build RocksDB)")
-
-
 def build(target_dir: Path, rocksdb: bool) -> Path:
     """Builds stream-driver in release mode (RocksDB from source: about 16 minutes the first time on 2 cores)."""
     ensure_requirements(BUILD_REQUIREMENTS)
@@ -195,7 +179,7 @@ def build(target_dir: Path, rocksdb: bool) -> Path:
     if not rocksdb:
         command.append("--no-default-features")
     print(f"building stream-driver: CARGO_TARGET_DIR={target_dir} {' '.join(command)}", flush=True)
-    environment = dict(os.environ, CARGO_TARGET_DIR=str(target_dir))
+    environment = rocksdb_build_environment(target_dir)
     if subprocess.run(command, cwd=REPO_ROOT, env=environment, check=False).returncode != 0:
         raise BenchmarkFailure("cargo build of stream-driver failed")
     return target_dir / "release" / "stream-driver"
