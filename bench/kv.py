@@ -311,6 +311,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"(page cache included). Reproduce with `{report['command']}`.",
         "",
     ]
+    for part in report.get("merged", []):
+        lines += [f"Measured again on {part['date']} at commit {part['commit']} and merged in: the engines of "
+                  f"`{part['command']}`, which replace that run's figures for them.", ""]
     if report.get("note"):
         lines += [report["note"], ""]
     lines += [

@@ -33,7 +33,7 @@ _PUT, _DELETE, _MERGE = 0, 1, 2
 # Pairs a scan reads from the engine per call.
 _SCAN_PAGE = 4096
 _SIZE_OPTIONS = ("root_bytes", "node_bytes", "max_key_bytes", "max_value_bytes")
-_COUNT_OPTIONS = ("fan_out", "block_bytes", "bloom_bits_per_key", "fast_splits_per_slow_split")
+_COUNT_OPTIONS = ("fan_out", "block_bytes", "bloom_bits_per_key", "fast_splits_per_slow_split", "lists_max")
 OPTIONS = _SIZE_OPTIONS + _COUNT_OPTIONS + ("unique_ratio_min", "sync", "merge", "read_only")
 
 
@@ -138,7 +138,8 @@ class KV:
 
     Options (all optional): ``root_bytes`` (64M), ``node_bytes`` (256M),
     ``fan_out`` (64), ``block_bytes`` (4096), ``bloom_bits_per_key`` (10),
-    ``fast_splits_per_slow_split`` (8), ``unique_ratio_min`` (0.5), ``sync``
+    ``fast_splits_per_slow_split`` (8), ``unique_ratio_min`` (0.5), ``lists_max``
+    (64: a node with more lists is spilled or rewritten), ``sync``
     (True: sync the log before each write returns; False: never; seconds: in
     the background), ``merge`` (an aggregate function: ``sum``, ``count``,
     ``sum+count``, ``max``, ...), ``max_key_bytes``, ``max_value_bytes``,

@@ -100,6 +100,8 @@ def test_bad_options_and_values_get_clear_errors(tmp_path):
         KV(tmp_path / "a", buffer=5)
     with pytest.raises(InvalidArgumentError, match="fan_out"):
         KV(tmp_path / "b", fan_out=1)
+    with pytest.raises(InvalidArgumentError, match="lists_max"):
+        KV(tmp_path / "b2", lists_max=1)
     with pytest.raises(InvalidArgumentError, match="sync"):
         KV(tmp_path / "c", sync="sometimes")
     with pytest.raises(InvalidArgumentError, match="merge"):

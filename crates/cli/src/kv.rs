@@ -132,6 +132,9 @@ struct LoadArgs {
     /// Fast splits per slow split.
     #[arg(long, value_name = "N", default_value_t = 8)]
     fast_splits: u32,
+    /// Lists a node holds before it is spilled or rewritten (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    lists_max: usize,
     /// Aggregate values by key with this function instead of overwriting
     /// them (`sum`, `count`, `sum+count`, `max`, ...): every write is a
     /// MERGE; values that read as numbers are numbers, others text.
@@ -227,6 +230,7 @@ fn load(args: LoadArgs) -> anyhow::Result<u8> {
         limits: Options::default_limits(root_bytes, node_bytes),
         fan_out: args.fan_out,
         fast_splits_per_slow_split: args.fast_splits,
+        lists_max: args.lists_max,
         sync: match args.sync {
             SyncArg::Always => SyncMode::Always,
             SyncArg::Periodic => SyncMode::Periodic(Duration::from_millis(100)),

@@ -49,6 +49,14 @@ pub struct Options {
     /// falls below this (0 disables), bounding the filter memory that
     /// repeated keys cost.
     pub unique_ratio_min: f64,
+    /// Lists a node holds at most before it is spilled (internal) or
+    /// slowly split (leaf), however few bytes they hold (0 disables). A
+    /// GET tests one filter per list on its path, so this bounds its
+    /// false-positive reads (about 1% of it per level at 10 bits per
+    /// key). It matters for small records, whose root spills bring each
+    /// child lists far smaller than `node_bytes / fan_out` (a root
+    /// buffer holds its records' bytes plus 32 bytes of index each).
+    pub lists_max: usize,
     /// When the log is synced.
     pub sync: SyncMode,
     /// The merge operator, for MERGE writes.
@@ -68,6 +76,7 @@ impl fmt::Debug for Options {
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("fast_splits_per_slow_split", &self.fast_splits_per_slow_split)
             .field("unique_ratio_min", &self.unique_ratio_min)
+            .field("lists_max", &self.lists_max)
             .field("sync", &self.sync)
             .field(
                 "merge_operator",
@@ -95,6 +104,7 @@ impl Default for Options {
             bloom_bits_per_key: 10,
             fast_splits_per_slow_split: 8,
             unique_ratio_min: 0.5,
+            lists_max: 64,
             sync: SyncMode::Always,
             merge_operator: None,
             limits: Limits::default().with_value_bytes_max(8 << 20),
@@ -158,6 +168,12 @@ impl Options {
             InvalidArgument,
             "unique_ratio_min must be between 0 and 1, got {}",
             self.unique_ratio_min
+        );
+        ensure!(
+            self.lists_max == 0 || self.lists_max >= 2,
+            InvalidArgument,
+            "lists_max must be 0 (no limit) or at least 2, got {}",
+            self.lists_max
         );
         if let SyncMode::Periodic(interval) = self.sync {
             ensure!(

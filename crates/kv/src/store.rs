@@ -46,7 +46,7 @@ use crate::record::Kind;
 use crate::root::RootBuffer;
 use crate::spill::{self, Job};
 use crate::split::{self, SlowSplit};
-use crate::tree::{Edit, NodeId, Tree, ROOT};
+use crate::tree::{Edit, Node, NodeId, Tree, ROOT};
 use crate::wal::{self, Wal};
 
 /// How long the idle worker sleeps before it looks for files to delete.
@@ -216,7 +216,8 @@ pub struct KvStats {
     pub divides: u64,
     /// Levels the tree grew.
     pub grows: u64,
-    /// Spills and slow splits forced by repeated keys (unique ratio).
+    /// Spills and slow splits forced by too many lists in a node
+    /// (`lists_max`) or by repeated keys (unique ratio).
     pub forced: u64,
     /// Time writers waited for a root to spill, in seconds, and how often.
     pub stall_seconds: f64,
@@ -947,9 +948,10 @@ enum Fix {
     Grow,
     /// A node has too many children.
     Divide(NodeId),
-    /// An internal node is full (or, forced, holds too many repeats).
+    /// An internal node is full (or, forced, holds too many lists or
+    /// repeats).
     Spill(NodeId, bool),
-    /// A leaf is full (or, forced, holds too many repeats).
+    /// A leaf is full (or, forced, holds too many lists or repeats).
     Split(NodeId, bool),
 }
 
@@ -1070,6 +1072,16 @@ impl Worker {
             };
             return Some((fix, bytes > 2 * options.node_bytes));
         }
+        // Too many lists: a GET tests a filter per list.
+        if options.lists_max > 0 {
+            let crowded = tree
+                .nodes()
+                .filter(|node| node.id != ROOT && node.lists.len() > options.lists_max)
+                .max_by_key(|node| (!node.is_leaf(), node.lists.len()));
+            if let Some(node) = crowded {
+                return Some((Self::forced_fix(node), false));
+            }
+        }
         if options.unique_ratio_min > 0.0 {
             for node in tree.nodes() {
                 if node.id == ROOT || node.lists.len() < 2 || node.bytes() < options.node_bytes / 4 {
@@ -1085,16 +1097,21 @@ impl Worker {
                     }
                 };
                 if ratio < options.unique_ratio_min {
-                    let fix = if node.is_leaf() {
-                        Fix::Split(node.id, true)
-                    } else {
-                        Fix::Spill(node.id, true)
-                    };
-                    return Some((fix, false));
+                    return Some((Self::forced_fix(node), false));
                 }
             }
         }
         None
+    }
+
+    /// A spill (internal) or slow split (leaf) that `node` needs for
+    /// another reason than its size.
+    fn forced_fix(node: &Node) -> Fix {
+        if node.is_leaf() {
+            Fix::Split(node.id, true)
+        } else {
+            Fix::Spill(node.id, true)
+        }
     }
 
     fn job(shared: &Shared) -> Job<'_> {

@@ -82,6 +82,65 @@ fn writes_survive_spills_splits_and_reopens() {
     assert_eq!(store.get(b"late").unwrap(), Some(b"value".to_vec()));
 }
 
+/// The most lists any node other than the root holds.
+fn most_lists(store: &Store) -> usize {
+    store
+        .describe()
+        .iter()
+        .filter(|node| node.id != 0)
+        .map(|node| node.lists.len())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_node_with_more_lists_than_lists_max_is_spilled_or_rewritten() {
+    // Nodes far larger than the data, so only the list count can force a change.
+    let crowded = Options {
+        node_bytes: 64 << 20,
+        lists_max: 0,
+        unique_ratio_min: 0.0,
+        ..small_options()
+    };
+    let bounded = Options {
+        lists_max: 4,
+        ..crowded.clone()
+    };
+    let mut model = BTreeMap::new();
+    let mut rng = Rng(11);
+    let keys = 3000;
+    let stores: Vec<Store> = [crowded, bounded]
+        .into_iter()
+        .map(|options| Store::open_on(Arc::new(SimFs::new()), Path::new("/kv"), options).unwrap())
+        .collect();
+    for round in 0..12u64 {
+        let mut batch = WriteBatch::new();
+        for n in 0..keys {
+            let i = rng.below(keys);
+            let value = value(i, round, 40);
+            batch.put(&key(i), &value);
+            model.insert(key(i), value);
+            if batch.len() == 100 || n + 1 == keys {
+                stores.iter().for_each(|store| store.write(&batch).unwrap());
+                batch.clear();
+            }
+        }
+        // One root spill per round: a list per child.
+        stores.iter().for_each(|store| store.flush().unwrap());
+    }
+    for store in &stores {
+        store.settle().unwrap();
+        check_against(store, &model, keys);
+        store.verify().unwrap();
+    }
+    let (crowded, bounded) = (&stores[0], &stores[1]);
+    assert!(most_lists(crowded) > 4, "{:?}", crowded.stats());
+    assert!(most_lists(bounded) <= 4, "{:?}", bounded.describe());
+    assert!(bounded.stats().forced > 0 && crowded.stats().forced == 0);
+    // Rewriting a crowded leaf collapses the older versions of its keys.
+    assert!(bounded.stats().list_records < crowded.stats().list_records);
+}
+
 #[test]
 fn merge_mode_aggregates_more_keys_than_the_root_holds_while_ingest_goes_on() {
     let fs = Arc::new(SimFs::new());
@@ -279,6 +338,13 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
                 ..small_options()
             },
             "unique_ratio_min",
+        ),
+        (
+            Options {
+                lists_max: 1,
+                ..small_options()
+            },
+            "lists_max",
         ),
         (
             Options {

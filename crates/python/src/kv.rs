@@ -26,6 +26,7 @@ pub struct PyKvOptions {
     bloom_bits_per_key: Option<u32>,
     fast_splits_per_slow_split: Option<u32>,
     unique_ratio_min: Option<f64>,
+    lists_max: Option<usize>,
     /// "always", "none", or a period in seconds.
     sync: Option<String>,
     sync_period: Option<f64>,
@@ -93,6 +94,7 @@ fn options(settings: PyKvOptions, merge: Option<&Arc<AggregateMerge>>) -> Result
             .fast_splits_per_slow_split
             .unwrap_or(defaults.fast_splits_per_slow_split),
         unique_ratio_min: settings.unique_ratio_min.unwrap_or(defaults.unique_ratio_min),
+        lists_max: settings.lists_max.unwrap_or(defaults.lists_max),
         sync,
         merge_operator: merge.map(|merge| merge.clone() as Arc<dyn MergeOperator>),
         limits,
