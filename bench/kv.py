@@ -384,7 +384,10 @@ def write_report(report: dict[str, Any], out: Path) -> None:
 
 
 def merge(part_path: Path, out: Path) -> int:
-    """Folds the shapes of `part_path` into the report in `out`: engines measured again replace theirs."""
+    """Folds the shapes of `part_path` into the report in `out`: engines measured again replace theirs.
+
+    Refused (RESULTS DISAGREE) if a part's reads found other keys than the engines already there.
+    """
     report = json.loads((out / "kv.json").read_text())
     part = json.loads(part_path.read_text())
     by_shape = {shape["shape"]: shape for shape in report["shapes"]}
@@ -394,6 +397,7 @@ def merge(part_path: Path, out: Path) -> int:
             report["shapes"].append(incoming)
             continue
         existing["results"].update(incoming["results"])
+        check_agreement(existing["shape"], existing["results"])
         existing["targets"] = targets(existing)
     report.setdefault("merged", []).append({key: part[key] for key in ("date", "commit", "command")})
     write_report(report, out)
@@ -417,7 +421,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", type=Path, help="fold this partial kv.json into the report in --out")
     args = parser.parse_args(argv)
     if args.merge:
-        return merge(args.merge, args.out)
+        try:
+            return merge(args.merge, args.out)
+        except BenchmarkFailure as failure:
+            print(failure, file=sys.stderr)
+            return 1
     engines = args.engine or ENGINES
     shapes = args.shape or list(SHAPES)
     try:

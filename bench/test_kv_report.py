@@ -123,3 +123,16 @@ def test_a_partial_report_replaces_the_engines_it_measured_again(tmp_path):
     assert verdicts(sixteen)["fillrandom, batches of 1000, log synced: Spillway vs leveldb"] == (15.0, True)
     assert merged["merged"] == [{"date": "2026-01-01", "commit": "def2", "command": "python3 bench/kv.py (as of def2)"}]
     assert "at commit def2 and merged in: the engines of `python3 bench/kv.py (as of def2)`" in (out / "kv.md").read_text()
+
+
+def test_a_part_whose_reads_found_other_keys_is_refused(tmp_path):
+    out = tmp_path / "out"
+    kv.write_report(fake_report("abc1", ["16"]), out)
+    part_report = fake_report("def2", ["16"])
+    part_report["shapes"][0]["results"] = {"spillway": engine_entry("spillway", 6.0e6, 4e5, 4096)}
+    part_report["shapes"][0]["results"]["spillway"]["read"]["hits"] = 299
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps(part_report))
+    assert kv.main(["--merge", str(part), "--out", str(out)]) == 1
+    # The report is left as it was.
+    assert json.loads((out / "kv.json").read_text())["shapes"][0]["results"]["spillway"]["read"]["hits"] == 300
