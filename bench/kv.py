@@ -312,8 +312,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     for part in report.get("merged", []):
-        lines += [f"Measured again on {part['date']} at commit {part['commit']} and merged in: the engines of "
-                  f"`{part['command']}`, which replace that run's figures for them.", ""]
+        lines += [f"Merged in from another run on {part['date']} at commit {part['commit']}: the shapes and engines of "
+                  f"`{part['command']}`, in place of any figures of that run for them.", ""]
     if report.get("note"):
         lines += [report["note"], ""]
     lines += [

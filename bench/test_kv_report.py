@@ -122,7 +122,7 @@ def test_a_partial_report_replaces_the_engines_it_measured_again(tmp_path):
     assert sixteen["results"]["leveldb"]["fill-b1000"]["operations_per_second"] == 0.4e6  # kept
     assert verdicts(sixteen)["fillrandom, batches of 1000, log synced: Spillway vs leveldb"] == (15.0, True)
     assert merged["merged"] == [{"date": "2026-01-01", "commit": "def2", "command": "python3 bench/kv.py (as of def2)"}]
-    assert "at commit def2 and merged in: the engines of `python3 bench/kv.py (as of def2)`" in (out / "kv.md").read_text()
+    assert "at commit def2: the shapes and engines of `python3 bench/kv.py (as of def2)`" in (out / "kv.md").read_text()
 
 
 def test_a_part_whose_reads_found_other_keys_is_refused(tmp_path):
