@@ -49,6 +49,7 @@ from run import (  # noqa: E402  (the path is set just above)
     BenchmarkFailure,
     REPO_ROOT,
     Requirement,
+    apt_install,
     command_output,
     create_memory_cgroup,
     default_data_dir,
@@ -101,11 +102,8 @@ def ensure_leveldb() -> None:
     if Path("/usr/include/leveldb/db.h").exists():
         return
     print("installing libleveldb-dev (apt)", flush=True)
-    install = ["apt-get", "install", "-y", "-q", "libleveldb-dev"]
-    if subprocess.run(install, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], check=False)
-        if subprocess.run(install, check=False).returncode != 0:
-            raise BenchmarkFailure("could not install libleveldb-dev")
+    if not apt_install("libleveldb-dev"):
+        raise BenchmarkFailure("could not install libleveldb-dev")
 
 
 def build(target_dir: Path, engines: list[str]) -> dict[str, Path]:

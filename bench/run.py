@@ -256,10 +256,7 @@ def ensure_requirements(requirements: list[Requirement]) -> None:
         needed = requirement.executable or f"Python module {requirement.module}"
         print(f"installing {requirement.package} ({requirement.source}) for {needed}", flush=True)
         if requirement.source == "apt":
-            install = ["apt-get", "install", "-y", "-q", requirement.package]
-            if subprocess.run(install, check=False).returncode != 0:
-                subprocess.run(["apt-get", "update", "-q"], check=False)
-                subprocess.run(install, check=False)
+            apt_install(requirement.package)
         elif requirement.source == "pip":
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", requirement.package], check=False)
         elif requirement.source == "cargo":
@@ -269,6 +266,15 @@ def ensure_requirements(requirements: list[Requirement]) -> None:
         importlib.invalidate_caches()
         if not requirement_present(requirement):
             raise BenchmarkFailure(f"could not install {needed} from {requirement.source} {requirement.package}")
+
+
+def apt_install(package: str) -> bool:
+    """`apt-get install` of a Debian package, updating the package lists once if it is not found."""
+    install = ["apt-get", "install", "-y", "-q", package]
+    if subprocess.run(install, check=False).returncode == 0:
+        return True
+    subprocess.run(["apt-get", "update", "-q"], check=False)
+    return subprocess.run(install, check=False).returncode == 0
 
 
 def requirement_present(requirement: Requirement) -> bool:
@@ -1304,11 +1310,8 @@ def ensure_libclang() -> None:
     if libclang.search(listing) or any(libclang.search(name) for name in llvm_libs):
         return
     print("installing libclang-dev (apt) for RocksDB's bindgen", flush=True)
-    install = ["apt-get", "install", "-y", "-q", "libclang-dev"]
-    if subprocess.run(install, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], check=False)
-        if subprocess.run(install, check=False).returncode != 0:
-            raise BenchmarkFailure("could not install libclang-dev (needed to build RocksDB)")
+    if not apt_install("libclang-dev"):
+        raise BenchmarkFailure("could not install libclang-dev (needed to build RocksDB)")
 
 
 # RocksDB's own build (CMake) finds sched_getcpu and, with its default
