@@ -218,14 +218,13 @@ impl ListWriter {
         let file_bytes = footer_offset + FOOTER_BYTES as u64;
         // The index lives as long as the file: no spare capacity.
         self.first_hashes.shrink_to_fit();
-        self.pages.shrink_to_fit();
         Ok(Arc::new(ListFile {
             number: self.number,
             path: self.path,
             footer,
             file_bytes,
             first_hashes: self.first_hashes,
-            pages: self.pages,
+            pages: BlockPages::new(self.pages),
             bloom,
             sketch,
         }))
@@ -335,10 +334,75 @@ pub struct ListFile {
     footer: Footer,
     file_bytes: u64,
     first_hashes: Vec<Hash64>,
-    /// Each block's first page, with [`CONTINUES`].
-    pages: Vec<u32>,
+    pages: BlockPages,
     bloom: Bloom,
     sketch: Sketch,
+}
+
+/// Each block's index entry beside its first hash: its first page, with
+/// [`CONTINUES`]. Held for the file's life, so held small: when every
+/// block is one page (no record outgrew a block, the usual case) block
+/// `i` starts at page `i`, and only the continuation bits are kept, 1 bit
+/// a block instead of 4 bytes (at 256-byte records, 0.25 bytes per key).
+#[derive(Debug)]
+enum BlockPages {
+    /// Block `i` starts at page `i`; bit `i` set: it has [`CONTINUES`].
+    OnePage { blocks: usize, continues: Vec<u64> },
+    /// Each block's entry as the file holds it.
+    Listed(Vec<u32>),
+}
+
+impl BlockPages {
+    fn new(entries: Vec<u32>) -> Self {
+        let one_page = entries
+            .iter()
+            .enumerate()
+            .all(|(i, &entry)| (entry & !CONTINUES) as usize == i);
+        if !one_page {
+            let mut entries = entries;
+            entries.shrink_to_fit();
+            return BlockPages::Listed(entries);
+        }
+        let mut continues = vec![0u64; entries.len().div_ceil(64)];
+        for (i, &entry) in entries.iter().enumerate() {
+            if entry & CONTINUES != 0 {
+                continues[i / 64] |= 1 << (i % 64);
+            }
+        }
+        BlockPages::OnePage {
+            blocks: entries.len(),
+            continues,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            BlockPages::OnePage { blocks, .. } => *blocks,
+            BlockPages::Listed(entries) => entries.len(),
+        }
+    }
+
+    /// Block `block`'s entry: its first page, with [`CONTINUES`].
+    fn entry(&self, block: usize) -> u32 {
+        match self {
+            BlockPages::OnePage { continues, .. } => {
+                let flag = if continues[block / 64] >> (block % 64) & 1 != 0 {
+                    CONTINUES
+                } else {
+                    0
+                };
+                block as u32 | flag
+            }
+            BlockPages::Listed(entries) => entries[block],
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        match self {
+            BlockPages::OnePage { continues, .. } => continues.capacity() * size_of::<u64>(),
+            BlockPages::Listed(entries) => entries.capacity() * size_of::<u32>(),
+        }
+    }
 }
 
 impl fmt::Debug for ListFile {
@@ -402,7 +466,7 @@ impl ListFile {
             footer,
             file_bytes,
             first_hashes,
-            pages,
+            pages: BlockPages::new(pages),
             bloom,
             sketch,
         };
@@ -414,7 +478,8 @@ impl ListFile {
     fn check_index(&self) -> Result<()> {
         let pages_end = self.footer.filter_offset / u64::from(self.footer.block_bytes);
         let mut previous: Option<(Hash64, u64)> = None;
-        for (i, (&hash, &page)) in self.first_hashes.iter().zip(&self.pages).enumerate() {
+        for (i, &hash) in self.first_hashes.iter().enumerate() {
+            let page = self.pages.entry(i);
             let first_page = u64::from(page & !CONTINUES);
             let ordered = match previous {
                 None => first_page == 0 && page & CONTINUES == 0,
@@ -480,7 +545,7 @@ impl ListFile {
     pub fn index_memory_bytes(&self) -> usize {
         self.bloom.memory_bytes()
             + self.first_hashes.capacity() * size_of::<Hash64>()
-            + self.pages.capacity() * size_of::<u32>()
+            + self.pages.memory_bytes()
             + self.sketch.memory_bytes()
     }
 
@@ -492,15 +557,16 @@ impl ListFile {
 
     /// Where block `block` starts in the file.
     pub fn block_offset(&self, block: u32) -> u64 {
-        match self.pages.get(block as usize) {
-            Some(page) => u64::from(page & !CONTINUES) * u64::from(self.footer.block_bytes),
-            None => self.footer.filter_offset,
+        if (block as usize) < self.pages.len() {
+            u64::from(self.pages.entry(block as usize) & !CONTINUES) * u64::from(self.footer.block_bytes)
+        } else {
+            self.footer.filter_offset
         }
     }
 
     /// Whether block `block` starts with the hash the previous block ends with.
     fn continues(&self, block: u32) -> bool {
-        self.pages[block as usize] & CONTINUES != 0
+        self.pages.entry(block as usize) & CONTINUES != 0
     }
 
     /// The first block of `first..end` that can hold `hash`: the last
@@ -858,5 +924,91 @@ impl ListCursor {
         self.block = 0;
         self.at = self.blocks[0].0.start;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use spillway_core::{hash64, SimFs};
+
+    use super::*;
+    use crate::cache::FileCache;
+    use crate::record::Kind;
+
+    /// A record as the test writes it: hash, key, value.
+    type Written = (Hash64, Vec<u8>, Vec<u8>);
+
+    /// Writes list `number` of `keys` keys (sorted by hash), the value of
+    /// every `big`-th key larger than a block; returns it and its keys.
+    fn write(fs: &Arc<SimFs>, number: FileNumber, keys: u64, big: u64) -> (Arc<ListFile>, Vec<Written>) {
+        let mut records: Vec<Written> = (0..keys)
+            .map(|i| {
+                let key = format!("key {i}").into_bytes();
+                let len = if big > 0 && i % big == 0 { 1500 } else { 40 };
+                (hash64(&key), key, vec![i as u8; len])
+            })
+            .collect();
+        records.sort();
+        let mut writer = ListWriter::create(fs.as_ref(), Path::new("/l"), number, 512, 10).unwrap();
+        for (hash, key, value) in &records {
+            let record = RecordRef {
+                hash: *hash,
+                kind: Kind::Put,
+                key,
+                value,
+            };
+            writer.add(&record).unwrap();
+        }
+        (writer.finish().unwrap(), records)
+    }
+
+    #[test]
+    fn one_page_blocks_keep_one_bit_of_index_beside_each_first_hash() {
+        let fs = Arc::new(SimFs::new());
+        fs.create_dir_all(Path::new("/l")).unwrap();
+        let cache = FileCache::new(fs.clone(), 8);
+        for (number, big) in [(1, 0), (2, 7)] {
+            let (written, records) = write(&fs, number, 2000, big);
+            let opened = ListFile::open(fs.as_ref(), Path::new("/l"), number).unwrap();
+            for file in [&written, &opened] {
+                // Values larger than a block make blocks of several pages: pages are listed.
+                match (&file.pages, big) {
+                    (BlockPages::OnePage { continues, .. }, 0) => {
+                        assert_eq!(continues.len(), (file.blocks() as usize).div_ceil(64))
+                    }
+                    (BlockPages::Listed(entries), 7) => assert_eq!(entries.len(), file.blocks() as usize),
+                    (pages, _) => panic!("{pages:?} for big = {big}"),
+                }
+                let offsets: Vec<u64> = (0..=file.blocks())
+                    .map(|block| file.block_offset(block))
+                    .collect();
+                assert!(offsets.windows(2).all(|pair| pair[0] < pair[1]), "{offsets:?}");
+                assert_eq!(offsets[file.blocks() as usize], file.footer.filter_offset);
+                let list = ListRef::whole(file.clone());
+                let mut buffer = Vec::new();
+                for (hash, key, value) in &records {
+                    let mut found = None;
+                    list.get(&cache, *hash, key, &mut buffer, |kind, bytes| {
+                        found = Some((kind, bytes.to_vec()))
+                    })
+                    .unwrap();
+                    assert_eq!(found, Some((Kind::Put, value.clone())), "key {key:?}");
+                }
+            }
+            let index = written.first_hashes.len() * size_of::<Hash64>();
+            let entries = written.blocks() as usize * size_of::<u32>();
+            let sections = written.bloom.memory_bytes() + written.sketch.memory_bytes() + index;
+            if big == 0 {
+                assert!(
+                    written.index_memory_bytes() < sections + entries / 8,
+                    "{}",
+                    written.index_memory_bytes()
+                );
+            } else {
+                assert_eq!(written.index_memory_bytes(), sections + entries);
+            }
+        }
     }
 }
