@@ -218,7 +218,10 @@ Args parse(int argc, char** argv) {
     else if (flag == "--batch") args.batch = number();
     else if (flag == "--seed") args.seed = number();
     else if (flag == "--reads") args.reads = number();
-    else if (flag == "--seconds") args.seconds = std::strtod(value.c_str(), nullptr);
+    else if (flag == "--seconds") {
+      args.seconds = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(args.seconds >= 0)) fail("not a number of seconds for --seconds: " + value);
+    }
     else if (flag == "--sync") {
       if (value != "always" && value != "none") fail("--sync must be always or none, not " + value);
       args.sync = value == "always";

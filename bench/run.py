@@ -277,6 +277,34 @@ def apt_install(package: str) -> bool:
     return subprocess.run(install, check=False).returncode == 0
 
 
+def ensure_libclang() -> None:
+    """bindgen (RocksDB's build script) needs libclang: Debian's libclang-dev."""
+    # libclang itself (libclang.so, libclang-14.so.1), not libclang-cpp, which
+    # other packages bring alone and bindgen cannot use.
+    libclang = re.compile(r"\blibclang(-[0-9][0-9.]*)?\.so")
+    listing = command_output(["ldconfig", "-p"])
+    llvm_libs = [path.name for path in Path("/usr/lib").glob("llvm-*/lib/libclang*.so*")]
+    if libclang.search(listing) or any(libclang.search(name) for name in llvm_libs):
+        return
+    print("installing libclang-dev (apt) for RocksDB's bindgen", flush=True)
+    if not apt_install("libclang-dev"):
+        raise BenchmarkFailure("could not install libclang-dev (needed to build RocksDB)")
+
+
+# RocksDB's own build (CMake) finds sched_getcpu and, with its default
+# PORTABLE=0, compiles for the host's SSE4.2 and carry-less multiply; the
+# `rocksdb` crate's build script does neither. Without
+# ROCKSDB_SCHED_GETCPU_PRESENT every per-core counter (statistics, the
+# memtable's arena) asks for the core id with CPUID, which traps to the
+# hypervisor on a virtual machine: about 60 us per put, 30x slower writes.
+ROCKSDB_CXXFLAGS = "-DROCKSDB_SCHED_GETCPU_PRESENT -DHAVE_SSE42 -msse4.2 -DHAVE_PCLMUL -mpclmul"
+
+
+def rocksdb_build_environment(target_dir: Path) -> dict[str, str]:
+    """The environment for a benchmark driver's cargo build that compiles RocksDB as its own build would."""
+    return dict(os.environ, CARGO_TARGET_DIR=str(target_dir), CXXFLAGS=ROCKSDB_CXXFLAGS)
+
+
 def requirement_present(requirement: Requirement) -> bool:
     """The executable is on PATH and the module (if any) imports in this interpreter."""
     if requirement.executable and not shutil.which(requirement.executable):
@@ -1298,34 +1326,6 @@ def write_index(out_dir: Path) -> None:
 
 # ---------------------------------------------------------------------------
 # Command line
-
-
-def ensure_libclang() -> None:
-    """bindgen (RocksDB's build script) needs libclang: Debian's libclang-dev."""
-    # libclang itself (libclang.so, libclang-14.so.1), not libclang-cpp, which
-    # other packages bring alone and bindgen cannot use.
-    libclang = re.compile(r"\blibclang(-[0-9][0-9.]*)?\.so")
-    listing = command_output(["ldconfig", "-p"])
-    llvm_libs = [path.name for path in Path("/usr/lib").glob("llvm-*/lib/libclang*.so*")]
-    if libclang.search(listing) or any(libclang.search(name) for name in llvm_libs):
-        return
-    print("installing libclang-dev (apt) for RocksDB's bindgen", flush=True)
-    if not apt_install("libclang-dev"):
-        raise BenchmarkFailure("could not install libclang-dev (needed to build RocksDB)")
-
-
-# RocksDB's own build (CMake) finds sched_getcpu and, with its default
-# PORTABLE=0, compiles for the host's SSE4.2 and carry-less multiply; the
-# `rocksdb` crate's build script does neither. Without
-# ROCKSDB_SCHED_GETCPU_PRESENT every per-core counter (statistics, the
-# memtable's arena) asks for the core id with CPUID, which traps to the
-# hypervisor on a virtual machine: about 60 us per put, 30x slower writes.
-ROCKSDB_CXXFLAGS = "-DROCKSDB_SCHED_GETCPU_PRESENT -DHAVE_SSE42 -msse4.2 -DHAVE_PCLMUL -mpclmul"
-
-
-def rocksdb_build_environment(target_dir: Path) -> dict[str, str]:
-    """The environment for a benchmark driver's cargo build that compiles RocksDB as its own build would."""
-    return dict(os.environ, CARGO_TARGET_DIR=str(target_dir), CXXFLAGS=ROCKSDB_CXXFLAGS)
 
 
 def default_data_dir() -> Path:

@@ -353,13 +353,12 @@ enum BlockPages {
 }
 
 impl BlockPages {
-    fn new(entries: Vec<u32>) -> Self {
+    fn new(mut entries: Vec<u32>) -> Self {
         let one_page = entries
             .iter()
             .enumerate()
             .all(|(i, &entry)| (entry & !CONTINUES) as usize == i);
         if !one_page {
-            let mut entries = entries;
             entries.shrink_to_fit();
             return BlockPages::Listed(entries);
         }
