@@ -185,6 +185,16 @@ impl HashAggregator {
         Ok(())
     }
 
+    /// Forgets every key and state but keeps the memory, so an aggregator
+    /// emptied over and over (a combiner flushed once per input block)
+    /// allocates only while it grows past its largest size so far.
+    pub fn clear(&mut self) {
+        self.table.clear();
+        self.keys.clear();
+        self.states.clear();
+        self.garbage = 0;
+    }
+
     /// Rewrites the state arena with only the live states.
     fn compact(&mut self) {
         let mut states = Vec::with_capacity(self.states.len() - self.garbage);
@@ -299,6 +309,18 @@ mod tests {
             .sum();
         assert_eq!(total, (0..10_000i64).sum::<i64>());
         assert_eq!(aggregator.stats().inserts, 10_000);
+
+        let memory = aggregator.memory_bytes();
+        aggregator.clear();
+        assert!(aggregator.is_empty());
+        assert_eq!(aggregator.get(b"k7").unwrap(), None);
+        aggregator.insert(b"k7", Value::Int(5)).unwrap();
+        assert_eq!(aggregator.get(b"k7").unwrap(), Some(Output::Int(5)));
+        assert_eq!(
+            aggregator.memory_bytes(),
+            memory,
+            "a cleared aggregator keeps its memory"
+        );
     }
 
     #[test]

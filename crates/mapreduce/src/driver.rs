@@ -1,0 +1,825 @@
+//! Running a job on one node: phases zero, one and two (seed 003 ch. 5).
+//!
+//! ```text
+//! phase zero  map a sample of evenly spaced blocks; estimate the
+//!             intermediate size; choose the partitions (range or hash)
+//! phase one   reader ──blocks──▶ mapper ×T ──chunks──▶ writer
+//!             (a pooled buffer    (map, combine,        (coalesce per
+//!              per block)          route by partition)   partition, append)
+//! phase two   reader ──partitions──▶ reducer ×T
+//!             (one read per          (sort, group, reduce, write the
+//!              partition file)        partition's output file)
+//! ```
+//!
+//! Every input byte is read once in phase one (plus the sample in phase
+//! zero), every intermediate record written once and read once, every
+//! output record written once.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use spillway_core::{ensure, worker_threads, Fs, FsFile, IoCounters, Result};
+use spillway_pipeline::{
+    Allocation, BufferPool, MemoryQuota, PhaseBuilder, PhaseReport, StageSpec, WorkUnit, Worker,
+};
+
+use crate::chunk::{self, CHUNK_HEADER_BYTES};
+use crate::input::{Block, InputFormat, Inputs};
+use crate::job::Job;
+use crate::map::{map_block, map_records, Combiner, MapOutput, RecordLimits};
+use crate::output::{OutputFormat, PartitionWriter};
+use crate::partition::{KeySample, Partitioner, Partitioning};
+use crate::record::PairBuf;
+use crate::reduce::{reduce_memory_bytes, reduce_partition, ReduceScratch};
+use crate::sort::SortAlgorithm;
+
+/// Reports progress: (what, done, total) in bytes.
+pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+
+/// Most partitions of a job: phase one keeps one file open per partition.
+pub const PARTITIONS_MAX: usize = 1000;
+/// Blocks read ahead of the mappers.
+const BLOCKS_IN_FLIGHT: usize = 4;
+/// Mapped blocks queued for the writer.
+const MAPPED_IN_FLIGHT: usize = 4;
+/// Bytes the writer gathers per partition before it writes.
+const PARTITION_WRITE_BYTES: usize = 1 << 20;
+/// Keys phase zero keeps to cut range boundaries.
+const SAMPLE_KEYS: usize = 100_000;
+/// Intermediate bytes from which phase zero makes at least a partition
+/// per thread, so that every reducer has one.
+const PARALLEL_REDUCE_BYTES: u64 = 256 << 10;
+/// Writers ask the kernel to start writing back every this many bytes.
+const WRITEBACK_BYTES: u64 = 32 << 20;
+
+/// How to run a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobOptions {
+    /// Memory budget in bytes for data buffers (input blocks, partition
+    /// buffers, partitions being reduced).
+    pub memory_bytes: u64,
+    /// Directory for the partition files.
+    pub tmp_dir: PathBuf,
+    /// Mapper and reducer threads (0 = all cores).
+    pub threads: usize,
+    /// Partitions; 0 lets phase zero choose from its sample.
+    pub partitions: usize,
+    /// Range (ordered output) or hash partitioning.
+    pub partitioning: Partitioning,
+    /// The input format; `None` takes the job's.
+    pub input_format: Option<InputFormat>,
+    /// The output format.
+    pub output_format: OutputFormat,
+    /// Bytes of input per block.
+    pub block_bytes: u64,
+    /// Bytes of input phase zero maps (spread over evenly spaced blocks).
+    pub sample_bytes: u64,
+    /// Memory of each mapper's combiner.
+    pub combiner_bytes: u64,
+    /// Limits on map's records.
+    pub limits: RecordLimits,
+    /// fdatasync the partition files and the output.
+    pub sync: bool,
+}
+
+impl JobOptions {
+    /// Defaults: 1 GiB, every core, phase zero chooses range partitions,
+    /// 8 MiB blocks, a 64 MiB sample, text output.
+    pub fn new(tmp_dir: impl Into<PathBuf>) -> Self {
+        JobOptions {
+            memory_bytes: 1 << 30,
+            tmp_dir: tmp_dir.into(),
+            threads: 0,
+            partitions: 0,
+            partitioning: Partitioning::Range,
+            input_format: None,
+            output_format: OutputFormat::Text,
+            block_bytes: 8 << 20,
+            sample_bytes: 64 << 20,
+            combiner_bytes: 32 << 20,
+            limits: RecordLimits::default(),
+            sync: true,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        ensure!(
+            self.memory_bytes >= 16 << 20,
+            InvalidArgument,
+            "a job needs a memory budget of at least 16 MiB"
+        );
+        ensure!(
+            self.block_bytes >= 4096 && self.block_bytes <= self.memory_bytes / 16,
+            InvalidArgument,
+            "the block size ({} bytes) must be at least 4 KiB and at most a sixteenth of the memory budget ({} bytes)",
+            self.block_bytes,
+            self.memory_bytes
+        );
+        ensure!(
+            self.partitions <= PARTITIONS_MAX,
+            InvalidArgument,
+            "{} partitions are more than the {PARTITIONS_MAX} a job may have",
+            self.partitions
+        );
+        ensure!(
+            self.combiner_bytes >= 1 << 16,
+            InvalidArgument,
+            "the combiner needs at least 64 KiB"
+        );
+        ensure!(
+            self.limits.key_bytes_max >= 1 && self.limits.value_bytes_max >= 1,
+            InvalidArgument,
+            "the record limits must be positive"
+        );
+        Ok(())
+    }
+}
+
+/// What phase zero saw and chose.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseZeroReport {
+    /// Input bytes mapped as the sample.
+    pub sampled_bytes: u64,
+    /// Intermediate bytes (after combining) the sample produced.
+    pub sampled_output_bytes: u64,
+    /// The intermediate data phase one was expected to write.
+    pub estimated_bytes: u64,
+    /// Wall time.
+    #[serde(with = "seconds")]
+    pub elapsed: Duration,
+}
+
+/// What a job did.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobReport {
+    /// The job's name.
+    pub job: String,
+    /// Bytes of input.
+    pub input_bytes: u64,
+    /// Input records mapped.
+    pub input_records: u64,
+    /// Records map emitted (before combining).
+    pub map_records: u64,
+    /// Bytes written to partition files (chunk headers included).
+    pub intermediate_bytes: u64,
+    /// Records written to partition files.
+    pub intermediate_records: u64,
+    /// Output records.
+    pub output_records: u64,
+    /// Output bytes.
+    pub output_bytes: u64,
+    /// Partitions.
+    pub partitions: usize,
+    /// Partitions sorted by radix sort (the rest by comparison).
+    pub radix_sorted_partitions: usize,
+    /// Chunks phase two skipped as duplicates of chunks read before.
+    pub duplicate_chunks: u64,
+    /// The partitioner used (range boundaries, hash or the job's own).
+    pub partitioner: Partitioner,
+    /// Phase zero, if it ran.
+    pub phase_zero: Option<PhaseZeroReport>,
+    /// Phase one's stages.
+    pub phase_one: PhaseReport,
+    /// Phase two's stages.
+    pub phase_two: PhaseReport,
+    /// Bytes this process read and wrote during the job (`/proc/self/io`),
+    /// where the system reports them.
+    pub io: Option<IoCounters>,
+    /// Wall time of the whole job.
+    #[serde(with = "seconds")]
+    pub elapsed: Duration,
+}
+
+mod seconds {
+    pub(super) fn serialize<S: serde::Serializer>(
+        duration: &std::time::Duration,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(duration.as_secs_f64())
+    }
+}
+
+/// Runs `job` over `inputs`, writing one output file per partition into
+/// `output` (created if missing; it must hold no `part-*` file), with the
+/// partition files in a fresh directory under `options.tmp_dir`, removed
+/// when the job ends.
+pub fn run(
+    fs: Arc<dyn Fs>,
+    job: Arc<dyn Job>,
+    inputs: &[PathBuf],
+    output: &Path,
+    options: &JobOptions,
+    progress: &Progress,
+) -> Result<JobReport> {
+    let started = Instant::now();
+    let io_before = IoCounters::read_self().ok();
+    options.validate()?;
+    let format = options.input_format.unwrap_or_else(|| job.input_format());
+    let inputs = Arc::new(Inputs::open(&*fs, inputs, format)?);
+    prepare_output(&*fs, output)?;
+    let work_dir = make_work_dir(&*fs, &options.tmp_dir)?;
+    let cleanup = WorkDir {
+        fs: fs.clone(),
+        path: work_dir.clone(),
+    };
+    let threads = worker_threads(options.threads);
+    let blocks = inputs.blocks(options.block_bytes)?;
+
+    let (partitioner, phase_zero) = phase_zero(&*job, &inputs, &blocks, options, threads)?;
+    partitioner.validate()?;
+    let partitions = partitioner.partitions();
+    let plan = PhaseOne {
+        job: job.clone(),
+        inputs: inputs.clone(),
+        blocks,
+        partitioner: Arc::new(partitioner.clone()),
+        options: options.clone(),
+        threads,
+        work_dir,
+        fs: fs.clone(),
+    };
+    let (phase_one, shuffled) = phase_one(plan, progress)?;
+
+    let reduced = phase_two(
+        fs.clone(),
+        job.clone(),
+        &shuffled,
+        output,
+        options,
+        threads,
+        progress,
+    )?;
+    drop(cleanup);
+    if options.sync {
+        fs.sync_dir(output)?;
+    }
+    let io = match (io_before, IoCounters::read_self().ok()) {
+        (Some(before), Some(after)) => Some(after.delta(&before)),
+        _ => None,
+    };
+    Ok(JobReport {
+        job: job.name(),
+        input_bytes: inputs.total_bytes(),
+        input_records: shuffled.input_records,
+        map_records: shuffled.map_records,
+        intermediate_bytes: shuffled.files.iter().map(|file| file.bytes).sum(),
+        intermediate_records: shuffled.files.iter().map(|file| file.records).sum(),
+        output_records: reduced.records,
+        output_bytes: reduced.bytes,
+        partitions,
+        radix_sorted_partitions: reduced.radix_sorted,
+        duplicate_chunks: reduced.duplicate_chunks,
+        partitioner,
+        phase_zero,
+        phase_one,
+        phase_two: reduced.report,
+        io,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Creates `output` if needed and refuses one that holds a job's output.
+fn prepare_output(fs: &dyn Fs, output: &Path) -> Result<()> {
+    fs.create_dir_all(output)?;
+    let existing: Vec<String> = fs
+        .list_dir(output)?
+        .into_iter()
+        .filter(|name| name.starts_with("part-"))
+        .collect();
+    ensure!(
+        existing.is_empty(),
+        InvalidArgument,
+        "the output directory {} already holds {} (from another job?); give an empty or new directory",
+        output.display(),
+        existing[..existing.len().min(3)].join(", ")
+    );
+    Ok(())
+}
+
+fn make_work_dir(fs: &dyn Fs, tmp_dir: &Path) -> Result<PathBuf> {
+    fs.create_dir_all(tmp_dir)?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    let path = tmp_dir.join(format!("spillway-mr-{}-{stamp}", std::process::id()));
+    fs.create_dir_all(&path)?;
+    Ok(path)
+}
+
+/// Removes the job's partition files and work directory when dropped.
+struct WorkDir {
+    fs: Arc<dyn Fs>,
+    path: PathBuf,
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if let Ok(names) = self.fs.list_dir(&self.path) {
+            for name in names {
+                let _ = self.fs.remove_file(&self.path.join(name));
+            }
+        }
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// The partition file of `partition` in `work_dir`.
+fn shuffle_path(work_dir: &Path, partition: usize) -> PathBuf {
+    work_dir.join(format!("part-{partition:05}.shuffle"))
+}
+
+/// Phase zero: the partitioner, and what the sample showed.
+fn phase_zero(
+    job: &dyn Job,
+    inputs: &Inputs,
+    blocks: &[Block],
+    options: &JobOptions,
+    threads: usize,
+) -> Result<(Partitioner, Option<PhaseZeroReport>)> {
+    if job.partition(b"", 1).is_some() {
+        ensure!(
+            options.partitions > 0,
+            InvalidArgument,
+            "job {} partitions keys itself: give it a number of partitions",
+            job.name()
+        );
+        return Ok((
+            Partitioner::Job {
+                partitions: options.partitions as u32,
+            },
+            None,
+        ));
+    }
+    if options.partitioning == Partitioning::Hash && options.partitions > 0 {
+        return Ok((
+            Partitioner::Hash {
+                partitions: options.partitions as u32,
+            },
+            None,
+        ));
+    }
+    let started = Instant::now();
+    let total_bytes = inputs.total_bytes();
+    let wanted = (options.sample_bytes / options.block_bytes).max(1) as usize;
+    let picks = wanted.min(blocks.len());
+    let single = Partitioner::Hash { partitions: 1 };
+    let mut buffers = [PairBuf::default()];
+    let mut combiner = job
+        .aggregate()
+        .map(|function| Combiner::new(function, options.combiner_bytes));
+    let mut sample = KeySample::new(SAMPLE_KEYS);
+    let (mut sampled_bytes, mut output_bytes, mut output_records) = (0u64, 0u64, 0u64);
+    let mut data = Vec::new();
+    for pick in 0..picks {
+        let block = blocks[pick * blocks.len() / picks];
+        let mut out = MapOutput::new(job, &single, &mut buffers, options.limits).sampling(&mut sample);
+        if let Some(combiner) = combiner.as_mut() {
+            out = out.with_combiner(combiner);
+        }
+        map_block(job, inputs, block, &mut data, &mut out)?;
+        sampled_bytes += block.len;
+        output_bytes += (buffers[0].len() + CHUNK_HEADER_BYTES) as u64;
+        output_records += buffers[0].records();
+        buffers[0].clear();
+    }
+    let scale = |sampled: u64| (sampled as f64 * total_bytes as f64 / sampled_bytes.max(1) as f64) as u64;
+    let (estimated_bytes, estimated_records) = (scale(output_bytes), scale(output_records));
+    let partitions = if options.partitions > 0 {
+        options.partitions
+    } else {
+        // Two partitions are reduced at once (one read while the other is
+        // sorted), each with its records and their sort entries.
+        let need = estimated_bytes + reduce_memory_bytes(estimated_records, true);
+        let by_memory = (2 * need).div_ceil(phase_two_quota(options)) as usize;
+        // A partition per reducer thread, unless the data is too small
+        // to be worth splitting.
+        let for_threads = if estimated_bytes >= PARALLEL_REDUCE_BYTES {
+            threads
+        } else {
+            1
+        };
+        by_memory.max(for_threads).clamp(1, PARTITIONS_MAX)
+    };
+    let partitioner = match options.partitioning {
+        Partitioning::Range => Partitioner::range_from_sample(sample.into_keys(), partitions),
+        Partitioning::Hash => Partitioner::Hash {
+            partitions: partitions as u32,
+        },
+    };
+    let report = PhaseZeroReport {
+        sampled_bytes,
+        sampled_output_bytes: output_bytes,
+        estimated_bytes,
+        elapsed: started.elapsed(),
+    };
+    Ok((partitioner, Some(report)))
+}
+
+/// Everything phase one needs.
+struct PhaseOne {
+    job: Arc<dyn Job>,
+    inputs: Arc<Inputs>,
+    blocks: Vec<Block>,
+    partitioner: Arc<Partitioner>,
+    options: JobOptions,
+    threads: usize,
+    work_dir: PathBuf,
+    fs: Arc<dyn Fs>,
+}
+
+/// One partition file phase one wrote.
+#[derive(Debug, Clone)]
+struct ShuffleFile {
+    path: PathBuf,
+    bytes: u64,
+    records: u64,
+}
+
+/// What phase one left for phase two.
+#[derive(Debug)]
+struct Shuffled {
+    files: Vec<ShuffleFile>,
+    input_records: u64,
+    map_records: u64,
+}
+
+/// A block read and waiting for a mapper.
+struct ReadBlock {
+    block: Block,
+    data: spillway_pipeline::PooledBuffer,
+    records: std::ops::Range<usize>,
+    first_offset: u64,
+}
+
+impl WorkUnit for ReadBlock {
+    fn bytes(&self) -> u64 {
+        self.block.len
+    }
+}
+
+/// One block's chunks, one per partition it produced records for.
+struct MappedBlock {
+    bytes: Vec<u8>,
+    chunks: Vec<(usize, std::ops::Range<usize>, u64)>,
+}
+
+impl WorkUnit for MappedBlock {
+    fn bytes(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+}
+
+fn phase_one(plan: PhaseOne, progress: &Progress) -> Result<(PhaseReport, Shuffled)> {
+    let PhaseOne {
+        job,
+        inputs,
+        blocks,
+        partitioner,
+        options,
+        threads,
+        work_dir,
+        fs,
+    } = plan;
+    let partitions = partitioner.partitions();
+    let input_bytes = inputs.total_bytes();
+    let blocks = Arc::new(blocks);
+    let mut phase = PhaseBuilder::new("phase one: map and shuffle");
+    let (read_producer, read_consumer) = phase.queue::<ReadBlock>("blocks", BLOCKS_IN_FLIGHT);
+    let (mapped_producer, mapped_consumer) = phase.queue::<MappedBlock>("chunks", MAPPED_IN_FLIGHT);
+    // A line block is read on past its end to finish its last line.
+    let pool = BufferPool::new(
+        "input blocks",
+        BLOCKS_IN_FLIGHT + threads + 1,
+        options.block_bytes as usize + (64 << 10),
+    );
+
+    let next_block = Arc::new(AtomicUsize::new(0));
+    let read_bytes = Arc::new(AtomicU64::new(0));
+    let reader_progress = progress.clone();
+    phase.stage(StageSpec::new("reader", 1).writes(&read_producer), {
+        let (inputs, blocks, read_producer) = (inputs.clone(), blocks, read_producer.clone());
+        let limits = options.limits;
+        move |worker: &mut Worker| loop {
+            let index = next_block.fetch_add(1, Ordering::Relaxed);
+            let Some(&block) = blocks.get(index) else {
+                return Ok(());
+            };
+            let mut data = worker.take(&pool)?;
+            let (records, first_offset) = inputs.read_block(block, &mut data, limits.value_bytes_max)?;
+            worker.count_in(block.len);
+            worker.send(
+                &read_producer,
+                ReadBlock {
+                    block,
+                    data,
+                    records,
+                    first_offset,
+                },
+            )?;
+            let read = read_bytes.fetch_add(block.len, Ordering::Relaxed) + block.len;
+            reader_progress("map", read, input_bytes);
+        }
+    });
+
+    let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    phase.stage(
+        StageSpec::new("mapper", threads)
+            .reads(&read_consumer)
+            .writes(&mapped_producer),
+        {
+            let (job, counts) = (job.clone(), counts.clone());
+            let mapped_producer = mapped_producer.clone();
+            move |worker: &mut Worker| {
+                let mut buffers: Vec<PairBuf> = (0..partitions).map(|_| PairBuf::default()).collect();
+                let mut combiner = job
+                    .aggregate()
+                    .map(|function| Combiner::new(function, options.combiner_bytes));
+                while let Some(read) = worker.recv(&read_consumer)? {
+                    let mut out = MapOutput::new(&*job, &partitioner, &mut buffers, options.limits);
+                    if let Some(combiner) = combiner.as_mut() {
+                        out = out.with_combiner(combiner);
+                    }
+                    let block_counts = map_records(
+                        &*job,
+                        &inputs,
+                        read.block,
+                        &read.data[read.records.clone()],
+                        read.first_offset,
+                        &mut out,
+                    )?;
+                    drop(read.data);
+                    counts.0.fetch_add(block_counts.records_in, Ordering::Relaxed);
+                    counts
+                        .1
+                        .fetch_add(block_counts.records_emitted, Ordering::Relaxed);
+                    let payload: usize = buffers
+                        .iter()
+                        .filter(|buffer| !buffer.is_empty())
+                        .map(|buffer| buffer.len() + CHUNK_HEADER_BYTES)
+                        .sum();
+                    let mut mapped = MappedBlock {
+                        bytes: Vec::with_capacity(payload),
+                        chunks: Vec::new(),
+                    };
+                    for (partition, buffer) in buffers
+                        .iter_mut()
+                        .enumerate()
+                        .filter(|(_, buffer)| !buffer.is_empty())
+                    {
+                        let start = mapped.bytes.len();
+                        let source = Some((read.block.file, read.block.offset));
+                        chunk::encode(
+                            partition as u32,
+                            buffer.records(),
+                            source,
+                            buffer.as_bytes(),
+                            &mut mapped.bytes,
+                        );
+                        mapped
+                            .chunks
+                            .push((partition, start..mapped.bytes.len(), buffer.records()));
+                        buffer.clear();
+                    }
+                    worker.send(&mapped_producer, mapped)?;
+                }
+                Ok(())
+            }
+        },
+    );
+
+    let files = Arc::new(Mutex::new(Vec::new()));
+    phase.stage(StageSpec::new("writer", 1).reads(&mapped_consumer), {
+        let files = files.clone();
+        let sync = options.sync;
+        move |worker: &mut Worker| {
+            let mut writers: Vec<ShuffleWriter> = (0..partitions)
+                .map(|partition| ShuffleWriter::new(shuffle_path(&work_dir, partition)))
+                .collect();
+            while let Some(mapped) = worker.recv(&mapped_consumer)? {
+                for (partition, range, records) in &mapped.chunks {
+                    writers[*partition].append(&*fs, &mapped.bytes[range.clone()], *records)?;
+                }
+                worker.count_out(mapped.bytes.len() as u64);
+            }
+            let mut done = Vec::with_capacity(partitions);
+            for writer in writers {
+                done.push(writer.finish(&*fs, sync)?);
+            }
+            *files.lock().unwrap() = done;
+            Ok(())
+        }
+    });
+    let report = phase.build()?.run()?;
+    let files = std::mem::take(&mut *files.lock().unwrap());
+    Ok((
+        report,
+        Shuffled {
+            files,
+            input_records: counts.0.load(Ordering::Relaxed),
+            map_records: counts.1.load(Ordering::Relaxed),
+        },
+    ))
+}
+
+/// One partition file being written by phase one's writer: chunks gather
+/// in `pending` and go out in writes of about [`PARTITION_WRITE_BYTES`].
+struct ShuffleWriter {
+    path: PathBuf,
+    file: Option<Box<dyn FsFile>>,
+    pending: Vec<u8>,
+    bytes: u64,
+    records: u64,
+    unhinted: u64,
+}
+
+impl ShuffleWriter {
+    fn new(path: PathBuf) -> Self {
+        ShuffleWriter {
+            path,
+            file: None,
+            pending: Vec::new(),
+            bytes: 0,
+            records: 0,
+            unhinted: 0,
+        }
+    }
+
+    fn append(&mut self, fs: &dyn Fs, chunk: &[u8], records: u64) -> Result<()> {
+        self.pending.extend_from_slice(chunk);
+        self.records += records;
+        if self.pending.len() >= PARTITION_WRITE_BYTES {
+            self.write(fs)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, fs: &dyn Fs) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if self.file.is_none() {
+            self.file = Some(fs.create_or_truncate(&self.path)?);
+        }
+        let file = self.file.as_ref().expect("opened above");
+        file.write_at(&self.pending, self.bytes)?;
+        self.bytes += self.pending.len() as u64;
+        self.unhinted += self.pending.len() as u64;
+        if self.unhinted >= WRITEBACK_BYTES {
+            file.start_writeback()?;
+            self.unhinted = 0;
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn finish(mut self, fs: &dyn Fs, sync: bool) -> Result<ShuffleFile> {
+        self.write(fs)?;
+        if let (Some(file), true) = (&self.file, sync) {
+            file.sync_data()?;
+        }
+        Ok(ShuffleFile {
+            path: self.path,
+            bytes: self.bytes,
+            records: self.records,
+        })
+    }
+}
+
+/// The memory phase two's partitions and their sort entries may hold: a
+/// quarter of the budget is kept for radix sort scratch, shared by the
+/// reducers.
+fn phase_two_quota(options: &JobOptions) -> u64 {
+    options.memory_bytes / 4 * 3
+}
+
+/// What phase two did.
+struct Reduced {
+    report: PhaseReport,
+    records: u64,
+    bytes: u64,
+    radix_sorted: usize,
+    duplicate_chunks: u64,
+}
+
+/// A partition read back and waiting for a reducer.
+struct PartitionData {
+    partition: usize,
+    data: Vec<u8>,
+    _memory: Allocation,
+}
+
+impl WorkUnit for PartitionData {
+    fn bytes(&self) -> u64 {
+        self.data.len() as u64
+    }
+}
+
+fn phase_two(
+    fs: Arc<dyn Fs>,
+    job: Arc<dyn Job>,
+    shuffled: &Shuffled,
+    output: &Path,
+    options: &JobOptions,
+    threads: usize,
+    progress: &Progress,
+) -> Result<Reduced> {
+    let files = Arc::new(shuffled.files.clone());
+    let total: u64 = files.iter().map(|file| file.bytes).sum();
+    let quota_bytes = phase_two_quota(options);
+    let quota = MemoryQuota::new("phase two partitions", quota_bytes);
+    for (partition, file) in files.iter().enumerate() {
+        let needed = file.bytes + reduce_memory_bytes(file.records, false);
+        ensure!(
+            needed <= quota_bytes,
+            ResourcesExhausted,
+            "partition {partition} holds {} bytes in {} records and needs {needed} bytes to be sorted, more than \
+             the {quota_bytes} bytes phase two may hold at once; give the job more memory or more partitions",
+            file.bytes,
+            file.records
+        );
+    }
+    let reducers = threads.min(files.len()).max(1);
+    let mut phase = PhaseBuilder::new("phase two: sort and reduce");
+    let (read_producer, read_consumer) = phase.queue::<PartitionData>("partitions", 1);
+
+    let recycled: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    phase.stage(StageSpec::new("reader", 1).writes(&read_producer), {
+        let (fs, files, recycled, read_producer) =
+            (fs.clone(), files.clone(), recycled.clone(), read_producer.clone());
+        let reader_progress = progress.clone();
+        move |worker: &mut Worker| {
+            let mut read = 0;
+            for (partition, file) in files.iter().enumerate() {
+                let memory =
+                    worker.allocate(&quota, file.bytes + reduce_memory_bytes(file.records, false))?;
+                let mut data = recycled.lock().unwrap().pop().unwrap_or_default();
+                data.clear();
+                if file.bytes > 0 {
+                    let handle = fs.open_read(&file.path)?;
+                    handle.read_exact_append(&mut data, file.bytes as usize, 0)?;
+                    drop(handle);
+                    fs.remove_file(&file.path)?;
+                }
+                worker.count_in(file.bytes);
+                read += file.bytes;
+                reader_progress("reduce", read, total);
+                worker.send(
+                    &read_producer,
+                    PartitionData {
+                        partition,
+                        data,
+                        _memory: memory,
+                    },
+                )?;
+            }
+            Ok(())
+        }
+    });
+
+    let totals = Arc::new(Mutex::new((0u64, 0u64, 0usize, 0u64)));
+    phase.stage(StageSpec::new("reducer", reducers).reads(&read_consumer), {
+        let (fs, files, totals, recycled) = (fs.clone(), files, totals.clone(), recycled);
+        let output = output.to_path_buf();
+        let (format, sync) = (options.output_format, options.sync);
+        let radix_budget = options.memory_bytes / 4 / reducers as u64;
+        move |worker: &mut Worker| {
+            let mut scratch = ReduceScratch::default();
+            while let Some(partition) = worker.recv(&read_consumer)? {
+                let mut writer = PartitionWriter::create(fs.clone(), &output, partition.partition, format)?;
+                let path = &files[partition.partition].path;
+                let counts = reduce_partition(
+                    &*job,
+                    partition.partition,
+                    path,
+                    &partition.data,
+                    radix_budget,
+                    &mut scratch,
+                    &mut writer,
+                )?;
+                let (records, bytes) = writer.finish(sync)?;
+                worker.count_out(bytes);
+                let mut totals = totals.lock().unwrap();
+                totals.0 += records;
+                totals.1 += bytes;
+                totals.2 += usize::from(counts.algorithm == SortAlgorithm::Radix);
+                totals.3 += counts.duplicate_chunks;
+                drop(totals);
+                let PartitionData { data, .. } = partition;
+                recycled.lock().unwrap().push(data);
+            }
+            Ok(())
+        }
+    });
+    let report = phase.build()?.run()?;
+    let (records, bytes, radix_sorted, duplicate_chunks) = *totals.lock().unwrap();
+    Ok(Reduced {
+        report,
+        records,
+        bytes,
+        radix_sorted,
+        duplicate_chunks,
+    })
+}

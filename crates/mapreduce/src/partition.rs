@@ -1,0 +1,291 @@
+//! Which partition a key goes to, and phase zero, which decides.
+//!
+//! Phase zero (seed 003 ch. 5) maps a sample of every input before the job
+//! proper: the map output it sees estimates the intermediate data's size
+//! (map may grow or shrink its input) and the key distribution. The job
+//! gets `ceil(estimate / partition target)` partitions, the target sized so
+//! that a partition, its sort entries and its reducer's output fit phase
+//! two's memory, and
+//!
+//! - **range** partitioning cuts the sampled keys (a reservoir of them) at
+//!   equal-count quantiles: partitions hold ordered key ranges, so the
+//!   output files in order are one sorted whole, and skewed keys still
+//!   give partitions of about equal size;
+//! - **hash** partitioning routes by the persisted hash of the key, scaled
+//!   to the partition count; only the count comes from the sample.
+//!
+//! A job with its own partition function skips phase zero.
+
+use serde::{Deserialize, Serialize};
+use spillway_core::{bail, ensure, hash64, Result};
+
+use crate::job::Job;
+
+/// How keys are routed to partitions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Partitioner {
+    /// Key ranges: partition `i` holds the keys from `boundaries[i - 1]`
+    /// (inclusive) to `boundaries[i]` (exclusive).
+    Range {
+        /// The `partitions - 1` boundary keys, strictly increasing.
+        boundaries: Vec<Vec<u8>>,
+    },
+    /// The persisted hash of the key, scaled to `partitions`.
+    Hash {
+        /// The partition count.
+        partitions: u32,
+    },
+    /// The job's own [`Job::partition`].
+    Job {
+        /// The partition count.
+        partitions: u32,
+    },
+}
+
+/// Which partitioning phase zero chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Partitioning {
+    /// Range partitioning by sampled keys (ordered output).
+    Range,
+    /// Hash partitioning.
+    Hash,
+}
+
+impl Partitioning {
+    /// The partitioning named `name` (`range` or `hash`).
+    pub fn parse(name: &str) -> Result<Self> {
+        Ok(match name {
+            "range" => Partitioning::Range,
+            "hash" => Partitioning::Hash,
+            _ => bail!(
+                InvalidArgument,
+                "unknown partitioning '{name}'; use range or hash"
+            ),
+        })
+    }
+}
+
+impl Partitioner {
+    /// The number of partitions.
+    pub fn partitions(&self) -> usize {
+        match self {
+            Partitioner::Range { boundaries } => boundaries.len() + 1,
+            Partitioner::Hash { partitions } | Partitioner::Job { partitions } => *partitions as usize,
+        }
+    }
+
+    /// The partition of `key`.
+    pub fn partition_of(&self, job: &dyn Job, key: &[u8]) -> Result<usize> {
+        Ok(match self {
+            Partitioner::Range { boundaries } => {
+                boundaries.partition_point(|boundary| boundary.as_slice() <= key)
+            }
+            Partitioner::Hash { partitions } => {
+                ((u128::from(hash64(key)) * u128::from(*partitions)) >> 64) as usize
+            }
+            Partitioner::Job { partitions } => {
+                let partitions = *partitions as usize;
+                match job.partition(key, partitions) {
+                    Some(partition) if partition < partitions => partition,
+                    Some(partition) => bail!(
+                        InvalidArgument,
+                        "job {}'s partition function put a key in partition {partition} of {partitions}",
+                        job.name()
+                    ),
+                    None => bail!(
+                        InvalidArgument,
+                        "job {} has no partition function of its own; use range or hash partitioning",
+                        job.name()
+                    ),
+                }
+            }
+        })
+    }
+
+    /// Range partitioning into `partitions` from sampled keys: the keys at
+    /// equal-count quantiles, repeated ones dropped (a key heavier than a
+    /// partition gets one to itself and fewer partitions are made).
+    pub fn range_from_sample(mut sample: Vec<Vec<u8>>, partitions: usize) -> Self {
+        assert!(partitions >= 1, "at least one partition");
+        sample.sort_unstable();
+        let mut boundaries: Vec<Vec<u8>> = Vec::with_capacity(partitions - 1);
+        for cut in 1..partitions {
+            let Some(key) = sample.get(cut * sample.len() / partitions) else {
+                break;
+            };
+            if boundaries.last().is_none_or(|last| last < key) && sample.first() != Some(key) {
+                boundaries.push(key.clone());
+            }
+        }
+        Partitioner::Range { boundaries }
+    }
+
+    /// Checks a partitioner read back from a job's manifest.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            Partitioner::Range { boundaries } => ensure!(
+                boundaries.windows(2).all(|pair| pair[0] < pair[1]),
+                InvalidArgument,
+                "range partition boundaries must increase strictly"
+            ),
+            Partitioner::Hash { partitions } | Partitioner::Job { partitions } => {
+                ensure!(
+                    *partitions >= 1,
+                    InvalidArgument,
+                    "a job needs at least one partition"
+                )
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A uniform sample of a stream of keys of unknown length (reservoir
+/// sampling, Vitter's algorithm R), deterministic for a given stream.
+#[derive(Debug)]
+pub struct KeySample {
+    keys: Vec<Vec<u8>>,
+    capacity: usize,
+    seen: u64,
+    state: u64,
+}
+
+impl KeySample {
+    /// An empty sample keeping at most `capacity` keys.
+    pub fn new(capacity: usize) -> Self {
+        KeySample {
+            keys: Vec::new(),
+            capacity,
+            seen: 0,
+            state: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    /// Offers one key to the sample.
+    pub fn offer(&mut self, key: &[u8]) {
+        self.seen += 1;
+        if self.keys.len() < self.capacity {
+            self.keys.push(key.to_vec());
+            return;
+        }
+        // SplitMix64 step: a slot in 0..seen.
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let slot = ((u128::from(z) * u128::from(self.seen)) >> 64) as usize;
+        if let Some(kept) = self.keys.get_mut(slot) {
+            kept.clear();
+            kept.extend_from_slice(key);
+        }
+    }
+
+    /// Keys offered so far.
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    /// The sampled keys.
+    pub fn into_keys(self) -> Vec<Vec<u8>> {
+        self.keys
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::InputRecord;
+    use crate::map::MapOutput;
+
+    #[derive(Debug)]
+    struct Modulo;
+
+    impl Job for Modulo {
+        fn name(&self) -> String {
+            "modulo".into()
+        }
+        fn map(&self, _: &InputRecord<'_>, _: &mut MapOutput<'_>) -> Result<()> {
+            Ok(())
+        }
+        fn partition(&self, key: &[u8], partitions: usize) -> Option<usize> {
+            Some(usize::from(key[0]) % (partitions + 1))
+        }
+    }
+
+    #[test]
+    fn range_boundaries_cut_a_skewed_sample_into_even_parts() {
+        // Key 0 is half the sample; the rest spread over 1..=100.
+        let sample: Vec<Vec<u8>> = (0..2000u32)
+            .map(|i| {
+                if i % 2 == 0 {
+                    vec![0]
+                } else {
+                    vec![(i % 100 + 1) as u8]
+                }
+            })
+            .collect();
+        let partitioner = Partitioner::range_from_sample(sample.clone(), 4);
+        partitioner.validate().unwrap();
+        let Partitioner::Range { boundaries } = &partitioner else {
+            unreachable!()
+        };
+        assert_eq!(
+            boundaries.len(),
+            2,
+            "the heavy key's quantile is dropped: {boundaries:?}"
+        );
+        let mut counts = vec![0usize; partitioner.partitions()];
+        for key in &sample {
+            counts[partitioner.partition_of(&Modulo, key).unwrap()] += 1;
+        }
+        assert_eq!(counts[0], 1000, "key 0 alone in the first partition: {counts:?}");
+        assert!(counts[1].abs_diff(counts[2]) < 100, "{counts:?}");
+        // Order: every key of a partition is below every key of the next.
+        assert_eq!(partitioner.partition_of(&Modulo, &[0]).unwrap(), 0);
+        assert_eq!(partitioner.partition_of(&Modulo, &[255]).unwrap(), 2);
+    }
+
+    #[test]
+    fn hash_and_job_partitioning_route_into_range() {
+        let hash = Partitioner::Hash { partitions: 7 };
+        let mut seen = [false; 7];
+        for key in 0..1000u32 {
+            seen[hash.partition_of(&Modulo, &key.to_le_bytes()).unwrap()] = true;
+        }
+        assert!(seen.iter().all(|&hit| hit));
+        let own = Partitioner::Job { partitions: 3 };
+        assert_eq!(own.partition_of(&Modulo, &[5]).unwrap(), 1);
+        let error = own.partition_of(&Modulo, &[3]).unwrap_err();
+        assert!(error.to_string().contains("partition 3 of 3"), "{error}");
+        assert!(Partitioner::Hash { partitions: 0 }.validate().is_err());
+        assert!(Partitioner::Range {
+            boundaries: vec![vec![2], vec![1]]
+        }
+        .validate()
+        .is_err());
+    }
+
+    #[test]
+    fn the_reservoir_is_uniform_and_deterministic() {
+        let mut sample = KeySample::new(1000);
+        for key in 0..100_000u32 {
+            sample.offer(&key.to_be_bytes());
+        }
+        assert_eq!(sample.seen(), 100_000);
+        let keys = sample.into_keys();
+        let mut again = KeySample::new(1000);
+        (0..100_000u32).for_each(|key| again.offer(&key.to_be_bytes()));
+        assert_eq!(keys, again.into_keys());
+        let low = keys
+            .iter()
+            .filter(|key| u32::from_be_bytes(key[..].try_into().unwrap()) < 50_000)
+            .count();
+        assert!(
+            (400..600).contains(&low),
+            "{low} of 1000 sampled keys in the lower half"
+        );
+    }
+}

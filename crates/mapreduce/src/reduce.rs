@@ -1,0 +1,161 @@
+//! Sorting and reducing one partition: the unit of phase two, callable on
+//! its own so a distributed driver can run it anywhere.
+
+use std::collections::HashSet;
+use std::ops::Range;
+use std::path::Path;
+
+use serde::Serialize;
+use spillway_core::{Error, Result};
+
+use crate::chunk;
+use crate::job::{Job, Values};
+use crate::output::{write_output, PartitionWriter};
+use crate::record::PairBuf;
+use crate::sort::{
+    entries_of, radix_scratch_bytes, radix_sortable, same_key, sort_entries, Entry, SortAlgorithm,
+};
+
+/// Memory a phase-two worker reuses from partition to partition.
+#[derive(Debug, Default)]
+pub struct ReduceScratch {
+    segments: Vec<Range<usize>>,
+    entries: Vec<Entry>,
+    radix: Vec<Entry>,
+    out: PairBuf,
+    state: Vec<u8>,
+    text: Vec<u8>,
+}
+
+/// Sort-entry bytes a partition of `data_bytes` holding `records` needs,
+/// radix scratch included if it is chosen.
+pub fn reduce_memory_bytes(records: u64, radix: bool) -> u64 {
+    let entries = radix_scratch_bytes(records as usize);
+    if radix {
+        2 * entries
+    } else {
+        entries
+    }
+}
+
+/// What reducing a partition did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ReduceCounts {
+    /// Records read from the partition, duplicates excluded.
+    pub records_in: u64,
+    /// Chunks skipped because a chunk from the same input block was read
+    /// before (a recovered or resumed phase one wrote it twice).
+    pub duplicate_chunks: u64,
+    /// Records in those chunks.
+    pub duplicate_records: u64,
+    /// Distinct keys.
+    pub keys: u64,
+    /// Records written.
+    pub records_out: u64,
+    /// The sort used.
+    pub algorithm: SortAlgorithm,
+}
+
+/// Sorts the records of partition `partition` (`data`, the bytes of its
+/// partition file `path`), groups them by key and reduces each group into
+/// `writer`. `radix_budget` is the memory (bytes) a radix sort's scratch
+/// may take; a partition that needs more is sorted by comparison.
+///
+/// # Errors
+/// [`Error::Corruption`] naming the file and offset of a damaged chunk or
+/// of a chunk of another partition: the caller recovers the partition.
+pub fn reduce_partition(
+    job: &dyn Job,
+    partition: usize,
+    path: &Path,
+    data: &[u8],
+    radix_budget: u64,
+    scratch: &mut ReduceScratch,
+    writer: &mut PartitionWriter,
+) -> Result<ReduceCounts> {
+    let ReduceScratch {
+        segments,
+        entries,
+        radix,
+        out,
+        state,
+        text,
+    } = scratch;
+    segments.clear();
+    let mut sources = HashSet::new();
+    let (mut duplicate_chunks, mut duplicate_records) = (0, 0);
+    for chunk in chunk::chunks(path, data) {
+        let chunk = chunk?;
+        if chunk.header.partition as usize != partition {
+            return Err(Error::corruption(
+                path,
+                chunk.offset,
+                format!(
+                    "a chunk of partition {} in the file of partition {partition}",
+                    chunk.header.partition
+                ),
+            ));
+        }
+        if let Some(source) = chunk.header.source {
+            if !sources.insert(source) {
+                duplicate_chunks += 1;
+                duplicate_records += u64::from(chunk.header.records);
+                continue;
+            }
+        }
+        let start = chunk.payload.as_ptr() as usize - data.as_ptr() as usize;
+        segments.push(start..start + chunk.payload.len());
+    }
+    entries_of(data, segments, entries)?;
+    let secondary = job.secondary_key_bytes();
+    let algorithm =
+        if radix_sortable(entries, secondary) && radix_scratch_bytes(entries.len()) <= radix_budget {
+            SortAlgorithm::Radix
+        } else {
+            SortAlgorithm::Comparison
+        };
+    sort_entries(data, entries, radix, secondary, algorithm);
+
+    let aggregate = job.aggregate();
+    let mut keys = 0;
+    let mut group_start = 0;
+    while group_start < entries.len() {
+        let first = entries[group_start];
+        let group_end = group_start
+            + 1
+            + entries[group_start + 1..]
+                .iter()
+                .take_while(|entry| same_key(data, &first, entry))
+                .count();
+        let group = &entries[group_start..group_end];
+        let key = first.pair(data).key;
+        keys += 1;
+        match &aggregate {
+            Some(function) => {
+                let mut values = Values::new(data, group);
+                state.clear();
+                state.extend_from_slice(values.next().expect("a group has a record"));
+                for other in values {
+                    function.merge_into(state, other)?;
+                }
+                text.clear();
+                write_output(&function.finalize_bytes(state)?, text);
+                writer.write(job, key, text)?;
+            }
+            None => {
+                out.clear();
+                job.reduce(key, Values::new(data, group), out)?;
+                writer.write_all(job, out)?;
+            }
+        }
+        group_start = group_end;
+    }
+    Ok(ReduceCounts {
+        records_in: entries.len() as u64,
+        duplicate_chunks,
+        duplicate_records,
+        keys,
+        records_out: writer.records_written(),
+        algorithm,
+    })
+}

@@ -1,0 +1,300 @@
+//! Sorting a partition's records in memory (phase two).
+//!
+//! Records stay where they were read; the sort orders 16-byte entries that
+//! point at them, each carrying the key's first 8 bytes (big-endian, zero
+//! padded) so that most comparisons never touch the records. Themis's sort
+//! is pluggable and chosen per buffer from the scratch space each strategy
+//! needs; here:
+//!
+//! - **radix**: when every key of the partition has one length of at most
+//!   8 bytes (vertex ids, hashed or packed keys), the prefix *is* the key,
+//!   and a stable LSD radix sort on it orders the entries in a few linear
+//!   passes. It needs a second array of entries as scratch.
+//! - **comparison**: otherwise (or when the scratch does not fit), an
+//!   in-place pattern-defeating quicksort comparing prefix, then whole key,
+//!   then the secondary key (the value's leading bytes).
+//!
+//! Both keep records with equal keys (and secondary keys) in the order they
+//! were read, so a reducer sees a key's values in input order and the
+//! output is the same on every run.
+
+use std::cmp::Ordering;
+
+use serde::Serialize;
+use spillway_core::{ensure, Result};
+
+use crate::record::{pair_at, Pair, Pairs};
+
+/// A record of a partition being sorted: its key's first 8 bytes, where
+/// its framing starts in the partition's data, and its key's length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    prefix: u64,
+    at: u32,
+    key_len: u32,
+}
+
+impl Entry {
+    /// The record this entry points at in `data`.
+    pub fn pair<'a>(&self, data: &'a [u8]) -> Pair<'a> {
+        pair_at(data, self.at as usize)
+    }
+
+    fn of(pair: &Pair<'_>) -> Entry {
+        Entry {
+            prefix: prefix_of(pair.key),
+            at: pair.at as u32,
+            key_len: pair.key.len() as u32,
+        }
+    }
+}
+
+/// The first 8 bytes of `key`, big-endian, zero padded: integers that
+/// order as the keys do where the prefixes differ.
+fn prefix_of(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let len = key.len().min(8);
+    bytes[..len].copy_from_slice(&key[..len]);
+    u64::from_be_bytes(bytes)
+}
+
+/// The sort used for one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SortAlgorithm {
+    /// LSD radix sort on the 8-byte prefix.
+    Radix,
+    /// Comparison sort on prefix, key and secondary key.
+    Comparison,
+}
+
+/// The largest partition (bytes of framed records) a sort can index: an
+/// entry holds a 32-bit offset.
+pub const PARTITION_BYTES_MAX: u64 = u32::MAX as u64;
+
+/// Entries for every record of the framed `segments` of `data` (byte
+/// ranges holding whole records), in order. Every record was checked by
+/// the chunk reader before, so decoding here cannot fail.
+pub fn entries_of(data: &[u8], segments: &[std::ops::Range<usize>], entries: &mut Vec<Entry>) -> Result<()> {
+    ensure!(
+        data.len() as u64 <= PARTITION_BYTES_MAX,
+        ResourcesExhausted,
+        "a partition of {} bytes is more than the {PARTITION_BYTES_MAX} bytes one sort indexes; \
+         give the job more partitions (or more memory, which makes more of them)",
+        data.len()
+    );
+    entries.clear();
+    for segment in segments {
+        let base = segment.start;
+        for pair in Pairs::new(&data[segment.clone()]) {
+            let pair = pair.expect("the chunk was checked");
+            entries.push(Entry::of(&Pair {
+                at: base + pair.at,
+                ..pair
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `entries` can be radix sorted: one key length, at most 8 bytes,
+/// and no secondary key.
+pub fn radix_sortable(entries: &[Entry], secondary_key_bytes: usize) -> bool {
+    let Some(first) = entries.first() else {
+        return false;
+    };
+    secondary_key_bytes == 0
+        && first.key_len <= 8
+        && entries.iter().all(|entry| entry.key_len == first.key_len)
+}
+
+/// Bytes of scratch the radix sort of `records` entries needs.
+pub fn radix_scratch_bytes(records: usize) -> u64 {
+    (records * size_of::<Entry>()) as u64
+}
+
+/// Sorts `entries` (records of `data`) by key, then by the first
+/// `secondary_key_bytes` of the value, then by position; with `radix`
+/// (which [`radix_sortable`] must allow) by LSD radix sort through
+/// `scratch`.
+pub fn sort_entries(
+    data: &[u8],
+    entries: &mut Vec<Entry>,
+    scratch: &mut Vec<Entry>,
+    secondary_key_bytes: usize,
+    algorithm: SortAlgorithm,
+) {
+    match algorithm {
+        SortAlgorithm::Radix => {
+            assert!(
+                radix_sortable(entries, secondary_key_bytes),
+                "radix sort of keys of mixed lengths"
+            );
+            radix_sort(entries, scratch);
+        }
+        SortAlgorithm::Comparison => {
+            entries.sort_unstable_by(|a, b| compare(data, a, b, secondary_key_bytes).then(a.at.cmp(&b.at)));
+        }
+    }
+}
+
+/// The order of two records: key, then secondary key.
+fn compare(data: &[u8], a: &Entry, b: &Entry, secondary_key_bytes: usize) -> Ordering {
+    let by_prefix = a.prefix.cmp(&b.prefix);
+    if by_prefix != Ordering::Equal {
+        return by_prefix;
+    }
+    // Keys of at most 8 bytes with equal prefixes differ only in their
+    // zero padding: the shorter is first.
+    let short = a.key_len <= 8 && b.key_len <= 8;
+    if short && (a.key_len != b.key_len || secondary_key_bytes == 0) {
+        return a.key_len.cmp(&b.key_len);
+    }
+    let (pa, pb) = (a.pair(data), b.pair(data));
+    let by_key = if short {
+        Ordering::Equal
+    } else {
+        pa.key.cmp(pb.key)
+    };
+    by_key.then_with(|| {
+        secondary_key(pa.value, secondary_key_bytes).cmp(secondary_key(pb.value, secondary_key_bytes))
+    })
+}
+
+/// The leading `bytes` of `value` (all of it if shorter).
+fn secondary_key(value: &[u8], bytes: usize) -> &[u8] {
+    &value[..value.len().min(bytes)]
+}
+
+/// Whether two sorted entries have the same key.
+pub fn same_key(data: &[u8], a: &Entry, b: &Entry) -> bool {
+    a.prefix == b.prefix && a.key_len == b.key_len && (a.key_len <= 8 || a.pair(data).key == b.pair(data).key)
+}
+
+/// Stable LSD radix sort of `entries` on their prefixes, a byte at a
+/// time, skipping bytes every prefix shares.
+fn radix_sort(entries: &mut Vec<Entry>, scratch: &mut Vec<Entry>) {
+    let (mut all_or, mut all_and) = (0u64, u64::MAX);
+    for entry in entries.iter() {
+        all_or |= entry.prefix;
+        all_and &= entry.prefix;
+    }
+    let varying = all_or ^ all_and;
+    scratch.clear();
+    scratch.resize(
+        entries.len(),
+        Entry {
+            prefix: 0,
+            at: 0,
+            key_len: 0,
+        },
+    );
+    for byte in 0..8 {
+        let shift = byte * 8;
+        if (varying >> shift) & 0xff == 0 {
+            continue;
+        }
+        let mut counts = [0usize; 256];
+        for entry in entries.iter() {
+            counts[((entry.prefix >> shift) & 0xff) as usize] += 1;
+        }
+        let mut next = 0;
+        for count in counts.iter_mut() {
+            (*count, next) = (next, next + *count);
+        }
+        for entry in entries.iter() {
+            let digit = ((entry.prefix >> shift) & 0xff) as usize;
+            scratch[counts[digit]] = *entry;
+            counts[digit] += 1;
+        }
+        std::mem::swap(entries, scratch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::PairBuf;
+
+    fn sorted(records: &PairBuf, secondary: usize, algorithm: SortAlgorithm) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let data = records.as_bytes();
+        let (mut entries, mut scratch) = (Vec::new(), Vec::new());
+        entries_of(data, std::slice::from_ref(&(0..data.len())), &mut entries).unwrap();
+        sort_entries(data, &mut entries, &mut scratch, secondary, algorithm);
+        entries
+            .iter()
+            .map(|entry| entry.pair(data))
+            .map(|pair| (pair.key.to_vec(), pair.value.to_vec()))
+            .collect()
+    }
+
+    fn lcg(state: &mut u64) -> u64 {
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *state >> 33
+    }
+
+    #[test]
+    fn both_sorts_equal_a_stable_sort_of_the_records() {
+        let mut state = 7;
+        // Keys of mixed lengths sharing prefixes, zero bytes included.
+        let mut mixed = PairBuf::default();
+        let mut fixed = PairBuf::default();
+        for index in 0..5000u32 {
+            let len = (lcg(&mut state) % 12) as usize;
+            let key: Vec<u8> = (0..len)
+                .map(|_| [0u8, 1, b'a', 0xff][(lcg(&mut state) % 4) as usize])
+                .collect();
+            mixed.push(&key, &index.to_be_bytes());
+            let fixed_key = (lcg(&mut state) % 300).to_be_bytes();
+            fixed.push(&fixed_key[5..], &index.to_be_bytes());
+        }
+        for (records, algorithms) in [
+            (&mixed, &[SortAlgorithm::Comparison][..]),
+            (&fixed, &[SortAlgorithm::Comparison, SortAlgorithm::Radix][..]),
+        ] {
+            let mut expected: Vec<(Vec<u8>, Vec<u8>)> = records
+                .pairs()
+                .map(|pair| pair.unwrap())
+                .map(|pair| (pair.key.to_vec(), pair.value.to_vec()))
+                .collect();
+            // Stable: equal keys keep their input order (the values count up).
+            expected.sort_by(|a, b| a.0.cmp(&b.0));
+            for &algorithm in algorithms {
+                assert_eq!(sorted(records, 0, algorithm), expected, "{algorithm:?}");
+            }
+        }
+        let data = fixed.as_bytes();
+        let mut entries = Vec::new();
+        entries_of(data, std::slice::from_ref(&(0..data.len())), &mut entries).unwrap();
+        assert!(radix_sortable(&entries, 0));
+        assert!(!radix_sortable(&entries, 4));
+    }
+
+    #[test]
+    fn the_secondary_key_orders_a_keys_values() {
+        let mut records = PairBuf::default();
+        for (key, time, url) in [
+            ("u1", 30u64, "c"),
+            ("u0", 5, "x"),
+            ("u1", 10, "a"),
+            ("u1", 20, "b"),
+            ("u1", 10, "0"),
+        ] {
+            records.push_parts(key.as_bytes(), &[&time.to_be_bytes(), url.as_bytes()]);
+        }
+        let order: Vec<(Vec<u8>, u64)> = sorted(&records, 8, SortAlgorithm::Comparison)
+            .into_iter()
+            .map(|(key, value)| (key, u64::from_be_bytes(value[..8].try_into().unwrap())))
+            .collect();
+        let expected: Vec<(Vec<u8>, u64)> = [("u0", 5), ("u1", 10), ("u1", 10), ("u1", 20), ("u1", 30)]
+            .map(|(k, t)| (k.as_bytes().to_vec(), t))
+            .to_vec();
+        assert_eq!(order, expected);
+        // Equal secondary keys keep input order: "a" was read before "0".
+        let values = sorted(&records, 8, SortAlgorithm::Comparison);
+        assert_eq!(&values[1].1[8..], b"a");
+        assert_eq!(&values[2].1[8..], b"0");
+    }
+}
