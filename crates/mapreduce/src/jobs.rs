@@ -13,7 +13,7 @@ use crate::map::MapOutput;
 use crate::record::PairBuf;
 
 /// A built-in job and its parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "job", rename_all = "snake_case")]
 pub enum JobSpec {
     /// Occurrences of every word (runs of bytes between ASCII whitespace).
@@ -40,6 +40,34 @@ pub enum JobSpec {
     /// gensort records sorted by their 10-byte keys; the text output is
     /// the sorted records themselves.
     Sort,
+    /// Click-log sessionization: lines `user<TAB>timestamp_ms<TAB>url`
+    /// (tsv input) become one record per session, `user<TAB>start<TAB>
+    /// end<TAB>clicks`; a session ends where a user's next click comes more
+    /// than `gap_ms` later. The clicks reach reduce in time order through
+    /// the secondary sort.
+    Sessionize {
+        /// The longest pause within a session, in milliseconds.
+        gap_ms: u64,
+    },
+    /// PageRank's first step: an edge list (lines `src<TAB>dst`, vertex
+    /// ids in decimal) becomes the graph's state, every vertex with rank
+    /// `1 / vertices` and its out-neighbours. Write it as binary output
+    /// for [`JobSpec::PageRank`] to read.
+    PageRankInit {
+        /// Vertices in the graph (the ranks' denominator).
+        vertices: u64,
+    },
+    /// One PageRank iteration over the graph's state (binary input, as
+    /// `PageRankInit` or an earlier iteration wrote it): every vertex's new
+    /// rank is `(1 - damping) / vertices + damping * (sum of its
+    /// in-neighbours' rank / out-degree)`. Rank held by vertices without
+    /// out-edges is not redistributed. The text output is `vertex<TAB>rank`.
+    PageRank {
+        /// Vertices in the graph.
+        vertices: u64,
+        /// The damping factor (0.85 usually), in (0, 1).
+        damping: f64,
+    },
 }
 
 impl JobSpec {
@@ -84,6 +112,31 @@ impl JobSpec {
                 })
             }
             JobSpec::Sort => Arc::new(Sort),
+            JobSpec::Sessionize { gap_ms } => Arc::new(Sessionize { gap_ms: *gap_ms }),
+            JobSpec::PageRankInit { vertices } => {
+                ensure!(
+                    *vertices >= 1,
+                    InvalidArgument,
+                    "PageRank needs at least one vertex"
+                );
+                Arc::new(PageRankInit { vertices: *vertices })
+            }
+            JobSpec::PageRank { vertices, damping } => {
+                ensure!(
+                    *vertices >= 1,
+                    InvalidArgument,
+                    "PageRank needs at least one vertex"
+                );
+                ensure!(
+                    *damping > 0.0 && *damping < 1.0,
+                    InvalidArgument,
+                    "PageRank's damping factor must lie between 0 and 1, not {damping}"
+                );
+                Arc::new(PageRank {
+                    vertices: *vertices,
+                    damping: *damping,
+                })
+            }
         })
     }
 
@@ -110,9 +163,12 @@ impl JobSpec {
                 None => bail!(InvalidArgument, "job grep needs a pattern"),
             },
             "sort" => JobSpec::Sort,
+            "pagerank-init" => JobSpec::PageRankInit { vertices: number("the number of vertices")? as u64 },
+            "pagerank" => JobSpec::PageRank { vertices: number("the number of vertices")? as u64, damping: 0.85 },
+            "sessionize" => JobSpec::Sessionize { gap_ms: number("the session gap in milliseconds")? as u64 },
             _ => bail!(
                 InvalidArgument,
-                "unknown job '{name}'; the built-in jobs are wordcount, ngram, inverted-index, kmer, grep and sort"
+                "unknown job '{name}'; the built-in jobs are wordcount, ngram, inverted-index, kmer, grep, sort, sessionize and pagerank"
             ),
         })
     }
@@ -341,5 +397,177 @@ impl Job for Sort {
     fn write_text(&self, key: &[u8], value: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(key);
         out.extend_from_slice(value);
+    }
+}
+
+/// A decimal field of an input line, or an error saying which and where
+/// (the driver adds the file).
+fn decimal(field: &[u8], what: &str, record: &InputRecord<'_>) -> Result<u64> {
+    let parsed = std::str::from_utf8(field).ok().and_then(|text| text.parse().ok());
+    match parsed {
+        Some(value) => Ok(value),
+        None => bail!(
+            InvalidArgument,
+            "the {what} '{}' at offset {} is not a whole number",
+            String::from_utf8_lossy(&field[..field.len().min(40)]),
+            record.offset
+        ),
+    }
+}
+
+/// Sessionization: the clicks of each user in time order, cut where the
+/// pause between two clicks exceeds the gap.
+#[derive(Debug)]
+struct Sessionize {
+    gap_ms: u64,
+}
+
+impl Job for Sessionize {
+    fn name(&self) -> String {
+        "sessionize".into()
+    }
+
+    fn input_format(&self) -> InputFormat {
+        InputFormat::Delimited { separator: b'\t' }
+    }
+
+    fn map(&self, record: &InputRecord<'_>, out: &mut MapOutput<'_>) -> Result<()> {
+        let (time, url) = match record.value.iter().position(|&byte| byte == b'\t') {
+            Some(cut) => (&record.value[..cut], &record.value[cut + 1..]),
+            None => (record.value, &record.value[record.value.len()..]),
+        };
+        let time = decimal(time, "timestamp", record)?;
+        out.emit_parts(record.key, &[&time.to_be_bytes(), url])
+    }
+
+    fn secondary_key_bytes(&self) -> usize {
+        8
+    }
+
+    fn reduce(&self, key: &[u8], values: Values<'_>, out: &mut PairBuf) -> Result<()> {
+        let mut session: Option<(u64, u64, u64)> = None;
+        let mut emit = |(start, end, clicks): (u64, u64, u64)| {
+            out.push(key, format!("{start}\t{end}\t{clicks}").as_bytes());
+        };
+        for value in values {
+            let time = u64::from_be_bytes(value[..8].try_into().expect("map wrote 8 bytes of time"));
+            session = match session {
+                Some((start, end, clicks)) if time - end <= self.gap_ms => Some((start, time, clicks + 1)),
+                Some(finished) => {
+                    emit(finished);
+                    Some((time, time, 1))
+                }
+                None => Some((time, time, 1)),
+            };
+        }
+        if let Some(last) = session {
+            emit(last);
+        }
+        Ok(())
+    }
+}
+
+/// A PageRank value: a tag, then a contribution (`f64`) or the vertex's
+/// state (rank `f64`, then its out-neighbours as `u64`s), little-endian.
+const CONTRIBUTION: u8 = 0;
+const STATE: u8 = 1;
+
+/// A vertex id as a key: 8 bytes big-endian, so keys sort as numbers (and
+/// by radix sort).
+fn vertex_key(vertex: u64) -> [u8; 8] {
+    vertex.to_be_bytes()
+}
+
+#[derive(Debug)]
+struct PageRankInit {
+    vertices: u64,
+}
+
+impl Job for PageRankInit {
+    fn name(&self) -> String {
+        "PageRank init".into()
+    }
+
+    fn input_format(&self) -> InputFormat {
+        InputFormat::Delimited { separator: b'\t' }
+    }
+
+    fn map(&self, record: &InputRecord<'_>, out: &mut MapOutput<'_>) -> Result<()> {
+        let source = decimal(record.key, "source vertex", record)?;
+        let target = decimal(record.value, "target vertex", record)?;
+        out.emit(&vertex_key(source), &target.to_le_bytes())?;
+        // Every vertex gets a state, those without out-edges too.
+        out.emit(&vertex_key(target), &[])
+    }
+
+    fn reduce(&self, key: &[u8], values: Values<'_>, out: &mut PairBuf) -> Result<()> {
+        let rank = (1.0 / self.vertices as f64).to_le_bytes();
+        let head: [&[u8]; 2] = [&[STATE], &rank];
+        out.push_joined(key, head.into_iter().chain(values));
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct PageRank {
+    vertices: u64,
+    damping: f64,
+}
+
+/// A vertex state's rank and out-neighbours.
+fn parse_state(value: &[u8]) -> Result<(f64, &[u8])> {
+    ensure!(
+        value.len() >= 9 && value[0] == STATE && (value.len() - 9).is_multiple_of(8),
+        InvalidArgument,
+        "a PageRank vertex state of {} bytes is malformed (is the input the output of pagerank-init or pagerank?)",
+        value.len()
+    );
+    let rank = f64::from_le_bytes(value[1..9].try_into().expect("8 bytes"));
+    Ok((rank, &value[9..]))
+}
+
+impl Job for PageRank {
+    fn name(&self) -> String {
+        "PageRank".into()
+    }
+
+    fn input_format(&self) -> InputFormat {
+        InputFormat::KeyValue
+    }
+
+    fn map(&self, record: &InputRecord<'_>, out: &mut MapOutput<'_>) -> Result<()> {
+        let (rank, neighbours) = parse_state(record.value)?;
+        let degree = neighbours.len() / 8;
+        if degree > 0 {
+            let share = (rank / degree as f64).to_le_bytes();
+            for neighbour in neighbours.chunks_exact(8) {
+                let neighbour = u64::from_le_bytes(neighbour.try_into().expect("8 bytes"));
+                out.emit_parts(&vertex_key(neighbour), &[&[CONTRIBUTION], &share])?;
+            }
+        }
+        out.emit(record.key, record.value)
+    }
+
+    fn reduce(&self, key: &[u8], values: Values<'_>, out: &mut PairBuf) -> Result<()> {
+        let mut sum = 0.0;
+        let mut neighbours: &[u8] = &[];
+        for value in values {
+            match value.first() {
+                Some(&CONTRIBUTION) if value.len() == 9 => {
+                    sum += f64::from_le_bytes(value[1..].try_into().expect("8 bytes"));
+                }
+                _ => neighbours = parse_state(value)?.1,
+            }
+        }
+        let rank = (1.0 - self.damping) / self.vertices as f64 + self.damping * sum;
+        out.push_parts(key, &[&[STATE], &rank.to_le_bytes(), neighbours]);
+        Ok(())
+    }
+
+    fn write_text(&self, key: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        use std::io::Write;
+        let vertex = u64::from_be_bytes(key.try_into().expect("an 8-byte vertex key"));
+        let rank = f64::from_le_bytes(value[1..9].try_into().expect("a rank"));
+        writeln!(out, "{vertex}\t{rank}").expect("writing to memory");
     }
 }

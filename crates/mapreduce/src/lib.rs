@@ -39,6 +39,7 @@
 pub mod chunk;
 mod driver;
 mod input;
+mod iterate;
 mod job;
 mod jobs;
 mod map;
@@ -50,6 +51,7 @@ mod sort;
 
 pub use driver::{run, JobOptions, JobReport, PhaseZeroReport, Progress, PARTITIONS_MAX};
 pub use input::{Block, InputFormat, Inputs, GENSORT_KEY_BYTES, GENSORT_RECORD_BYTES};
+pub use iterate::{run_pagerank, PageRankParams};
 pub use job::{InputRecord, Job, Values};
 pub use jobs::JobSpec;
 pub use map::{map_block, map_records, Combiner, MapCounts, MapOutput, RecordLimits};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use spillway_agg::{AggregateFunction, HashAggregator, Value};
-use spillway_core::{ensure, ErrorKind, Result};
+use spillway_core::{ensure, Error, ErrorKind, Result};
 
 use crate::input::{Block, Inputs};
 use crate::job::{InputRecord, Job};
@@ -249,15 +249,19 @@ pub fn map_records(
     let emitted_before = out.emitted;
     inputs.for_each_record(block, records, first_offset, |key, value, offset| {
         records_in += 1;
-        job.map(
-            &InputRecord {
-                key,
-                value,
-                file: block.file,
-                offset,
-            },
-            out,
-        )
+        let record = InputRecord {
+            key,
+            value,
+            file: block.file,
+            offset,
+        };
+        job.map(&record, out).map_err(|error| match error {
+            // Bad input: say which file (map knows only its index).
+            Error::InvalidArgument(what) => {
+                Error::InvalidArgument(format!("{}: {what}", inputs.path(block.file).display()))
+            }
+            other => other,
+        })
     })?;
     out.flush()?;
     Ok(MapCounts {

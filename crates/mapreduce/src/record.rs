@@ -43,13 +43,17 @@ impl PairBuf {
     /// Appends one record whose value is the concatenation of `parts`, so
     /// a caller that builds a value from pieces copies each once.
     pub fn push_parts(&mut self, key: &[u8], parts: &[&[u8]]) {
-        let value_len: usize = parts.iter().map(|part| part.len()).sum();
+        self.push_joined(key, parts.iter().copied());
+    }
+
+    /// Appends one record whose value is the concatenation of the slices
+    /// `parts` yields (walked twice: once for the length, once to copy).
+    pub fn push_joined<'a>(&mut self, key: &[u8], parts: impl Iterator<Item = &'a [u8]> + Clone) {
+        let value_len: usize = parts.clone().map(<[u8]>::len).sum();
         encode_u64(key.len() as u64, &mut self.bytes);
         encode_u64(value_len as u64, &mut self.bytes);
         self.bytes.extend_from_slice(key);
-        for part in parts {
-            self.bytes.extend_from_slice(part);
-        }
+        parts.for_each(|part| self.bytes.extend_from_slice(part));
         self.records += 1;
     }
 
@@ -190,14 +194,16 @@ mod tests {
         buf.push(b"", b"");
         buf.push(b"key", &big);
         buf.push_parts(b"k2", &[b"ab", b"", b"cd"]);
-        assert_eq!(buf.records(), 3);
+        buf.push_joined(b"k3", [&b"x"[..], b"yz"].into_iter());
+        assert_eq!(buf.records(), 4);
         let pairs: Vec<Pair<'_>> = buf.pairs().map(|pair| pair.unwrap()).collect();
-        assert_eq!(pairs.len(), 3);
+        assert_eq!(pairs.len(), 4);
+        assert_eq!((pairs[3].key, pairs[3].value), (&b"k3"[..], &b"xyz"[..]));
         assert_eq!((pairs[0].key, pairs[0].value), (&b""[..], &b""[..]));
         assert_eq!((pairs[1].key, pairs[1].value), (&b"key"[..], &big[..]));
         assert_eq!((pairs[2].key, pairs[2].value), (&b"k2"[..], &b"abcd"[..]));
         assert_eq!(pair_at(buf.as_bytes(), pairs[2].at), pairs[2]);
-        assert_eq!(count_pairs(buf.as_bytes()).unwrap(), 3);
+        assert_eq!(count_pairs(buf.as_bytes()).unwrap(), 4);
     }
 
     #[test]

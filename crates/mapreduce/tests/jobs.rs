@@ -475,3 +475,168 @@ fn a_job_spec_round_trips_through_json() {
     let json = serde_json::to_string(&partitioner).unwrap();
     assert_eq!(serde_json::from_str::<Partitioner>(&json).unwrap(), partitioner);
 }
+
+#[test]
+fn sessionize_finds_the_generators_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("clicks.tsv");
+    let params = spillway_workload::ClickParams {
+        users: 2000,
+        clicks: 60_000,
+        ..spillway_workload::ClickParams::default()
+    };
+    let mut log = Vec::new();
+    let summary = spillway_workload::write_clicks(&params, &mut log).unwrap();
+    std::fs::write(&input, &log).unwrap();
+    // Independently: every user's clicks in time order, cut at the gap.
+    let mut clicks: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in String::from_utf8(log).unwrap().lines() {
+        let mut fields = line.split('\t');
+        let (user, time) = (fields.next().unwrap(), fields.next().unwrap());
+        clicks
+            .entry(user.to_string())
+            .or_default()
+            .push(time.parse().unwrap());
+    }
+    let mut expected: Vec<(String, u64, u64, u64)> = Vec::new();
+    for (user, mut times) in clicks {
+        times.sort_unstable();
+        let mut start = 0;
+        for index in 1..=times.len() {
+            if index == times.len() || times[index] - times[index - 1] > params.session_timeout_ms {
+                expected.push((
+                    user.clone(),
+                    times[start],
+                    times[index - 1],
+                    (index - start) as u64,
+                ));
+                start = index;
+            }
+        }
+    }
+    assert_eq!(expected.len() as u64, summary.sessions);
+
+    let output = dir.path().join("out");
+    let spec = JobSpec::Sessionize {
+        gap_ms: params.session_timeout_ms,
+    };
+    let report = run_job(
+        spec.build().unwrap(),
+        &[input],
+        &output,
+        &small_options(dir.path()),
+    );
+    let sessions: Vec<(String, u64, u64, u64)> =
+        String::from_utf8(read_output(&output, report.partitions, OutputFormat::Text))
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let fields: Vec<&str> = line.split('\t').collect();
+                (
+                    fields[0].to_string(),
+                    fields[1].parse().unwrap(),
+                    fields[2].parse().unwrap(),
+                    fields[3].parse().unwrap(),
+                )
+            })
+            .collect();
+    assert_eq!(sessions, expected);
+}
+
+#[test]
+fn a_bad_field_names_the_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("clicks.tsv");
+    std::fs::write(&input, "u1\t100\t/a\nu2\tsoon\t/b\n").unwrap();
+    let spec = JobSpec::Sessionize { gap_ms: 10 };
+    let error = run(
+        fs(),
+        spec.build().unwrap(),
+        &[input],
+        &dir.path().join("out"),
+        &small_options(dir.path()),
+        &quiet(),
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    let message = error.to_string();
+    assert!(
+        message.contains("clicks.tsv") && message.contains("'soon'") && message.contains("offset 10"),
+        "{message}"
+    );
+}
+
+#[test]
+fn pagerank_iterations_equal_an_in_memory_computation() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("edges.tsv");
+    let params = spillway_workload::RmatParams {
+        scale: 10,
+        edge_factor: 8,
+        ..spillway_workload::RmatParams::default()
+    };
+    let mut edges_text = Vec::new();
+    spillway_workload::write_rmat(&params, spillway_workload::EdgeFormat::Text, &mut edges_text).unwrap();
+    std::fs::write(&input, &edges_text).unwrap();
+    let vertices = 1u64 << params.scale;
+    let edges: Vec<(u64, u64)> = String::from_utf8(edges_text)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (source, target) = line.split_once('\t').unwrap();
+            (source.parse().unwrap(), target.parse().unwrap())
+        })
+        .collect();
+
+    // Independently: vertices that appear in an edge, ranks iterated in memory.
+    let (damping, iterations) = (0.85, 3);
+    let mut ranks: BTreeMap<u64, f64> = BTreeMap::new();
+    let mut degree: HashMap<u64, usize> = HashMap::new();
+    for &(source, target) in &edges {
+        ranks.insert(source, 1.0 / vertices as f64);
+        ranks.insert(target, 1.0 / vertices as f64);
+        *degree.entry(source).or_default() += 1;
+    }
+    for _ in 0..iterations {
+        let mut sums: HashMap<u64, f64> = HashMap::new();
+        for &(source, target) in &edges {
+            *sums.entry(target).or_default() += ranks[&source] / degree[&source] as f64;
+        }
+        for (vertex, rank) in ranks.iter_mut() {
+            *rank = (1.0 - damping) / vertices as f64 + damping * sums.get(vertex).copied().unwrap_or(0.0);
+        }
+    }
+
+    let output = dir.path().join("ranks");
+    let pagerank = spillway_mapreduce::PageRankParams {
+        vertices,
+        damping,
+        iterations,
+    };
+    let options = small_options(dir.path());
+    let reports =
+        spillway_mapreduce::run_pagerank(fs(), &[input], &output, pagerank, &options, &quiet()).unwrap();
+    assert_eq!(reports.len(), iterations + 1);
+    assert_eq!(
+        std::fs::read_dir(&options.tmp_dir).unwrap().count(),
+        0,
+        "the states between iterations are removed"
+    );
+    let last = reports.last().unwrap();
+    assert_eq!(
+        last.radix_sorted_partitions, last.partitions,
+        "8-byte vertex keys are radix sorted"
+    );
+    let computed: BTreeMap<u64, f64> = tsv_lines(&read_output(&output, last.partitions, OutputFormat::Text))
+        .into_iter()
+        .map(|(vertex, rank)| (vertex.parse().unwrap(), rank.parse().unwrap()))
+        .collect();
+    assert_eq!(computed.len(), ranks.len());
+    for (vertex, rank) in &ranks {
+        let got = computed[vertex];
+        assert!(
+            (got - rank).abs() <= 1e-12 * rank.abs().max(1e-9),
+            "vertex {vertex}: {got} vs {rank}"
+        );
+    }
+}
