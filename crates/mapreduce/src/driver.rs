@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use spillway_core::{ensure, worker_threads, Fs, FsFile, IoCounters, Result};
+use spillway_core::{
+    ensure, hash64, worker_threads, DirectoryLock, Error, ErrorKind, Fs, FsFile, IoCounters, Result,
+};
 use spillway_pipeline::{
     Allocation, BufferPool, MemoryQuota, PhaseBuilder, PhaseReport, StageSpec, WorkUnit, Worker,
 };
@@ -29,8 +31,9 @@ use spillway_pipeline::{
 use crate::chunk::{self, CHUNK_HEADER_BYTES};
 use crate::input::{Block, InputFormat, Inputs};
 use crate::job::Job;
+use crate::manifest::{JobManifest, ShuffleFile};
 use crate::map::{map_block, map_records, Combiner, MapOutput, RecordLimits};
-use crate::output::{OutputFormat, PartitionWriter};
+use crate::output::{output_path, OutputFormat, PartitionWriter};
 use crate::partition::{KeySample, Partitioner, Partitioning};
 use crate::record::PairBuf;
 use crate::reduce::{reduce_memory_bytes, reduce_partition, ReduceScratch};
@@ -159,9 +162,9 @@ pub struct JobReport {
     pub job: String,
     /// Bytes of input.
     pub input_bytes: u64,
-    /// Input records mapped.
+    /// Input records mapped (0 when the job resumed after phase one).
     pub input_records: u64,
-    /// Records map emitted (before combining).
+    /// Records map emitted, before combining (0 when resumed).
     pub map_records: u64,
     /// Bytes written to partition files (chunk headers included).
     pub intermediate_bytes: u64,
@@ -179,12 +182,20 @@ pub struct JobReport {
     pub duplicate_chunks: u64,
     /// The partitioner used (range boundaries, hash or the job's own).
     pub partitioner: Partitioner,
+    /// Whether the job resumed an earlier run at phase two.
+    pub resumed: bool,
+    /// Partitions whose files were lost and made again by recovery.
+    pub recovered_partitions: Vec<usize>,
+    /// What happened out of the ordinary (a recovery and its reason).
+    pub notes: Vec<String>,
     /// Phase zero, if it ran.
     pub phase_zero: Option<PhaseZeroReport>,
-    /// Phase one's stages.
-    pub phase_one: PhaseReport,
-    /// Phase two's stages.
-    pub phase_two: PhaseReport,
+    /// Phase one's stages (`None` when the job resumed after it).
+    pub phase_one: Option<PhaseReport>,
+    /// Each recovery's phase one.
+    pub recovery: Vec<PhaseReport>,
+    /// Phase two's stages: its first run, then one run per recovery.
+    pub phase_two: Vec<PhaseReport>,
     /// Bytes this process read and wrote during the job (`/proc/self/io`),
     /// where the system reports them.
     pub io: Option<IoCounters>,
@@ -203,9 +214,19 @@ mod seconds {
 }
 
 /// Runs `job` over `inputs`, writing one output file per partition into
-/// `output` (created if missing; it must hold no `part-*` file), with the
-/// partition files in a fresh directory under `options.tmp_dir`, removed
-/// when the job ends.
+/// `output` (created if missing).
+///
+/// The partition files live in a work directory under `options.tmp_dir`
+/// named after `output`. It is removed when the job succeeds, and kept
+/// when the job fails after phase one: running the same job with the same
+/// inputs, output and `tmp_dir` again resumes at phase two, reducing only
+/// the partitions whose output files are missing. Otherwise `output` must
+/// hold no `part-*` file.
+///
+/// A partition file that phase two finds missing, unreadable or corrupt is
+/// recovered (seed 003 ch. 6): the input is read and mapped again,
+/// keeping only the records of the lost partitions, which are then
+/// reduced; the output is the same as a clean run's.
 pub fn run(
     fs: Arc<dyn Fs>,
     job: Arc<dyn Job>,
@@ -219,18 +240,42 @@ pub fn run(
     options.validate()?;
     let format = options.input_format.unwrap_or_else(|| job.input_format());
     let inputs = Arc::new(Inputs::open(&*fs, inputs, format)?);
-    prepare_output(&*fs, output)?;
-    let work_dir = make_work_dir(&*fs, &options.tmp_dir)?;
-    let cleanup = WorkDir {
-        fs: fs.clone(),
-        path: work_dir.clone(),
-    };
     let threads = worker_threads(options.threads);
-    let blocks = inputs.blocks(options.block_bytes)?;
+    let blocks = Arc::new(inputs.blocks(options.block_bytes)?);
+    fs.create_dir_all(output)?;
+    let mut work = WorkDir::open(fs.clone(), &options.tmp_dir, output)?;
+    let mut notes = Vec::new();
 
-    let (partitioner, phase_zero) = phase_zero(&*job, &inputs, &blocks, options, threads)?;
+    // What an earlier run of this job left, if it can be used.
+    let probe = JobManifest::new(
+        job.name(),
+        &inputs,
+        options.block_bytes,
+        Partitioner::Hash { partitions: 1 },
+    );
+    let previous = match JobManifest::load(&*fs, &work.path) {
+        Ok(previous) => previous.filter(|previous| previous.matches(&probe)),
+        Err(error) if error.kind() == ErrorKind::Corruption => {
+            notes.push(format!("started afresh: {error}"));
+            None
+        }
+        Err(error) => return Err(error),
+    };
+    let resumed = previous
+        .as_ref()
+        .is_some_and(|previous| previous.shuffled.is_some());
+    if !resumed {
+        work.clear()?;
+        refuse_used_output(&*fs, output)?;
+    }
+
+    let (partitioner, phase_zero) = match &previous {
+        Some(previous) => (previous.partitioner.clone(), None),
+        None => phase_zero(&*job, &inputs, &blocks, options, threads)?,
+    };
     partitioner.validate()?;
     let partitions = partitioner.partitions();
+    let mut manifest = JobManifest::new(job.name(), &inputs, options.block_bytes, partitioner.clone());
     let plan = PhaseOne {
         job: job.clone(),
         inputs: inputs.clone(),
@@ -238,24 +283,80 @@ pub fn run(
         partitioner: Arc::new(partitioner.clone()),
         options: options.clone(),
         threads,
-        work_dir,
+        work_dir: work.path.clone(),
         fs: fs.clone(),
     };
-    let (phase_one, shuffled) = phase_one(plan, progress)?;
+    let (phase_one_report, mut files, input_records, map_records) =
+        match previous.and_then(|previous| previous.shuffled) {
+            Some(files) => (None, files, 0, 0),
+            None => {
+                manifest.store(&*fs, &work.path)?;
+                let (report, shuffled) = phase_one(&plan, None, progress)?;
+                (
+                    Some(report),
+                    shuffled.files,
+                    shuffled.input_records,
+                    shuffled.map_records,
+                )
+            }
+        };
+    manifest.shuffled = Some(files.clone());
+    manifest.store(&*fs, &work.path)?;
+    // From here on a failed job can be resumed.
+    work.keep = true;
 
-    let reduced = phase_two(
-        fs.clone(),
-        job.clone(),
-        &shuffled,
-        output,
-        options,
-        threads,
-        progress,
-    )?;
-    drop(cleanup);
+    let mut pending: Vec<usize> = Vec::new();
+    for (partition, file) in files.iter().enumerate() {
+        if fs.exists(&output_path(output, partition, options.output_format))? {
+            // Reduced by the run that is resumed; its partition file may
+            // have outlived it.
+            if fs.exists(&file.path)? {
+                fs.remove_file(&file.path)?;
+            }
+        } else {
+            pending.push(partition);
+        }
+    }
+    let mut totals = Reduced::default();
+    let mut recovery = Vec::new();
+    let mut recovered_partitions = Vec::new();
+    for round in 1.. {
+        let reduced = phase_two(&fs, &job, &files, &pending, output, options, threads, progress)?;
+        let lost = totals.add(reduced);
+        if lost.is_empty() {
+            break;
+        }
+        let partitions_lost: Vec<usize> = lost.iter().map(|(partition, _)| *partition).collect();
+        let reasons: Vec<String> = lost
+            .iter()
+            .map(|(partition, why)| format!("partition {partition}: {why}"))
+            .collect();
+        ensure!(
+            round <= RECOVERY_ROUNDS_MAX,
+            ResourcesExhausted,
+            "partitions {partitions_lost:?} were still lost after {RECOVERY_ROUNDS_MAX} recoveries: {}",
+            reasons.join("; ")
+        );
+        notes.extend(reasons.into_iter().map(|reason| format!("recovered {reason}")));
+        let mut keep = vec![false; partitions];
+        partitions_lost
+            .iter()
+            .for_each(|&partition| keep[partition] = true);
+        let (report, shuffled) = phase_one(&plan, Some((keep, round)), progress)?;
+        for &partition in &partitions_lost {
+            files[partition] = shuffled.files[partition].clone();
+        }
+        manifest.shuffled = Some(files.clone());
+        manifest.store(&*fs, &work.path)?;
+        recovery.push(report);
+        recovered_partitions.extend(&partitions_lost);
+        pending = partitions_lost;
+    }
     if options.sync {
         fs.sync_dir(output)?;
     }
+    work.keep = false;
+    drop(work);
     let io = match (io_before, IoCounters::read_self().ok()) {
         (Some(before), Some(after)) => Some(after.delta(&before)),
         _ => None,
@@ -263,27 +364,34 @@ pub fn run(
     Ok(JobReport {
         job: job.name(),
         input_bytes: inputs.total_bytes(),
-        input_records: shuffled.input_records,
-        map_records: shuffled.map_records,
-        intermediate_bytes: shuffled.files.iter().map(|file| file.bytes).sum(),
-        intermediate_records: shuffled.files.iter().map(|file| file.records).sum(),
-        output_records: reduced.records,
-        output_bytes: reduced.bytes,
+        input_records,
+        map_records,
+        intermediate_bytes: files.iter().map(|file| file.bytes).sum(),
+        intermediate_records: files.iter().map(|file| file.records).sum(),
+        output_records: totals.records,
+        output_bytes: totals.bytes,
         partitions,
-        radix_sorted_partitions: reduced.radix_sorted,
-        duplicate_chunks: reduced.duplicate_chunks,
+        radix_sorted_partitions: totals.radix_sorted,
+        duplicate_chunks: totals.duplicate_chunks,
         partitioner,
+        resumed,
+        recovered_partitions,
+        notes,
         phase_zero,
-        phase_one,
-        phase_two: reduced.report,
+        phase_one: phase_one_report,
+        recovery,
+        phase_two: totals.reports,
         io,
         elapsed: started.elapsed(),
     })
 }
 
-/// Creates `output` if needed and refuses one that holds a job's output.
-fn prepare_output(fs: &dyn Fs, output: &Path) -> Result<()> {
-    fs.create_dir_all(output)?;
+/// Recoveries of lost partitions a job makes before it gives up (a disk
+/// that keeps losing what is written to it).
+const RECOVERY_ROUNDS_MAX: usize = 3;
+
+/// Refuses an output directory that holds a job's output.
+fn refuse_used_output(fs: &dyn Fs, output: &Path) -> Result<()> {
     let existing: Vec<String> = fs
         .list_dir(output)?
         .into_iter()
@@ -299,24 +407,53 @@ fn prepare_output(fs: &dyn Fs, output: &Path) -> Result<()> {
     Ok(())
 }
 
-fn make_work_dir(fs: &dyn Fs, tmp_dir: &Path) -> Result<PathBuf> {
-    fs.create_dir_all(tmp_dir)?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos());
-    let path = tmp_dir.join(format!("spillway-mr-{}-{stamp}", std::process::id()));
-    fs.create_dir_all(&path)?;
-    Ok(path)
-}
-
-/// Removes the job's partition files and work directory when dropped.
+/// The job's work directory: `spillway-mr-HASH` under the temporary
+/// directory, HASH naming the output directory, so that running the job
+/// again finds it. It is locked while the job runs (another run into the
+/// same output is refused) and removed, with its files, when dropped
+/// unless `keep` is set (a job that can be resumed failed).
 struct WorkDir {
     fs: Arc<dyn Fs>,
     path: PathBuf,
+    keep: bool,
+    _lock: Option<DirectoryLock>,
+}
+
+impl WorkDir {
+    fn open(fs: Arc<dyn Fs>, tmp_dir: &Path, output: &Path) -> Result<Self> {
+        let output = std::path::absolute(output)
+            .map_err(|error| Error::io(format!("resolving {}", output.display()), error))?;
+        let name = format!(
+            "spillway-mr-{:016x}",
+            hash64(output.as_os_str().as_encoded_bytes())
+        );
+        let path = tmp_dir.join(name);
+        fs.create_dir_all(&path)?;
+        let lock = DirectoryLock::acquire(&path, false, &format!("a job writing {}", output.display()))?;
+        Ok(WorkDir {
+            fs,
+            path,
+            keep: false,
+            _lock: lock,
+        })
+    }
+
+    /// Removes every file but the lock.
+    fn clear(&self) -> Result<()> {
+        for name in self.fs.list_dir(&self.path)? {
+            if name != "LOCK" {
+                self.fs.remove_file(&self.path.join(name))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
         if let Ok(names) = self.fs.list_dir(&self.path) {
             for name in names {
                 let _ = self.fs.remove_file(&self.path.join(name));
@@ -326,9 +463,14 @@ impl Drop for WorkDir {
     }
 }
 
-/// The partition file of `partition` in `work_dir`.
-fn shuffle_path(work_dir: &Path, partition: usize) -> PathBuf {
-    work_dir.join(format!("part-{partition:05}.shuffle"))
+/// The partition file of `partition` in `work_dir`, as phase one writes
+/// it (`round` 0) or as a recovery writes it again (a new name: the old
+/// file's disk may be failing).
+fn shuffle_path(work_dir: &Path, partition: usize, round: usize) -> PathBuf {
+    match round {
+        0 => work_dir.join(format!("part-{partition:05}.shuffle")),
+        _ => work_dir.join(format!("part-{partition:05}.r{round}.shuffle")),
+    }
 }
 
 /// Phase zero: the partitioner, and what the sample showed.
@@ -422,20 +564,12 @@ fn phase_zero(
 struct PhaseOne {
     job: Arc<dyn Job>,
     inputs: Arc<Inputs>,
-    blocks: Vec<Block>,
+    blocks: Arc<Vec<Block>>,
     partitioner: Arc<Partitioner>,
     options: JobOptions,
     threads: usize,
     work_dir: PathBuf,
     fs: Arc<dyn Fs>,
-}
-
-/// One partition file phase one wrote.
-#[derive(Debug, Clone)]
-struct ShuffleFile {
-    path: PathBuf,
-    bytes: u64,
-    records: u64,
 }
 
 /// What phase one left for phase two.
@@ -472,7 +606,15 @@ impl WorkUnit for MappedBlock {
     }
 }
 
-fn phase_one(plan: PhaseOne, progress: &Progress) -> Result<(PhaseReport, Shuffled)> {
+/// Phase one over every block of the input; with `recover = Some((keep,
+/// round))`, keeping only the records of partitions `p` with `keep[p]`
+/// (the files of the others are not touched) and writing them to the
+/// round's new partition files.
+fn phase_one(
+    plan: &PhaseOne,
+    recover: Option<(Vec<bool>, usize)>,
+    progress: &Progress,
+) -> Result<(PhaseReport, Shuffled)> {
     let PhaseOne {
         job,
         inputs,
@@ -483,10 +625,17 @@ fn phase_one(plan: PhaseOne, progress: &Progress) -> Result<(PhaseReport, Shuffl
         work_dir,
         fs,
     } = plan;
-    let partitions = partitioner.partitions();
+    let (partitions, threads) = (partitioner.partitions(), *threads);
     let input_bytes = inputs.total_bytes();
-    let blocks = Arc::new(blocks);
-    let mut phase = PhaseBuilder::new("phase one: map and shuffle");
+    let (keep, round) = match recover {
+        Some((keep, round)) => (Some(Arc::new(keep)), round),
+        None => (None, 0),
+    };
+    let mut phase = PhaseBuilder::new(if round == 0 {
+        "phase one: map and shuffle"
+    } else {
+        "recovery: map again, keep the lost partitions"
+    });
     let (read_producer, read_consumer) = phase.queue::<ReadBlock>("blocks", BLOCKS_IN_FLIGHT);
     let (mapped_producer, mapped_consumer) = phase.queue::<MappedBlock>("chunks", MAPPED_IN_FLIGHT);
     // A line block is read on past its end to finish its last line.
@@ -500,7 +649,7 @@ fn phase_one(plan: PhaseOne, progress: &Progress) -> Result<(PhaseReport, Shuffl
     let read_bytes = Arc::new(AtomicU64::new(0));
     let reader_progress = progress.clone();
     phase.stage(StageSpec::new("reader", 1).writes(&read_producer), {
-        let (inputs, blocks, read_producer) = (inputs.clone(), blocks, read_producer.clone());
+        let (inputs, blocks, read_producer) = (inputs.clone(), blocks.clone(), read_producer.clone());
         let limits = options.limits;
         move |worker: &mut Worker| loop {
             let index = next_block.fetch_add(1, Ordering::Relaxed);
@@ -530,17 +679,22 @@ fn phase_one(plan: PhaseOne, progress: &Progress) -> Result<(PhaseReport, Shuffl
             .reads(&read_consumer)
             .writes(&mapped_producer),
         {
-            let (job, counts) = (job.clone(), counts.clone());
+            let (job, inputs, partitioner, counts) =
+                (job.clone(), inputs.clone(), partitioner.clone(), counts.clone());
             let mapped_producer = mapped_producer.clone();
+            let (limits, combiner_bytes) = (options.limits, options.combiner_bytes);
             move |worker: &mut Worker| {
                 let mut buffers: Vec<PairBuf> = (0..partitions).map(|_| PairBuf::default()).collect();
                 let mut combiner = job
                     .aggregate()
-                    .map(|function| Combiner::new(function, options.combiner_bytes));
+                    .map(|function| Combiner::new(function, combiner_bytes));
                 while let Some(read) = worker.recv(&read_consumer)? {
-                    let mut out = MapOutput::new(&*job, &partitioner, &mut buffers, options.limits);
+                    let mut out = MapOutput::new(&*job, &partitioner, &mut buffers, limits);
                     if let Some(combiner) = combiner.as_mut() {
                         out = out.with_combiner(combiner);
+                    }
+                    if let Some(keep) = &keep {
+                        out = out.keeping(keep);
                     }
                     let block_counts = map_records(
                         &*job,
@@ -592,11 +746,11 @@ fn phase_one(plan: PhaseOne, progress: &Progress) -> Result<(PhaseReport, Shuffl
 
     let files = Arc::new(Mutex::new(Vec::new()));
     phase.stage(StageSpec::new("writer", 1).reads(&mapped_consumer), {
-        let files = files.clone();
+        let (files, fs, work_dir) = (files.clone(), fs.clone(), work_dir.clone());
         let sync = options.sync;
         move |worker: &mut Worker| {
             let mut writers: Vec<ShuffleWriter> = (0..partitions)
-                .map(|partition| ShuffleWriter::new(shuffle_path(&work_dir, partition)))
+                .map(|partition| ShuffleWriter::new(shuffle_path(&work_dir, partition, round)))
                 .collect();
             while let Some(mapped) = worker.recv(&mapped_consumer)? {
                 for (partition, range, records) in &mapped.chunks {
@@ -695,13 +849,29 @@ fn phase_two_quota(options: &JobOptions) -> u64 {
     options.memory_bytes / 4 * 3
 }
 
-/// What phase two did.
+/// What phase two did (summed over its runs: the first, then one per
+/// recovery).
+#[derive(Default)]
 struct Reduced {
-    report: PhaseReport,
+    reports: Vec<PhaseReport>,
     records: u64,
     bytes: u64,
     radix_sorted: usize,
     duplicate_chunks: u64,
+    /// Partitions whose files were missing, unreadable or corrupt, and why.
+    lost: Vec<(usize, String)>,
+}
+
+impl Reduced {
+    /// Adds `run` to these totals and returns the partitions it lost.
+    fn add(&mut self, run: Reduced) -> Vec<(usize, String)> {
+        self.reports.extend(run.reports);
+        self.records += run.records;
+        self.bytes += run.bytes;
+        self.radix_sorted += run.radix_sorted;
+        self.duplicate_chunks += run.duplicate_chunks;
+        run.lost
+    }
 }
 
 /// A partition read back and waiting for a reducer.
@@ -717,20 +887,53 @@ impl WorkUnit for PartitionData {
     }
 }
 
+/// Whether `error`, met reading or checking a partition file, means the
+/// file is lost (and recovery will make it again) rather than that the job
+/// must fail.
+fn loses_the_partition(error: &Error) -> bool {
+    matches!(error.kind(), ErrorKind::Io | ErrorKind::Corruption)
+}
+
+/// Reads partition `file` whole into `data` after checking that it has the
+/// length phase one gave it.
+fn read_partition(fs: &dyn Fs, file: &ShuffleFile, data: &mut Vec<u8>) -> Result<()> {
+    let handle = fs.open_read(&file.path)?;
+    let len = handle.len()?;
+    if len != file.bytes {
+        return Err(Error::corruption(
+            &file.path,
+            len.min(file.bytes),
+            format!(
+                "the partition file is {len} bytes long; phase one wrote {} bytes",
+                file.bytes
+            ),
+        ));
+    }
+    handle.read_exact_append(data, file.bytes as usize, 0)
+}
+
+/// Phase two over the `pending` partitions of `files`: each is read,
+/// sorted, reduced and written to its output file, and its partition file
+/// is removed. A partition whose file is lost is reported in
+/// [`Reduced::lost`], not an error.
+#[allow(clippy::too_many_arguments)]
 fn phase_two(
-    fs: Arc<dyn Fs>,
-    job: Arc<dyn Job>,
-    shuffled: &Shuffled,
+    fs: &Arc<dyn Fs>,
+    job: &Arc<dyn Job>,
+    files: &[ShuffleFile],
+    pending: &[usize],
     output: &Path,
     options: &JobOptions,
     threads: usize,
     progress: &Progress,
 ) -> Result<Reduced> {
-    let files = Arc::new(shuffled.files.clone());
-    let total: u64 = files.iter().map(|file| file.bytes).sum();
+    let files = Arc::new(files.to_vec());
+    let pending = pending.to_vec();
+    let total: u64 = pending.iter().map(|&partition| files[partition].bytes).sum();
     let quota_bytes = phase_two_quota(options);
     let quota = MemoryQuota::new("phase two partitions", quota_bytes);
-    for (partition, file) in files.iter().enumerate() {
+    for &partition in &pending {
+        let file = &files[partition];
         let needed = file.bytes + reduce_memory_bytes(file.records, false);
         ensure!(
             needed <= quota_bytes,
@@ -741,27 +944,33 @@ fn phase_two(
             file.records
         );
     }
-    let reducers = threads.min(files.len()).max(1);
+    let reducers = threads.min(pending.len()).max(1);
     let mut phase = PhaseBuilder::new("phase two: sort and reduce");
     let (read_producer, read_consumer) = phase.queue::<PartitionData>("partitions", 1);
+    let lost: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
 
     let recycled: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
     phase.stage(StageSpec::new("reader", 1).writes(&read_producer), {
-        let (fs, files, recycled, read_producer) =
-            (fs.clone(), files.clone(), recycled.clone(), read_producer.clone());
+        let (fs, files, recycled, lost) = (fs.clone(), files.clone(), recycled.clone(), lost.clone());
+        let read_producer = read_producer.clone();
         let reader_progress = progress.clone();
         move |worker: &mut Worker| {
             let mut read = 0;
-            for (partition, file) in files.iter().enumerate() {
+            for &partition in &pending {
+                let file = &files[partition];
                 let memory =
                     worker.allocate(&quota, file.bytes + reduce_memory_bytes(file.records, false))?;
                 let mut data = recycled.lock().unwrap().pop().unwrap_or_default();
                 data.clear();
                 if file.bytes > 0 {
-                    let handle = fs.open_read(&file.path)?;
-                    handle.read_exact_append(&mut data, file.bytes as usize, 0)?;
-                    drop(handle);
-                    fs.remove_file(&file.path)?;
+                    match read_partition(&*fs, file, &mut data) {
+                        Ok(()) => {}
+                        Err(error) if loses_the_partition(&error) => {
+                            lost.lock().unwrap().push((partition, error.to_string()));
+                            continue;
+                        }
+                        Err(error) => return Err(error),
+                    }
                 }
                 worker.count_in(file.bytes);
                 read += file.bytes;
@@ -779,47 +988,54 @@ fn phase_two(
         }
     });
 
-    let totals = Arc::new(Mutex::new((0u64, 0u64, 0usize, 0u64)));
+    let totals: Arc<Mutex<Reduced>> = Arc::default();
     phase.stage(StageSpec::new("reducer", reducers).reads(&read_consumer), {
-        let (fs, files, totals, recycled) = (fs.clone(), files, totals.clone(), recycled);
+        let (fs, job, totals, lost) = (fs.clone(), job.clone(), totals.clone(), lost.clone());
         let output = output.to_path_buf();
         let (format, sync) = (options.output_format, options.sync);
         let radix_budget = options.memory_bytes / 4 / reducers as u64;
         move |worker: &mut Worker| {
             let mut scratch = ReduceScratch::default();
             while let Some(partition) = worker.recv(&read_consumer)? {
-                let mut writer = PartitionWriter::create(fs.clone(), &output, partition.partition, format)?;
-                let path = &files[partition.partition].path;
-                let counts = reduce_partition(
+                let PartitionData { partition, data, .. } = partition;
+                let file = &files[partition];
+                let mut writer = PartitionWriter::create(fs.clone(), &output, partition, format)?;
+                match reduce_partition(
                     &*job,
-                    partition.partition,
-                    path,
-                    &partition.data,
+                    partition,
+                    &file.path,
+                    &data,
                     radix_budget,
                     &mut scratch,
                     &mut writer,
-                )?;
-                let (records, bytes) = writer.finish(sync)?;
-                worker.count_out(bytes);
-                let mut totals = totals.lock().unwrap();
-                totals.0 += records;
-                totals.1 += bytes;
-                totals.2 += usize::from(counts.algorithm == SortAlgorithm::Radix);
-                totals.3 += counts.duplicate_chunks;
-                drop(totals);
-                let PartitionData { data, .. } = partition;
+                ) {
+                    Ok(counts) => {
+                        let (records, bytes) = writer.finish(sync)?;
+                        if file.bytes > 0 {
+                            fs.remove_file(&file.path)?;
+                        }
+                        worker.count_out(bytes);
+                        let mut totals = totals.lock().unwrap();
+                        totals.records += records;
+                        totals.bytes += bytes;
+                        totals.radix_sorted += usize::from(counts.algorithm == SortAlgorithm::Radix);
+                        totals.duplicate_chunks += counts.duplicate_chunks;
+                    }
+                    Err(error) if loses_the_partition(&error) => {
+                        writer.abandon()?;
+                        lost.lock().unwrap().push((partition, error.to_string()));
+                    }
+                    Err(error) => return Err(error),
+                }
                 recycled.lock().unwrap().push(data);
             }
             Ok(())
         }
     });
     let report = phase.build()?.run()?;
-    let (records, bytes, radix_sorted, duplicate_chunks) = *totals.lock().unwrap();
-    Ok(Reduced {
-        report,
-        records,
-        bytes,
-        radix_sorted,
-        duplicate_chunks,
-    })
+    let mut reduced = std::mem::take(&mut *totals.lock().unwrap());
+    reduced.reports.push(report);
+    reduced.lost = std::mem::take(&mut *lost.lock().unwrap());
+    reduced.lost.sort_unstable();
+    Ok(reduced)
 }

@@ -130,6 +130,11 @@ impl Inputs {
         self.files.iter().map(|(path, _, _)| path.as_path())
     }
 
+    /// The inputs' lengths, in order.
+    pub fn lengths(&self) -> impl Iterator<Item = u64> + '_ {
+        self.files.iter().map(|(_, _, len)| *len)
+    }
+
     /// The path of input `file`.
     pub fn path(&self, file: u32) -> &Path {
         &self.files[file as usize].0

@@ -42,6 +42,7 @@ mod input;
 mod iterate;
 mod job;
 mod jobs;
+mod manifest;
 mod map;
 mod output;
 mod partition;
@@ -54,6 +55,7 @@ pub use input::{Block, InputFormat, Inputs, GENSORT_KEY_BYTES, GENSORT_RECORD_BY
 pub use iterate::{run_pagerank, PageRankParams};
 pub use job::{InputRecord, Job, Values};
 pub use jobs::JobSpec;
+pub use manifest::{JobManifest, ShuffleFile};
 pub use map::{map_block, map_records, Combiner, MapCounts, MapOutput, RecordLimits};
 pub use output::{output_path, write_output, OutputFormat, PartitionWriter};
 pub use partition::{KeySample, Partitioner, Partitioning};

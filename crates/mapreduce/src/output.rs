@@ -150,6 +150,13 @@ impl PartitionWriter {
         Ok(())
     }
 
+    /// Gives up the output (its partition turned out to be lost): removes
+    /// the partial file.
+    pub fn abandon(self) -> Result<()> {
+        drop(self.file);
+        self.fs.remove_file(&self.partial)
+    }
+
     /// Writes what is left, syncs the file if `sync`, and gives it its
     /// final name; returns the records and bytes written.
     pub fn finish(mut self, sync: bool) -> Result<(u64, u64)> {

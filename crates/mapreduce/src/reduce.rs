@@ -159,3 +159,84 @@ pub fn reduce_partition(
         algorithm,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use spillway_core::{ErrorKind, RealFs};
+
+    use super::*;
+    use crate::jobs::JobSpec;
+    use crate::output::{output_path, OutputFormat};
+
+    /// A chunk of word-count states for `words` from input block `source`.
+    fn chunk_of(job: &dyn Job, partition: u32, source: (u32, u64), words: &[&str], out: &mut Vec<u8>) {
+        let function = job.aggregate().unwrap();
+        let mut records = PairBuf::default();
+        for word in words {
+            let mut state = Vec::new();
+            function
+                .init_into(
+                    spillway_agg::Input::new(spillway_agg::Value::Int(1), 0),
+                    &mut state,
+                )
+                .unwrap();
+            records.push(word.as_bytes(), &state);
+        }
+        chunk::encode(
+            partition,
+            records.records(),
+            Some(source),
+            records.as_bytes(),
+            out,
+        );
+    }
+
+    fn reduce(data: &[u8]) -> Result<(ReduceCounts, String)> {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobSpec::WordCount.build().unwrap();
+        let mut writer = PartitionWriter::create(Arc::new(RealFs::new()), dir.path(), 1, OutputFormat::Text)?;
+        let counts = reduce_partition(
+            &*job,
+            1,
+            Path::new("part-00001.shuffle"),
+            data,
+            1 << 20,
+            &mut ReduceScratch::default(),
+            &mut writer,
+        )?;
+        writer.finish(false)?;
+        let text = std::fs::read_to_string(output_path(dir.path(), 1, OutputFormat::Text)).unwrap();
+        Ok((counts, text))
+    }
+
+    #[test]
+    fn a_chunk_from_an_input_block_seen_before_is_dropped() {
+        let job = JobSpec::WordCount.build().unwrap();
+        let mut data = Vec::new();
+        chunk_of(&*job, 1, (0, 0), &["b", "a", "b"], &mut data);
+        chunk_of(&*job, 1, (0, 4096), &["a"], &mut data);
+        let (counts, text) = reduce(&data).unwrap();
+        assert_eq!(text, "a\t2\nb\t2\n");
+        assert_eq!(counts.duplicate_chunks, 0);
+
+        // The first block's chunk again (a map task run twice).
+        chunk_of(&*job, 1, (0, 0), &["b", "a", "b"], &mut data);
+        let (again, text_again) = reduce(&data).unwrap();
+        assert_eq!(text_again, text, "the duplicate changes nothing");
+        assert_eq!((again.duplicate_chunks, again.duplicate_records), (1, 3));
+        assert_eq!(again.records_in, counts.records_in);
+    }
+
+    #[test]
+    fn a_chunk_of_another_partition_is_corruption() {
+        let job = JobSpec::WordCount.build().unwrap();
+        let mut data = Vec::new();
+        chunk_of(&*job, 1, (0, 0), &["a"], &mut data);
+        chunk_of(&*job, 2, (0, 4096), &["b"], &mut data);
+        let error = reduce(&data).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Corruption);
+        assert!(error.to_string().contains("part-00001.shuffle"), "{error}");
+    }
+}

@@ -1,0 +1,406 @@
+//! Lost partitions and crashed jobs (seed 003 ch. 6): a partition file
+//! that fails to read, reads back damaged, or is gone is recovered by
+//! mapping the input again, and a job that failed after phase one resumes
+//! at phase two. Faults come through the Fs seam; every recovered or
+//! resumed output must equal a clean run's, byte for byte.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use spillway_core::{Error, ErrorKind, Fs, FsFile, OpenOptions, RealFs, Result};
+use spillway_mapreduce::{output_path, run, JobOptions, JobReport, JobSpec, OutputFormat};
+use spillway_workload::text::{TextParams, TextSize};
+
+/// What a [`FaultyFs`] does to the files it aims at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fault {
+    /// Every read fails with EIO (a failing disk).
+    ReadError,
+    /// Reads return the data with one bit flipped (a disk returning bad
+    /// data that its own checks missed).
+    FlipBit,
+    /// Renames into place fail with EIO (a crash during phase two).
+    RenameError,
+}
+
+/// The real file system, with `fault` applied to paths whose file name
+/// contains `target` (while `armed`).
+#[derive(Debug)]
+struct FaultyFs {
+    inner: RealFs,
+    target: String,
+    fault: Fault,
+    hits: AtomicU64,
+}
+
+impl FaultyFs {
+    fn new(target: &str, fault: Fault) -> Arc<Self> {
+        Arc::new(FaultyFs {
+            inner: RealFs::new(),
+            target: target.into(),
+            fault,
+            hits: AtomicU64::new(0),
+        })
+    }
+
+    fn aims_at(&self, path: &Path) -> bool {
+        path.file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.contains(&self.target))
+    }
+
+    fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+}
+
+fn eio(what: &str) -> Error {
+    Error::io(what.to_string(), std::io::Error::from_raw_os_error(libc::EIO))
+}
+
+impl Fs for FaultyFs {
+    fn open(&self, path: &Path, options: OpenOptions) -> Result<Box<dyn FsFile>> {
+        let file = self.inner.open(path, options)?;
+        if self.aims_at(path) && self.fault != Fault::RenameError {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Box::new(FaultyFile {
+                inner: file,
+                fault: self.fault,
+            }));
+        }
+        Ok(file)
+    }
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        self.inner.sync_dir(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        if self.fault == Fault::RenameError && self.aims_at(to) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Err(eio(&format!("renaming {} (injected)", from.display())));
+        }
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        self.inner.list_dir(path)
+    }
+    fn exists(&self, path: &Path) -> Result<bool> {
+        self.inner.exists(path)
+    }
+    fn file_len(&self, path: &Path) -> Result<u64> {
+        self.inner.file_len(path)
+    }
+}
+
+/// A file of a [`FaultyFs`] whose reads fail or come back damaged.
+#[derive(Debug)]
+struct FaultyFile {
+    inner: Box<dyn FsFile>,
+    fault: Fault,
+}
+
+impl FsFile for FaultyFile {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        match self.fault {
+            Fault::ReadError => Err(eio(&format!("reading {} (injected)", self.path().display()))),
+            Fault::FlipBit => {
+                self.inner.read_exact_at(buf, offset)?;
+                if let Some(byte) = buf.get_mut(buf.len() / 2) {
+                    *byte ^= 0x10;
+                }
+                Ok(())
+            }
+            Fault::RenameError => self.inner.read_exact_at(buf, offset),
+        }
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn append(&self, buf: &[u8]) -> Result<u64> {
+        self.inner.append(buf)
+    }
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> Result<()> {
+        self.inner.sync_data()
+    }
+    fn start_writeback(&self) -> Result<()> {
+        self.inner.start_writeback()
+    }
+    fn allocate(&self, offset: u64, len: u64) -> Result<()> {
+        self.inner.allocate(offset, len)
+    }
+}
+
+fn quiet() -> spillway_mapreduce::Progress {
+    Arc::new(|_, _, _| {})
+}
+
+fn options(dir: &Path) -> JobOptions {
+    JobOptions {
+        memory_bytes: 16 << 20,
+        block_bytes: 64 << 10,
+        sample_bytes: 256 << 10,
+        threads: 2,
+        partitions: 4,
+        ..JobOptions::new(dir.join("tmp"))
+    }
+}
+
+fn text_input(dir: &Path) -> PathBuf {
+    let path = dir.join("text.txt");
+    let params = TextParams {
+        size: TextSize::Bytes(2 << 20),
+        vocabulary_words: 5000,
+        ..TextParams::default()
+    };
+    let mut text = Vec::new();
+    spillway_workload::text::write_text(&params, &mut text).unwrap();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn output_of(output: &Path, report: &JobReport) -> Vec<Vec<u8>> {
+    (0..report.partitions)
+        .map(|partition| std::fs::read(output_path(output, partition, OutputFormat::Text)).unwrap())
+        .collect()
+}
+
+/// A clean run's output, to compare the others with.
+fn clean_run(dir: &Path, input: &Path) -> Vec<Vec<u8>> {
+    let output = dir.join("clean");
+    let report = run(
+        Arc::new(RealFs::new()),
+        JobSpec::WordCount.build().unwrap(),
+        &[input.to_path_buf()],
+        &output,
+        &options(dir),
+        &quiet(),
+    )
+    .unwrap();
+    assert!(report.recovered_partitions.is_empty() && !report.resumed);
+    output_of(&output, &report)
+}
+
+#[test]
+fn a_partition_file_that_fails_to_read_or_reads_back_damaged_is_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = text_input(dir.path());
+    let clean = clean_run(dir.path(), &input);
+    for (fault, name) in [(Fault::ReadError, "read-error"), (Fault::FlipBit, "flip-bit")] {
+        // Only phase one's file of partition 2: its recovery is written
+        // under another name.
+        let fs = FaultyFs::new("part-00002.shuffle", fault);
+        let output = dir.path().join(name);
+        let report = run(
+            fs.clone(),
+            JobSpec::WordCount.build().unwrap(),
+            std::slice::from_ref(&input),
+            &output,
+            &options(dir.path()),
+            &quiet(),
+        )
+        .unwrap();
+        assert_eq!(report.recovered_partitions, vec![2], "{fault:?}");
+        assert_eq!(report.recovery.len(), 1);
+        assert_eq!(
+            report.phase_two.len(),
+            2,
+            "phase two ran again for the recovered partition"
+        );
+        let expected_kind = if fault == Fault::ReadError {
+            "injected"
+        } else {
+            "checksum"
+        };
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|note| note.contains("partition 2") && note.contains(expected_kind)),
+            "{:?}",
+            report.notes
+        );
+        // The recovery read the whole input again and wrote only partition 2.
+        let recovered = &report.recovery[0];
+        assert_eq!(recovered.stage("reader").unwrap().bytes_in, report.input_bytes);
+        assert!(recovered.stage("writer").unwrap().bytes_out < report.intermediate_bytes);
+        assert_eq!(
+            output_of(&output, &report),
+            clean,
+            "{fault:?}: the recovered output equals a clean run's"
+        );
+        assert!(fs.hits() >= 1, "the fault was met");
+    }
+}
+
+#[test]
+fn a_partition_lost_on_every_try_fails_the_job_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = text_input(dir.path());
+    // Every partition-1 file, recovered ones too: a disk that never works.
+    let fs = FaultyFs::new("part-00001.", Fault::ReadError);
+    let error = run(
+        fs,
+        JobSpec::WordCount.build().unwrap(),
+        &[input],
+        &dir.path().join("out"),
+        &options(dir.path()),
+        &quiet(),
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::ResourcesExhausted);
+    let message = error.to_string();
+    assert!(
+        message.contains("[1]") && message.contains("injected"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_job_that_failed_in_phase_two_resumes_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = text_input(dir.path());
+    let clean = clean_run(dir.path(), &input);
+    let output = dir.path().join("out");
+
+    // Partition 3's output cannot be put in place: the job fails after the
+    // other partitions are written.
+    let fs = FaultyFs::new("part-00003.tsv", Fault::RenameError);
+    let error = run(
+        fs.clone(),
+        JobSpec::WordCount.build().unwrap(),
+        std::slice::from_ref(&input),
+        &output,
+        &options(dir.path()),
+        &quiet(),
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("injected"), "{error}");
+    assert!(fs.hits() >= 1);
+    assert!(!output_path(&output, 3, OutputFormat::Text).exists());
+
+    // Run again: phase one is not run, only partition 3 is reduced.
+    let report = run(
+        Arc::new(RealFs::new()),
+        JobSpec::WordCount.build().unwrap(),
+        &[input],
+        &output,
+        &options(dir.path()),
+        &quiet(),
+    )
+    .unwrap();
+    assert!(report.resumed);
+    assert!(report.phase_one.is_none() && report.phase_zero.is_none());
+    assert_eq!(
+        report.phase_two[0].stage("reader").unwrap().units_out,
+        1,
+        "only the missing partition is reduced"
+    );
+    assert_eq!(output_of(&output, &report), clean);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        0,
+        "the work directory is gone"
+    );
+}
+
+#[test]
+fn a_job_over_other_inputs_does_not_resume_anothers_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = text_input(dir.path());
+    let output = dir.path().join("out");
+    let fs = FaultyFs::new("part-00000.tsv", Fault::RenameError);
+    run(
+        fs,
+        JobSpec::WordCount.build().unwrap(),
+        std::slice::from_ref(&input),
+        &output,
+        &options(dir.path()),
+        &quiet(),
+    )
+    .unwrap_err();
+    // The input changed since: the kept work does not match, and the
+    // output directory (which holds partitions of the failed run) is
+    // refused rather than mixed.
+    std::fs::write(&input, "other words\n").unwrap();
+    let error = run(
+        Arc::new(RealFs::new()),
+        JobSpec::WordCount.build().unwrap(),
+        &[input],
+        &output,
+        &options(dir.path()),
+        &quiet(),
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.to_string().contains("already holds"), "{error}");
+}
+
+#[test]
+fn a_damaged_manifest_starts_the_job_afresh_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = text_input(dir.path());
+    let clean = clean_run(dir.path(), &input);
+    let output = dir.path().join("out");
+    let fs = FaultyFs::new("part-00000.tsv", Fault::RenameError);
+    run(
+        fs,
+        JobSpec::WordCount.build().unwrap(),
+        std::slice::from_ref(&input),
+        &output,
+        &options(dir.path()),
+        &quiet(),
+    )
+    .unwrap_err();
+    let work = std::fs::read_dir(dir.path().join("tmp"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let manifest = work.join("job.json");
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    bytes[10] ^= 0x01;
+    std::fs::write(&manifest, bytes).unwrap();
+    // Its output partitions are from the same job, but nothing vouches for
+    // them now: the output must be emptied first.
+    for entry in std::fs::read_dir(&output).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let report = run(
+        Arc::new(RealFs::new()),
+        JobSpec::WordCount.build().unwrap(),
+        &[input],
+        &output,
+        &options(dir.path()),
+        &quiet(),
+    )
+    .unwrap();
+    assert!(!report.resumed);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|note| note.contains("job.json") && note.contains("checksum")),
+        "{:?}",
+        report.notes
+    );
+    assert_eq!(output_of(&output, &report), clean);
+}
