@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod agg;
 mod gensort;
 pub mod kv;
+mod mr;
 mod progress;
 mod sort;
 pub mod stream;
@@ -43,6 +44,8 @@ enum Command {
     Stream(stream::Args),
     /// A WB Tree key-value store: load, get, scan, stats, verify, dump.
     Kv(kv::Args),
+    /// Run a MapReduce job (word count, n-grams, inverted index, PageRank, ...).
+    Mr(mr::Args),
 }
 
 /// Runs the command line `arguments` (the first is the program name) and
@@ -64,6 +67,7 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Agg(args) => agg::run(args),
         Command::Stream(args) => stream::run(args),
         Command::Kv(args) => kv::run(args),
+        Command::Mr(args) => mr::run(args),
     };
     match outcome {
         Ok(code) => code,

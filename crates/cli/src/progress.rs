@@ -52,3 +52,36 @@ pub fn throughput(bytes: u64, elapsed: Duration) -> String {
     };
     format!("{bytes} bytes in {seconds:.3} s: {megabytes_per_second:.1} MB/s")
 }
+
+/// A progress bar per phase of a long job, for engines that report
+/// `(phase, done, total)`: a phase's first report replaces the bar of the
+/// phase before. [`PhaseBars::finish`] clears the last one.
+#[derive(Debug, Clone, Default)]
+pub struct PhaseBars {
+    current: std::sync::Arc<std::sync::Mutex<Option<(String, ProgressBar)>>>,
+}
+
+impl PhaseBars {
+    /// Shows `done` of `total` bytes for `phase`, labelled `label`.
+    pub fn update(&self, label: &'static str, phase: &str, done: u64, total: u64) {
+        let mut current = self.current.lock().unwrap();
+        if current.as_ref().is_none_or(|(name, _)| name != phase) {
+            if let Some((_, old)) = current.take() {
+                old.finish_and_clear();
+            }
+            let bar = bar(total, label);
+            bar.set_message(phase.to_owned());
+            *current = Some((phase.to_owned(), bar));
+        }
+        if let Some((_, bar)) = current.as_ref() {
+            bar.set_position(done);
+        }
+    }
+
+    /// Clears the last bar.
+    pub fn finish(&self) {
+        if let Some((_, bar)) = self.current.lock().unwrap().take() {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,9 +1,8 @@
 //! `spillway sort`: the 2-IO external sort of gensort records.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use indicatif::ProgressBar;
 use spillway_core::fs::parent_directory;
 use spillway_core::RealFs;
 use spillway_sort::{sort_file, SortMode, SortOptions, SortReport};
@@ -68,33 +67,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         direct_io: args.direct,
         ascii: args.ascii,
     };
-    // One bar per phase, replaced when the phase changes.
-    let bars: Arc<Mutex<Option<(String, ProgressBar)>>> = Arc::new(Mutex::new(None));
+    let bars = progress::PhaseBars::default();
     let progress_bars = bars.clone();
     let report = sort_file(
         Arc::new(RealFs::new()),
         &args.input,
         &args.output,
         &options,
-        Arc::new(move |phase: &str, done: u64, total: u64| {
-            let mut current = progress_bars.lock().unwrap();
-            if current.as_ref().is_none_or(|(name, _)| name != phase) {
-                if let Some((_, old)) = current.take() {
-                    old.finish_and_clear();
-                }
-                *current = Some((phase.to_owned(), progress::bar(total, "sort")));
-                if let Some((_, bar)) = current.as_ref() {
-                    bar.set_message(phase.to_owned());
-                }
-            }
-            if let Some((_, bar)) = current.as_ref() {
-                bar.set_position(done);
-            }
-        }),
+        Arc::new(move |phase: &str, done: u64, total: u64| progress_bars.update("sort", phase, done, total)),
     )?;
-    if let Some((_, bar)) = bars.lock().unwrap().take() {
-        bar.finish_and_clear();
-    }
+    bars.finish();
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

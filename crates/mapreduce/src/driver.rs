@@ -76,7 +76,8 @@ pub struct JobOptions {
     pub input_format: Option<InputFormat>,
     /// The output format.
     pub output_format: OutputFormat,
-    /// Bytes of input per block.
+    /// Bytes of input per block; 0 takes a sixteenth of the memory budget,
+    /// at most 8 MiB.
     pub block_bytes: u64,
     /// Bytes of input phase zero maps (spread over evenly spaced blocks).
     pub sample_bytes: u64,
@@ -90,7 +91,8 @@ pub struct JobOptions {
 
 impl JobOptions {
     /// Defaults: 1 GiB, every core, phase zero chooses range partitions,
-    /// 8 MiB blocks, a 64 MiB sample, text output.
+    /// blocks of a sixteenth of the memory (at most 8 MiB), a 64 MiB sample,
+    /// text output.
     pub fn new(tmp_dir: impl Into<PathBuf>) -> Self {
         JobOptions {
             memory_bytes: 1 << 30,
@@ -100,11 +102,23 @@ impl JobOptions {
             partitioning: Partitioning::Range,
             input_format: None,
             output_format: OutputFormat::Text,
-            block_bytes: 8 << 20,
+            block_bytes: 0,
             sample_bytes: 64 << 20,
             combiner_bytes: 32 << 20,
             limits: RecordLimits::default(),
             sync: true,
+        }
+    }
+
+    /// These options with the defaults that depend on others filled in.
+    fn resolved(&self) -> JobOptions {
+        let block_bytes = match self.block_bytes {
+            0 => (self.memory_bytes / 16).clamp(4096, 8 << 20),
+            bytes => bytes,
+        };
+        JobOptions {
+            block_bytes,
+            ..self.clone()
         }
     }
 
@@ -237,6 +251,7 @@ pub fn run(
 ) -> Result<JobReport> {
     let started = Instant::now();
     let io_before = IoCounters::read_self().ok();
+    let options = &options.resolved();
     options.validate()?;
     let format = options.input_format.unwrap_or_else(|| job.input_format());
     let inputs = Arc::new(Inputs::open(&*fs, inputs, format)?);
