@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 mod agg;
 mod errors;
 mod kv;
+mod mapreduce;
 mod sort;
 mod stream;
 
@@ -43,6 +44,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<stream::PyStreamIndex>()?;
     module.add_class::<kv::PyKv>()?;
     module.add_class::<kv::PyKvScan>()?;
+    module.add_function(wrap_pyfunction!(mapreduce::mapreduce_run, module)?)?;
     module.add_function(wrap_pyfunction!(stream::stream_encode_i64, module)?)?;
     module.add_function(wrap_pyfunction!(stream::stream_decode_i64, module)?)?;
     module.add_function(wrap_pyfunction!(stream::stream_encode_f64, module)?)?;

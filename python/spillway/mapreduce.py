@@ -1,0 +1,168 @@
+"""MapReduce on one node: Themis's phases zero, one and two.
+
+Every input byte is read once, every intermediate record written and read
+once, every output record written once. A job writes one file per partition
+into its output directory (``part-NNNNN.tsv``, or ``.kv`` for binary
+output), in key order across the files with range partitioning.
+
+Built-in jobs are named (``"wordcount"``, ``"ngram"``, ``"inverted_index"``,
+``"kmer"``, ``"grep"``, ``"sort"``, ``"sessionize"``, ``"pagerank"``) and run
+at full speed:
+
+>>> import spillway.mapreduce as mr
+>>> report = mr.run("wordcount", ["corpus.txt"], "counts")     # doctest: +SKIP
+>>> report.output_records                                       # doctest: +SKIP
+48213
+
+Any other name with ``map`` and ``reduce`` callables runs a Python job:
+``map(key, value)`` and ``reduce(key, values)`` return iterables of
+``(key, value)`` pairs of bytes. This is the slow path: every call holds the
+GIL, so Python jobs run one call at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from . import _native
+
+PathLike = Union[str, "os.PathLike[str]"]
+Pairs = Optional[Iterable[Tuple[bytes, bytes]]]
+
+BUILT_IN_JOBS = ("wordcount", "ngram", "inverted_index", "kmer", "grep", "sort", "sessionize", "pagerank")
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What a job did; ``details`` holds the whole report (stage tables,
+    phase zero's sample, the I/O counters)."""
+
+    job: str
+    input_bytes: int
+    input_records: int
+    map_records: int
+    intermediate_bytes: int
+    intermediate_records: int
+    output_records: int
+    output_bytes: int
+    partitions: int
+    resumed: bool
+    recovered_partitions: List[int]
+    notes: List[str]
+    seconds: float
+    details: Dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def _from_json(cls, report: Dict[str, Any]) -> "JobReport":
+        names = [name for name in cls.__dataclass_fields__ if name not in ("seconds", "details")]
+        return cls(**{name: report[name] for name in names}, seconds=report["elapsed"], details=report)
+
+
+def _spec(job: str, n, k, pattern, gap_ms, vertices, damping) -> str:
+    def needs(value, flag):
+        if value is None:
+            raise _invalid(f"job {job} needs {flag}=")
+        return value
+
+    specs = {
+        "wordcount": lambda: {"job": "word_count"},
+        "ngram": lambda: {"job": "ngram_count", "n": needs(n, "n")},
+        "inverted_index": lambda: {"job": "inverted_index"},
+        "kmer": lambda: {"job": "kmer_count", "k": needs(k, "k")},
+        "grep": lambda: {"job": "grep", "pattern": needs(pattern, "pattern")},
+        "sort": lambda: {"job": "sort"},
+        "sessionize": lambda: {"job": "sessionize", "gap_ms": needs(gap_ms, "gap_ms")},
+        "pagerank": lambda: {"job": "page_rank", "vertices": needs(vertices, "vertices"), "damping": damping},
+    }
+    if job not in specs:
+        raise _invalid(f"unknown job {job!r}; the built-in jobs are {', '.join(BUILT_IN_JOBS)} (or give map= and reduce=)")
+    return json.dumps(specs[job]())
+
+
+def _invalid(message: str) -> Exception:
+    from .errors import InvalidArgumentError
+
+    return InvalidArgumentError(message)
+
+
+def run(
+    job: str,
+    inputs: Sequence[PathLike],
+    output: PathLike,
+    *,
+    map: Optional[Callable[[bytes, bytes], Pairs]] = None,
+    reduce: Optional[Callable[[bytes, List[bytes]], Pairs]] = None,
+    n: Optional[int] = None,
+    k: Optional[int] = None,
+    pattern: Optional[str] = None,
+    gap_ms: Optional[int] = None,
+    vertices: Optional[int] = None,
+    damping: float = 0.85,
+    iterations: int = 10,
+    memory: int = 1 << 30,
+    tmp: Optional[PathLike] = None,
+    threads: int = 0,
+    partitions: int = 0,
+    partitioning: str = "range",
+    input_format: Optional[str] = None,
+    output_format: str = "text",
+    block_size: int = 0,
+    sync: bool = True,
+) -> Union[JobReport, List[JobReport]]:
+    """Run ``job`` over ``inputs``, writing its output files into ``output``.
+
+    Parameters of the built-in jobs: ``n`` (ngram), ``k`` (kmer),
+    ``pattern`` (grep), ``gap_ms`` (sessionize), ``vertices``, ``damping``
+    and ``iterations`` (pagerank, which returns a list of reports: its
+    first job builds the graph, then one per iteration).
+
+    Options: ``memory`` (bytes for data buffers), ``tmp`` (directory of the
+    partition files; default beside the output), ``threads`` (0 = all
+    cores), ``partitions`` (0 = chosen from a sample), ``partitioning``
+    (``"range"`` or ``"hash"``), ``input_format`` (``text``, ``tsv``,
+    ``csv``, ``gensort`` or ``kv``; default the job's, text for Python
+    jobs), ``output_format`` (``text`` or ``kv``), ``block_size`` (bytes of
+    input per block; 0 = a sixteenth of ``memory``, at most 8 MiB),
+    ``sync`` (fdatasync the files).
+
+    A job that fails after its first pass over the input can be resumed by
+    running it again with the same inputs, output and ``tmp``. Errors raise
+    the exception of their kind (``spillway.InvalidArgumentError`` for bad
+    input...); an exception raised by a Python ``map`` or ``reduce`` is
+    raised again as it was.
+    """
+    if (map is None) != (reduce is None):
+        raise _invalid("a Python job needs both map= and reduce=")
+    spec = job if map is not None else _spec(job, n, k, pattern, gap_ms, vertices, damping)
+    reports = json.loads(
+        _native.mapreduce_run(
+            spec,
+            [os.fspath(path) for path in inputs],
+            os.fspath(output),
+            map=map,
+            reduce=reduce,
+            iterations=iterations,
+            memory=memory,
+            tmp=None if tmp is None else os.fspath(tmp),
+            threads=threads,
+            partitions=partitions,
+            partitioning=partitioning,
+            input_format=input_format,
+            output_format=output_format,
+            block_size=block_size,
+            sync=sync,
+        )
+    )
+    if isinstance(reports, list):
+        return [JobReport._from_json(report) for report in reports]
+    return JobReport._from_json(reports)
+
+
+def output_files(output: PathLike) -> List[str]:
+    """The output files a job wrote into ``output``, in partition order."""
+    directory = os.fspath(output)
+    names = sorted(name for name in os.listdir(directory) if name.startswith("part-") and not name.endswith(".partial"))
+    return [os.path.join(directory, name) for name in names]
