@@ -218,12 +218,7 @@ fn describe(report: &JobReport) -> String {
     for note in &report.notes {
         text += &format!("note: {note}\n");
     }
-    let phases = report
-        .phase_one
-        .iter()
-        .chain(&report.recovery)
-        .chain(&report.phase_two);
-    for phase in phases {
+    for phase in &report.phases {
         text += &format!("\n{}", phase.table());
     }
     text

@@ -204,12 +204,10 @@ pub struct JobReport {
     pub notes: Vec<String>,
     /// Phase zero, if it ran.
     pub phase_zero: Option<PhaseZeroReport>,
-    /// Phase one's stages (`None` when the job resumed after it).
-    pub phase_one: Option<PhaseReport>,
-    /// Each recovery's phase one.
-    pub recovery: Vec<PhaseReport>,
-    /// Phase two's stages: its first run, then one run per recovery.
-    pub phase_two: Vec<PhaseReport>,
+    /// The stage tables of every phase that ran, in order: phase one
+    /// (unless the job resumed after it), phase two, then for each
+    /// recovery its phase one ("recovery: ...") and phase two again.
+    pub phases: Vec<PhaseReport>,
     /// Bytes this process read and wrote during the job (`/proc/self/io`),
     /// where the system reports them.
     pub io: Option<IoCounters>,
@@ -333,10 +331,11 @@ pub fn run(
         }
     }
     let mut totals = Reduced::default();
-    let mut recovery = Vec::new();
+    let mut phases: Vec<PhaseReport> = phase_one_report.into_iter().collect();
     let mut recovered_partitions = Vec::new();
     for round in 1.. {
         let reduced = phase_two(&fs, &job, &files, &pending, output, options, threads, progress)?;
+        phases.extend(reduced.reports.iter().cloned());
         let lost = totals.add(reduced);
         if lost.is_empty() {
             break;
@@ -363,7 +362,7 @@ pub fn run(
         }
         manifest.shuffled = Some(files.clone());
         manifest.store(&*fs, &work.path)?;
-        recovery.push(report);
+        phases.push(report);
         recovered_partitions.extend(&partitions_lost);
         pending = partitions_lost;
     }
@@ -393,9 +392,7 @@ pub fn run(
         recovered_partitions,
         notes,
         phase_zero,
-        phase_one: phase_one_report,
-        recovery,
-        phase_two: totals.reports,
+        phases,
         io,
         elapsed: started.elapsed(),
     })
