@@ -180,12 +180,14 @@ impl<'a> MapOutput<'a> {
         let combiner = self.combiner.as_deref_mut().expect("checked above");
         match combiner.aggregator.insert(key, value) {
             Err(error) if error.kind() == ErrorKind::ResourcesExhausted => {
-                // The insert that crossed the budget was kept; empty the
-                // combiner into the buffers and start a smaller one.
+                // Past its budget the aggregator refuses the insert (the
+                // one before crossed it): empty it into the buffers, start
+                // a fresh one (the full one's memory is freed), and insert
+                // the value there.
                 self.flush()?;
                 let combiner = self.combiner.as_deref_mut().expect("checked above");
                 combiner.aggregator = HashAggregator::new(combiner.function.clone(), combiner.memory_bytes);
-                Ok(())
+                combiner.aggregator.insert(key, value)
             }
             outcome => outcome,
         }

@@ -138,11 +138,17 @@ fn ngram_count_counts_word_runs_within_lines() {
         }
     }
     let output = dir.path().join("out");
+    // A combiner far smaller than a block's distinct n-grams: it fills and
+    // is emptied many times within each block.
+    let options = JobOptions {
+        combiner_bytes: 1 << 16,
+        ..small_options(dir.path())
+    };
     let report = run_job(
         JobSpec::NgramCount { n: 3 }.build().unwrap(),
         &[input],
         &output,
-        &small_options(dir.path()),
+        &options,
     );
     let counted: BTreeMap<String, u64> =
         tsv_lines(&read_output(&output, report.partitions, OutputFormat::Text))
