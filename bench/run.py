@@ -1298,14 +1298,25 @@ def write_index(out_dir: Path) -> None:
         "| workload | headline | other ratios | data | cache | measured |",
         "|---|---|---|---|---|---|",
     ]
+    # Reports of the benchmarks with drivers of their own (bench/agg.py, kv.py, stream.py):
+    # their own tables, listed after the run.py workloads.
+    others: list[str] = []
     for json_path in sorted(out_dir.glob("*.json")):
         try:
             report = json.loads(json_path.read_text())
             name = report["workload"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        try:
             parts = parts_of(report)
             for part in parts:
                 part["comparisons"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
+            if "date" in report:
+                others.append(
+                    f"- [{name}]({name}.md): `bench/{name}.py`, measured {report['date']} at commit "
+                    f"{report.get('commit', 'unknown')}; its targets and ratios are in the page."
+                )
             continue
         for part in parts:
             texts = [f"{c['contender']} / {c['peer']}: **{c['ratio']:.2f}**" for c in part["comparisons"]]
@@ -1321,6 +1332,8 @@ def write_index(out_dir: Path) -> None:
                 f"| [{name}]({name}.md) | {headline} | {'; '.join(texts[1:])} | {data} "
                 f"| {report['cache']} | {report['generated_at'][:10]} |"
             )
+    if others:
+        lines += ["", "Benchmarks with drivers of their own (see `bench/README.md`):", "", *others]
     (out_dir / "README.md").write_text("\n".join(lines) + "\n")
 
 
