@@ -25,7 +25,8 @@ use spillway_core::{
     ensure, hash64, worker_threads, DirectoryLock, Error, ErrorKind, Fs, FsFile, IoCounters, Result,
 };
 use spillway_pipeline::{
-    Allocation, BufferPool, MemoryQuota, PhaseBuilder, PhaseReport, StageSpec, WorkUnit, Worker,
+    Allocation, BufferPool, DiskScheduler, MemoryQuota, PhaseBuilder, PhaseReport, StageSpec, WorkUnit,
+    Worker,
 };
 
 use crate::chunk::{self, CHUNK_HEADER_BYTES};
@@ -55,6 +56,8 @@ const SAMPLE_KEYS: usize = 100_000;
 /// Intermediate bytes from which phase zero makes at least a partition
 /// per thread, so that every reducer has one.
 const PARALLEL_REDUCE_BYTES: u64 = 256 << 10;
+/// Write tokens of the disk: writes the writer may have in flight.
+const WRITE_TOKENS: usize = 2;
 /// Writers ask the kernel to start writing back every this many bytes.
 const WRITEBACK_BYTES: u64 = 32 << 20;
 
@@ -649,7 +652,14 @@ fn phase_one(
         "recovery: map again, keep the lost partitions"
     });
     let (read_producer, read_consumer) = phase.queue::<ReadBlock>("blocks", BLOCKS_IN_FLIGHT);
-    let (mapped_producer, mapped_consumer) = phase.queue::<MappedBlock>("chunks", MAPPED_IN_FLIGHT);
+    let (mapped_producer, mapped_consumer) =
+        phase.queue::<(MappedBlock, Allocation)>("chunks", MAPPED_IN_FLIGHT);
+    // Themis's quota between a producer and a consumer: mapped blocks hold
+    // at most a quarter of the budget on their way to the writer (a block
+    // whose output is larger takes the whole quota, alone).
+    let mapped_quota = MemoryQuota::new("mapped blocks", options.memory_bytes / 4);
+    // The node's one disk: its write tokens keep the writer's writes large.
+    let disks = DiskScheduler::new(1, WRITE_TOKENS);
     // A line block is read on past its end to finish its last line.
     let pool = BufferPool::new(
         "input blocks",
@@ -749,7 +759,9 @@ fn phase_one(
                             .push((partition, start..mapped.bytes.len(), buffer.records()));
                         buffer.clear();
                     }
-                    worker.send(&mapped_producer, mapped)?;
+                    let charge = (mapped.bytes.len() as u64).min(mapped_quota.capacity_bytes());
+                    let memory = worker.allocate(&mapped_quota, charge)?;
+                    worker.send(&mapped_producer, (mapped, memory))?;
                 }
                 Ok(())
             }
@@ -764,15 +776,22 @@ fn phase_one(
             let mut writers: Vec<ShuffleWriter> = (0..partitions)
                 .map(|partition| ShuffleWriter::new(shuffle_path(&work_dir, partition, round)))
                 .collect();
-            while let Some(mapped) = worker.recv(&mapped_consumer)? {
+            while let Some((mapped, _memory)) = worker.recv(&mapped_consumer)? {
                 for (partition, range, records) in &mapped.chunks {
-                    writers[*partition].append(&*fs, &mapped.bytes[range.clone()], *records)?;
+                    let writer = &mut writers[*partition];
+                    writer.append(&mapped.bytes[range.clone()], *records);
+                    if writer.is_due() {
+                        let _token = worker.write_token(&disks, 0)?;
+                        writer.write(&*fs)?;
+                    }
                 }
                 worker.count_out(mapped.bytes.len() as u64);
             }
             let mut done = Vec::with_capacity(partitions);
-            for writer in writers {
-                done.push(writer.finish(&*fs, sync)?);
+            for mut writer in writers {
+                let _token = worker.write_token(&disks, 0)?;
+                writer.write(&*fs)?;
+                done.push(writer.finish(sync)?);
             }
             *files.lock().unwrap() = done;
             Ok(())
@@ -813,13 +832,14 @@ impl ShuffleWriter {
         }
     }
 
-    fn append(&mut self, fs: &dyn Fs, chunk: &[u8], records: u64) -> Result<()> {
+    fn append(&mut self, chunk: &[u8], records: u64) {
         self.pending.extend_from_slice(chunk);
         self.records += records;
-        if self.pending.len() >= PARTITION_WRITE_BYTES {
-            self.write(fs)?;
-        }
-        Ok(())
+    }
+
+    /// Whether enough is pending for one large write.
+    fn is_due(&self) -> bool {
+        self.pending.len() >= PARTITION_WRITE_BYTES
     }
 
     fn write(&mut self, fs: &dyn Fs) -> Result<()> {
@@ -841,8 +861,9 @@ impl ShuffleWriter {
         Ok(())
     }
 
-    fn finish(mut self, fs: &dyn Fs, sync: bool) -> Result<ShuffleFile> {
-        self.write(fs)?;
+    /// Syncs the file, once everything pending is written.
+    fn finish(self, sync: bool) -> Result<ShuffleFile> {
+        debug_assert!(self.pending.is_empty(), "the last write came first");
         if let (Some(file), true) = (&self.file, sync) {
             file.sync_data()?;
         }

@@ -646,3 +646,58 @@ fn pagerank_iterations_equal_an_in_memory_computation() {
         );
     }
 }
+
+/// A job whose map output is 32 times its input: each line, under 32 keys.
+#[derive(Debug)]
+struct Repeat;
+
+impl Job for Repeat {
+    fn name(&self) -> String {
+        "repeat".into()
+    }
+
+    fn map(&self, record: &InputRecord<'_>, out: &mut MapOutput<'_>) -> spillway_core::Result<()> {
+        for copy in 0..32u8 {
+            out.emit_parts(&[copy], &[record.value])?;
+        }
+        Ok(())
+    }
+
+    fn reduce(&self, key: &[u8], values: Values<'_>, out: &mut PairBuf) -> spillway_core::Result<()> {
+        let bytes: usize = values.map(<[u8]>::len).sum();
+        out.push(key, bytes.to_string().as_bytes());
+        Ok(())
+    }
+
+    fn write_text(&self, key: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(format!("{}\t", key[0]).as_bytes());
+        out.extend_from_slice(value);
+        out.push(b'\n');
+    }
+}
+
+#[test]
+fn a_block_whose_output_passes_the_mapped_quota_still_goes_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("text.txt");
+    let text = write_text(&input, 2 << 20, 3);
+    // 1 MiB blocks make 32 MiB of map output each, past the quarter of the
+    // 64 MiB budget that mapped blocks may hold.
+    let options = JobOptions {
+        memory_bytes: 64 << 20,
+        block_bytes: 1 << 20,
+        partitions: 2,
+        ..small_options(dir.path())
+    };
+    let output = dir.path().join("out");
+    let report = run_job(Arc::new(Repeat), &[input], &output, &options);
+    let line_bytes: usize = String::from_utf8(text).unwrap().lines().map(str::len).sum();
+    let totals = tsv_lines(&read_output(&output, report.partitions, OutputFormat::Text));
+    assert_eq!(totals.len(), 32);
+    assert!(
+        totals
+            .iter()
+            .all(|(_, bytes)| bytes.parse::<usize>().unwrap() == line_bytes),
+        "{totals:?}"
+    );
+}
