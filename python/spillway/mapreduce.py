@@ -125,7 +125,7 @@ def run(
     (``"range"`` or ``"hash"``), ``input_format`` (``text``, ``tsv``,
     ``csv``, ``gensort`` or ``kv``; default the job's, text for Python
     jobs), ``output_format`` (``text`` or ``kv``), ``block_size`` (bytes of
-    input per block; 0 = a sixteenth of ``memory``, at most 8 MiB),
+    input per block; 0 = a 32nd of ``memory``, at most 32 MiB),
     ``sync`` (fdatasync the files).
 
     A job that fails after its first pass over the input can be resumed by

@@ -77,7 +77,7 @@ pub struct Args {
     /// range (ordered output) or hash.
     #[arg(long, default_value = "range")]
     partitioning: String,
-    /// Bytes of input per block (default: a sixteenth of --memory, at most 8M).
+    /// Bytes of input per block (default: a 32nd of --memory, at most 32M).
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = parse_count)]
     block_size: u64,
     /// Mapper and reducer threads (0 = all cores).

@@ -30,15 +30,16 @@ use spillway_pipeline::{
 };
 
 use crate::chunk::{self, CHUNK_HEADER_BYTES};
+use crate::combine::Combiner;
 use crate::input::{Block, InputFormat, Inputs};
 use crate::job::Job;
 use crate::manifest::{JobManifest, ShuffleFile};
-use crate::map::{map_block, map_records, Combiner, MapOutput, RecordLimits};
+use crate::map::{map_block, map_records, MapOutput, RecordLimits};
 use crate::output::{output_path, OutputFormat, PartitionWriter};
 use crate::partition::{KeySample, Partitioner, Partitioning};
 use crate::record::PairBuf;
 use crate::reduce::{reduce_memory_bytes, reduce_partition, ReduceScratch};
-use crate::sort::SortAlgorithm;
+use crate::sort::{SortAlgorithm, KEY_BYTES_MAX};
 
 /// Reports progress: (what, done, total) in bytes.
 pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
@@ -46,7 +47,7 @@ pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 /// Most partitions of a job: phase one keeps one file open per partition.
 pub const PARTITIONS_MAX: usize = 1000;
 /// Blocks read ahead of the mappers.
-const BLOCKS_IN_FLIGHT: usize = 4;
+const BLOCKS_IN_FLIGHT: usize = 2;
 /// Mapped blocks queued for the writer.
 const MAPPED_IN_FLIGHT: usize = 4;
 /// Bytes the writer gathers per partition before it writes.
@@ -79,10 +80,12 @@ pub struct JobOptions {
     pub input_format: Option<InputFormat>,
     /// The output format.
     pub output_format: OutputFormat,
-    /// Bytes of input per block; 0 takes a sixteenth of the memory budget,
-    /// at most 8 MiB.
+    /// Bytes of input per block; 0 takes a 32nd of the memory budget, at
+    /// most 32 MiB. An aggregate job's combiner is emptied at the end of
+    /// each block, so larger blocks shuffle fewer records.
     pub block_bytes: u64,
-    /// Bytes of input phase zero maps (spread over evenly spaced blocks).
+    /// Bytes of input phase zero maps (spread over evenly spaced blocks);
+    /// 0 takes a 64th of the input, from one block to 64 MiB.
     pub sample_bytes: u64,
     /// Memory of each mapper's combiner.
     pub combiner_bytes: u64,
@@ -94,8 +97,8 @@ pub struct JobOptions {
 
 impl JobOptions {
     /// Defaults: 1 GiB, every core, phase zero chooses range partitions,
-    /// blocks of a sixteenth of the memory (at most 8 MiB), a 64 MiB sample,
-    /// text output.
+    /// blocks of a 32nd of the memory (at most 32 MiB), a sample of a 64th
+    /// of the input (at most 64 MiB), text output.
     pub fn new(tmp_dir: impl Into<PathBuf>) -> Self {
         JobOptions {
             memory_bytes: 1 << 30,
@@ -106,21 +109,27 @@ impl JobOptions {
             input_format: None,
             output_format: OutputFormat::Text,
             block_bytes: 0,
-            sample_bytes: 64 << 20,
+            sample_bytes: 0,
             combiner_bytes: 32 << 20,
             limits: RecordLimits::default(),
             sync: true,
         }
     }
 
-    /// These options with the defaults that depend on others filled in.
-    fn resolved(&self) -> JobOptions {
+    /// These options with the defaults that depend on others (and on the
+    /// input's size) filled in.
+    fn resolved(&self, input_bytes: u64) -> JobOptions {
         let block_bytes = match self.block_bytes {
-            0 => (self.memory_bytes / 16).clamp(4096, 8 << 20),
+            0 => (self.memory_bytes / 32).clamp(4096, 32 << 20),
+            bytes => bytes,
+        };
+        let sample_bytes = match self.sample_bytes {
+            0 => (input_bytes / 64).clamp(block_bytes, (64 << 20).max(block_bytes)),
             bytes => bytes,
         };
         JobOptions {
             block_bytes,
+            sample_bytes,
             ..self.clone()
         }
     }
@@ -132,7 +141,7 @@ impl JobOptions {
             "a job needs a memory budget of at least 16 MiB"
         );
         ensure!(
-            self.block_bytes >= 4096 && self.block_bytes <= self.memory_bytes / 16,
+            self.block_bytes == 0 || (self.block_bytes >= 4096 && self.block_bytes <= self.memory_bytes / 16),
             InvalidArgument,
             "the block size ({} bytes) must be at least 4 KiB and at most a sixteenth of the memory budget ({} bytes)",
             self.block_bytes,
@@ -153,6 +162,12 @@ impl JobOptions {
             self.limits.key_bytes_max >= 1 && self.limits.value_bytes_max >= 1,
             InvalidArgument,
             "the record limits must be positive"
+        );
+        ensure!(
+            self.limits.key_bytes_max <= KEY_BYTES_MAX,
+            InvalidArgument,
+            "keys of up to {} bytes are more than phase two sorts ({KEY_BYTES_MAX} bytes at most)",
+            self.limits.key_bytes_max
         );
         Ok(())
     }
@@ -252,10 +267,11 @@ pub fn run(
 ) -> Result<JobReport> {
     let started = Instant::now();
     let io_before = IoCounters::read_self().ok();
-    let options = &options.resolved();
     options.validate()?;
     let format = options.input_format.unwrap_or_else(|| job.input_format());
     let inputs = Arc::new(Inputs::open(&*fs, inputs, format)?);
+    let options = &options.resolved(inputs.total_bytes());
+    options.validate()?;
     let threads = worker_threads(options.threads);
     let blocks = Arc::new(inputs.blocks(options.block_bytes)?);
     fs.create_dir_all(output)?;

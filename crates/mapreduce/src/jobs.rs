@@ -76,7 +76,7 @@ impl JobSpec {
         Ok(match self {
             JobSpec::WordCount => Arc::new(NgramCount {
                 n: 1,
-                count: function("count")?,
+                count: function("sum")?,
             }),
             JobSpec::NgramCount { n } => {
                 ensure!(
@@ -86,7 +86,7 @@ impl JobSpec {
                 );
                 Arc::new(NgramCount {
                     n: *n,
-                    count: function("count")?,
+                    count: function("sum")?,
                 })
             }
             JobSpec::InvertedIndex => Arc::new(InvertedIndex),
@@ -98,7 +98,7 @@ impl JobSpec {
                 );
                 Arc::new(KmerCount {
                     k: *k,
-                    count: function("count")?,
+                    count: function("sum")?,
                 })
             }
             JobSpec::Grep { pattern } => {

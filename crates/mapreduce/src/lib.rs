@@ -37,6 +37,7 @@
 //! Formats, invariants and recovery are in the crate's `DESIGN.md`.
 
 pub mod chunk;
+mod combine;
 mod driver;
 mod input;
 mod iterate;
@@ -50,13 +51,14 @@ mod record;
 mod reduce;
 mod sort;
 
+pub use combine::Combiner;
 pub use driver::{run, JobOptions, JobReport, PhaseZeroReport, Progress, PARTITIONS_MAX};
 pub use input::{Block, InputFormat, Inputs, GENSORT_KEY_BYTES, GENSORT_RECORD_BYTES};
 pub use iterate::{run_pagerank, PageRankParams};
 pub use job::{InputRecord, Job, Values};
 pub use jobs::JobSpec;
 pub use manifest::{JobManifest, ShuffleFile};
-pub use map::{map_block, map_records, Combiner, MapCounts, MapOutput, RecordLimits};
+pub use map::{map_block, map_records, MapCounts, MapOutput, RecordLimits};
 pub use output::{output_path, write_output, OutputFormat, PartitionWriter};
 pub use partition::{KeySample, Partitioner, Partitioning};
 pub use record::{count_pairs, Pair, PairBuf, Pairs};

@@ -2,11 +2,10 @@
 //! (and of phase zero's sample, and of recovery), callable on its own so a
 //! distributed driver can run it anywhere.
 
-use std::sync::Arc;
+use spillway_agg::Value;
+use spillway_core::{ensure, Error, Result};
 
-use spillway_agg::{AggregateFunction, HashAggregator, Value};
-use spillway_core::{ensure, Error, ErrorKind, Result};
-
+use crate::combine::Combiner;
 use crate::input::{Block, Inputs};
 use crate::job::{InputRecord, Job};
 use crate::partition::{KeySample, Partitioner};
@@ -27,34 +26,6 @@ impl Default for RecordLimits {
             key_bytes_max: 64 << 10,
             value_bytes_max: 64 << 20,
         }
-    }
-}
-
-/// Phase one's combiner: the partial aggregates of the keys one mapper
-/// emitted since its last flush (the end of each block), in the hash
-/// aggregator of `agg`.
-#[derive(Debug)]
-pub struct Combiner {
-    function: Arc<dyn AggregateFunction>,
-    aggregator: HashAggregator,
-    memory_bytes: u64,
-    flushes: u64,
-}
-
-impl Combiner {
-    /// A combiner of `function` holding at most about `memory_bytes`.
-    pub fn new(function: Arc<dyn AggregateFunction>, memory_bytes: u64) -> Self {
-        Combiner {
-            aggregator: HashAggregator::new(function.clone(), memory_bytes),
-            function,
-            memory_bytes,
-            flushes: 0,
-        }
-    }
-
-    /// Times the combiner was emptied into the partition buffers.
-    pub fn flushes(&self) -> u64 {
-        self.flushes
     }
 }
 
@@ -176,21 +147,16 @@ impl<'a> MapOutput<'a> {
         if let Some(sample) = self.sample.as_deref_mut() {
             sample.offer(key);
         }
-        // Routed when the combiner is flushed: once per key, not per value.
-        let combiner = self.combiner.as_deref_mut().expect("checked above");
-        match combiner.aggregator.insert(key, value) {
-            Err(error) if error.kind() == ErrorKind::ResourcesExhausted => {
-                // Past its budget the aggregator refuses the insert (the
-                // one before crossed it): empty it into the buffers, start
-                // a fresh one (the full one's memory is freed), and insert
-                // the value there.
-                self.flush()?;
-                let combiner = self.combiner.as_deref_mut().expect("checked above");
-                combiner.aggregator = HashAggregator::new(combiner.function.clone(), combiner.memory_bytes);
-                combiner.aggregator.insert(key, value)
-            }
-            outcome => outcome,
+        // Routed when the combiner is drained: once per key, not per value.
+        while !self
+            .combiner
+            .as_deref_mut()
+            .expect("checked above")
+            .try_insert(key, value)?
+        {
+            self.flush()?;
         }
+        Ok(())
     }
 
     /// Writes the combiner's partial aggregates into the partition buffers
@@ -199,18 +165,14 @@ impl<'a> MapOutput<'a> {
         let Some(combiner) = self.combiner.as_deref_mut() else {
             return Ok(());
         };
-        if combiner.aggregator.is_empty() {
-            return Ok(());
-        }
-        for (key, state) in combiner.aggregator.states() {
-            let partition = self.partitioner.partition_of(self.job, key)?;
-            if self.keep.is_none_or(|keep| keep[partition]) {
-                self.buffers[partition].push(key, state);
+        let (job, partitioner, keep, buffers) = (self.job, self.partitioner, self.keep, &mut *self.buffers);
+        combiner.drain(|key, state| {
+            let partition = partitioner.partition_of(job, key)?;
+            if keep.is_none_or(|keep| keep[partition]) {
+                buffers[partition].push(key, state);
             }
-        }
-        combiner.aggregator.clear();
-        combiner.flushes += 1;
-        Ok(())
+            Ok(())
+        })
     }
 }
 

@@ -128,7 +128,7 @@ pub fn reduce_partition(
                 .take_while(|entry| same_key(data, &first, entry))
                 .count();
         let group = &entries[group_start..group_end];
-        let key = first.pair(data).key;
+        let key = first.key(data);
         keys += 1;
         match &aggregate {
             Some(function) => {

@@ -26,13 +26,19 @@ use spillway_core::{ensure, Result};
 use crate::record::{pair_at, Pair, Pairs};
 
 /// A record of a partition being sorted: its key's first 8 bytes, where
-/// its framing starts in the partition's data, and its key's length.
+/// its framing starts in the partition's data, and, packed in one word,
+/// its key's length (low 24 bits) and where its key starts from there
+/// (high 8 bits), so that comparisons reach the key without decoding the
+/// framing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     prefix: u64,
     at: u32,
-    key_len: u32,
+    key_len_and_start: u32,
 }
+
+/// The longest key an [`Entry`] can point at: its length has 24 bits.
+pub const KEY_BYTES_MAX: usize = (1 << 24) - 1;
 
 impl Entry {
     /// The record this entry points at in `data`.
@@ -40,11 +46,27 @@ impl Entry {
         pair_at(data, self.at as usize)
     }
 
-    fn of(pair: &Pair<'_>) -> Entry {
+    /// The key of the record this entry points at in `data`.
+    pub fn key<'a>(&self, data: &'a [u8]) -> &'a [u8] {
+        let start = self.at as usize + (self.key_len_and_start >> 24) as usize;
+        &data[start..start + self.key_len()]
+    }
+
+    fn key_len(&self) -> usize {
+        (self.key_len_and_start & 0x00ff_ffff) as usize
+    }
+
+    fn of(pair: &Pair<'_>, data: &[u8]) -> Entry {
+        assert!(
+            pair.key.len() <= KEY_BYTES_MAX,
+            "a key of {} bytes",
+            pair.key.len()
+        );
+        let key_start = pair.key.as_ptr() as usize - data.as_ptr() as usize - pair.at;
         Entry {
             prefix: prefix_of(pair.key),
             at: pair.at as u32,
-            key_len: pair.key.len() as u32,
+            key_len_and_start: (key_start as u32) << 24 | pair.key.len() as u32,
         }
     }
 }
@@ -88,10 +110,13 @@ pub fn entries_of(data: &[u8], segments: &[std::ops::Range<usize>], entries: &mu
         let base = segment.start;
         for pair in Pairs::new(&data[segment.clone()]) {
             let pair = pair.expect("the chunk was checked");
-            entries.push(Entry::of(&Pair {
-                at: base + pair.at,
-                ..pair
-            }));
+            entries.push(Entry::of(
+                &Pair {
+                    at: base + pair.at,
+                    ..pair
+                },
+                data,
+            ));
         }
     }
     Ok(())
@@ -104,8 +129,8 @@ pub fn radix_sortable(entries: &[Entry], secondary_key_bytes: usize) -> bool {
         return false;
     };
     secondary_key_bytes == 0
-        && first.key_len <= 8
-        && entries.iter().all(|entry| entry.key_len == first.key_len)
+        && first.key_len() <= 8
+        && entries.iter().all(|entry| entry.key_len() == first.key_len())
 }
 
 /// Bytes of scratch the radix sort of `records` entries needs.
@@ -146,18 +171,19 @@ fn compare(data: &[u8], a: &Entry, b: &Entry, secondary_key_bytes: usize) -> Ord
     }
     // Keys of at most 8 bytes with equal prefixes differ only in their
     // zero padding: the shorter is first.
-    let short = a.key_len <= 8 && b.key_len <= 8;
-    if short && (a.key_len != b.key_len || secondary_key_bytes == 0) {
-        return a.key_len.cmp(&b.key_len);
+    let (a_len, b_len) = (a.key_len(), b.key_len());
+    let short = a_len <= 8 && b_len <= 8;
+    if short && (a_len != b_len || secondary_key_bytes == 0) {
+        return a_len.cmp(&b_len);
     }
-    let (pa, pb) = (a.pair(data), b.pair(data));
     let by_key = if short {
         Ordering::Equal
     } else {
-        pa.key.cmp(pb.key)
+        a.key(data)[8.min(a_len)..].cmp(&b.key(data)[8.min(b_len)..])
     };
     by_key.then_with(|| {
-        secondary_key(pa.value, secondary_key_bytes).cmp(secondary_key(pb.value, secondary_key_bytes))
+        let (va, vb) = (a.pair(data).value, b.pair(data).value);
+        secondary_key(va, secondary_key_bytes).cmp(secondary_key(vb, secondary_key_bytes))
     })
 }
 
@@ -168,7 +194,9 @@ fn secondary_key(value: &[u8], bytes: usize) -> &[u8] {
 
 /// Whether two sorted entries have the same key.
 pub fn same_key(data: &[u8], a: &Entry, b: &Entry) -> bool {
-    a.prefix == b.prefix && a.key_len == b.key_len && (a.key_len <= 8 || a.pair(data).key == b.pair(data).key)
+    a.prefix == b.prefix
+        && a.key_len_and_start & 0x00ff_ffff == b.key_len_and_start & 0x00ff_ffff
+        && (a.key_len() <= 8 || a.key(data)[8..] == b.key(data)[8..])
 }
 
 /// Stable LSD radix sort of `entries` on their prefixes, a byte at a
@@ -186,7 +214,7 @@ fn radix_sort(entries: &mut Vec<Entry>, scratch: &mut Vec<Entry>) {
         Entry {
             prefix: 0,
             at: 0,
-            key_len: 0,
+            key_len_and_start: 0,
         },
     );
     for byte in 0..8 {
