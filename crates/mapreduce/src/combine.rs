@@ -2,25 +2,27 @@
 //! emitted since the end of its last block.
 //!
 //! Every value goes into `agg`'s hash aggregator, which holds one partial
-//! aggregate (a PAO) per key. For integer sums (word, n-gram and k-mer
-//! counts) a small direct-mapped table of running sums sits in front of
-//! it, as Themis kept counters for the most frequent words in its word
-//! count's mapper: a key takes an empty slot and keeps it until the block
-//! ends, and since frequent keys come first, most values of Zipf-distributed
-//! keys land in a table that stays in the CPU's cache, while a lookup in the
-//! aggregator's table of every key of the block waits on memory.
+//! aggregate (a PAO) per key, except for integer sums (word, n-gram and
+//! k-mer counts) of keys of up to 23 bytes: those go to a table of running
+//! sums with the key inline in its slot (open addressing, linear probing),
+//! so that a value costs one hash and, mostly, one cache miss, where the
+//! aggregator reads its slot, the key in its key arena and the state in its
+//! state arena, and updates the state through the function's
+//! serialization. Themis's word count kept counters of the most frequent
+//! words in its mapper for the same reason.
 
 use std::sync::Arc;
 
 use spillway_agg::{AggregateFunction, HashAggregator, Input, Value};
 use spillway_core::{hash64, ErrorKind, Result};
 
-/// Slots of the table of running sums (a power of two): 65536 of 32
-/// bytes, 2 MiB. Zipf-distributed words (100 000 of them, exponent 1)
-/// find 4-5 of every 5 values in it; with 8192 slots, about half.
-const HOT_SLOTS: usize = 1 << 16;
+/// Slots the table of running sums starts with (a power of two; it
+/// doubles when three quarters are taken).
+const SUM_SLOTS_INITIAL: usize = 1 << 12;
 /// Longest key the table holds; longer keys go to the aggregator.
 const HOT_KEY_BYTES: usize = 23;
+/// Most keys of one [`Combiner::try_insert_many`].
+pub const BATCH_KEYS: usize = 32;
 /// The length byte of an empty slot.
 const EMPTY: u8 = u8::MAX;
 
@@ -38,13 +40,23 @@ impl HotSum {
         sum: 0,
     };
 
-    /// The packed form of `key` (at most [`HOT_KEY_BYTES`] long).
+    /// The packed form of `key` (at most [`HOT_KEY_BYTES`] long), built
+    /// in registers: whole words are loaded as they are, the last partial
+    /// one byte by byte (bytes written to memory and read back as a word
+    /// would stall the load).
     fn pack(key: &[u8]) -> [u64; 3] {
-        let mut bytes = [0u8; 24];
-        bytes[..key.len()].copy_from_slice(key);
-        bytes[23] = key.len() as u8;
-        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        [word(0), word(8), word(16)]
+        let mut words = [0u64; 3];
+        for (word, chunk) in words.iter_mut().zip(key.chunks(8)) {
+            *word = match <[u8; 8]>::try_from(chunk) {
+                Ok(whole) => u64::from_le_bytes(whole),
+                Err(_) => chunk
+                    .iter()
+                    .rev()
+                    .fold(0, |word, &byte| word << 8 | u64::from(byte)),
+            };
+        }
+        words[2] |= (key.len() as u64) << 56;
+        words
     }
 
     fn is_empty(&self) -> bool {
@@ -60,6 +72,89 @@ impl HotSum {
     }
 }
 
+/// Running sums of short keys, by open addressing with linear probing.
+#[derive(Debug)]
+struct SumTable {
+    slots: Vec<HotSum>,
+    taken: usize,
+    max_slots: usize,
+}
+
+impl SumTable {
+    fn new(max_bytes: u64) -> Self {
+        let max_slots = (max_bytes as usize / size_of::<HotSum>()).max(SUM_SLOTS_INITIAL);
+        SumTable {
+            slots: vec![HotSum::EMPTY; SUM_SLOTS_INITIAL],
+            taken: 0,
+            max_slots,
+        }
+    }
+
+    /// Adds `addend` to the sum of `key` (packed, with its `hash`).
+    /// `false`: nothing changed, because the sum would overflow or the
+    /// key is new and the table at its largest; the value goes elsewhere.
+    fn add(&mut self, key: [u64; 3], hash: u64, addend: i64) -> bool {
+        let mask = self.slots.len() - 1;
+        let mut at = hash as usize & mask;
+        loop {
+            let slot = &mut self.slots[at];
+            if slot.key == key {
+                return match slot.sum.checked_add(addend) {
+                    Some(sum) => {
+                        slot.sum = sum;
+                        true
+                    }
+                    None => false,
+                };
+            }
+            if slot.is_empty() {
+                if 4 * (self.taken + 1) > 3 * (mask + 1) {
+                    return self.grow() && self.add(key, hash, addend);
+                }
+                *slot = HotSum { key, sum: addend };
+                self.taken += 1;
+                return true;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Asks for the slot where a key of `hash` is looked up first.
+    fn prefetch(&self, hash: u64) {
+        spillway_core::memory::prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
+    }
+
+    /// Doubles the table; `false` if it is at its largest.
+    fn grow(&mut self) -> bool {
+        if 2 * self.slots.len() > self.max_slots {
+            return false;
+        }
+        let doubled = vec![HotSum::EMPTY; 2 * self.slots.len()];
+        let old = std::mem::replace(&mut self.slots, doubled);
+        let mask = self.slots.len() - 1;
+        let mut key = [0u8; 24];
+        for slot in old.into_iter().filter(|slot| !slot.is_empty()) {
+            let mut at = hash64(slot.key(&mut key)) as usize & mask;
+            while !self.slots[at].is_empty() {
+                at = (at + 1) & mask;
+            }
+            self.slots[at] = slot;
+        }
+        true
+    }
+
+    /// Every key and sum, emptying the table (its memory is kept).
+    fn drain(&mut self, mut visit: impl FnMut(&[u8], i64) -> Result<()>) -> Result<()> {
+        let mut key = [0u8; 24];
+        for slot in self.slots.iter_mut().filter(|slot| !slot.is_empty()) {
+            visit(slot.key(&mut key), slot.sum)?;
+            *slot = HotSum::EMPTY;
+        }
+        self.taken = 0;
+        Ok(())
+    }
+}
+
 /// Partial aggregates of one mapper; see the module docs.
 #[derive(Debug)]
 pub struct Combiner {
@@ -69,23 +164,24 @@ pub struct Combiner {
     /// The aggregator refused an insert: it is past its budget and must be
     /// replaced, not cleared, when it is drained.
     full: bool,
-    /// Running integer sums, for the function `sum` only.
-    hot: Option<Box<[HotSum]>>,
+    /// Running integer sums of short keys, for the function `sum` only.
+    sums: Option<SumTable>,
     state: Vec<u8>,
     drains: u64,
 }
 
 impl Combiner {
-    /// A combiner of `function` holding at most about `memory_bytes` (and
-    /// the 2 MiB table of sums when `function` is `sum`).
+    /// A combiner of `function` holding at most about `memory_bytes` (half
+    /// for the table of sums when `function` is `sum`).
     pub fn new(function: Arc<dyn AggregateFunction>, memory_bytes: u64) -> Self {
-        let hot = (function.name() == "sum").then(|| vec![HotSum::EMPTY; HOT_SLOTS].into_boxed_slice());
+        let summing = function.name() == "sum";
+        let memory_bytes = if summing { memory_bytes / 2 } else { memory_bytes };
         Combiner {
             aggregator: HashAggregator::new(function.clone(), memory_bytes),
             function,
             memory_bytes,
             full: false,
-            hot,
+            sums: summing.then(|| SumTable::new(memory_bytes)),
             state: Vec::new(),
             drains: 0,
         }
@@ -100,30 +196,51 @@ impl Combiner {
     /// aggregator is full and nothing changed; drain the combiner and try
     /// again.
     pub fn try_insert(&mut self, key: &[u8], value: Value<'_>) -> Result<bool> {
-        if let (Some(hot), Value::Int(addend)) = (self.hot.as_deref_mut(), value) {
-            if key.len() <= HOT_KEY_BYTES {
-                let packed = HotSum::pack(key);
-                let slot = &mut hot[hash64(key) as usize & (HOT_SLOTS - 1)];
-                if slot.key == packed {
-                    if let Some(sum) = slot.sum.checked_add(addend) {
-                        slot.sum = sum;
-                        return Ok(true);
-                    }
-                } else if slot.is_empty() {
-                    *slot = HotSum {
-                        key: packed,
-                        sum: addend,
-                    };
-                    return Ok(true);
-                }
-                // The slot keeps the key that took it first in this block
-                // (frequent keys come early): a key that finds it taken,
-                // or a sum about to overflow, goes to the aggregator.
+        if let (Some(sums), Value::Int(addend)) = (self.sums.as_mut(), value) {
+            if key.len() <= HOT_KEY_BYTES && sums.add(HotSum::pack(key), hash64(key), addend) {
+                return Ok(true);
             }
         }
         let inserted = insert_or_refuse(&mut self.aggregator, key, value)?;
         self.full |= !inserted;
         Ok(inserted)
+    }
+
+    /// [`try_insert`](Self::try_insert) of `value` for each of `keys` in
+    /// turn (at most [`BATCH_KEYS`]), with the table slots of all of them
+    /// asked of memory first, so that their cache misses overlap. Returns
+    /// how many keys were inserted: fewer than all when the aggregator
+    /// filled up (drain, then insert the rest).
+    pub fn try_insert_many(&mut self, keys: &[&[u8]], value: Value<'_>) -> Result<usize> {
+        assert!(keys.len() <= BATCH_KEYS, "{} keys in one batch", keys.len());
+        if let (Some(sums), Value::Int(_)) = (self.sums.as_ref(), value) {
+            let mut hashes = [0u64; BATCH_KEYS];
+            for (hash, key) in hashes.iter_mut().zip(keys) {
+                *hash = hash64(key);
+                sums.prefetch(*hash);
+            }
+            for (index, key) in keys.iter().enumerate() {
+                let short = key.len() <= HOT_KEY_BYTES;
+                let sums = self.sums.as_mut().expect("checked above");
+                let Value::Int(addend) = value else {
+                    unreachable!("checked above")
+                };
+                if !(short && sums.add(HotSum::pack(key), hashes[index], addend)) {
+                    let inserted = insert_or_refuse(&mut self.aggregator, key, value)?;
+                    if !inserted {
+                        self.full = true;
+                        return Ok(index);
+                    }
+                }
+            }
+            return Ok(keys.len());
+        }
+        for (index, key) in keys.iter().enumerate() {
+            if !self.try_insert(key, value)? {
+                return Ok(index);
+            }
+        }
+        Ok(keys.len())
     }
 
     /// Hands every partial aggregate (key, serialized state) to `emit`
@@ -133,15 +250,13 @@ impl Combiner {
         for (key, state) in self.aggregator.states() {
             emit(key, state)?;
         }
-        if let Some(hot) = self.hot.as_deref_mut() {
-            let mut key = [0u8; 24];
-            for slot in hot.iter_mut().filter(|slot| !slot.is_empty()) {
-                self.state.clear();
-                self.function
-                    .init_into(Input::new(Value::Int(slot.sum), 0), &mut self.state)?;
-                emit(slot.key(&mut key), &self.state)?;
-                *slot = HotSum::EMPTY;
-            }
+        if let Some(sums) = self.sums.as_mut() {
+            let (function, state) = (&self.function, &mut self.state);
+            sums.drain(|key, sum| {
+                state.clear();
+                function.init_into(Input::new(Value::Int(sum), 0), state)?;
+                emit(key, state)
+            })?;
         }
         if self.full {
             // Past its budget: a fresh one frees the memory.
@@ -156,11 +271,7 @@ impl Combiner {
 
     /// Whether the combiner holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.aggregator.is_empty()
-            && self
-                .hot
-                .as_deref()
-                .is_none_or(|hot| hot.iter().all(HotSum::is_empty))
+        self.aggregator.is_empty() && self.sums.as_ref().is_none_or(|sums| sums.taken == 0)
     }
 }
 
@@ -198,7 +309,7 @@ mod tests {
     }
 
     #[test]
-    fn sums_through_the_cache_and_a_small_aggregator_equal_plain_sums() {
+    fn sums_through_the_table_and_a_small_aggregator_equal_plain_sums() {
         let sum = function("sum").unwrap();
         // A tiny aggregator: it fills and is drained many times.
         let mut combiner = Combiner::new(sum.clone(), 1 << 12);
@@ -219,6 +330,23 @@ mod tests {
             *expected.entry(key.as_bytes().to_vec()).or_default() += addend;
             while !combiner.try_insert(key.as_bytes(), Value::Int(addend)).unwrap() {
                 drained(&mut combiner, &mut merged);
+            }
+            // Batches too: every 5th key again, with 20 others.
+            if index % 5 == 0 {
+                let batch: Vec<String> = (0..21)
+                    .map(|step| format!("k{}", (rank + step) * 7 % 20011))
+                    .collect();
+                let keys: Vec<&[u8]> = batch.iter().map(|key| key.as_bytes()).collect();
+                for key in &keys {
+                    *expected.entry(key.to_vec()).or_default() += 1;
+                }
+                let mut done = 0;
+                while done < keys.len() {
+                    done += combiner.try_insert_many(&keys[done..], Value::Int(1)).unwrap();
+                    if done < keys.len() {
+                        drained(&mut combiner, &mut merged);
+                    }
+                }
             }
         }
         drained(&mut combiner, &mut merged);

@@ -31,7 +31,7 @@ use spillway_pipeline::{
 
 use crate::chunk::{self, CHUNK_HEADER_BYTES};
 use crate::combine::Combiner;
-use crate::input::{Block, InputFormat, Inputs};
+use crate::input::{Block, InputFormat, Inputs, GENSORT_RECORD_BYTES};
 use crate::job::Job;
 use crate::manifest::{JobManifest, ShuffleFile};
 use crate::map::{map_block, map_records, MapOutput, RecordLimits};
@@ -52,6 +52,8 @@ const BLOCKS_IN_FLIGHT: usize = 2;
 const MAPPED_IN_FLIGHT: usize = 4;
 /// Bytes the writer gathers per partition before it writes.
 const PARTITION_WRITE_BYTES: usize = 1 << 20;
+/// Bytes phase zero maps of each block it samples.
+const SAMPLE_PIECE_BYTES: u64 = 4 << 20;
 /// Keys phase zero keeps to cut range boundaries.
 const SAMPLE_KEYS: usize = 100_000;
 /// Intermediate bytes from which phase zero makes at least a partition
@@ -85,7 +87,7 @@ pub struct JobOptions {
     /// each block, so larger blocks shuffle fewer records.
     pub block_bytes: u64,
     /// Bytes of input phase zero maps (spread over evenly spaced blocks);
-    /// 0 takes a 64th of the input, from one block to 64 MiB.
+    /// 0 takes a 64th of the input, from 4 MiB to 64 MiB.
     pub sample_bytes: u64,
     /// Memory of each mapper's combiner.
     pub combiner_bytes: u64,
@@ -124,7 +126,7 @@ impl JobOptions {
             bytes => bytes,
         };
         let sample_bytes = match self.sample_bytes {
-            0 => (input_bytes / 64).clamp(block_bytes, (64 << 20).max(block_bytes)),
+            0 => (input_bytes / 64).clamp(SAMPLE_PIECE_BYTES, 64 << 20),
             bytes => bytes,
         };
         JobOptions {
@@ -536,7 +538,26 @@ fn phase_zero(
     }
     let started = Instant::now();
     let total_bytes = inputs.total_bytes();
-    let wanted = (options.sample_bytes / options.block_bytes).max(1) as usize;
+    // The sample is pieces of evenly spaced blocks: their first
+    // SAMPLE_PIECE_BYTES (whole records; a key/value file's block, a
+    // chunk, whole).
+    let piece = |block: Block| match inputs.format() {
+        InputFormat::KeyValue => block,
+        InputFormat::Gensort => Block {
+            len: block
+                .len
+                .min(SAMPLE_PIECE_BYTES / GENSORT_RECORD_BYTES as u64 * GENSORT_RECORD_BYTES as u64),
+            ..block
+        },
+        _ => Block {
+            len: block.len.min(SAMPLE_PIECE_BYTES),
+            ..block
+        },
+    };
+    let wanted = options
+        .sample_bytes
+        .div_ceil(SAMPLE_PIECE_BYTES.min(options.block_bytes))
+        .max(1) as usize;
     let picks = wanted.min(blocks.len());
     let single = Partitioner::Hash { partitions: 1 };
     let mut buffers = [PairBuf::default()];
@@ -547,7 +568,7 @@ fn phase_zero(
     let (mut sampled_bytes, mut output_bytes, mut output_records) = (0u64, 0u64, 0u64);
     let mut data = Vec::new();
     for pick in 0..picks {
-        let block = blocks[pick * blocks.len() / picks];
+        let block = piece(blocks[pick * blocks.len() / picks]);
         let mut out = MapOutput::new(job, &single, &mut buffers, options.limits).sampling(&mut sample);
         if let Some(combiner) = combiner.as_mut() {
             out = out.with_combiner(combiner);

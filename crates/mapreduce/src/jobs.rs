@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use spillway_agg::{function, AggregateFunction, Value};
 use spillway_core::{bail, ensure, Result};
 
+use crate::combine::BATCH_KEYS;
 use crate::input::InputFormat;
 use crate::job::{InputRecord, Job, Values};
 use crate::map::MapOutput;
@@ -202,10 +203,18 @@ impl Job for NgramCount {
 
     fn map(&self, record: &InputRecord<'_>, out: &mut MapOutput<'_>) -> Result<()> {
         if self.n == 1 {
+            // In batches, so the combiner overlaps their lookups.
+            let mut batch: [&[u8]; BATCH_KEYS] = [&[]; BATCH_KEYS];
+            let mut held = 0;
             for word in words(record.value) {
-                out.emit_value(word, Value::Int(1))?;
+                batch[held] = word;
+                held += 1;
+                if held == BATCH_KEYS {
+                    out.emit_values(&batch, Value::Int(1))?;
+                    held = 0;
+                }
             }
-            return Ok(());
+            return out.emit_values(&batch[..held], Value::Int(1));
         }
         // Each n-gram runs from its first word's first byte to its last
         // word's last byte, spaces as they are in the line; the last n

@@ -51,7 +51,7 @@ mod record;
 mod reduce;
 mod sort;
 
-pub use combine::Combiner;
+pub use combine::{Combiner, BATCH_KEYS};
 pub use driver::{run, JobOptions, JobReport, PhaseZeroReport, Progress, PARTITIONS_MAX};
 pub use input::{Block, InputFormat, Inputs, GENSORT_KEY_BYTES, GENSORT_RECORD_BYTES};
 pub use iterate::{run_pagerank, PageRankParams};

@@ -159,6 +159,37 @@ impl<'a> MapOutput<'a> {
         Ok(())
     }
 
+    /// [`emit_value`](Self::emit_value) of `value` for every key of
+    /// `keys` (at most [`BATCH_KEYS`](crate::BATCH_KEYS)): the combiner looks them up together,
+    /// overlapping their cache misses.
+    pub fn emit_values(&mut self, keys: &[&[u8]], value: Value<'_>) -> Result<()> {
+        ensure!(
+            self.combiner.is_some(),
+            Internal,
+            "job {} emitted an aggregate value but declares no aggregate",
+            self.job.name()
+        );
+        for key in keys {
+            self.check(key.len(), 0)?;
+            if let Some(sample) = self.sample.as_deref_mut() {
+                sample.offer(key);
+            }
+        }
+        self.emitted += keys.len() as u64;
+        let mut done = 0;
+        while done < keys.len() {
+            done += self
+                .combiner
+                .as_deref_mut()
+                .expect("checked above")
+                .try_insert_many(&keys[done..], value)?;
+            if done < keys.len() {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the combiner's partial aggregates into the partition buffers
     /// and empties it.
     pub fn flush(&mut self) -> Result<()> {
