@@ -629,6 +629,11 @@ MR_NOTES = [
         "highest-ranked vertices) and fails the benchmark unless it equals Spillway's."
     ),
     (
+        "Peak RSS and CPU time come from GNU time around each command: for Spark they count only "
+        "its Python driver, not the JVM that pyspark starts (the cgroup peak, which counts every "
+        "process of the run and the page cache, includes it)."
+    ),
+    (
         "The sort row sorts gensort records of the job input's size with `spillway sort` under the same "
         "budget: the job's throughput over it is the job's speed per byte against the sort's (Themis ran "
         "its jobs at nearly TritonSort's speed; the target is within 1.5x)."
