@@ -294,9 +294,10 @@ def digest(job: str, output: Path, form: str) -> dict:
     if not files:
         return {"lines": 0}
     con = duckdb.connect()
+    # An inverted index's lines hold every id of a frequent term: megabytes.
     source = (
         f"read_csv({files!r}, columns={{'line': 'VARCHAR'}}, delim='\\x1f', quote='', escape='', header=false, "
-        "auto_detect=false)"
+        "auto_detect=false, max_line_size=268435456, buffer_size=536870912)"
     )
     if form == "uniq":  # `uniq -c`: spaces, the count, a space, the word
         source = (
