@@ -2,32 +2,11 @@
 //! format and in merge mode, read back, dump the tree; bad input and a
 //! missing store reported with the line or directory.
 
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
-fn spillway(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .args(arguments)
-        .output()
-        .expect("the spillway binary runs")
-}
+mod common;
 
-fn success(arguments: &[&str]) -> String {
-    let output = spillway(arguments);
-    assert!(
-        output.status.success(),
-        "{arguments:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-fn failure(arguments: &[&str]) -> String {
-    let output = spillway(arguments);
-    assert_eq!(output.status.code(), Some(1), "{arguments:?} did not fail with 1");
-    String::from_utf8(output.stderr).unwrap()
-}
+use common::{failure, spillway, success};
 
 #[test]
 fn operations_from_gen_kv_load_and_read_back() {

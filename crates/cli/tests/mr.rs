@@ -1,37 +1,11 @@
 //! `spillway mr` as a user runs it: generated text counted, the report in
 //! JSON, a chained PageRank, and bad command lines refused with a reason.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
-fn spillway(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .args(arguments)
-        .output()
-        .expect("the spillway binary runs")
-}
+mod common;
 
-fn success(arguments: &[&str]) -> String {
-    let output = spillway(arguments);
-    assert!(
-        output.status.success(),
-        "{arguments:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-fn failure(arguments: &[&str]) -> String {
-    let output = spillway(arguments);
-    assert_eq!(output.status.code(), Some(1), "{arguments:?} did not fail with 1");
-    String::from_utf8(output.stderr).unwrap()
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+use common::{failure, path_str, spillway, success};
 
 #[test]
 fn word_count_of_generated_text_matches_the_generators_vocabulary() {

@@ -2,38 +2,12 @@
 //! one directory; corruption and bad input reported with the file or line.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn spillway(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .args(arguments)
-        .output()
-        .expect("the spillway binary runs")
-}
+mod common;
 
-/// Runs a command that must succeed and returns its standard output.
-fn success(arguments: &[&str]) -> String {
-    let output = spillway(arguments);
-    assert!(
-        output.status.success(),
-        "{arguments:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// Runs a command that must fail with status 1 and returns its standard error.
-fn failure(arguments: &[&str]) -> String {
-    let output = spillway(arguments);
-    assert_eq!(output.status.code(), Some(1), "{arguments:?} did not fail with 1");
-    String::from_utf8(output.stderr).unwrap()
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+use common::{failure, path_str, success};
 
 fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(dir)

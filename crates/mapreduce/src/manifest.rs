@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use spillway_core::fs::replace_file;
 use spillway_core::{crc32c, Error, Fs, Result};
 
 use crate::input::{InputFormat, Inputs};
@@ -123,13 +124,7 @@ impl JobManifest {
         let json = serde_json::to_string(self)
             .map_err(|error| Error::Internal(format!("the job manifest does not serialize: {error}")))?;
         let text = format!("{json}\ncrc32c {:08x}\n", crc32c(json.as_bytes()));
-        let temporary = dir.join(format!("{FILE_NAME}.tmp"));
-        let file = fs.create_or_truncate(&temporary)?;
-        file.write_at(text.as_bytes(), 0)?;
-        file.sync_data()?;
-        drop(file);
-        fs.rename(&temporary, &dir.join(FILE_NAME))?;
-        fs.sync_dir(dir)
+        replace_file(fs, dir, FILE_NAME, text.as_bytes())
     }
 }
 

@@ -73,6 +73,14 @@ fn write_text(path: &Path, bytes: u64, seed: u64) -> Vec<u8> {
     text
 }
 
+/// A counting job's output: every key and its count.
+fn counts<C: FromIterator<(String, u64)>>(output: &Path, report: &JobReport) -> C {
+    tsv_lines(&read_output(output, report.partitions, OutputFormat::Text))
+        .into_iter()
+        .map(|(key, count)| (key, count.parse().unwrap()))
+        .collect()
+}
+
 fn is_sorted_by_key(lines: &[(String, String)]) -> bool {
     lines
         .windows(2)
@@ -150,11 +158,7 @@ fn ngram_count_counts_word_runs_within_lines() {
         &output,
         &options,
     );
-    let counted: BTreeMap<String, u64> =
-        tsv_lines(&read_output(&output, report.partitions, OutputFormat::Text))
-            .into_iter()
-            .map(|(gram, count)| (gram, count.parse().unwrap()))
-            .collect();
+    let counted: BTreeMap<String, u64> = counts(&output, &report);
     assert_eq!(counted, expected);
 }
 
@@ -193,11 +197,7 @@ fn kmer_count_skips_headers_and_counts_every_window() {
         &output,
         &options,
     );
-    let counted: BTreeMap<String, u64> =
-        tsv_lines(&read_output(&output, report.partitions, OutputFormat::Text))
-            .into_iter()
-            .map(|(kmer, count)| (kmer, count.parse().unwrap()))
-            .collect();
+    let counted: BTreeMap<String, u64> = counts(&output, &report);
     assert_eq!(counted, expected);
     // Fixed 5-byte keys: every partition is radix sorted.
     assert_eq!(report.radix_sorted_partitions, report.partitions);

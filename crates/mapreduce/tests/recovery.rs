@@ -148,10 +148,6 @@ impl FsFile for FaultyFile {
     }
 }
 
-fn quiet() -> spillway_mapreduce::Progress {
-    Arc::new(|_, _, _| {})
-}
-
 fn options(dir: &Path) -> JobOptions {
     JobOptions {
         memory_bytes: 16 << 20,
@@ -182,18 +178,23 @@ fn output_of(output: &Path, report: &JobReport) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Word count of `input` into `output` on `fs`, with [`options`] for `dir`.
+fn word_count(fs: Arc<dyn Fs>, dir: &Path, input: &Path, output: &Path) -> Result<JobReport> {
+    let progress: spillway_mapreduce::Progress = Arc::new(|_, _, _| {});
+    run(
+        fs,
+        JobSpec::WordCount.build().unwrap(),
+        &[input.to_path_buf()],
+        output,
+        &options(dir),
+        &progress,
+    )
+}
+
 /// A clean run's output, to compare the others with.
 fn clean_run(dir: &Path, input: &Path) -> Vec<Vec<u8>> {
     let output = dir.join("clean");
-    let report = run(
-        Arc::new(RealFs::new()),
-        JobSpec::WordCount.build().unwrap(),
-        &[input.to_path_buf()],
-        &output,
-        &options(dir),
-        &quiet(),
-    )
-    .unwrap();
+    let report = word_count(Arc::new(RealFs::new()), dir, input, &output).unwrap();
     assert!(report.recovered_partitions.is_empty() && !report.resumed);
     output_of(&output, &report)
 }
@@ -208,15 +209,7 @@ fn a_partition_file_that_fails_to_read_or_reads_back_damaged_is_recovered() {
         // under another name.
         let fs = FaultyFs::new("part-00002.shuffle", fault);
         let output = dir.path().join(name);
-        let report = run(
-            fs.clone(),
-            JobSpec::WordCount.build().unwrap(),
-            std::slice::from_ref(&input),
-            &output,
-            &options(dir.path()),
-            &quiet(),
-        )
-        .unwrap();
+        let report = word_count(fs.clone(), dir.path(), &input, &output).unwrap();
         assert_eq!(report.recovered_partitions, vec![2], "{fault:?}");
         let named = |prefix: &str| {
             report
@@ -267,15 +260,7 @@ fn a_partition_lost_on_every_try_fails_the_job_with_the_reason() {
     let input = text_input(dir.path());
     // Every partition-1 file, recovered ones too: a disk that never works.
     let fs = FaultyFs::new("part-00001.", Fault::ReadError);
-    let error = run(
-        fs,
-        JobSpec::WordCount.build().unwrap(),
-        &[input],
-        &dir.path().join("out"),
-        &options(dir.path()),
-        &quiet(),
-    )
-    .unwrap_err();
+    let error = word_count(fs, dir.path(), &input, &dir.path().join("out")).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::ResourcesExhausted);
     let message = error.to_string();
     assert!(
@@ -294,29 +279,13 @@ fn a_job_that_failed_in_phase_two_resumes_there() {
     // Partition 3's output cannot be put in place: the job fails after the
     // other partitions are written.
     let fs = FaultyFs::new("part-00003.tsv", Fault::RenameError);
-    let error = run(
-        fs.clone(),
-        JobSpec::WordCount.build().unwrap(),
-        std::slice::from_ref(&input),
-        &output,
-        &options(dir.path()),
-        &quiet(),
-    )
-    .unwrap_err();
+    let error = word_count(fs.clone(), dir.path(), &input, &output).unwrap_err();
     assert!(error.to_string().contains("injected"), "{error}");
     assert!(fs.hits() >= 1);
     assert!(!output_path(&output, 3, OutputFormat::Text).exists());
 
     // Run again: phase one is not run, only partition 3 is reduced.
-    let report = run(
-        Arc::new(RealFs::new()),
-        JobSpec::WordCount.build().unwrap(),
-        &[input],
-        &output,
-        &options(dir.path()),
-        &quiet(),
-    )
-    .unwrap();
+    let report = word_count(Arc::new(RealFs::new()), dir.path(), &input, &output).unwrap();
     assert!(report.resumed);
     assert!(report.phase_zero.is_none());
     assert_eq!(report.phases.len(), 1, "phase two only");
@@ -339,28 +308,12 @@ fn a_job_over_other_inputs_does_not_resume_anothers_work() {
     let input = text_input(dir.path());
     let output = dir.path().join("out");
     let fs = FaultyFs::new("part-00000.tsv", Fault::RenameError);
-    run(
-        fs,
-        JobSpec::WordCount.build().unwrap(),
-        std::slice::from_ref(&input),
-        &output,
-        &options(dir.path()),
-        &quiet(),
-    )
-    .unwrap_err();
+    word_count(fs, dir.path(), &input, &output).unwrap_err();
     // The input changed since: the kept work does not match, and the
     // output directory (which holds partitions of the failed run) is
     // refused rather than mixed.
     std::fs::write(&input, "other words\n").unwrap();
-    let error = run(
-        Arc::new(RealFs::new()),
-        JobSpec::WordCount.build().unwrap(),
-        &[input],
-        &output,
-        &options(dir.path()),
-        &quiet(),
-    )
-    .unwrap_err();
+    let error = word_count(Arc::new(RealFs::new()), dir.path(), &input, &output).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
     assert!(error.to_string().contains("already holds"), "{error}");
 }
@@ -372,15 +325,7 @@ fn a_damaged_manifest_starts_the_job_afresh_and_says_so() {
     let clean = clean_run(dir.path(), &input);
     let output = dir.path().join("out");
     let fs = FaultyFs::new("part-00000.tsv", Fault::RenameError);
-    run(
-        fs,
-        JobSpec::WordCount.build().unwrap(),
-        std::slice::from_ref(&input),
-        &output,
-        &options(dir.path()),
-        &quiet(),
-    )
-    .unwrap_err();
+    word_count(fs, dir.path(), &input, &output).unwrap_err();
     let work = std::fs::read_dir(dir.path().join("tmp"))
         .unwrap()
         .next()
@@ -396,15 +341,7 @@ fn a_damaged_manifest_starts_the_job_afresh_and_says_so() {
     for entry in std::fs::read_dir(&output).unwrap() {
         std::fs::remove_file(entry.unwrap().path()).unwrap();
     }
-    let report = run(
-        Arc::new(RealFs::new()),
-        JobSpec::WordCount.build().unwrap(),
-        &[input],
-        &output,
-        &options(dir.path()),
-        &quiet(),
-    )
-    .unwrap();
+    let report = word_count(Arc::new(RealFs::new()), dir.path(), &input, &output).unwrap();
     assert!(!report.resumed);
     assert!(
         report

@@ -11,11 +11,11 @@
 
 use std::path::Path;
 
+use spillway_core::fs::replace_file;
 use spillway_core::{crc32c, Error, Fs, Result};
 
 /// The manifest's file name.
 pub const FILE_NAME: &str = "MANIFEST";
-const TEMPORARY: &str = "MANIFEST.tmp";
 const MAGIC: &[u8; 8] = b"SPWMANv1";
 const VERSION: u32 = 1;
 
@@ -117,13 +117,7 @@ impl Manifest {
 
     /// Replaces the manifest of the store in `dir` by this one, durably.
     pub fn write(&self, fs: &dyn Fs, dir: &Path) -> Result<()> {
-        let temporary = dir.join(TEMPORARY);
-        let file = fs.create_or_truncate(&temporary)?;
-        file.write_at(&self.encode(), 0)?;
-        file.sync_data()?;
-        drop(file);
-        fs.rename(&temporary, &dir.join(FILE_NAME))?;
-        fs.sync_dir(dir)
+        replace_file(fs, dir, FILE_NAME, &self.encode())
     }
 }
 

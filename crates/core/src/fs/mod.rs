@@ -77,6 +77,19 @@ pub fn parent_directory(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
+/// Replaces the file `name` in `dir` with `bytes`, atomically and durably:
+/// writes `name.tmp`, syncs it, renames it over `name` and syncs `dir`, so
+/// that after a crash `name` holds either its old or its new contents.
+pub fn replace_file(fs: &dyn Fs, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let temporary = dir.join(format!("{name}.tmp"));
+    let file = fs.create_or_truncate(&temporary)?;
+    file.write_at(bytes, 0)?;
+    file.sync_data()?;
+    drop(file);
+    fs.rename(&temporary, &dir.join(name))?;
+    fs.sync_dir(dir)
+}
+
 /// A file system: the operations on names and directories, and the way to
 /// open files. Every engine does its file I/O through this trait so that
 /// tests can run it on [`SimFs`].
