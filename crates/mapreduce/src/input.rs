@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use spillway_core::{bail, ensure, Fs, FsFile, Result};
 
 use crate::chunk::{self, ChunkHeader, CHUNK_HEADER_BYTES};
+use crate::scan::find_byte;
 
 /// Bytes of a gensort record (10-byte key, 90-byte value).
 pub const GENSORT_RECORD_BYTES: usize = 100;
@@ -212,7 +213,7 @@ impl Inputs {
         file.read_exact_append(data, (block.len + before) as usize, start_at)?;
         let mut start = before as usize;
         if before == 1 && data[0] != b'\n' {
-            start = match memchr(b'\n', &data[1..]) {
+            start = match find_byte(b'\n', &data[1..]) {
                 Some(newline) => newline + 2,
                 // No line starts in this block.
                 None => return Ok((data.len()..data.len(), block.offset + block.len)),
@@ -229,7 +230,7 @@ impl Inputs {
             let piece = (64u64 << 10).min(file_len - end_at) as usize;
             file.read_exact_append(data, piece, end_at)?;
             end_at += piece as u64;
-            if let Some(newline) = memchr(b'\n', &data[searched..]) {
+            if let Some(newline) = find_byte(b'\n', &data[searched..]) {
                 data.truncate(searched + newline + 1);
             }
             ensure!(
@@ -258,13 +259,13 @@ impl Inputs {
             InputFormat::Text | InputFormat::Delimited { .. } => {
                 let mut at = 0;
                 while at < records.len() {
-                    let end = memchr(b'\n', &records[at..]).map_or(records.len(), |newline| at + newline);
+                    let end = find_byte(b'\n', &records[at..]).map_or(records.len(), |newline| at + newline);
                     let mut line = &records[at..end];
                     if let [rest @ .., b'\r'] = line {
                         line = rest;
                     }
                     let (key, value) = match self.format {
-                        InputFormat::Delimited { separator } => match memchr(separator, line) {
+                        InputFormat::Delimited { separator } => match find_byte(separator, line) {
                             Some(cut) => (&line[..cut], &line[cut + 1..]),
                             None => (line, &line[line.len()..]),
                         },
@@ -297,9 +298,4 @@ impl Inputs {
             }
         }
     }
-}
-
-/// The first `needle` in `haystack`.
-pub(crate) fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&byte| byte == needle)
 }

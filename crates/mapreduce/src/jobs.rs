@@ -12,6 +12,7 @@ use crate::input::InputFormat;
 use crate::job::{InputRecord, Job, Values};
 use crate::map::MapOutput;
 use crate::record::PairBuf;
+use crate::scan::words;
 
 /// A built-in job and its parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -173,12 +174,6 @@ impl JobSpec {
             ),
         })
     }
-}
-
-/// The words of `line`: runs of bytes between ASCII whitespace.
-fn words(line: &[u8]) -> impl Iterator<Item = &[u8]> {
-    line.split(|byte| byte.is_ascii_whitespace())
-        .filter(|word| !word.is_empty())
 }
 
 /// The most words an n-gram may have.

@@ -49,6 +49,7 @@ mod output;
 mod partition;
 mod record;
 mod reduce;
+mod scan;
 mod sort;
 
 pub use combine::{Combiner, BATCH_KEYS};
