@@ -658,12 +658,22 @@ def run_part(
                 "command": fill(template, params),
                 "runs": [],
             }
+        failed: dict[str, str] = {}
         for round_index in range(runs):
             for contender in workload.contenders:
+                if contender.name in failed:
+                    continue
                 entry = results[contender.name]
-                run = run_contender(
-                    contender, entry["command"], params, data_dir, round_index, cache_droppable, cgroup, preexec
-                )
+                try:
+                    run = run_contender(
+                        contender, entry["command"], params, data_dir, round_index, cache_droppable, cgroup, preexec
+                    )
+                except BenchmarkFailure as failure:
+                    if not contender.may_fail:
+                        raise
+                    failed[contender.name] = failure_reason(str(failure))
+                    print(f"[{round_index + 1}/{runs}] {contender.name} FAILED: {failed[contender.name]}", flush=True)
+                    continue
                 run["throughput_mb_s"] = data_bytes / run["wall_s"] / MEGABYTE
                 run["cpu_s"] = run["user_s"] + run["sys_s"]
                 entry["runs"].append(run)
@@ -673,6 +683,9 @@ def run_part(
 
     for entry in results.values():
         entry["summary"] = summarize(entry["runs"])
+    # A failed peer leaves the tables and ratios; it is listed with its reason.
+    measured = {name: entry for name, entry in results.items() if name not in failed}
+    comparisons = [c for c in workload.comparisons if c.contender in measured and c.peer in measured]
     return {
         "label": label,
         "variant": None
@@ -684,10 +697,31 @@ def run_part(
         "runs_per_contender": runs,
         "setup": setup_log,
         "part_wall_s": time.perf_counter() - part_started,
-        "contenders": list(results.values()),
-        "comparisons": [compare(comparison, results) for comparison in workload.comparisons],
-        "disk_bound": disk_bound(workload, results, data_bytes),
+        "contenders": list(measured.values()),
+        "comparisons": [compare(comparison, measured) for comparison in comparisons],
+        "failed": [
+            {
+                "name": name,
+                "reason": reason,
+                "comparisons": [
+                    {"label": c.label, "contender": c.contender, "peer": c.peer, "target": c.target}
+                    for c in workload.comparisons
+                    if name in (c.contender, c.peer)
+                ],
+            }
+            for name, reason in failed.items()
+        ],
+        "disk_bound": disk_bound(workload, measured, data_bytes),
     }
+
+
+def failure_reason(message: str) -> str:
+    """The line of a contender's failure that says why: the engine's error, else the first line."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    for line in lines:
+        if "Error" in line or "out of memory" in line or "killed" in line:
+            return line[:300]
+    return lines[0][:300] if lines else "failed"
 
 
 def run_step(step: Step, params: dict[str, str], data_dir: Path, slug: str, what: str) -> dict[str, Any]:
@@ -929,6 +963,8 @@ def ratio_sentences(report: dict[str, Any]) -> list[str]:
                     )
                 )
         sentences.append(sentence + ".")
+    for failure in report.get("failed", []):
+        sentences.append(f"{failure['name']} failed, so it has no ratio: {failure['reason']}")
     bound = report.get("disk_bound")
     if bound:
         for name, verdict in bound["targets"].items():
@@ -938,6 +974,11 @@ def ratio_sentences(report: dict[str, Any]) -> list[str]:
                 f"{verdict['target']:.0%}."
             )
     return sentences
+
+
+def no_ratio_target(target: float | None) -> str:
+    """The target column of a comparison whose peer failed."""
+    return "" if target is None else f">= {target:g} (no ratio: the peer failed)"
 
 
 def target_text(target: float | None, met: bool | None) -> str:
@@ -1001,6 +1042,15 @@ def part_tables(report: dict[str, Any], part: dict[str, Any]) -> list[str]:
             f"| {comparison['label']}: {comparison['contender']} / {comparison['peer']} "
             f"| **{comparison['ratio']:.2f}** | {per_round} | {target_text(comparison['target'], comparison['meets_target'])} |"
         )
+    for failure in part.get("failed", []):
+        for comparison in failure["comparisons"]:
+            lines.append(
+                f"| {comparison['label']}: {comparison['contender']} / {comparison['peer']} "
+                f"| {failure['name']} failed | | {no_ratio_target(comparison['target'])} |"
+            )
+    if part.get("failed"):
+        lines.append("")
+        lines += [f"{failure['name']} failed: {failure['reason']}" for failure in part["failed"]]
     if bound:
         mode = "fits" if bound["in_memory"] else "does not fit"
         lines += [

@@ -101,6 +101,54 @@ def test_failing_contender_fails_loudly(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "broken.json").exists()
 
 
+def test_a_peer_that_may_fail_is_reported_failed_and_the_rest_measured(tmp_path: Path) -> None:
+    flaky = Workload(
+        name="flaky",
+        description="A peer that runs out of memory on its second round.",
+        contenders=[
+            Contender(name="ours", role="spillway", command=["sh", "-c", "head -c {bytes} /dev/zero > /dev/null"]),
+            Contender(
+                name="steady",
+                role="peer",
+                command=["sh", "-c", "head -c {bytes} /dev/zero > /dev/null"],
+                may_fail=True,
+            ),
+            Contender(
+                name="greedy",
+                role="peer",
+                command=[
+                    "sh", "-c",
+                    "if [ -e {dir}/ran ]; then echo 'Out of Memory Error: 1.0 GiB used' >&2; exit 1; fi; touch {dir}/ran",
+                ],
+                may_fail=True,
+            ),
+        ],
+        comparisons=[
+            Comparison(label="go", contender="ours", peer="steady"),
+            Comparison(label="go", contender="ours", peer="greedy", target=5.0),
+        ],
+    )
+    run.run_workload(flaky, 1000, 2, tmp_path / "data", tmp_path / "out", drop_cache=False)
+    saved = json.loads((tmp_path / "out" / "flaky.json").read_text())
+    assert [entry["name"] for entry in saved["contenders"]] == ["ours", "steady"]
+    assert [c["peer"] for c in saved["comparisons"]] == ["steady"]
+    (failure,) = saved["failed"]
+    assert failure["name"] == "greedy"
+    assert "Out of Memory Error" in failure["reason"]
+    assert failure["comparisons"][0]["target"] == 5.0
+    markdown = (tmp_path / "out" / "flaky.md").read_text()
+    assert "greedy failed: " in markdown and "(no ratio: the peer failed)" in markdown
+    # A contender that may not fail still stops the benchmark.
+    strict = Workload(
+        name="strict",
+        description="The same failure, not allowed.",
+        contenders=[Contender(name="greedy", role="peer", command=["sh", "-c", "exit 1"])],
+        comparisons=[],
+    )
+    with pytest.raises(run.BenchmarkFailure):
+        run.run_workload(strict, 1000, 1, tmp_path / "data", tmp_path / "out", drop_cache=False)
+
+
 def test_wrong_output_size_fails(tmp_path: Path) -> None:
     short = Workload(
         name="short",

@@ -81,7 +81,10 @@ class Contender:
     `output_size_exact` is False for outputs in another format (Parquet), whose
     size only has to be non-zero. `json_report` says the contender prints a JSON
     report on standard output; it is kept with the run, and a Spillway pipeline
-    report's stage tables go into the Markdown report.
+    report's stage tables go into the Markdown report. A peer that `may_fail`
+    (one that can run out of memory within the budget) does not stop the
+    benchmark when a run fails or does not validate: it is reported as failed,
+    with the reason, and its comparisons have no ratio.
     """
 
     name: str
@@ -97,6 +100,7 @@ class Contender:
     cleanup: list[str] = field(default_factory=list)
     output_size_exact: bool = True
     json_report: bool = False
+    may_fail: bool = False
 
 
 @dataclass
@@ -575,6 +579,7 @@ def mr_contenders(job: str, spillway_args: list[str], peer_args: list[str], unix
                 prepare=[Step(command=["rm", "-rf", output])],
                 validate=[mr_digest(job, output, expect=True), Step(command=["rm", "-rf", output])],
                 requires=MR_PEER_REQUIREMENTS[engine],
+                may_fail=True,
             )
         )
     if unix:
@@ -590,6 +595,7 @@ def mr_contenders(job: str, spillway_args: list[str], peer_args: list[str], unix
                 ],
                 validate=[mr_digest(job, output, expect=True, form="uniq"), Step(command=["rm", "-f", output])],
                 requires=[COREUTILS_TR, COREUTILS_SORT, COREUTILS_SYNC],
+                may_fail=True,
             )
         )
     return contenders
