@@ -716,12 +716,17 @@ def run_part(
 
 
 def failure_reason(message: str) -> str:
-    """The line of a contender's failure that says why: the engine's error, else the first line."""
+    """The line of a contender's failure that says why: the engine's error, else the first line
+    with the last line the contender printed to standard error."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     for line in lines:
         if "Error" in line or "out of memory" in line or "killed" in line:
             return line[:300]
-    return lines[0][:300] if lines else "failed"
+    if not lines:
+        return "failed"
+    stderr = message.split("\nstderr: ", 1)[1].split("\nstdout: ", 1)[0] if "\nstderr: " in message else ""
+    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
+    return (lines[0] + (f"; its last words: {last}" if last else "; it printed nothing on standard error"))[:300]
 
 
 def run_step(step: Step, params: dict[str, str], data_dir: Path, slug: str, what: str) -> dict[str, Any]:
