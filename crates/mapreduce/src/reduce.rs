@@ -1,15 +1,22 @@
-//! Sorting and reducing one partition: the unit of phase two, callable on
-//! its own so a distributed driver can run it anywhere.
+//! Phase two: sorting and reducing each partition. Its unit,
+//! [`reduce_partition`], is callable on its own, so a distributed driver
+//! can run it anywhere; [`phase_two`] runs it over a job's partitions
+//! on the pipeline runtime (a reader, reducers) and reports the
+//! partitions whose files are lost.
 
 use std::collections::HashSet;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
-use spillway_core::{Error, Result};
+use spillway_core::{ensure, Error, ErrorKind, Fs, Result};
+use spillway_pipeline::{Allocation, MemoryQuota, PhaseBuilder, PhaseReport, StageSpec, WorkUnit, Worker};
 
 use crate::chunk;
+use crate::driver::{phase_two_quota, JobOptions, Progress};
 use crate::job::{Job, Values};
+use crate::manifest::ShuffleFile;
 use crate::output::{write_output, PartitionWriter};
 use crate::record::PairBuf;
 use crate::sort::{
@@ -158,6 +165,197 @@ pub fn reduce_partition(
         records_out: writer.records_written(),
         algorithm,
     })
+}
+
+/// What phase two did (summed over its runs: the first, then one per
+/// recovery).
+#[derive(Default)]
+pub(crate) struct Reduced {
+    pub(crate) reports: Vec<PhaseReport>,
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+    pub(crate) radix_sorted: usize,
+    pub(crate) duplicate_chunks: u64,
+    /// Partitions whose files were missing, unreadable or corrupt, and why.
+    pub(crate) lost: Vec<(usize, String)>,
+}
+
+impl Reduced {
+    /// Adds `run` to these totals and returns the partitions it lost.
+    pub(crate) fn add(&mut self, run: Reduced) -> Vec<(usize, String)> {
+        self.reports.extend(run.reports);
+        self.records += run.records;
+        self.bytes += run.bytes;
+        self.radix_sorted += run.radix_sorted;
+        self.duplicate_chunks += run.duplicate_chunks;
+        run.lost
+    }
+}
+
+/// A partition read back and waiting for a reducer.
+pub(crate) struct PartitionData {
+    partition: usize,
+    data: Vec<u8>,
+    _memory: Allocation,
+}
+
+impl WorkUnit for PartitionData {
+    fn bytes(&self) -> u64 {
+        self.data.len() as u64
+    }
+}
+
+/// Whether `error`, met reading or checking a partition file, means the
+/// file is lost (and recovery will make it again) rather than that the job
+/// must fail.
+pub(crate) fn loses_the_partition(error: &Error) -> bool {
+    matches!(error.kind(), ErrorKind::Io | ErrorKind::Corruption)
+}
+
+/// Reads partition `file` whole into `data` after checking that it has the
+/// length phase one gave it.
+pub(crate) fn read_partition(fs: &dyn Fs, file: &ShuffleFile, data: &mut Vec<u8>) -> Result<()> {
+    let handle = fs.open_read(&file.path)?;
+    let len = handle.len()?;
+    if len != file.bytes {
+        return Err(Error::corruption(
+            &file.path,
+            len.min(file.bytes),
+            format!(
+                "the partition file is {len} bytes long; phase one wrote {} bytes",
+                file.bytes
+            ),
+        ));
+    }
+    handle.read_exact_append(data, file.bytes as usize, 0)
+}
+
+/// Phase two over the `pending` partitions of `files`: each is read,
+/// sorted, reduced and written to its output file, and its partition file
+/// is removed. A partition whose file is lost is reported in
+/// [`Reduced::lost`], not an error.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn phase_two(
+    fs: &Arc<dyn Fs>,
+    job: &Arc<dyn Job>,
+    files: &[ShuffleFile],
+    pending: &[usize],
+    output: &Path,
+    options: &JobOptions,
+    threads: usize,
+    progress: &Progress,
+) -> Result<Reduced> {
+    let files = Arc::new(files.to_vec());
+    let pending = pending.to_vec();
+    let total: u64 = pending.iter().map(|&partition| files[partition].bytes).sum();
+    let quota_bytes = phase_two_quota(options);
+    let quota = MemoryQuota::new("phase two partitions", quota_bytes);
+    for &partition in &pending {
+        let file = &files[partition];
+        let needed = file.bytes + reduce_memory_bytes(file.records, false);
+        ensure!(
+            needed <= quota_bytes,
+            ResourcesExhausted,
+            "partition {partition} holds {} bytes in {} records and needs {needed} bytes to be sorted, more than \
+             the {quota_bytes} bytes phase two may hold at once; give the job more memory or more partitions",
+            file.bytes,
+            file.records
+        );
+    }
+    let reducers = threads.min(pending.len()).max(1);
+    let mut phase = PhaseBuilder::new("phase two: sort and reduce");
+    let (read_producer, read_consumer) = phase.queue::<PartitionData>("partitions", 1);
+    let lost: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
+
+    let recycled: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    phase.stage(StageSpec::new("reader", 1).writes(&read_producer), {
+        let (fs, files, recycled, lost) = (fs.clone(), files.clone(), recycled.clone(), lost.clone());
+        let read_producer = read_producer.clone();
+        let reader_progress = progress.clone();
+        move |worker: &mut Worker| {
+            let mut read = 0;
+            for &partition in &pending {
+                let file = &files[partition];
+                let memory =
+                    worker.allocate(&quota, file.bytes + reduce_memory_bytes(file.records, false))?;
+                let mut data = recycled.lock().unwrap().pop().unwrap_or_default();
+                data.clear();
+                if file.bytes > 0 {
+                    match read_partition(&*fs, file, &mut data) {
+                        Ok(()) => {}
+                        Err(error) if loses_the_partition(&error) => {
+                            lost.lock().unwrap().push((partition, error.to_string()));
+                            continue;
+                        }
+                        Err(error) => return Err(error),
+                    }
+                }
+                worker.count_in(file.bytes);
+                read += file.bytes;
+                reader_progress("reduce", read, total);
+                worker.send(
+                    &read_producer,
+                    PartitionData {
+                        partition,
+                        data,
+                        _memory: memory,
+                    },
+                )?;
+            }
+            Ok(())
+        }
+    });
+
+    let totals: Arc<Mutex<Reduced>> = Arc::default();
+    phase.stage(StageSpec::new("reducer", reducers).reads(&read_consumer), {
+        let (fs, job, totals, lost) = (fs.clone(), job.clone(), totals.clone(), lost.clone());
+        let output = output.to_path_buf();
+        let (format, sync) = (options.output_format, options.sync);
+        let radix_budget = options.memory_bytes / 4 / reducers as u64;
+        move |worker: &mut Worker| {
+            let mut scratch = ReduceScratch::default();
+            while let Some(partition) = worker.recv(&read_consumer)? {
+                let PartitionData { partition, data, .. } = partition;
+                let file = &files[partition];
+                let mut writer = PartitionWriter::create(fs.clone(), &output, partition, format)?;
+                match reduce_partition(
+                    &*job,
+                    partition,
+                    &file.path,
+                    &data,
+                    radix_budget,
+                    &mut scratch,
+                    &mut writer,
+                ) {
+                    Ok(counts) => {
+                        let (records, bytes) = writer.finish(sync)?;
+                        if file.bytes > 0 {
+                            fs.remove_file(&file.path)?;
+                        }
+                        worker.count_out(bytes);
+                        let mut totals = totals.lock().unwrap();
+                        totals.records += records;
+                        totals.bytes += bytes;
+                        totals.radix_sorted += usize::from(counts.algorithm == SortAlgorithm::Radix);
+                        totals.duplicate_chunks += counts.duplicate_chunks;
+                    }
+                    Err(error) if loses_the_partition(&error) => {
+                        writer.abandon()?;
+                        lost.lock().unwrap().push((partition, error.to_string()));
+                    }
+                    Err(error) => return Err(error),
+                }
+                recycled.lock().unwrap().push(data);
+            }
+            Ok(())
+        }
+    });
+    let report = phase.build()?.run()?;
+    let mut reduced = std::mem::take(&mut *totals.lock().unwrap());
+    reduced.reports.push(report);
+    reduced.lost = std::mem::take(&mut *lost.lock().unwrap());
+    reduced.lost.sort_unstable();
+    Ok(reduced)
 }
 
 #[cfg(test)]

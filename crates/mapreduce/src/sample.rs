@@ -1,0 +1,145 @@
+//! Phase zero (seed 003 ch. 5): map a sample of the input, estimate the
+//! intermediate data and cut the partitions.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use spillway_core::{ensure, Result};
+
+use crate::chunk::CHUNK_HEADER_BYTES;
+use crate::combine::Combiner;
+use crate::driver::{phase_two_quota, seconds, JobOptions, PARTITIONS_MAX};
+use crate::input::{Block, InputFormat, Inputs, GENSORT_RECORD_BYTES};
+use crate::job::Job;
+use crate::map::{map_block, MapOutput};
+use crate::partition::{KeySample, Partitioner, Partitioning};
+use crate::record::PairBuf;
+use crate::reduce::reduce_memory_bytes;
+
+/// Bytes phase zero maps of each block it samples.
+pub(crate) const SAMPLE_PIECE_BYTES: u64 = 4 << 20;
+/// Keys phase zero keeps to cut range boundaries.
+const SAMPLE_KEYS: usize = 100_000;
+/// Intermediate bytes from which phase zero makes at least a partition
+/// per thread, so that every reducer has one.
+const PARALLEL_REDUCE_BYTES: u64 = 256 << 10;
+
+/// What phase zero saw and chose.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseZeroReport {
+    /// Input bytes mapped as the sample.
+    pub sampled_bytes: u64,
+    /// Intermediate bytes (after combining) the sample produced.
+    pub sampled_output_bytes: u64,
+    /// The intermediate data phase one was expected to write.
+    pub estimated_bytes: u64,
+    /// Wall time.
+    #[serde(with = "seconds")]
+    pub elapsed: Duration,
+}
+
+/// Phase zero: the partitioner, and what the sample showed.
+pub(crate) fn phase_zero(
+    job: &dyn Job,
+    inputs: &Inputs,
+    blocks: &[Block],
+    options: &JobOptions,
+    threads: usize,
+) -> Result<(Partitioner, Option<PhaseZeroReport>)> {
+    if job.partition(b"", 1).is_some() {
+        ensure!(
+            options.partitions > 0,
+            InvalidArgument,
+            "job {} partitions keys itself: give it a number of partitions",
+            job.name()
+        );
+        return Ok((
+            Partitioner::Job {
+                partitions: options.partitions as u32,
+            },
+            None,
+        ));
+    }
+    if options.partitioning == Partitioning::Hash && options.partitions > 0 {
+        return Ok((
+            Partitioner::Hash {
+                partitions: options.partitions as u32,
+            },
+            None,
+        ));
+    }
+    let started = Instant::now();
+    let total_bytes = inputs.total_bytes();
+    // The sample is pieces of evenly spaced blocks: their first
+    // SAMPLE_PIECE_BYTES (whole records; a key/value file's block, a
+    // chunk, whole).
+    let piece = |block: Block| match inputs.format() {
+        InputFormat::KeyValue => block,
+        InputFormat::Gensort => Block {
+            len: block
+                .len
+                .min(SAMPLE_PIECE_BYTES / GENSORT_RECORD_BYTES as u64 * GENSORT_RECORD_BYTES as u64),
+            ..block
+        },
+        _ => Block {
+            len: block.len.min(SAMPLE_PIECE_BYTES),
+            ..block
+        },
+    };
+    let wanted = options
+        .sample_bytes
+        .div_ceil(SAMPLE_PIECE_BYTES.min(options.block_bytes))
+        .max(1) as usize;
+    let picks = wanted.min(blocks.len());
+    let single = Partitioner::Hash { partitions: 1 };
+    let mut buffers = [PairBuf::default()];
+    let mut combiner = job
+        .aggregate()
+        .map(|function| Combiner::new(function, options.combiner_bytes));
+    let mut sample = KeySample::new(SAMPLE_KEYS);
+    let (mut sampled_bytes, mut output_bytes, mut output_records) = (0u64, 0u64, 0u64);
+    let mut data = Vec::new();
+    for pick in 0..picks {
+        let block = piece(blocks[pick * blocks.len() / picks]);
+        let mut out = MapOutput::new(job, &single, &mut buffers, options.limits).sampling(&mut sample);
+        if let Some(combiner) = combiner.as_mut() {
+            out = out.with_combiner(combiner);
+        }
+        map_block(job, inputs, block, &mut data, &mut out)?;
+        sampled_bytes += block.len;
+        output_bytes += (buffers[0].len() + CHUNK_HEADER_BYTES) as u64;
+        output_records += buffers[0].records();
+        buffers[0].clear();
+    }
+    let scale = |sampled: u64| (sampled as f64 * total_bytes as f64 / sampled_bytes.max(1) as f64) as u64;
+    let (estimated_bytes, estimated_records) = (scale(output_bytes), scale(output_records));
+    let partitions = if options.partitions > 0 {
+        options.partitions
+    } else {
+        // Two partitions are reduced at once (one read while the other is
+        // sorted), each with its records and their sort entries.
+        let need = estimated_bytes + reduce_memory_bytes(estimated_records, true);
+        let by_memory = (2 * need).div_ceil(phase_two_quota(options)) as usize;
+        // A partition per reducer thread, unless the data is too small
+        // to be worth splitting.
+        let for_threads = if estimated_bytes >= PARALLEL_REDUCE_BYTES {
+            threads
+        } else {
+            1
+        };
+        by_memory.max(for_threads).clamp(1, PARTITIONS_MAX)
+    };
+    let partitioner = match options.partitioning {
+        Partitioning::Range => Partitioner::range_from_sample(sample.into_keys(), partitions),
+        Partitioning::Hash => Partitioner::Hash {
+            partitions: partitions as u32,
+        },
+    };
+    let report = PhaseZeroReport {
+        sampled_bytes,
+        sampled_output_bytes: output_bytes,
+        estimated_bytes,
+        elapsed: started.elapsed(),
+    };
+    Ok((partitioner, Some(report)))
+}
