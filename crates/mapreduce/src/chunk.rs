@@ -3,7 +3,7 @@
 //! A partition file is the chunks phase one appended to it, one per input
 //! block that produced records of the partition; a binary output file is
 //! the chunks of one reducer. Each chunk is a header and a payload of
-//! framed records ([`crate::record`]):
+//! framed records ([`Pairs`](crate::Pairs)):
 //!
 //! ```text
 //! offset  bytes  field
