@@ -20,7 +20,7 @@ use spillway_core::{hash64, ErrorKind, Result};
 /// doubles when three quarters are taken).
 const SUM_SLOTS_INITIAL: usize = 1 << 12;
 /// Longest key the table holds; longer keys go to the aggregator.
-const HOT_KEY_BYTES: usize = 23;
+const SUM_KEY_BYTES: usize = 23;
 /// Most keys of one [`Combiner::try_insert_many`].
 pub const BATCH_KEYS: usize = 32;
 /// The length byte of an empty slot.
@@ -29,18 +29,18 @@ const EMPTY: u8 = u8::MAX;
 /// One key's running sum: the key in 23 bytes, zero padded, its length in
 /// the 24th, as three words that compare at once.
 #[derive(Debug, Clone, Copy)]
-struct HotSum {
+struct SumSlot {
     key: [u64; 3],
     sum: i64,
 }
 
-impl HotSum {
-    const EMPTY: HotSum = HotSum {
+impl SumSlot {
+    const EMPTY: SumSlot = SumSlot {
         key: [0, 0, (EMPTY as u64) << 56],
         sum: 0,
     };
 
-    /// The packed form of `key` (at most [`HOT_KEY_BYTES`] long), built
+    /// The packed form of `key` (at most [`SUM_KEY_BYTES`] long), built
     /// in registers: whole words are loaded as they are, the last partial
     /// one byte by byte (bytes written to memory and read back as a word
     /// would stall the load).
@@ -75,16 +75,16 @@ impl HotSum {
 /// Running sums of short keys, by open addressing with linear probing.
 #[derive(Debug)]
 struct SumTable {
-    slots: Vec<HotSum>,
+    slots: Vec<SumSlot>,
     taken: usize,
     max_slots: usize,
 }
 
 impl SumTable {
     fn new(max_bytes: u64) -> Self {
-        let max_slots = (max_bytes as usize / size_of::<HotSum>()).max(SUM_SLOTS_INITIAL);
+        let max_slots = (max_bytes as usize / size_of::<SumSlot>()).max(SUM_SLOTS_INITIAL);
         SumTable {
-            slots: vec![HotSum::EMPTY; SUM_SLOTS_INITIAL],
+            slots: vec![SumSlot::EMPTY; SUM_SLOTS_INITIAL],
             taken: 0,
             max_slots,
         }
@@ -111,7 +111,7 @@ impl SumTable {
                 if 4 * (self.taken + 1) > 3 * (mask + 1) {
                     return self.grow() && self.add(key, hash, addend);
                 }
-                *slot = HotSum { key, sum: addend };
+                *slot = SumSlot { key, sum: addend };
                 self.taken += 1;
                 return true;
             }
@@ -129,7 +129,7 @@ impl SumTable {
         if 2 * self.slots.len() > self.max_slots {
             return false;
         }
-        let doubled = vec![HotSum::EMPTY; 2 * self.slots.len()];
+        let doubled = vec![SumSlot::EMPTY; 2 * self.slots.len()];
         let old = std::mem::replace(&mut self.slots, doubled);
         let mask = self.slots.len() - 1;
         let mut key = [0u8; 24];
@@ -148,7 +148,7 @@ impl SumTable {
         let mut key = [0u8; 24];
         for slot in self.slots.iter_mut().filter(|slot| !slot.is_empty()) {
             visit(slot.key(&mut key), slot.sum)?;
-            *slot = HotSum::EMPTY;
+            *slot = SumSlot::EMPTY;
         }
         self.taken = 0;
         Ok(())
@@ -196,14 +196,7 @@ impl Combiner {
     /// aggregator is full and nothing changed; drain the combiner and try
     /// again.
     pub fn try_insert(&mut self, key: &[u8], value: Value<'_>) -> Result<bool> {
-        if let (Some(sums), Value::Int(addend)) = (self.sums.as_mut(), value) {
-            if key.len() <= HOT_KEY_BYTES && sums.add(HotSum::pack(key), hash64(key), addend) {
-                return Ok(true);
-            }
-        }
-        let inserted = insert_or_refuse(&mut self.aggregator, key, value)?;
-        self.full |= !inserted;
-        Ok(inserted)
+        Ok(self.try_insert_many(std::slice::from_ref(&key), value)? == 1)
     }
 
     /// [`try_insert`](Self::try_insert) of `value` for each of `keys` in
@@ -213,30 +206,25 @@ impl Combiner {
     /// filled up (drain, then insert the rest).
     pub fn try_insert_many(&mut self, keys: &[&[u8]], value: Value<'_>) -> Result<usize> {
         assert!(keys.len() <= BATCH_KEYS, "{} keys in one batch", keys.len());
-        if let (Some(sums), Value::Int(_)) = (self.sums.as_ref(), value) {
-            let mut hashes = [0u64; BATCH_KEYS];
-            for (hash, key) in hashes.iter_mut().zip(keys) {
-                *hash = hash64(key);
-                sums.prefetch(*hash);
+        let mut hashes = [0u64; BATCH_KEYS];
+        let mut sums = match (self.sums.as_mut(), value) {
+            (Some(sums), Value::Int(addend)) => {
+                for (hash, key) in hashes.iter_mut().zip(keys) {
+                    *hash = hash64(key);
+                    sums.prefetch(*hash);
+                }
+                Some((sums, addend))
             }
-            for (index, key) in keys.iter().enumerate() {
-                let short = key.len() <= HOT_KEY_BYTES;
-                let sums = self.sums.as_mut().expect("checked above");
-                let Value::Int(addend) = value else {
-                    unreachable!("checked above")
-                };
-                if !(short && sums.add(HotSum::pack(key), hashes[index], addend)) {
-                    let inserted = insert_or_refuse(&mut self.aggregator, key, value)?;
-                    if !inserted {
-                        self.full = true;
-                        return Ok(index);
-                    }
+            _ => None,
+        };
+        for (index, key) in keys.iter().enumerate() {
+            if let Some((sums, addend)) = &mut sums {
+                if key.len() <= SUM_KEY_BYTES && sums.add(SumSlot::pack(key), hashes[index], *addend) {
+                    continue;
                 }
             }
-            return Ok(keys.len());
-        }
-        for (index, key) in keys.iter().enumerate() {
-            if !self.try_insert(key, value)? {
+            if !insert_or_refuse(&mut self.aggregator, key, value)? {
+                self.full = true;
                 return Ok(index);
             }
         }
@@ -244,8 +232,9 @@ impl Combiner {
     }
 
     /// Hands every partial aggregate (key, serialized state) to `emit`
-    /// and empties the combiner. A key may come twice (once from the cache,
-    /// once from the aggregator); its states merge in phase two.
+    /// and empties the combiner. A key may come twice (once from the
+    /// table of sums, once from the aggregator); its states merge in phase
+    /// two.
     pub fn drain(&mut self, mut emit: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
         for (key, state) in self.aggregator.states() {
             emit(key, state)?;
@@ -320,10 +309,10 @@ mod tests {
             state = state
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            // Skewed keys, some longer than the cache holds.
+            // Skewed keys, some longer than the table of sums holds.
             let rank = (state >> 40) % 5000;
             let key = match index % 7 {
-                0 => format!("a long key that the cache cannot hold {rank}"),
+                0 => format!("a long key that the table of sums cannot hold {rank}"),
                 _ => format!("k{}", rank * rank % 20011),
             };
             let addend = (index % 3) as i64 + 1;

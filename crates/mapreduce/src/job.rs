@@ -73,7 +73,9 @@ pub trait Job: Send + Sync + fmt::Debug {
     }
 
     /// The job's own partition function, if it has one: the partition in
-    /// `0..partitions` of `key`. A job with one skips phase zero.
+    /// `0..partitions` of `key`. A job with one skips phase zero. The driver
+    /// asks it once for an empty key and one partition to learn whether the
+    /// job has one, so it must accept any key (an empty one included).
     fn partition(&self, key: &[u8], partitions: usize) -> Option<usize> {
         let _ = (key, partitions);
         None

@@ -334,6 +334,14 @@ impl Job for InvertedIndex {
     }
 }
 
+/// A reduce that writes every value as it came, under its key.
+fn identity(key: &[u8], values: Values<'_>, out: &mut PairBuf) -> Result<()> {
+    for value in values {
+        out.push(key, value);
+    }
+    Ok(())
+}
+
 /// Grep: the lines holding the pattern, keyed by (file, offset) so that
 /// range partitioning writes them in input order.
 #[derive(Debug)]
@@ -361,10 +369,7 @@ impl Job for Grep {
     }
 
     fn reduce(&self, key: &[u8], values: Values<'_>, out: &mut PairBuf) -> Result<()> {
-        for value in values {
-            out.push(key, value);
-        }
-        Ok(())
+        identity(key, values, out)
     }
 
     fn write_text(&self, _key: &[u8], value: &[u8], out: &mut Vec<u8>) {
@@ -392,10 +397,7 @@ impl Job for Sort {
     }
 
     fn reduce(&self, key: &[u8], values: Values<'_>, out: &mut PairBuf) -> Result<()> {
-        for value in values {
-            out.push(key, value);
-        }
-        Ok(())
+        identity(key, values, out)
     }
 
     fn write_text(&self, key: &[u8], value: &[u8], out: &mut Vec<u8>) {

@@ -5,7 +5,7 @@
 use spillway_agg::Value;
 use spillway_core::{ensure, Error, Result};
 
-use crate::combine::Combiner;
+use crate::combine::{Combiner, BATCH_KEYS};
 use crate::input::{Block, Inputs};
 use crate::job::{InputRecord, Job};
 use crate::partition::{KeySample, Partitioner};
@@ -136,32 +136,13 @@ impl<'a> MapOutput<'a> {
     /// Emits one value of an aggregate job, folded into `key`'s partial
     /// aggregate by the combiner.
     pub fn emit_value(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        ensure!(
-            self.combiner.is_some(),
-            Internal,
-            "job {} emitted an aggregate value but declares no aggregate",
-            self.job.name()
-        );
-        self.check(key.len(), 0)?;
-        self.emitted += 1;
-        if let Some(sample) = self.sample.as_deref_mut() {
-            sample.offer(key);
-        }
-        // Routed when the combiner is drained: once per key, not per value.
-        while !self
-            .combiner
-            .as_deref_mut()
-            .expect("checked above")
-            .try_insert(key, value)?
-        {
-            self.flush()?;
-        }
-        Ok(())
+        self.emit_values(std::slice::from_ref(&key), value)
     }
 
     /// [`emit_value`](Self::emit_value) of `value` for every key of
-    /// `keys` (at most [`BATCH_KEYS`](crate::BATCH_KEYS)): the combiner looks them up together,
-    /// overlapping their cache misses.
+    /// `keys`: the combiner looks up [`BATCH_KEYS`] of them at a time
+    /// together, overlapping their cache misses. Keys are routed when the
+    /// combiner is drained: once per key, not per value.
     pub fn emit_values(&mut self, keys: &[&[u8]], value: Value<'_>) -> Result<()> {
         ensure!(
             self.combiner.is_some(),
@@ -176,15 +157,14 @@ impl<'a> MapOutput<'a> {
             }
         }
         self.emitted += keys.len() as u64;
-        let mut done = 0;
-        while done < keys.len() {
-            done += self
-                .combiner
-                .as_deref_mut()
-                .expect("checked above")
-                .try_insert_many(&keys[done..], value)?;
-            if done < keys.len() {
-                self.flush()?;
+        for batch in keys.chunks(BATCH_KEYS) {
+            let mut done = 0;
+            while done < batch.len() {
+                let combiner = self.combiner.as_deref_mut().expect("checked above");
+                done += combiner.try_insert_many(&batch[done..], value)?;
+                if done < batch.len() {
+                    self.flush()?;
+                }
             }
         }
         Ok(())

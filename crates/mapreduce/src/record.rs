@@ -87,11 +87,6 @@ impl PairBuf {
     pub fn pairs(&self) -> Pairs<'_> {
         Pairs::new(&self.bytes)
     }
-
-    /// The buffer's bytes and record count, giving up the buffer.
-    pub fn into_parts(self) -> (Vec<u8>, u64) {
-        (self.bytes, self.records)
-    }
 }
 
 /// One decoded record: where it starts in its buffer, its key and value.
@@ -119,11 +114,6 @@ impl<'a> Pairs<'a> {
     /// The records of `bytes`.
     pub fn new(bytes: &'a [u8]) -> Self {
         Pairs { bytes, at: 0 }
-    }
-
-    /// The byte offset of the next record.
-    pub fn position(&self) -> usize {
-        self.at
     }
 
     fn decode_next(&mut self) -> std::result::Result<Pair<'a>, DecodeError> {
