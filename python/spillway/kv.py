@@ -33,8 +33,9 @@ _PUT, _DELETE, _MERGE = 0, 1, 2
 # Pairs a scan reads from the engine per call.
 _SCAN_PAGE = 4096
 _SIZE_OPTIONS = ("root_bytes", "node_bytes", "max_key_bytes", "max_value_bytes")
-_COUNT_OPTIONS = ("fan_out", "block_bytes", "bloom_bits_per_key", "fast_splits_per_slow_split", "lists_max")
-OPTIONS = _SIZE_OPTIONS + _COUNT_OPTIONS + ("unique_ratio_min", "sync", "merge", "read_only")
+_COUNT_OPTIONS = ("fan_out", "block_bytes", "bloom_bits_per_key", "index_bits_per_key", "fast_splits_per_slow_split",
+                  "lists_max")
+OPTIONS = _SIZE_OPTIONS + _COUNT_OPTIONS + ("unique_ratio_min", "false_positives_max", "sync", "merge", "read_only")
 
 
 def _key(key: Any) -> bytes:
@@ -80,6 +81,10 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
         elif name == "unique_ratio_min":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise InvalidArgumentError(f"unique_ratio_min must be a number between 0 and 1, not {value!r}")
+            value = float(value)
+        elif name == "false_positives_max":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise InvalidArgumentError(f"false_positives_max must be a number, 0 or above, not {value!r}")
             value = float(value)
         elif name == "sync":
             # True / "always": before every write returns; False / "none": never;
@@ -137,9 +142,12 @@ class KV:
     """A WB Tree key-value store in the directory ``path`` (created if need be).
 
     Options (all optional): ``root_bytes`` (64M), ``node_bytes`` (256M),
-    ``fan_out`` (64), ``block_bytes`` (4096), ``bloom_bits_per_key`` (10),
-    ``fast_splits_per_slow_split`` (8), ``unique_ratio_min`` (0.5), ``lists_max``
-    (64: a node with more lists is spilled or rewritten), ``sync``
+    ``fan_out`` (64), ``block_bytes`` (4096), ``bloom_bits_per_key`` (10: the
+    least a list's filter gets), ``index_bits_per_key`` (16: a list's filter
+    gets what its other indexes leave of this), ``fast_splits_per_slow_split``
+    (8), ``unique_ratio_min`` (0.5), ``lists_max`` (64: a node with more lists
+    is spilled or rewritten), ``false_positives_max`` (0.1: so is a node whose
+    filters expect more false-positive reads per GET), ``sync``
     (True: sync the log before each write returns; False: never; seconds: in
     the background), ``merge`` (an aggregate function: ``sum``, ``count``,
     ``sum+count``, ``max``, ...), ``max_key_bytes``, ``max_value_bytes``,

@@ -102,6 +102,10 @@ def test_bad_options_and_values_get_clear_errors(tmp_path):
         KV(tmp_path / "b", fan_out=1)
     with pytest.raises(InvalidArgumentError, match="lists_max"):
         KV(tmp_path / "b2", lists_max=1)
+    with pytest.raises(InvalidArgumentError, match="false_positives_max"):
+        KV(tmp_path / "b3", false_positives_max=-1)
+    with pytest.raises(InvalidArgumentError, match="index_bits_per_key"):
+        KV(tmp_path / "b4", index_bits_per_key=65)
     with pytest.raises(InvalidArgumentError, match="sync"):
         KV(tmp_path / "c", sync="sometimes")
     with pytest.raises(InvalidArgumentError, match="merge"):

@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use spillway_core::{bail, block_crc, Error, Fs, FsFile, Hash64, Result};
 
-use crate::bloom::Bloom;
+use crate::bloom::{Bloom, FilterBits};
 use crate::cache::FileCache;
 use crate::collapse::Source;
 use crate::kmv::{Sketch, SKETCH_ENTRIES};
@@ -74,7 +74,7 @@ pub struct ListWriter {
     path: PathBuf,
     number: FileNumber,
     block_bytes: usize,
-    bits_per_key: u32,
+    filter_bits: FilterBits,
     /// Bytes not yet written; they start at file offset `flushed`.
     out: Vec<u8>,
     flushed: u64,
@@ -93,7 +93,7 @@ impl ListWriter {
         dir: &Path,
         number: FileNumber,
         block_bytes: u32,
-        bits_per_key: u32,
+        filter_bits: FilterBits,
     ) -> Result<Self> {
         let path = dir.join(file_name(number));
         let file = fs.create_or_truncate(&path)?;
@@ -102,7 +102,7 @@ impl ListWriter {
             path,
             number,
             block_bytes: block_bytes as usize,
-            bits_per_key,
+            filter_bits,
             out: Vec::with_capacity(WRITE_CHUNK_BYTES + block_bytes as usize),
             flushed: 0,
             block_start: None,
@@ -185,8 +185,13 @@ impl ListWriter {
         self.finish_block()?;
         ensure_records(&self)?;
         let filter_offset = self.bytes();
-        let bloom = Bloom::build(&self.hashes, self.bits_per_key);
         let sketch = Sketch::build(&self.hashes, SKETCH_ENTRIES);
+        // The first-hash index, its page entries (a bit each, as a rule)
+        // and the sketch stay in memory beside the filter.
+        let blocks = self.first_hashes.len() as u64;
+        let other_bits = blocks * (Hash64::BITS as u64 + 1) + sketch.memory_bytes() as u64 * 8;
+        let filter_bits = self.filter_bits.for_list(self.hashes.len() as u64, other_bits);
+        let bloom = Bloom::build(&self.hashes, filter_bits);
         let start = self.out.len();
         bloom.encode(&mut self.out);
         seal_section(self.number, self.flushed, start, &mut self.out);
@@ -225,6 +230,7 @@ impl ListWriter {
             file_bytes,
             first_hashes: self.first_hashes,
             pages: BlockPages::new(self.pages),
+            false_positive_rate: bloom.false_positive_rate(footer.records),
             bloom,
             sketch,
         }))
@@ -336,6 +342,9 @@ pub struct ListFile {
     first_hashes: Vec<Hash64>,
     pages: BlockPages,
     bloom: Bloom,
+    /// The filter's expected false-positive rate (computed once: a GET
+    /// does not need it, the worker sums it over nodes' lists).
+    false_positive_rate: f64,
     sketch: Sketch,
 }
 
@@ -466,6 +475,7 @@ impl ListFile {
             file_bytes,
             first_hashes,
             pages: BlockPages::new(pages),
+            false_positive_rate: bloom.false_positive_rate(footer.records),
             bloom,
             sketch,
         };
@@ -546,6 +556,12 @@ impl ListFile {
             + self.first_hashes.capacity() * size_of::<Hash64>()
             + self.pages.memory_bytes()
             + self.sketch.memory_bytes()
+    }
+
+    /// The share of GETs of absent keys that its filter lets through to a
+    /// block read.
+    pub fn false_positive_rate(&self) -> f64 {
+        self.false_positive_rate
     }
 
     /// Whether the file may hold a key with this hash.
@@ -950,7 +966,8 @@ mod tests {
             })
             .collect();
         records.sort();
-        let mut writer = ListWriter::create(fs.as_ref(), Path::new("/l"), number, 512, 10).unwrap();
+        let mut writer =
+            ListWriter::create(fs.as_ref(), Path::new("/l"), number, 512, FilterBits::fixed(10)).unwrap();
         for (hash, key, value) in &records {
             let record = RecordRef {
                 hash: *hash,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use spillway_core::{ensure, Limits, Result};
 
+use crate::bloom::FilterBits;
 use crate::merge::MergeOperator;
 use crate::root::ROOT_BYTES_MAX;
 
@@ -40,8 +41,16 @@ pub struct Options {
     /// Bytes of a list block (a power of two, at least 512): the unit of a
     /// GET's read and of the first-hash index.
     pub block_bytes: u32,
-    /// Bloom filter bits per key (0: no filters, every list is read).
+    /// Bloom filter bits per key a list gets at least (0: no filters,
+    /// every list is read).
     pub bloom_bits_per_key: u32,
+    /// Memory per key, in bits, that a list's filter, first-hash index and
+    /// sketch take together: the filter gets what the others leave, but
+    /// at least `bloom_bits_per_key` (0: filters of exactly that). The
+    /// default of 16 bits (2 bytes) gives filters of 15 bits per key for
+    /// records of 16 bytes, 14 for 64 and 11 for 256; every bit cuts a
+    /// GET's false-positive reads by about a third.
+    pub index_bits_per_key: u32,
     /// Fast splits a leaf's lineage makes before a slow split (0: slow
     /// splits only).
     pub fast_splits_per_slow_split: u32,
@@ -57,6 +66,13 @@ pub struct Options {
     /// child lists far smaller than `node_bytes / fan_out` (a root
     /// buffer holds its records' bytes plus 32 bytes of index each).
     pub lists_max: usize,
+    /// False-positive block reads a GET may expect from one node's lists
+    /// (the sum of their filters' rates) before the node is spilled
+    /// (internal) or slowly split (leaf), however few lists it has (0
+    /// disables). With the default 0.1 it binds for large records, whose
+    /// filters get fewer bits of the index budget: about 16 lists at
+    /// 256-byte records, where `lists_max` allows 64.
+    pub false_positives_max: f64,
     /// When the log is synced.
     pub sync: SyncMode,
     /// The merge operator, for MERGE writes.
@@ -74,9 +90,11 @@ impl fmt::Debug for Options {
             .field("fan_out", &self.fan_out)
             .field("block_bytes", &self.block_bytes)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("index_bits_per_key", &self.index_bits_per_key)
             .field("fast_splits_per_slow_split", &self.fast_splits_per_slow_split)
             .field("unique_ratio_min", &self.unique_ratio_min)
             .field("lists_max", &self.lists_max)
+            .field("false_positives_max", &self.false_positives_max)
             .field("sync", &self.sync)
             .field(
                 "merge_operator",
@@ -102,9 +120,11 @@ impl Default for Options {
             fan_out: 64,
             block_bytes: 4096,
             bloom_bits_per_key: 10,
+            index_bits_per_key: 16,
             fast_splits_per_slow_split: 8,
             unique_ratio_min: 0.5,
             lists_max: 64,
+            false_positives_max: 0.1,
             sync: SyncMode::Always,
             merge_operator: None,
             limits: Limits::default().with_value_bytes_max(8 << 20),
@@ -113,6 +133,14 @@ impl Default for Options {
 }
 
 impl Options {
+    /// How many bits each new list's filter gets.
+    pub fn filter_bits(&self) -> FilterBits {
+        FilterBits {
+            least_per_key: self.bloom_bits_per_key,
+            index_per_key: self.index_bits_per_key,
+        }
+    }
+
     /// The default limits, lowered where need be so that the largest
     /// record fits four times in a root buffer of `root_bytes` and in a
     /// node of `node_bytes` (as [`check`](Self::check) requires): for
@@ -164,6 +192,12 @@ impl Options {
             self.bloom_bits_per_key
         );
         ensure!(
+            self.index_bits_per_key <= 64,
+            InvalidArgument,
+            "index_bits_per_key must be at most 64, got {}",
+            self.index_bits_per_key
+        );
+        ensure!(
             (0.0..=1.0).contains(&self.unique_ratio_min),
             InvalidArgument,
             "unique_ratio_min must be between 0 and 1, got {}",
@@ -174,6 +208,12 @@ impl Options {
             InvalidArgument,
             "lists_max must be 0 (no limit) or at least 2, got {}",
             self.lists_max
+        );
+        ensure!(
+            self.false_positives_max.is_finite() && self.false_positives_max >= 0.0,
+            InvalidArgument,
+            "false_positives_max must be 0 (no limit) or above, got {}",
+            self.false_positives_max
         );
         if let SyncMode::Periodic(interval) = self.sync {
             ensure!(

@@ -64,7 +64,7 @@ impl<'a> Job<'a> {
             self.dir,
             number,
             self.options.block_bytes,
-            self.options.bloom_bits_per_key,
+            self.options.filter_bits(),
         )
     }
 

@@ -217,7 +217,8 @@ pub struct KvStats {
     /// Levels the tree grew.
     pub grows: u64,
     /// Spills and slow splits forced by too many lists in a node
-    /// (`lists_max`) or by repeated keys (unique ratio).
+    /// (`lists_max`, `false_positives_max`) or by repeated keys (unique
+    /// ratio).
     pub forced: u64,
     /// Time writers waited for a root to spill, in seconds, and how often.
     pub stall_seconds: f64,
@@ -1072,15 +1073,14 @@ impl Worker {
             };
             return Some((fix, bytes > 2 * options.node_bytes));
         }
-        // Too many lists: a GET tests a filter per list.
-        if options.lists_max > 0 {
-            let crowded = tree
-                .nodes()
-                .filter(|node| node.id != ROOT && node.lists.len() > options.lists_max)
-                .max_by_key(|node| (!node.is_leaf(), node.lists.len()));
-            if let Some(node) = crowded {
-                return Some((Self::forced_fix(node), false));
-            }
+        // Too many lists: a GET tests a filter per list, and reads a block
+        // for each of their false positives.
+        let crowded = tree
+            .nodes()
+            .filter(|node| node.id != ROOT && Self::crowded(node, options))
+            .max_by_key(|node| (!node.is_leaf(), node.lists.len()));
+        if let Some(node) = crowded {
+            return Some((Self::forced_fix(node), false));
         }
         if options.unique_ratio_min > 0.0 {
             for node in tree.nodes() {
@@ -1102,6 +1102,19 @@ impl Worker {
             }
         }
         None
+    }
+
+    /// Whether `node` holds more lists than a GET should test: more than
+    /// `lists_max`, or more false positives than `false_positives_max`
+    /// (filters answering "maybe" to everything, with no bits, do not
+    /// count: rewriting could never bring them under).
+    fn crowded(node: &Node, options: &Options) -> bool {
+        let lists = node.lists.len();
+        (options.lists_max > 0 && lists > options.lists_max)
+            || (options.false_positives_max > 0.0
+                && options.bloom_bits_per_key > 0
+                && lists >= 2
+                && node.false_positive_reads() > options.false_positives_max)
     }
 
     /// A spill (internal) or slow split (leaf) that `node` needs for

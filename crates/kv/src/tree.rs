@@ -75,6 +75,15 @@ impl Node {
         self.lists.iter().map(ListRef::records).sum()
     }
 
+    /// Block reads a GET of an absent key expects from its lists'
+    /// filters' false positives.
+    pub fn false_positive_reads(&self) -> f64 {
+        self.lists
+            .iter()
+            .map(|list| list.file.false_positive_rate())
+            .sum()
+    }
+
     /// The estimated share of its records that are distinct keys (1 when
     /// no key repeats across its lists; seed 001 §6's α).
     pub fn unique_ratio(&self) -> f64 {

@@ -99,6 +99,7 @@ fn a_node_with_more_lists_than_lists_max_is_spilled_or_rewritten() {
     let crowded = Options {
         node_bytes: 64 << 20,
         lists_max: 0,
+        false_positives_max: 0.0,
         unique_ratio_min: 0.0,
         ..small_options()
     };
@@ -139,6 +140,52 @@ fn a_node_with_more_lists_than_lists_max_is_spilled_or_rewritten() {
     assert!(bounded.stats().forced > 0 && crowded.stats().forced == 0);
     // Rewriting a crowded leaf collapses the older versions of its keys.
     assert!(bounded.stats().list_records < crowded.stats().list_records);
+}
+
+#[test]
+fn a_node_whose_filters_let_too_many_misses_through_is_rewritten() {
+    // Filters of 4 bits per key let about 15% of misses through: a GET of
+    // an absent key expects a false-positive read for every 7 lists or so.
+    let options = Options {
+        node_bytes: 64 << 20,
+        lists_max: 0,
+        unique_ratio_min: 0.0,
+        bloom_bits_per_key: 4,
+        index_bits_per_key: 0,
+        false_positives_max: 0.5,
+        ..small_options()
+    };
+    let fs = Arc::new(SimFs::new());
+    let store = Store::open_on(fs, Path::new("/kv"), options).unwrap();
+    let mut model = BTreeMap::new();
+    let keys = 3000;
+    for round in 0..12u64 {
+        let mut batch = WriteBatch::new();
+        for i in 0..keys {
+            let value = value(i, round, 40);
+            batch.put(&key(i), &value);
+            model.insert(key(i), value);
+            if batch.len() == 100 {
+                store.write(&batch).unwrap();
+                batch.clear();
+            }
+        }
+        store.write(&batch).unwrap();
+        store.flush().unwrap();
+    }
+    store.settle().unwrap();
+    check_against(&store, &model, keys);
+    store.verify().unwrap();
+    assert!(store.stats().forced > 0, "{:?}", store.stats());
+    // At most 3 lists of about 15% each fit under 0.5; misses read about that.
+    assert!((1..=3).contains(&most_lists(&store)), "{:?}", store.describe());
+    let stats = store.stats();
+    for i in keys..keys + 2000 {
+        assert_eq!(store.get(&key(i)).unwrap(), None);
+    }
+    let reads = store.stats().get_block_reads - stats.get_block_reads;
+    // At most 0.5 expected per miss, by the rule.
+    assert!(reads < 1200, "{reads} block reads for 2000 misses");
 }
 
 #[test]

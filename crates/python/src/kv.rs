@@ -24,9 +24,11 @@ pub struct PyKvOptions {
     fan_out: Option<usize>,
     block_bytes: Option<u32>,
     bloom_bits_per_key: Option<u32>,
+    index_bits_per_key: Option<u32>,
     fast_splits_per_slow_split: Option<u32>,
     unique_ratio_min: Option<f64>,
     lists_max: Option<usize>,
+    false_positives_max: Option<f64>,
     /// "always", "none", or a period in seconds.
     sync: Option<String>,
     sync_period: Option<f64>,
@@ -90,11 +92,15 @@ fn options(settings: PyKvOptions, merge: Option<&Arc<AggregateMerge>>) -> Result
         fan_out: settings.fan_out.unwrap_or(defaults.fan_out),
         block_bytes: settings.block_bytes.unwrap_or(defaults.block_bytes),
         bloom_bits_per_key: settings.bloom_bits_per_key.unwrap_or(defaults.bloom_bits_per_key),
+        index_bits_per_key: settings.index_bits_per_key.unwrap_or(defaults.index_bits_per_key),
         fast_splits_per_slow_split: settings
             .fast_splits_per_slow_split
             .unwrap_or(defaults.fast_splits_per_slow_split),
         unique_ratio_min: settings.unique_ratio_min.unwrap_or(defaults.unique_ratio_min),
         lists_max: settings.lists_max.unwrap_or(defaults.lists_max),
+        false_positives_max: settings
+            .false_positives_max
+            .unwrap_or(defaults.false_positives_max),
         sync,
         merge_operator: merge.map(|merge| merge.clone() as Arc<dyn MergeOperator>),
         limits,
