@@ -17,6 +17,7 @@
 //! filter = probes u16 LE | probing u16 LE | blocks u32 LE | blocks × 64 bytes
 //! ```
 
+use spillway_core::memory::prefetch;
 use spillway_core::{DecodeError, Hash64};
 
 /// Bits in a block: one 64-byte cache line.
@@ -144,8 +145,6 @@ impl Bloom {
     #[inline]
     fn locate(&self, hash: Hash64) -> (usize, impl Iterator<Item = u32>) {
         let mixed = remix(hash);
-        // Multiply-shift maps the high half onto the blocks without a division.
-        let block = (((mixed >> 32) * self.blocks() as u64) >> 32) as usize;
         let low = mixed as u32;
         let probing = self.probing;
         let (mut stride_bit, stride) = (low, low.rotate_right(17) | 1);
@@ -161,7 +160,21 @@ impl Bloom {
                 product >> (32 - BLOCK_BITS.trailing_zeros())
             }
         });
-        (block * WORDS_PER_BLOCK, positions)
+        (self.block_start(mixed), positions)
+    }
+
+    /// The first word of the block of a remixed hash: multiply-shift maps
+    /// its high half onto the blocks without a division.
+    #[inline]
+    fn block_start(&self, mixed: u64) -> usize {
+        (((mixed >> 32) * self.blocks() as u64) >> 32) as usize * WORDS_PER_BLOCK
+    }
+
+    /// Asks for the block `hash` would test, so that a caller about to
+    /// test many filters waits for their cache misses together.
+    #[inline]
+    pub fn prefetch(&self, hash: Hash64) {
+        prefetch(&self.words[self.block_start(remix(hash))]);
     }
 
     /// Whether the filter may hold `hash` (never false for a hash it was

@@ -788,6 +788,15 @@ impl ListRef {
         (hash > self.low && hash <= self.high).then_some(hash)
     }
 
+    /// Asks for the filter block a GET of `hash` tests (see
+    /// [`Bloom::prefetch`]).
+    #[inline]
+    pub fn prefetch_filter(&self, hash: Hash64) {
+        if (self.low..=self.high).contains(&hash) {
+            self.file.bloom.prefetch(hash);
+        }
+    }
+
     /// Calls `found` with the record of `key` (hash `hash`) in this list,
     /// if it holds one. Returns how many blocks it read (0 when the filter
     /// rules the list out).

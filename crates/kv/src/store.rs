@@ -677,6 +677,11 @@ impl Store {
                 let mut buffer = Vec::with_capacity(shared.options.block_bytes as usize);
                 let metrics = &shared.metrics;
                 view.tree.walk(hash, |node| {
+                    // A node's filters are larger than the caches: one
+                    // miss each, taken together rather than one by one.
+                    for list in node.lists.iter().rev() {
+                        list.prefetch_filter(hash);
+                    }
                     for list in node.lists.iter().rev() {
                         let reads = list.get(&shared.cache, hash, key, &mut buffer, |kind, value| {
                             lookup.add(kind, value);
