@@ -22,8 +22,9 @@ LevelDB), all inside one cgroup v1 memory limit that counts the page cache:
                  but not synced (a sync per record would measure the disk)
 
 Every engine gets the same key and value stream (kv-driver's module docs),
-no compression, 10-bit Bloom filters, two background threads, and the same
-memory limit. Reported: operations/s, latency p50/p99/p99.9, stall time,
+no compression, two background threads, and the same memory limit; RocksDB
+and LevelDB 10-bit Bloom filters, Spillway its default filters (at least 10
+bits per key, within 2 bytes of index memory per key). Reported: operations/s, latency p50/p99/p99.9, stall time,
 write amplification (device bytes written over bytes of keys and values, from
 /proc/<pid>/io), RAM for indexes per key, device reads per GET, peak RSS.
 Reports go to docs/benchmarks/kv.{json,md}, rewritten after every shape.
@@ -217,10 +218,16 @@ def run_shape(shape: str, engines: list[str], drivers: dict[str, Path], args: ar
 
 
 def check_agreement(shape: str, results: dict[str, dict[str, Any]]) -> None:
-    """Every engine filled the same keys and read the same ones, so every readrandom finds as many."""
-    hits = {engine: entry["read"]["hits"] for engine, entry in results.items()}
-    if len(set(hits.values())) > 1:
-        raise BenchmarkFailure(f"RESULTS DISAGREE: readrandom hits of the {shape} B shape differ between engines: {hits}")
+    """Every engine filled the same keys and read the same ones, so readrandoms of as many GETs find as many.
+
+    (Merged runs may have made more GETs for some engines: those are compared among themselves.)
+    """
+    by_reads: dict[int, dict[str, int]] = {}
+    for engine, entry in results.items():
+        by_reads.setdefault(entry["read"]["operations"], {})[engine] = entry["read"]["hits"]
+    for hits in by_reads.values():
+        if len(set(hits.values())) > 1:
+            raise BenchmarkFailure(f"RESULTS DISAGREE: readrandom hits of the {shape} B shape differ between engines: {hits}")
 
 
 def stall(result: dict[str, Any]) -> str:
@@ -319,7 +326,10 @@ def markdown(report: dict[str, Any]) -> str:
         "of them distinct), batches of 1000, the write-ahead log synced after every batch; fill-b1: one record per "
         "write, the log written but not synced. Read: `readrandom` after the fill, the page cache dropped, half the "
         "keys never written. Rww: `readwhilewriting`, one writer (batches of 1000, synced) and one reader. Every "
-        "engine: no compression, 10-bit Bloom filters, two background threads, its default memory sizes. RocksDB 8.10 "
+        "engine: no compression, two background threads, its default memory sizes; RocksDB and LevelDB with 10-bit "
+        "Bloom filters, Spillway with its default of at least 10 bits within 2 bytes of index memory per key (15 bits "
+        "per key at 16-byte records, 14 at 64, 13 at 16+100, 11 at 256; the index B/key column shows each engine's "
+        "cost). RocksDB 8.10 "
         "(crate `rocksdb` 0.22, release build), LevelDB 1.23 (Debian's libleveldb, its C++ API).",
         "",
         "## Targets",
