@@ -128,12 +128,16 @@ impl Bloom {
             words: vec![0; blocks * WORDS_PER_BLOCK],
         };
         for &hash in hashes {
-            let (base, positions) = bloom.locate(hash);
-            for position in positions {
-                bloom.words[base + (position / 64) as usize] |= 1 << (position % 64);
-            }
+            bloom.insert(hash);
         }
         bloom
+    }
+
+    fn insert(&mut self, hash: Hash64) {
+        let (base, positions) = self.locate(hash);
+        for position in positions {
+            self.words[base + (position / 64) as usize] |= 1 << (position % 64);
+        }
     }
 
     fn blocks(&self) -> usize {
@@ -360,10 +364,7 @@ mod tests {
         stride.probing = Probing::Stride;
         stride.probes = 6;
         for &hash in &keys {
-            let (base, positions) = stride.locate(hash);
-            for position in positions.collect::<Vec<_>>() {
-                stride.words[base + (position / 64) as usize] |= 1 << (position % 64);
-            }
+            stride.insert(hash);
         }
         let mut bytes = Vec::new();
         stride.encode(&mut bytes);
