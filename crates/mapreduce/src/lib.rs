@@ -53,6 +53,8 @@ mod sample;
 mod scan;
 mod shuffle;
 mod sort;
+#[cfg(test)]
+mod testing;
 
 pub use combine::{Combiner, BATCH_KEYS};
 pub use driver::{run, JobOptions, JobReport, Progress, PARTITIONS_MAX};

@@ -94,13 +94,7 @@ impl<'a> Iterator for Words<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lcg(state: &mut u64) -> u64 {
-        *state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        *state >> 33
-    }
+    use crate::testing::lcg;
 
     #[test]
     fn the_word_scans_agree_with_byte_by_byte_ones() {

@@ -243,6 +243,7 @@ fn radix_sort(entries: &mut Vec<Entry>, scratch: &mut Vec<Entry>) {
 mod tests {
     use super::*;
     use crate::record::PairBuf;
+    use crate::testing::lcg;
 
     fn sorted(records: &PairBuf, secondary: usize, algorithm: SortAlgorithm) -> Vec<(Vec<u8>, Vec<u8>)> {
         let data = records.as_bytes();
@@ -254,13 +255,6 @@ mod tests {
             .map(|entry| entry.pair(data))
             .map(|pair| (pair.key.to_vec(), pair.value.to_vec()))
             .collect()
-    }
-
-    fn lcg(state: &mut u64) -> u64 {
-        *state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        *state >> 33
     }
 
     #[test]
