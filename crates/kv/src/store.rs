@@ -1110,14 +1110,11 @@ impl Worker {
     }
 
     /// Whether `node` holds more lists than a GET should test: more than
-    /// `lists_max`, or more false positives than `false_positives_max`
-    /// (filters answering "maybe" to everything, with no bits, do not
-    /// count: rewriting could never bring them under).
+    /// `lists_max`, or more false positives than `false_positives_max`.
     fn crowded(node: &Node, options: &Options) -> bool {
         let lists = node.lists.len();
         (options.lists_max > 0 && lists > options.lists_max)
             || (options.false_positives_max > 0.0
-                && options.bloom_bits_per_key > 0
                 && lists >= 2
                 && node.false_positive_reads() > options.false_positives_max)
     }

@@ -76,11 +76,14 @@ impl Node {
     }
 
     /// Block reads a GET of an absent key expects from its lists'
-    /// filters' false positives.
+    /// filters' false positives. Lists without a filter (written with no
+    /// bits, answering "maybe" to every key) do not count: the bound on
+    /// them is `lists_max`.
     pub fn false_positive_reads(&self) -> f64 {
         self.lists
             .iter()
             .map(|list| list.file.false_positive_rate())
+            .filter(|&rate| rate < 1.0)
             .sum()
     }
 
