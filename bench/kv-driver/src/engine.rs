@@ -123,6 +123,7 @@ impl Engine for Spillway {
             "forced": stats.forced,
             "stalls": stats.stalls,
             "wal_bytes": stats.wal_bytes,
+            "logs_over_spares": stats.logs_over_spares,
             "list_bytes_written": stats.list_bytes_written,
             "list_bytes_read": stats.list_bytes_read,
             "gets": stats.gets,

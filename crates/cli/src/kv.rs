@@ -649,6 +649,7 @@ pub fn stats_json(stats: &KvStats) -> Json {
         "records_spilled": stats.records_spilled,
         "write_amplification": stats.write_amplification(),
         "manifest_rewrites": stats.manifest_rewrites,
+        "logs_over_spares": stats.logs_over_spares,
         "files_removed": stats.files_removed,
         "file_opens": stats.file_opens,
         "write_latency_us": histogram_json(&stats.write_latency_us),

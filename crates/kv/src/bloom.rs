@@ -27,6 +27,9 @@ const WORDS_PER_BLOCK: usize = (BLOCK_BITS / 64) as usize;
 const PROBES_MAX: u32 = 30;
 /// The bytes before the blocks.
 pub const FILTER_HEADER_BYTES: usize = 8;
+/// How far ahead of the hash it inserts a build prefetches: enough
+/// misses in flight to cover the memory's latency.
+const INSERT_AHEAD: usize = 16;
 
 /// How many bits a list's filter gets. A GET tests one filter per list on
 /// its path, up to `lists_max` of them per level, so its false-positive
@@ -127,7 +130,13 @@ impl Bloom {
             probing: Probing::Multiply,
             words: vec![0; blocks * WORDS_PER_BLOCK],
         };
-        for &hash in hashes {
+        // A list's filter is larger than the caches and its blocks are drawn
+        // at random, so each insert is a miss: ask for the blocks of the
+        // hashes a few places on, so that the misses overlap.
+        for (index, &hash) in hashes.iter().enumerate() {
+            if let Some(&ahead) = hashes.get(index + INSERT_AHEAD) {
+                bloom.prefetch(ahead);
+            }
             bloom.insert(hash);
         }
         bloom

@@ -94,8 +94,11 @@ pub trait Source: Send {
 /// key the older source's comes first.
 pub struct Merger {
     sources: Vec<Box<dyn Source>>,
-    /// A binary min-heap of source indices by (hash, key, index).
-    heap: Vec<usize>,
+    /// A binary min-heap of sources by (hash, key, index): each source's
+    /// index with the hash of its current record. Hashes rarely tie, so
+    /// most comparisons read this array alone, without asking the
+    /// sources (a call through `dyn` each) for their records.
+    heap: Vec<(Hash64, usize)>,
     merge: Option<Arc<dyn MergeOperator>>,
     hash: Hash64,
     key: Vec<u8>,
@@ -119,8 +122,13 @@ impl Merger {
         for source in &mut sources {
             source.advance()?;
         }
+        let heap = sources
+            .iter()
+            .enumerate()
+            .filter_map(|(index, source)| Some((source.record()?.hash, index)))
+            .collect();
         let mut merger = Merger {
-            heap: (0..sources.len()).collect(),
+            heap,
             sources,
             merge,
             hash: 0,
@@ -128,21 +136,25 @@ impl Merger {
             folded: Folded::default(),
             records_in: 0,
         };
-        merger.heap.retain(|&i| merger.sources[i].record().is_some());
         for i in (0..merger.heap.len() / 2).rev() {
             merger.sift_down(i);
         }
         Ok(merger)
     }
 
-    fn less(&self, a: usize, b: usize) -> bool {
-        let x = self.sources[a]
-            .record()
-            .expect("sources in the heap have a record");
-        let y = self.sources[b]
-            .record()
-            .expect("sources in the heap have a record");
-        (x.hash, x.key, a) < (y.hash, y.key, b)
+    /// Whether heap entry `a` comes before heap entry `b`.
+    #[inline]
+    fn less(&self, (a_hash, a): (Hash64, usize), (b_hash, b): (Hash64, usize)) -> bool {
+        if a_hash != b_hash {
+            return a_hash < b_hash;
+        }
+        let key = |index: usize| {
+            self.sources[index]
+                .record()
+                .expect("sources in the heap have a record")
+                .key
+        };
+        (key(a), a) < (key(b), b)
     }
 
     fn sift_down(&mut self, mut i: usize) {
@@ -167,14 +179,17 @@ impl Merger {
 
     /// Advances the source on top of the heap and restores the heap.
     fn advance_top(&mut self) -> Result<()> {
-        let top = self.heap[0];
+        let top = self.heap[0].1;
         self.sources[top].advance()?;
-        if self.sources[top].record().is_none() {
-            let last = self.heap.pop().expect("the heap is not empty");
-            if self.heap.is_empty() {
-                return Ok(());
+        match self.sources[top].record() {
+            Some(record) => self.heap[0].0 = record.hash,
+            None => {
+                let last = self.heap.pop().expect("the heap is not empty");
+                if self.heap.is_empty() {
+                    return Ok(());
+                }
+                self.heap[0] = last;
             }
-            self.heap[0] = last;
         }
         self.sift_down(0);
         Ok(())
@@ -182,7 +197,7 @@ impl Merger {
 
     /// The next key's collapsed record, `None` when every source is done.
     pub fn next_record(&mut self) -> Result<Option<RecordRef<'_>>> {
-        let Some(&top) = self.heap.first() else {
+        let Some(&(_, top)) = self.heap.first() else {
             return Ok(None);
         };
         let record = self.sources[top]
@@ -198,7 +213,10 @@ impl Merger {
         self.folded.start(record.kind, record.value);
         self.records_in += 1;
         self.advance_top()?;
-        while let Some(&top) = self.heap.first() {
+        while let Some(&(hash, top)) = self.heap.first() {
+            if hash != self.hash {
+                break;
+            }
             let record = self.sources[top]
                 .record()
                 .expect("sources in the heap have a record");

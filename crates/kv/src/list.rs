@@ -32,6 +32,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use spillway_core::fs::{AlignedBuffer, OpenOptions, DIRECT_IO_ALIGNMENT_BYTES};
 use spillway_core::{bail, block_crc, Error, Fs, FsFile, Hash64, Result};
 
 use crate::bloom::{Bloom, FilterBits};
@@ -54,6 +55,8 @@ const INDEX_ENTRY_BYTES: usize = 12;
 const CONTINUES: u32 = 1 << 31;
 /// Bytes a writer gathers before it writes them.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
+/// What direct writes align their offsets and lengths to.
+const ALIGNMENT: usize = DIRECT_IO_ALIGNMENT_BYTES as usize;
 /// Bytes a cursor reads at once.
 const READ_CHUNK_BYTES: usize = 256 << 10;
 
@@ -68,9 +71,20 @@ pub fn parse_name(name: &str) -> Option<FileNumber> {
 }
 
 /// Writes one list file, records in (hash, key) order.
+///
+/// The file is written with direct I/O where the file system allows it.
+/// Spills and splits write every record again and again; through the page
+/// cache each byte costs a copy into the cache, its pages' allocation and
+/// later their writeback, which at small records took a sixth of the
+/// background worker's time. Direct writes go from an aligned buffer
+/// of the writer's straight to the device. (GETs still read through the
+/// page cache: a direct write drops the cached pages it overwrites.)
 #[derive(Debug)]
 pub struct ListWriter {
     file: Box<dyn FsFile>,
+    /// Where whole aligned pieces of `out` are copied to be written
+    /// directly; `None` where the file system refused direct I/O.
+    direct: Option<AlignedBuffer>,
     path: PathBuf,
     number: FileNumber,
     block_bytes: usize,
@@ -96,9 +110,17 @@ impl ListWriter {
         filter_bits: FilterBits,
     ) -> Result<Self> {
         let path = dir.join(file_name(number));
-        let file = fs.create_or_truncate(&path)?;
+        let (file, direct) = match fs.open(&path, OpenOptions::create_or_truncate().with_direct(true)) {
+            Ok(file) => {
+                let staging = (WRITE_CHUNK_BYTES + block_bytes as usize).next_multiple_of(ALIGNMENT);
+                (file, Some(AlignedBuffer::zeroed(staging)))
+            }
+            // Some file systems (tmpfs before Linux 6.6) refuse O_DIRECT.
+            Err(_) => (fs.create_or_truncate(&path)?, None),
+        };
         Ok(ListWriter {
             file,
+            direct,
             path,
             number,
             block_bytes: block_bytes as usize,
@@ -168,14 +190,47 @@ impl ListWriter {
         let block_len = (self.out.len() - start).next_multiple_of(self.block_bytes);
         self.out.resize(start + block_len, 0);
         if self.out.len() >= WRITE_CHUNK_BYTES {
+            self.write_out(false)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `out` at `flushed` and empties it; a direct writer keeps
+    /// back the part past the last aligned offset unless this is the
+    /// `last` write, which it pads with zeros (cut off by the caller).
+    fn write_out(&mut self, last: bool) -> Result<()> {
+        let Some(staging) = self.direct.as_mut() else {
             self.file.write_at(&self.out, self.flushed)?;
-            // Start writing it out now: the disk works while we compute, and
-            // the log's syncs do not find megabytes of a list's pages
-            // waiting in front of them (ext4 commits them together).
-            self.file.start_writeback()?;
+            if !last {
+                // Start writing it out now: the disk works while we compute,
+                // and the log's syncs do not find megabytes of a list's
+                // pages waiting in front of them (ext4 commits them together).
+                self.file.start_writeback()?;
+            }
             self.flushed += self.out.len() as u64;
             self.out.clear();
+            return Ok(());
+        };
+        debug_assert_eq!(self.flushed % ALIGNMENT as u64, 0);
+        let mut done = 0;
+        while done < self.out.len() {
+            let left = &self.out[done..];
+            let data = if last {
+                left.len().min(staging.len())
+            } else {
+                (left.len() / ALIGNMENT * ALIGNMENT).min(staging.len())
+            };
+            if data == 0 {
+                break;
+            }
+            let padded = data.next_multiple_of(ALIGNMENT);
+            staging[..data].copy_from_slice(&left[..data]);
+            staging[data..padded].fill(0);
+            self.file.write_at(&staging[..padded], self.flushed)?;
+            self.flushed += data as u64;
+            done += data;
         }
+        self.out.drain(..done);
         Ok(())
     }
 
@@ -218,9 +273,13 @@ impl ListWriter {
         };
         let footer_offset = self.bytes();
         footer.encode(self.number, footer_offset, &mut self.out);
-        self.file.write_at(&self.out, self.flushed)?;
-        self.file.sync_data()?;
         let file_bytes = footer_offset + FOOTER_BYTES as u64;
+        self.write_out(true)?;
+        if self.direct.is_some() {
+            // The last direct write was padded to a whole page.
+            self.file.set_len(file_bytes)?;
+        }
+        self.file.sync_data()?;
         // The index lives as long as the file: no spare capacity.
         self.first_hashes.shrink_to_fit();
         Ok(Arc::new(ListFile {

@@ -3,12 +3,16 @@
 //! and collapsed when the buffer spills.
 //!
 //! Flat and allocation-free per record: every record's bytes go to one
-//! arena, every record gets a 16-byte entry, and the index is an
+//! arena, every record gets an 8-byte entry, and the index is an
 //! open-addressing table keyed by the key's hash (already a good hash).
-//! A slot holds the entry's number and the hash's upper half, so probing
-//! past other hashes reads nothing but the table. Records of colliding
-//! keys, and older records of the same key, are chained through their
-//! entries, newest first.
+//! A slot holds the whole hash and the number of its newest entry, so
+//! probing past other hashes reads nothing but the table. Records of
+//! colliding keys, and older records of the same key, are chained through
+//! their entries, newest first; an entry keeps no hash of its own, as its
+//! chain's slot has it. Index bytes are what a root spends instead of
+//! records: at 16-byte records an entry with the hash in it (16 bytes)
+//! cut the records a 64 MiB root holds by a third, and with them the size
+//! of every list a root spill writes.
 //!
 //! The table is larger than the caches, so an insert's slot is a cache
 //! miss. A batch therefore prefetches all its slots first, then inserts,
@@ -42,7 +46,6 @@ const TABLE_SLOTS_MIN: usize = 1024;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    hash: Hash64,
     /// Where the record starts in the arena.
     offset: u32,
     /// The next older entry with the same hash, or [`NONE`].
@@ -129,7 +132,7 @@ impl RootBuffer {
             self.grow_table(self.entries.len() + 1);
         }
         let older = self.link(hash, number);
-        self.entries.push(Entry { hash, offset, older });
+        self.entries.push(Entry { offset, older });
     }
 
     /// Whether `entries` distinct hashes would fill the table past three
@@ -189,11 +192,6 @@ impl RootBuffer {
         }
     }
 
-    fn record(&self, number: u32) -> RecordRef<'_> {
-        let entry = self.entries[number as usize];
-        self.record_at(entry.hash, entry.offset)
-    }
-
     /// Calls `visit` with the records of `key`, newest first, while it
     /// returns `true`.
     pub fn get(&self, hash: Hash64, key: &[u8], mut visit: impl FnMut(Kind, &[u8]) -> bool) {
@@ -210,22 +208,34 @@ impl RootBuffer {
             at = (at + 1) & mask;
         };
         while number != NONE {
-            let record = self.record(number);
+            let entry = self.entries[number as usize];
+            let record = self.record_at(hash, entry.offset);
             if record.key == key && !visit(record.kind, record.value) {
                 return;
             }
-            number = self.entries[number as usize].older;
+            number = entry.older;
         }
     }
 
     /// The records in (hash, key) order, older first among records of one
     /// key.
     pub fn sorted(&self) -> SortedOrder {
-        let mut order: SortedOrder = self
-            .entries
-            .iter()
-            .map(|entry| (entry.hash, entry.offset))
-            .collect();
+        // Every entry hangs off the slot of its hash. The table is read in
+        // order; the chains' entries lie all over, so the first of a slot
+        // some way on is asked for ahead.
+        let mut order: SortedOrder = Vec::with_capacity(self.entries.len());
+        for (index, slot) in self.table.iter().enumerate() {
+            if let Some(ahead) = self.table.get(index + READ_AHEAD).filter(|ahead| ahead.head != 0) {
+                prefetch(&self.entries[ahead.head as usize - 1]);
+            }
+            let mut number = slot.head.wrapping_sub(1);
+            while number != NONE {
+                let entry = self.entries[number as usize];
+                order.push((slot.hash, entry.offset));
+                number = entry.older;
+            }
+        }
+        debug_assert_eq!(order.len(), self.entries.len());
         sort_by_hash(&mut order);
         // Runs of equal hashes (colliding keys, or one key written again)
         // go by key, then age; they are short.
@@ -371,7 +381,7 @@ mod tests {
         );
         assert!(versions(&root, 15, b"absent").is_empty());
         assert_eq!(versions(&root, 4999 * 7, &4999u64.to_le_bytes()).len(), 1);
-        assert!(root.bytes() >= root.arena.len() + 5003 * 16);
+        assert!(root.bytes() >= root.arena.len() + 5003 * 8);
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //! - Writers append under one lock (the log keeps the order), then, in
 //!   `SyncMode::Always`, wait for the log's sync outside it, so writers
 //!   that wait together share one fsync.
-//! - A full active root is frozen: its log is synced, a new log started,
-//!   and the root moves into the view, where the worker spills it while a
+//! - A full active root is frozen: its log is sealed, a new log started
+//!   (over the spare of zeros the worker prepared, when there is one), and
+//!   the root moves into the view, where the worker spills it while a
 //!   fresh root takes writes. Writers stall only when a root fills while
 //!   the frozen one is still spilling; the stall is measured.
 //! - The worker alone changes the tree. Every spill or split writes its
@@ -22,8 +23,8 @@
 //!   root is moved into the view under the active root's write lock, so a
 //!   record is always in one of the two places the reader looks.
 //!
-//! Lock order: writer → active → view; control alone (nothing is taken
-//! while it is held but the view, for reading).
+//! Lock order: writer → spare log, writer → active → view; control alone
+//! (nothing is taken while it is held but the view, for reading).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -99,6 +100,15 @@ struct Writer {
     next_seq: u64,
 }
 
+/// The next log, prepared ahead of the freeze that needs it (wal.rs).
+#[derive(Debug, Default)]
+struct SpareLog {
+    /// [`wal::SPARE_NAME`] is written and synced, and no one writes it.
+    ready: bool,
+    /// Bytes the last frozen root's log held: the size of the next spare.
+    wanted: u64,
+}
+
 #[derive(Debug, Default)]
 struct Control {
     shutdown: bool,
@@ -125,6 +135,8 @@ struct Shared {
     current_log: Mutex<Option<Arc<LogSync>>>,
     /// A spilled root, emptied, to be the next active one.
     spare_root: Mutex<Option<RootBuffer>>,
+    /// The spare log the worker prepares for the next freeze.
+    spare_log: Mutex<SpareLog>,
     active: RwLock<RootBuffer>,
     view: RwLock<View>,
     control: Mutex<Control>,
@@ -159,6 +171,7 @@ struct Metrics {
     list_bytes_read: AtomicU64,
     records_spilled: AtomicU64,
     manifest_rewrites: AtomicU64,
+    logs_over_spares: AtomicU64,
     files_removed: AtomicU64,
     stalls: AtomicU64,
     stall_us: AtomicU64,
@@ -248,6 +261,10 @@ pub struct KvStats {
     pub records_spilled: u64,
     /// Manifests rewritten from a snapshot.
     pub manifest_rewrites: u64,
+    /// Logs started over a spare of zeros the worker prepared, whose
+    /// syncs skip the journal commit of an append (wal.rs); the others
+    /// were appended to.
+    pub logs_over_spares: u64,
     /// List files deleted once nothing referred to them.
     pub files_removed: u64,
     /// List files opened by reads.
@@ -441,6 +458,7 @@ impl Store {
             writer: Mutex::new(Writer { wal: None, next_seq }),
             current_log: Mutex::new(None),
             spare_root: Mutex::new(None),
+            spare_log: Mutex::new(SpareLog::default()),
             active: RwLock::new(root),
             view: RwLock::new(view),
             control: Mutex::new(Control::default()),
@@ -611,13 +629,26 @@ impl Store {
         }
         self.wait_for_frozen_spill(true)?;
         let wal = writer.wal.as_ref().expect("a writable store has a log");
-        let sync = wal.sync().clone();
+        shared.poison.guard(|| wal.seal())?;
         let written = wal.written();
-        shared.poison.guard(|| sync.sync_to(written))?;
         let number = shared.next_file.fetch_add(1, Ordering::Relaxed);
-        let wal = shared
-            .poison
-            .guard(|| Wal::create(shared.fs.as_ref(), &shared.dir, number))?;
+        let (fs, dir) = (shared.fs.as_ref(), &shared.dir);
+        // Held until the spare is renamed: the worker prepares the next
+        // spare under the same name once this one is taken.
+        let mut spare = lock(&shared.spare_log);
+        spare.wanted = written;
+        let over_spare = std::mem::take(&mut spare.ready);
+        let wal = shared.poison.guard(|| {
+            if over_spare {
+                Wal::over_spare(fs, dir, number)
+            } else {
+                Wal::create(fs, dir, number)
+            }
+        })?;
+        drop(spare);
+        if over_spare {
+            add(&shared.metrics.logs_over_spares, 1);
+        }
         *lock(&shared.current_log) = Some(wal.sync().clone());
         writer.wal = Some(wal);
         {
@@ -784,7 +815,11 @@ impl Store {
         let mut writer = lock(&shared.writer);
         if let Some(wal) = writer.wal.take() {
             shared.poison.check()?;
-            shared.poison.guard(|| wal.sync().sync_to(wal.written()))?;
+            shared.poison.guard(|| wal.seal())?;
+            if std::mem::take(&mut lock(&shared.spare_log).ready) {
+                // Only zeros: the next open would delete it anyway.
+                shared.fs.remove_file(&shared.dir.join(wal::SPARE_NAME))?;
+            }
         }
         Ok(())
     }
@@ -867,6 +902,7 @@ impl Store {
             list_bytes_read: get(&metrics.list_bytes_read),
             records_spilled: get(&metrics.records_spilled),
             manifest_rewrites: get(&metrics.manifest_rewrites),
+            logs_over_spares: get(&metrics.logs_over_spares),
             files_removed: get(&metrics.files_removed),
             file_opens: shared.cache.opens(),
             write_latency_us: metrics.write_latency_us.snapshot(),
@@ -904,7 +940,7 @@ fn remove_unreferenced(fs: &dyn Fs, dir: &Path, names: &[String], recovered: &Re
             (Some(number), _, _) => !live.contains_key(&number),
             (_, Some(number), _) => number < recovered.counters.log_number,
             (_, _, Some(number)) => number != recovered.manifest_number,
-            _ => name == "CURRENT.tmp",
+            _ => name == "CURRENT.tmp" || name == wal::SPARE_NAME,
         };
         if stale {
             fs.remove_file(&dir.join(name))?;
@@ -1016,7 +1052,9 @@ impl Worker {
                 }
             };
             let result = self.sync_if_due().and_then(|()| match work {
-                Work::SpillRoot(frozen) => self.spill_root(&tree, frozen),
+                Work::SpillRoot(frozen) => self
+                    .spill_root(&tree, frozen)
+                    .and_then(|()| self.prepare_spare_log()),
                 Work::Fix(fix) => self.fix(&tree, fix),
                 Work::Idle => Ok(()),
             });
@@ -1029,6 +1067,26 @@ impl Worker {
             }
         }
         self.remove_obsolete();
+    }
+
+    /// Prepares the next log as zeros if the last one's syncs would have
+    /// gained from it (wal.rs), a quarter longer than the last log grew.
+    fn prepare_spare_log(&mut self) -> Result<()> {
+        let shared = &*self.shared;
+        if shared.options.sync == SyncMode::None {
+            return Ok(());
+        }
+        let wanted = {
+            let spare = lock(&shared.spare_log);
+            if spare.ready || spare.wanted == 0 {
+                return Ok(());
+            }
+            spare.wanted
+        };
+        // Writers leave the file alone until it is ready.
+        wal::prepare_spare(shared.fs.as_ref(), &shared.dir, wanted + wanted / 4)?;
+        lock(&shared.spare_log).ready = true;
+        Ok(())
     }
 
     /// Syncs the log if the periodic interval has passed.

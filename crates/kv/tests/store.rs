@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::{key, scanned, small_options, value, Rng};
 use spillway_agg::{Output, Value};
 use spillway_core::{ErrorKind, Fs, SimFs};
-use spillway_kv::{AggregateMerge, Options, Store, WriteBatch};
+use spillway_kv::{AggregateMerge, Options, Store, SyncMode, WriteBatch};
 
 fn check_against(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, keys: u64) {
     for i in 0..keys {
@@ -454,6 +454,60 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     assert_eq!(reader.get(b"still").unwrap(), Some(b"works".to_vec()));
     let error = reader.put(b"x", b"y").unwrap_err();
     assert!(error.to_string().contains("read-only"), "{error}");
+}
+
+#[test]
+fn synced_logs_are_written_over_spares_of_zeros_and_sealed_at_their_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        sync: SyncMode::Always,
+        ..small_options()
+    };
+    let store = Store::open(dir.path(), options.clone()).unwrap();
+    let spare = dir.path().join("SPARE.log");
+    let mut model = BTreeMap::new();
+    let mut round = 0;
+    while store.stats().logs_over_spares < 3 {
+        assert!(round < 3000, "no log started over a spare: {:?}", store.stats());
+        let mut batch = WriteBatch::new();
+        for i in 0..20 {
+            let k = (round * 20 + i) % 3000;
+            let v = value(k, round, 40);
+            batch.put(&key(k), &v);
+            model.insert(key(k), v);
+        }
+        store.write(&batch).unwrap();
+        round += 1;
+    }
+    // The active log was a spare: its file runs past its frames, in zeros.
+    let newest_log = || {
+        let mut logs: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "log") && *path != spare)
+            .collect();
+        logs.sort();
+        logs.pop().expect("a log")
+    };
+    let active = std::fs::read(newest_log()).unwrap();
+    assert_eq!(active.len() % 4096, 0, "the active log is not a spare");
+    assert_eq!(
+        active.last(),
+        Some(&0),
+        "the active log has no zeros past its frames"
+    );
+    store.settle().unwrap();
+    assert!(spare.exists(), "the worker prepared no spare after a root spill");
+    check_against(&store, &model, 3000);
+
+    // Closing seals the log at its frames and removes the spare.
+    store.close().unwrap();
+    drop(store);
+    assert!(!spare.exists());
+    let sealed = std::fs::read(newest_log()).unwrap();
+    assert!(sealed.len() < active.len() && sealed.last() != Some(&0));
+    let store = Store::open(dir.path(), options).unwrap();
+    check_against(&store, &model, 3000);
 }
 
 #[test]
