@@ -12,6 +12,10 @@ pub struct WriteBatch {
     /// Records without their hashes ([`record::encode_body`]), in order.
     data: Vec<u8>,
     hashes: Vec<Hash64>,
+    /// Where each record starts in `data`: a root buffer takes the
+    /// records as they are, in one copy, and needs no decoding to find
+    /// them.
+    starts: Vec<u32>,
     /// PUT, DELETE and MERGE records in the batch.
     kind_counts: [u64; 3],
     /// Bytes of keys and values.
@@ -25,6 +29,7 @@ impl WriteBatch {
     }
 
     fn push(&mut self, kind: Kind, key: &[u8], value: &[u8]) {
+        self.starts.push(self.start_of_next());
         record::encode_body(kind, key, value, &mut self.data);
         self.hashes.push(hash64(key));
         self.kind_counts[kind as usize - 1] += 1;
@@ -74,10 +79,18 @@ impl WriteBatch {
         self.user_bytes
     }
 
+    /// Where the next record will start in the data. Batches are at most
+    /// half a root buffer ([`Store::write`](crate::Store::write) checks), and
+    /// root buffers address their records with 32 bits.
+    fn start_of_next(&self) -> u32 {
+        u32::try_from(self.data.len()).expect("a write batch holds less than 4 GiB")
+    }
+
     /// Empties the batch, keeping its memory.
     pub fn clear(&mut self) {
         self.data.clear();
         self.hashes.clear();
+        self.starts.clear();
         self.kind_counts = [0; 3];
         self.user_bytes = 0;
     }
@@ -102,17 +115,27 @@ impl WriteBatch {
         &self.data
     }
 
+    /// Where each record starts in [`data`](Self::data), in order.
+    pub(crate) fn starts(&self) -> &[u32] {
+        &self.starts
+    }
+
     /// A batch of `count` records read back from their stored form, hashes
     /// computed again.
     pub(crate) fn decode(data: &[u8], count: usize) -> Result<WriteBatch, DecodeError> {
+        if u32::try_from(data.len()).is_err() {
+            return Err(DecodeError::new(format!("a batch of {} bytes", data.len())));
+        }
         let mut batch = WriteBatch {
             data: data.to_vec(),
             hashes: Vec::with_capacity(count.min(data.len())),
+            starts: Vec::with_capacity(count.min(data.len())),
             ..WriteBatch::default()
         };
         let mut at = 0;
         while at < data.len() {
             let ((kind, key, value), used) = record::decode_body(&data[at..])?;
+            batch.starts.push(at as u32);
             batch.hashes.push(hash64(key));
             batch.kind_counts[kind as usize - 1] += 1;
             batch.user_bytes += (key.len() + value.len()) as u64;

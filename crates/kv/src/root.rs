@@ -3,16 +3,20 @@
 //! and collapsed when the buffer spills.
 //!
 //! Flat and allocation-free per record: every record's bytes go to one
-//! arena, every record gets an 8-byte entry, and the index is an
-//! open-addressing table keyed by the key's hash (already a good hash).
-//! A slot holds the whole hash and the number of its newest entry, so
-//! probing past other hashes reads nothing but the table. Records of
-//! colliding keys, and older records of the same key, are chained through
-//! their entries, newest first; an entry keeps no hash of its own, as its
-//! chain's slot has it. Index bytes are what a root spends instead of
-//! records: at 16-byte records an entry with the hash in it (16 bytes)
-//! cut the records a 64 MiB root holds by a third, and with them the size
-//! of every list a root spill writes.
+//! arena, every record gets a 12-byte entry, and the index is an
+//! open-addressing table of 8-byte slots keyed by the lower half of the
+//! key's hash (already a good hash), which also places the slot. A slot
+//! holds that half and the number of the newest entry with it, so probing
+//! past other hashes reads nothing but the table. Records whose hashes
+//! share the lower half (older records of the same key among them) are
+//! chained through their entries, newest first; an entry keeps the upper
+//! half, so the whole hash is known without reading the record.
+//!
+//! Index bytes are what a root spends instead of records: at 16-byte
+//! records, 16-byte entries and slots let a 64 MiB root hold 0.96 M
+//! records, these 1.57 M, and every list a root spill writes grows with
+//! them. The store freezes a root before a batch would grow its table
+//! past `root_bytes` ([`bytes_with`](RootBuffer::bytes_with)).
 //!
 //! The table is larger than the caches, so an insert's slot is a cache
 //! miss. A batch therefore prefetches all its slots first, then inserts,
@@ -31,7 +35,7 @@ use crate::batch::WriteBatch;
 use crate::collapse::Source;
 use crate::record::{self, Kind, RecordRef, RecordSpan};
 
-/// No older entry with the same hash.
+/// No older entry with the same lower half of the hash.
 const NONE: u32 = u32::MAX;
 /// Bytes of the fixed part of an entry.
 const ENTRY_BYTES: usize = size_of::<Entry>();
@@ -48,17 +52,31 @@ const TABLE_SLOTS_MIN: usize = 1024;
 struct Entry {
     /// Where the record starts in the arena.
     offset: u32,
-    /// The next older entry with the same hash, or [`NONE`].
+    /// The next older entry with the same lower half of the hash, or
+    /// [`NONE`].
     older: u32,
+    /// The upper half of the record's hash.
+    high: u32,
 }
 
-/// A table slot: a hash, and the entry number + 1 of the newest entry of
-/// that hash (0: empty). The whole hash is kept so that probing never
+/// A table slot: the lower half of a hash, and the entry number + 1 of the
+/// newest entry with it (0: empty). The half is kept so that probing never
 /// reads an entry (another cache miss).
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    hash: Hash64,
+    low: u32,
     head: u32,
+}
+
+/// The halves of a hash: the lower one keys the table, the upper one
+/// stays with the entry.
+fn halves(hash: Hash64) -> (u32, u32) {
+    (hash as u32, (hash >> 32) as u32)
+}
+
+/// The hash of its halves.
+fn whole(low: u32, high: u32) -> Hash64 {
+    u64::from(high) << 32 | u64::from(low)
 }
 
 /// An in-memory root buffer.
@@ -94,45 +112,79 @@ impl RootBuffer {
         self.entries.len()
     }
 
-    /// Bytes the buffer accounts for: records, entries and the index.
-    pub fn bytes(&self) -> usize {
-        self.arena.len() + self.entries.len() * ENTRY_BYTES + self.table.len() * size_of::<Slot>()
+    /// Whether it holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
-    /// Appends the records of `batch`, in order.
+    /// Bytes the buffer accounts for: records, entries and the index.
+    pub fn bytes(&self) -> usize {
+        self.bytes_with(0, 0)
+    }
+
+    /// Bytes the buffer would account for with `records` more records of
+    /// `data_bytes` (the table grown if they need it): what a store checks
+    /// before a batch, so that no batch doubles the table past the root's
+    /// budget.
+    pub fn bytes_with(&self, records: usize, data_bytes: usize) -> usize {
+        let entries = self.entries.len() + records;
+        let slots = if self.is_over_load(entries) {
+            Self::grown_slots(self.table.len(), entries)
+        } else {
+            self.table.len()
+        };
+        self.arena.len() + data_bytes + entries * ENTRY_BYTES + slots * size_of::<Slot>()
+    }
+
+    /// Appends the records of `batch`, in order: their bytes in one copy
+    /// (the batch holds them in the arena's form), then an entry each.
     pub fn insert_batch(&mut self, batch: &WriteBatch) {
+        assert!(
+            self.arena.len() + batch.data_bytes() <= ROOT_BYTES_MAX,
+            "root buffer over {ROOT_BYTES_MAX} bytes"
+        );
         if self.is_over_load(self.entries.len() + batch.len()) {
             self.grow_table(self.entries.len() + batch.len());
         }
+        let base = self.arena.len() as u32;
+        self.arena.extend_from_slice(batch.data());
         let mask = self.table.len() - 1;
         let hashes = batch.hashes();
+        let slot = |hash: Hash64| halves(hash).0 as usize & mask;
         for &hash in hashes.iter().take(READ_AHEAD) {
-            prefetch(&self.table[hash as usize & mask]);
+            prefetch(&self.table[slot(hash)]);
         }
-        for (index, record) in batch.iter().enumerate() {
+        for (index, (&hash, &start)) in hashes.iter().zip(batch.starts()).enumerate() {
             // The slot a few records on is a cache miss: ask for it now.
             if let Some(&ahead) = hashes.get(index + READ_AHEAD) {
-                prefetch(&self.table[ahead as usize & mask]);
+                prefetch(&self.table[slot(ahead)]);
             }
-            self.insert(record.hash, record.kind, record.key, record.value);
+            self.add_entry(hash, base + start);
         }
     }
 
-    /// Appends a record (checked by the caller: the arena stays below
-    /// [`ROOT_BYTES_MAX`]).
-    pub fn insert(&mut self, hash: Hash64, kind: Kind, key: &[u8], value: &[u8]) {
+    /// Adds the entry of a record at `offset` in the arena, the newest of
+    /// its hash.
+    #[inline]
+    fn add_entry(&mut self, hash: Hash64, offset: u32) {
+        let (low, high) = halves(hash);
+        let older = self.link(low, self.entries.len() as u32);
+        self.entries.push(Entry { offset, older, high });
+    }
+
+    /// Appends a record with the hash given (tests give colliding ones).
+    #[cfg(test)]
+    fn insert(&mut self, hash: Hash64, kind: Kind, key: &[u8], value: &[u8]) {
         assert!(
             self.arena.len() < ROOT_BYTES_MAX,
             "root buffer over {ROOT_BYTES_MAX} bytes"
         );
-        let number = self.entries.len() as u32;
         let offset = self.arena.len() as u32;
         record::encode_body(kind, key, value, &mut self.arena);
         if self.is_over_load(self.entries.len() + 1) {
             self.grow_table(self.entries.len() + 1);
         }
-        let older = self.link(hash, number);
-        self.entries.push(Entry { offset, older });
+        self.add_entry(hash, offset);
     }
 
     /// Whether `entries` distinct hashes would fill the table past three
@@ -141,17 +193,17 @@ impl RootBuffer {
         entries * 4 > self.table.len() * 3
     }
 
-    /// Makes entry `number` the newest of its hash in the table; returns
-    /// the entry it replaces there.
-    fn link(&mut self, hash: Hash64, number: u32) -> u32 {
+    /// Makes entry `number` the newest with lower half `low` in the
+    /// table; returns the entry it replaces there.
+    fn link(&mut self, low: u32, number: u32) -> u32 {
         let mask = self.table.len() - 1;
-        let mut at = hash as usize & mask;
+        let mut at = low as usize & mask;
         loop {
             let slot = &mut self.table[at];
-            if slot.head == 0 || slot.hash == hash {
+            if slot.head == 0 || slot.low == low {
                 let older = slot.head.wrapping_sub(1);
                 *slot = Slot {
-                    hash,
+                    low,
                     head: number + 1,
                 };
                 return older;
@@ -160,13 +212,18 @@ impl RootBuffer {
         }
     }
 
+    /// Slots of a table of `slots` grown to hold `entries` at a load of
+    /// at most a half.
+    fn grown_slots(slots: usize, entries: usize) -> usize {
+        (entries * 2).next_power_of_two().max(slots * 2)
+    }
+
     /// Grows the table to hold `entries` at a load of at most a half.
     fn grow_table(&mut self, entries: usize) {
         let heads: Vec<Slot> = self.table.iter().filter(|slot| slot.head != 0).copied().collect();
-        let size = (entries * 2).next_power_of_two().max(self.table.len() * 2);
-        self.table = vec![Slot::default(); size];
+        self.table = vec![Slot::default(); Self::grown_slots(self.table.len(), entries)];
         for head in heads {
-            self.link(head.hash, head.head - 1);
+            self.link(head.low, head.head - 1);
         }
     }
 
@@ -195,23 +252,26 @@ impl RootBuffer {
     /// Calls `visit` with the records of `key`, newest first, while it
     /// returns `true`.
     pub fn get(&self, hash: Hash64, key: &[u8], mut visit: impl FnMut(Kind, &[u8]) -> bool) {
+        let (low, high) = halves(hash);
         let mask = self.table.len() - 1;
-        let mut at = hash as usize & mask;
+        let mut at = low as usize & mask;
         let mut number = loop {
             let slot = self.table[at];
             if slot.head == 0 {
                 return;
             }
-            if slot.hash == hash {
+            if slot.low == low {
                 break slot.head - 1;
             }
             at = (at + 1) & mask;
         };
         while number != NONE {
             let entry = self.entries[number as usize];
-            let record = self.record_at(hash, entry.offset);
-            if record.key == key && !visit(record.kind, record.value) {
-                return;
+            if entry.high == high {
+                let record = self.record_at(hash, entry.offset);
+                if record.key == key && !visit(record.kind, record.value) {
+                    return;
+                }
             }
             number = entry.older;
         }
@@ -220,7 +280,7 @@ impl RootBuffer {
     /// The records in (hash, key) order, older first among records of one
     /// key.
     pub fn sorted(&self) -> SortedOrder {
-        // Every entry hangs off the slot of its hash. The table is read in
+        // Every entry hangs off the slot of its hash's lower half. The table is read in
         // order; the chains' entries lie all over, so the first of a slot
         // some way on is asked for ahead.
         let mut order: SortedOrder = Vec::with_capacity(self.entries.len());
@@ -231,7 +291,7 @@ impl RootBuffer {
             let mut number = slot.head.wrapping_sub(1);
             while number != NONE {
                 let entry = self.entries[number as usize];
-                order.push((slot.hash, entry.offset));
+                order.push((whole(slot.low, entry.high), entry.offset));
                 number = entry.older;
             }
         }

@@ -577,7 +577,7 @@ impl Store {
             if writer.wal.is_none() {
                 return Err(self.unwritable());
             }
-            self.make_room(&mut writer, false)?;
+            self.make_room(&mut writer, Some(batch))?;
             let seq = writer.next_seq;
             let wal = writer.wal.as_mut().expect("checked above");
             let start = wal.written();
@@ -616,15 +616,22 @@ impl Store {
         }
     }
 
-    /// Freezes the active root if it is full (or, with `force`, if it
-    /// holds anything), waiting first for the frozen one to spill.
-    fn make_room(&self, writer: &mut Writer, force: bool) -> Result<()> {
+    /// Freezes the active root if `incoming` would take it past its
+    /// budget (or, with no batch coming, if it holds anything), waiting
+    /// first for the frozen one to spill.
+    fn make_room(&self, writer: &mut Writer, incoming: Option<&WriteBatch>) -> Result<()> {
         let shared = &*self.shared;
-        let (bytes, records) = {
+        let full = {
             let active = read(&shared.active);
-            (active.bytes(), active.len())
+            match incoming {
+                Some(batch) => {
+                    !active.is_empty()
+                        && active.bytes_with(batch.len(), batch.data_bytes()) > shared.options.root_bytes
+                }
+                None => !active.is_empty(),
+            }
         };
-        if bytes < shared.options.root_bytes && !(force && records > 0) {
+        if !full {
             return Ok(());
         }
         self.wait_for_frozen_spill(true)?;
@@ -747,7 +754,7 @@ impl Store {
             if writer.wal.is_none() {
                 return Err(self.unwritable());
             }
-            self.make_room(&mut writer, true)?;
+            self.make_room(&mut writer, None)?;
         }
         self.wait_for_frozen_spill(false)
     }
