@@ -1006,6 +1006,15 @@ impl ListCursor {
         self.next_block = end_block;
         self.block = 0;
         self.at = self.blocks[0].0.start;
+        // The handle reads no further than asked (cache.rs): ask for the
+        // next chunk of the range now, so that it arrives while this one
+        // is merged.
+        if self.next_block < self.list.end_block {
+            let next = file.block_offset(self.next_block);
+            let range_end = file.block_offset(self.list.end_block);
+            let len = (range_end - next).min(READ_CHUNK_BYTES as u64);
+            self.handle.prefetch(next, len)?;
+        }
         Ok(())
     }
 }

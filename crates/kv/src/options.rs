@@ -64,7 +64,7 @@ pub struct Options {
     /// false-positive reads (about 1% of it per level at 10 bits per
     /// key). It matters for small records, whose root spills bring each
     /// child lists far smaller than `node_bytes / fan_out` (a root
-    /// buffer holds its records' bytes plus 32 bytes of index each).
+    /// buffer holds its records' bytes plus 23-33 bytes of index each).
     pub lists_max: usize,
     /// False-positive block reads a GET may expect from one node's lists
     /// (the sum of their filters' rates) before the node is spilled

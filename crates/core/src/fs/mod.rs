@@ -217,6 +217,25 @@ pub trait FsFile: Send + Sync + Debug {
     /// so that dirty pages do not pile up against a cgroup's memory limit.
     fn start_writeback(&self) -> Result<()>;
 
+    /// Tells the kernel that reads of this handle go anywhere, so that it
+    /// reads exactly what is asked for (`posix_fadvise` `RANDOM`). A hint:
+    /// by default it does nothing. Without it a read the kernel takes for
+    /// sequential grows a read-ahead window of up to the device's
+    /// `read_ahead_kb` (8 MiB on some virtual disks), which reads past
+    /// the part of a file a reader wants.
+    fn read_randomly(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Asks the kernel to start reading `len` bytes at `offset` into the
+    /// page cache without waiting (`posix_fadvise` `WILLNEED`), so that a
+    /// reader that knows what it reads next overlaps that read with its
+    /// work. A hint: by default it does nothing.
+    fn prefetch(&self, offset: u64, len: u64) -> Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
     /// Reserves disk space for `len` bytes at `offset` and extends the file
     /// to at least `offset + len` bytes (fallocate mode 0), so later writes
     /// there cannot fail with ENOSPC and need no block allocation. Where the

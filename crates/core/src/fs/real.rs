@@ -283,6 +283,20 @@ impl FsFile for RealFile {
         start_writeback(&self.file).io_context(|| writeback_context(&self.path))
     }
 
+    fn read_randomly(&self) -> Result<()> {
+        advise(&self.file, 0, 0, Advice::Random)
+            .io_context(|| format!("advising random reads of {}", self.path.display()))
+    }
+
+    fn prefetch(&self, offset: u64, len: u64) -> Result<()> {
+        advise(&self.file, offset, len, Advice::WillNeed).io_context(|| {
+            format!(
+                "asking for {len} bytes at offset {offset} of {}",
+                self.path.display()
+            )
+        })
+    }
+
     fn allocate(&self, offset: u64, len: u64) -> Result<()> {
         if len == 0 {
             return Ok(());
@@ -354,6 +368,38 @@ fn start_writeback(_file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// The read hints of [`FsFile::read_randomly`] and [`FsFile::prefetch`].
+#[derive(Debug, Clone, Copy)]
+enum Advice {
+    Random,
+    WillNeed,
+}
+
+/// `posix_fadvise` of `len` bytes at `offset` (0: to the end).
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn advise(file: &File, offset: u64, len: u64, advice: Advice) -> io::Result<()> {
+    let too_large = || io::Error::from_raw_os_error(libc::EFBIG);
+    let offset = libc::off_t::try_from(offset).map_err(|_| too_large())?;
+    let len = libc::off_t::try_from(len).map_err(|_| too_large())?;
+    let advice = match advice {
+        Advice::Random => libc::POSIX_FADV_RANDOM,
+        Advice::WillNeed => libc::POSIX_FADV_WILLNEED,
+    };
+    // SAFETY: the descriptor belongs to `file`, which the borrow keeps open
+    // for the duration of the call; posix_fadvise takes no pointers. It
+    // returns the error number instead of setting errno.
+    match unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, advice) } {
+        0 => Ok(()),
+        error => Err(io::Error::from_raw_os_error(error)),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise(_file: &File, _offset: u64, _len: u64, _advice: Advice) -> io::Result<()> {
+    Ok(())
+}
+
 #[cfg(not(target_os = "linux"))]
 fn fallocate(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
@@ -389,6 +435,11 @@ mod tests {
         file.sync_data().unwrap();
         fs.sync_dir(&data_dir).unwrap();
         assert_eq!(fs.file_len(&path).unwrap(), 13);
+        // Read hints change nothing a read returns, past the end included.
+        file.read_randomly().unwrap();
+        file.prefetch(7, 100).unwrap();
+        file.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf, b"Hello, world!");
 
         file.set_len(5).unwrap();
         assert_eq!(file.len().unwrap(), 5);
