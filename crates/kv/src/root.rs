@@ -441,7 +441,56 @@ mod tests {
         );
         assert!(versions(&root, 15, b"absent").is_empty());
         assert_eq!(versions(&root, 4999 * 7, &4999u64.to_le_bytes()).len(), 1);
-        assert!(root.bytes() >= root.arena.len() + 5003 * 8);
+        assert!(root.bytes() >= root.arena.len() + 5003 * 12);
+
+        // Hashes that share their lower half share a slot and a chain, yet
+        // keep their own hash: a GET of one never sees the other, and the
+        // sorted order puts each at its whole hash.
+        let (low, high_a, high_b) = (14u64, 9u64 << 32, 3u64 << 32);
+        root.insert(high_a | low, Kind::Put, b"shared key", b"a");
+        root.insert(high_b | low, Kind::Put, b"shared key", b"b");
+        assert_eq!(
+            versions(&root, high_a | low, b"shared key"),
+            vec![(Kind::Put, b"a".to_vec())]
+        );
+        assert_eq!(
+            versions(&root, high_b | low, b"shared key"),
+            vec![(Kind::Put, b"b".to_vec())]
+        );
+        let order = root.sorted();
+        assert_eq!(order.len(), root.len());
+        assert!(order.windows(2).all(|pair| pair[0].0 <= pair[1].0));
+        for hash in [low, high_b | low, high_a | low] {
+            assert!(order.iter().any(|&(sorted, _)| sorted == hash), "{hash:#x}");
+        }
+    }
+
+    #[test]
+    fn a_batch_that_would_grow_the_table_counts_the_grown_table() {
+        let mut root = RootBuffer::new();
+        let slots = root.table.len();
+        let mut batch = WriteBatch::new();
+        for i in 0..(slots * 3 / 4) as u64 {
+            batch.put(&i.to_le_bytes(), b"v");
+        }
+        let before = root.bytes_with(batch.len(), batch.data_bytes());
+        root.insert_batch(&batch);
+        assert_eq!(root.bytes(), before, "bytes_with foretold the root's size");
+        assert_eq!(root.table.len(), slots, "three quarters full, not grown");
+        let mut one = WriteBatch::new();
+        one.put(b"one more", b"v");
+        let grown = root.bytes_with(1, one.data_bytes());
+        assert!(
+            grown >= root.bytes() + slots * size_of::<Slot>(),
+            "the doubled table counts"
+        );
+        root.insert_batch(&one);
+        assert_eq!(root.bytes(), grown);
+        assert_eq!(root.table.len(), slots * 2);
+        for i in 0..(slots * 3 / 4) as u64 {
+            let key = i.to_le_bytes();
+            assert_eq!(versions(&root, spillway_core::hash64(&key), &key).len(), 1);
+        }
     }
 
     #[test]
