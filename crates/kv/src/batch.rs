@@ -79,11 +79,12 @@ impl WriteBatch {
         self.user_bytes
     }
 
-    /// Where the next record will start in the data. Batches are at most
-    /// half a root buffer ([`Store::write`](crate::Store::write) checks), and
-    /// root buffers address their records with 32 bits.
+    /// Where the next record will start in the data. Root buffers address
+    /// their records with 32 bits; a batch past 4 GiB gets no true starts,
+    /// but [`Store::write`](crate::Store::write) refuses any batch over half
+    /// a root buffer before its starts are used.
     fn start_of_next(&self) -> u32 {
-        u32::try_from(self.data.len()).expect("a write batch holds less than 4 GiB")
+        u32::try_from(self.data.len()).unwrap_or(u32::MAX)
     }
 
     /// Empties the batch, keeping its memory.

@@ -32,7 +32,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use spillway_core::fs::{AlignedBuffer, OpenOptions, DIRECT_IO_ALIGNMENT_BYTES};
+use spillway_core::fs::{create_or_truncate_preferring_direct, AlignedBuffer, DIRECT_IO_ALIGNMENT_BYTES};
 use spillway_core::{bail, block_crc, Error, Fs, FsFile, Hash64, Result};
 
 use crate::bloom::{Bloom, FilterBits};
@@ -110,14 +110,9 @@ impl ListWriter {
         filter_bits: FilterBits,
     ) -> Result<Self> {
         let path = dir.join(file_name(number));
-        let (file, direct) = match fs.open(&path, OpenOptions::create_or_truncate().with_direct(true)) {
-            Ok(file) => {
-                let staging = (WRITE_CHUNK_BYTES + block_bytes as usize).next_multiple_of(ALIGNMENT);
-                (file, Some(AlignedBuffer::zeroed(staging)))
-            }
-            // Some file systems (tmpfs before Linux 6.6) refuse O_DIRECT.
-            Err(_) => (fs.create_or_truncate(&path)?, None),
-        };
+        let (file, direct) = create_or_truncate_preferring_direct(fs, &path)?;
+        let staging = (WRITE_CHUNK_BYTES + block_bytes as usize).next_multiple_of(ALIGNMENT);
+        let direct = direct.then(|| AlignedBuffer::zeroed(staging));
         Ok(ListWriter {
             file,
             direct,

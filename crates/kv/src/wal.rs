@@ -24,7 +24,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use spillway_core::fs::{AlignedBuffer, OpenOptions, DIRECT_IO_ALIGNMENT_BYTES};
+use spillway_core::fs::{create_or_truncate_preferring_direct, AlignedBuffer, DIRECT_IO_ALIGNMENT_BYTES};
 use spillway_core::log::{read_log, LogSync, LogWriter};
 use spillway_core::{Error, Fs, Result};
 
@@ -101,10 +101,7 @@ impl Wal {
 /// file system allows them: zeros need no copy through the page cache.
 pub fn prepare_spare(fs: &dyn Fs, dir: &Path, bytes: u64) -> Result<()> {
     let path = dir.join(SPARE_NAME);
-    let file = match fs.open(&path, OpenOptions::create_or_truncate().with_direct(true)) {
-        Ok(file) => file,
-        Err(_) => fs.create_or_truncate(&path)?,
-    };
+    let (file, _) = create_or_truncate_preferring_direct(fs, &path)?;
     let bytes = bytes.next_multiple_of(DIRECT_IO_ALIGNMENT_BYTES);
     let zeros = AlignedBuffer::zeroed((ZEROS_BYTES as u64).min(bytes) as usize);
     let mut offset = 0;

@@ -69,6 +69,17 @@ use crate::{Error, Result};
 /// blocks.
 pub const DIRECT_IO_ALIGNMENT_BYTES: u64 = 4096;
 
+/// Creates (or empties) the file at `path` for direct I/O where the file
+/// system allows it, else for I/O through the page cache (some, such as
+/// tmpfs before Linux 6.6, refuse O_DIRECT); says which it got. A failure
+/// of the second open is the error returned.
+pub fn create_or_truncate_preferring_direct(fs: &dyn Fs, path: &Path) -> Result<(Box<dyn FsFile>, bool)> {
+    match fs.open(path, OpenOptions::create_or_truncate().with_direct(true)) {
+        Ok(file) => Ok((file, true)),
+        Err(_) => Ok((fs.create_or_truncate(path)?, false)),
+    }
+}
+
 /// The directory holding `path`, the one to [`Fs::sync_dir`] after creating
 /// or renaming it (`.` for a bare file name).
 pub fn parent_directory(path: &Path) -> &Path {
