@@ -8,10 +8,10 @@
 /// many large buffers are filled once and kept (the logical disks of an
 /// in-memory sort). Only a hint: where the kernel does not do huge pages, or
 /// the buffer is too small, nothing happens.
-pub fn advise_huge_pages(buffer: &mut Vec<u8>) {
+pub fn advise_huge_pages<T>(buffer: &mut Vec<T>) {
     const HUGE_PAGE_BYTES: usize = 2 << 20;
     let start = buffer.as_mut_ptr() as usize;
-    let end = start + buffer.capacity();
+    let end = start + buffer.capacity() * size_of::<T>();
     let aligned_start = start.next_multiple_of(HUGE_PAGE_BYTES);
     let aligned_end = end / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
     if aligned_end > aligned_start {

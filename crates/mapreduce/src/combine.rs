@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use spillway_agg::{AggregateFunction, HashAggregator, Input, Value};
-use spillway_core::{hash64, ErrorKind, Result};
+use spillway_core::{ErrorKind, Result};
 
 /// Slots the table of running sums starts with (a power of two; it
 /// doubles when three quarters are taken).
@@ -23,14 +23,67 @@ const SUM_SLOTS_INITIAL: usize = 1 << 12;
 const SUM_KEY_BYTES: usize = 23;
 /// Most keys of one [`Combiner::try_insert_many`].
 pub const BATCH_KEYS: usize = 32;
+/// Values that wait, their slot asked of memory, before they are added:
+/// enough lookups in flight to cover a miss to memory.
+const PENDING_VALUES: usize = 16;
 /// The length byte of an empty slot.
 const EMPTY: u8 = u8::MAX;
 
-/// One key's running sum: the key in 23 bytes, zero padded, its length in
-/// the 24th, as three words that compare at once.
+/// A key packed into three words: its bytes zero padded, its length in
+/// the last byte, so that two keys compare in three word comparisons.
+type PackedKey = [u64; 3];
+
+/// The packed form of `key` (at most [`SUM_KEY_BYTES`] long), built in
+/// registers by loads that may overlap: a word's last partial piece is two
+/// overlapping loads or'ed together, never a loop over its bytes (bytes
+/// written to memory and read back as a word would stall the load).
+fn pack(key: &[u8]) -> PackedKey {
+    debug_assert!(key.len() <= SUM_KEY_BYTES);
+    let mut words = [0u64; 3];
+    for (word, chunk) in words.iter_mut().zip(key.chunks(8)) {
+        *word = load_le(chunk);
+    }
+    words[2] |= (key.len() as u64) << 56;
+    words
+}
+
+/// The bytes of `chunk` (at most 8) as a little-endian word.
+#[inline(always)]
+fn load_le(chunk: &[u8]) -> u64 {
+    let len = chunk.len();
+    let u32_at = |at: usize| u64::from(u32::from_le_bytes(chunk[at..at + 4].try_into().expect("4 bytes")));
+    match len {
+        8 => u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
+        4..=7 => u32_at(0) | u32_at(len - 4) << (8 * (len - 4)),
+        1..=3 => {
+            let byte = |at: usize| u64::from(chunk[at]) << (8 * at);
+            byte(0) | byte(len / 2) | byte(len - 1)
+        }
+        _ => 0,
+    }
+}
+
+/// The table's hash of a packed key: two folded 128-bit products, cheaper
+/// than hashing the bytes again (the table is private to the mapper, so
+/// its hash need not match any other).
+fn hash_packed(key: &PackedKey) -> u64 {
+    const SEEDS: [u64; 4] = [
+        0x9e37_79b9_7f4a_7c15,
+        0xbf58_476d_1ce4_e5b9,
+        0x94d0_49bb_1331_11eb,
+        0x2545_f491_4f6c_dd1d,
+    ];
+    let fold = |a: u64, b: u64| {
+        let product = u128::from(a) * u128::from(b);
+        product as u64 ^ (product >> 64) as u64
+    };
+    fold(key[0] ^ SEEDS[0], key[1] ^ SEEDS[1]) ^ fold(key[2] ^ SEEDS[2], SEEDS[3])
+}
+
+/// One key's running sum.
 #[derive(Debug, Clone, Copy)]
 struct SumSlot {
-    key: [u64; 3],
+    key: PackedKey,
     sum: i64,
 }
 
@@ -40,60 +93,94 @@ impl SumSlot {
         sum: 0,
     };
 
-    /// The packed form of `key` (at most [`SUM_KEY_BYTES`] long), built
-    /// in registers: whole words are loaded as they are, the last partial
-    /// one byte by byte (bytes written to memory and read back as a word
-    /// would stall the load).
-    fn pack(key: &[u8]) -> [u64; 3] {
-        let mut words = [0u64; 3];
-        for (word, chunk) in words.iter_mut().zip(key.chunks(8)) {
-            *word = match <[u8; 8]>::try_from(chunk) {
-                Ok(whole) => u64::from_le_bytes(whole),
-                Err(_) => chunk
-                    .iter()
-                    .rev()
-                    .fold(0, |word, &byte| word << 8 | u64::from(byte)),
-            };
-        }
-        words[2] |= (key.len() as u64) << 56;
-        words
-    }
-
     fn is_empty(&self) -> bool {
         (self.key[2] >> 56) as u8 == EMPTY
     }
-
-    /// The key (into `out`, which must hold 24 bytes).
-    fn key<'a>(&self, out: &'a mut [u8; 24]) -> &'a [u8] {
-        for (index, word) in self.key.iter().enumerate() {
-            out[index * 8..index * 8 + 8].copy_from_slice(&word.to_le_bytes());
-        }
-        &out[..out[23] as usize]
-    }
 }
 
-/// Running sums of short keys, by open addressing with linear probing.
+/// The bytes of a packed key (into `out`, which must hold 24 bytes).
+fn unpack<'a>(key: &PackedKey, out: &'a mut [u8; 24]) -> &'a [u8] {
+    for (index, word) in key.iter().enumerate() {
+        out[index * 8..index * 8 + 8].copy_from_slice(&word.to_le_bytes());
+    }
+    &out[..out[23] as usize]
+}
+
+/// A value on its way into the table: its slot was asked of memory when
+/// it came, and it is added [`PENDING_VALUES`] values later.
+#[derive(Debug, Clone, Copy)]
+struct PendingValue {
+    key: PackedKey,
+    hash: u64,
+    addend: i64,
+}
+
+/// Running sums of short keys, by open addressing with linear probing,
+/// and the values waiting to be added.
 #[derive(Debug)]
 struct SumTable {
     slots: Vec<SumSlot>,
     taken: usize,
     max_slots: usize,
+    /// A ring of values waiting for their slot: `pending_len` of them
+    /// from `pending_head`.
+    pending: [PendingValue; PENDING_VALUES],
+    pending_head: usize,
+    pending_len: usize,
 }
 
 impl SumTable {
     fn new(max_bytes: u64) -> Self {
         let max_slots = (max_bytes as usize / size_of::<SumSlot>()).max(SUM_SLOTS_INITIAL);
         SumTable {
-            slots: vec![SumSlot::EMPTY; SUM_SLOTS_INITIAL],
+            slots: empty_slots(SUM_SLOTS_INITIAL),
             taken: 0,
             max_slots,
+            pending: [PendingValue {
+                key: SumSlot::EMPTY.key,
+                hash: 0,
+                addend: 0,
+            }; PENDING_VALUES],
+            pending_head: 0,
+            pending_len: 0,
         }
+    }
+
+    /// Takes `addend` for the sum of `key`: its slot is asked of memory
+    /// now and the value added later, when [`PENDING_VALUES`] more have
+    /// come. Returns the older value added in its place if the table
+    /// refused it (see [`add`](Self::add)): it goes elsewhere.
+    fn offer(&mut self, key: PackedKey, addend: i64) -> Option<PendingValue> {
+        let hash = hash_packed(&key);
+        spillway_core::memory::prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
+        let value = PendingValue { key, hash, addend };
+        if self.pending_len < PENDING_VALUES {
+            self.pending[(self.pending_head + self.pending_len) % PENDING_VALUES] = value;
+            self.pending_len += 1;
+            return None;
+        }
+        let oldest = std::mem::replace(&mut self.pending[self.pending_head], value);
+        self.pending_head = (self.pending_head + 1) % PENDING_VALUES;
+        (!self.add(oldest.key, oldest.hash, oldest.addend)).then_some(oldest)
+    }
+
+    /// Adds every pending value; those the table refuses go to `refused`.
+    fn settle(&mut self, mut refused: impl FnMut(PendingValue) -> Result<()>) -> Result<()> {
+        while self.pending_len > 0 {
+            let value = self.pending[self.pending_head];
+            self.pending_head = (self.pending_head + 1) % PENDING_VALUES;
+            self.pending_len -= 1;
+            if !self.add(value.key, value.hash, value.addend) {
+                refused(value)?;
+            }
+        }
+        Ok(())
     }
 
     /// Adds `addend` to the sum of `key` (packed, with its `hash`).
     /// `false`: nothing changed, because the sum would overflow or the
     /// key is new and the table at its largest; the value goes elsewhere.
-    fn add(&mut self, key: [u64; 3], hash: u64, addend: i64) -> bool {
+    fn add(&mut self, key: PackedKey, hash: u64, addend: i64) -> bool {
         let mask = self.slots.len() - 1;
         let mut at = hash as usize & mask;
         loop {
@@ -119,22 +206,16 @@ impl SumTable {
         }
     }
 
-    /// Asks for the slot where a key of `hash` is looked up first.
-    fn prefetch(&self, hash: u64) {
-        spillway_core::memory::prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
-    }
-
     /// Doubles the table; `false` if it is at its largest.
     fn grow(&mut self) -> bool {
         if 2 * self.slots.len() > self.max_slots {
             return false;
         }
-        let doubled = vec![SumSlot::EMPTY; 2 * self.slots.len()];
+        let doubled = empty_slots(2 * self.slots.len());
         let old = std::mem::replace(&mut self.slots, doubled);
         let mask = self.slots.len() - 1;
-        let mut key = [0u8; 24];
         for slot in old.into_iter().filter(|slot| !slot.is_empty()) {
-            let mut at = hash64(slot.key(&mut key)) as usize & mask;
+            let mut at = hash_packed(&slot.key) as usize & mask;
             while !self.slots[at].is_empty() {
                 at = (at + 1) & mask;
             }
@@ -143,16 +224,32 @@ impl SumTable {
         true
     }
 
-    /// Every key and sum, emptying the table (its memory is kept).
+    /// Every key and sum, emptying the table (its memory is kept). Pending
+    /// values must be settled first.
     fn drain(&mut self, mut visit: impl FnMut(&[u8], i64) -> Result<()>) -> Result<()> {
+        assert_eq!(self.pending_len, 0, "values still pending");
         let mut key = [0u8; 24];
         for slot in self.slots.iter_mut().filter(|slot| !slot.is_empty()) {
-            visit(slot.key(&mut key), slot.sum)?;
+            visit(unpack(&slot.key, &mut key), slot.sum)?;
             *slot = SumSlot::EMPTY;
         }
         self.taken = 0;
         Ok(())
     }
+
+    fn is_empty(&self) -> bool {
+        self.taken == 0 && self.pending_len == 0
+    }
+}
+
+/// `count` empty slots, in huge pages where the kernel gives them: the
+/// table is looked up at random, and a table of many megabytes in 4 KiB
+/// pages misses the TLB on most lookups.
+fn empty_slots(count: usize) -> Vec<SumSlot> {
+    let mut slots = Vec::with_capacity(count);
+    spillway_core::memory::advise_huge_pages(&mut slots);
+    slots.resize(count, SumSlot::EMPTY);
+    slots
 }
 
 /// Partial aggregates of one mapper; see the module docs.
@@ -166,6 +263,10 @@ pub struct Combiner {
     full: bool,
     /// Running integer sums of short keys, for the function `sum` only.
     sums: Option<SumTable>,
+    /// A value the table of sums refused and the full aggregator too: it
+    /// waits for the drain, which hands it on as a partial aggregate of
+    /// its own.
+    stalled: Option<PendingValue>,
     state: Vec<u8>,
     drains: u64,
 }
@@ -182,6 +283,7 @@ impl Combiner {
             memory_bytes,
             full: false,
             sums: summing.then(|| SumTable::new(memory_bytes)),
+            stalled: None,
             state: Vec::new(),
             drains: 0,
         }
@@ -200,27 +302,33 @@ impl Combiner {
     }
 
     /// [`try_insert`](Self::try_insert) of `value` for each of `keys` in
-    /// turn (at most [`BATCH_KEYS`]), with the table slots of all of them
-    /// asked of memory first, so that their cache misses overlap. Returns
-    /// how many keys were inserted: fewer than all when the aggregator
-    /// filled up (drain, then insert the rest).
+    /// turn (at most [`BATCH_KEYS`]). Returns how many keys were taken:
+    /// fewer than all when the aggregator filled up (drain, then insert
+    /// the rest).
+    ///
+    /// Integer sums of short keys are added [`PENDING_VALUES`] values
+    /// after they come, their table slots asked of memory first, so that
+    /// the cache misses of many lookups overlap, across calls too.
     pub fn try_insert_many(&mut self, keys: &[&[u8]], value: Value<'_>) -> Result<usize> {
         assert!(keys.len() <= BATCH_KEYS, "{} keys in one batch", keys.len());
-        let mut hashes = [0u64; BATCH_KEYS];
-        let mut sums = match (self.sums.as_mut(), value) {
-            (Some(sums), Value::Int(addend)) => {
-                for (hash, key) in hashes.iter_mut().zip(keys) {
-                    *hash = hash64(key);
-                    sums.prefetch(*hash);
-                }
-                Some((sums, addend))
-            }
-            _ => None,
-        };
+        if self.stalled.is_some() {
+            return Ok(0);
+        }
         for (index, key) in keys.iter().enumerate() {
-            if let Some((sums, addend)) = &mut sums {
-                if key.len() <= SUM_KEY_BYTES && sums.add(SumSlot::pack(key), hashes[index], *addend) {
-                    continue;
+            if let (Some(sums), Value::Int(addend)) = (self.sums.as_mut(), value) {
+                if key.len() <= SUM_KEY_BYTES {
+                    let Some(refused) = sums.offer(pack(key), addend) else {
+                        continue;
+                    };
+                    let mut bytes = [0u8; 24];
+                    let refused_key = unpack(&refused.key, &mut bytes);
+                    if insert_or_refuse(&mut self.aggregator, refused_key, Value::Int(refused.addend))? {
+                        continue;
+                    }
+                    // This key is pending; the one it displaced waits.
+                    self.full = true;
+                    self.stalled = Some(refused);
+                    return Ok(index + 1);
                 }
             }
             if !insert_or_refuse(&mut self.aggregator, key, value)? {
@@ -232,20 +340,26 @@ impl Combiner {
     }
 
     /// Hands every partial aggregate (key, serialized state) to `emit`
-    /// and empties the combiner. A key may come twice (once from the
-    /// table of sums, once from the aggregator); its states merge in phase
-    /// two.
+    /// and empties the combiner. A key may come more than once (from the
+    /// table of sums, from the aggregator, and as a value neither took);
+    /// its states merge in phase two.
     pub fn drain(&mut self, mut emit: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
-        for (key, state) in self.aggregator.states() {
-            emit(key, state)?;
+        let (function, state) = (&self.function, &mut self.state);
+        let mut emit_sum = |key: &[u8], sum: i64| -> Result<()> {
+            state.clear();
+            function.init_into(Input::new(Value::Int(sum), 0), state)?;
+            emit(key, state)
+        };
+        let mut bytes = [0u8; 24];
+        if let Some(value) = self.stalled.take() {
+            emit_sum(unpack(&value.key, &mut bytes), value.addend)?;
         }
         if let Some(sums) = self.sums.as_mut() {
-            let (function, state) = (&self.function, &mut self.state);
-            sums.drain(|key, sum| {
-                state.clear();
-                function.init_into(Input::new(Value::Int(sum), 0), state)?;
-                emit(key, state)
-            })?;
+            sums.settle(|value| emit_sum(unpack(&value.key, &mut bytes), value.addend))?;
+            sums.drain(&mut emit_sum)?;
+        }
+        for (key, state) in self.aggregator.states() {
+            emit(key, state)?;
         }
         if self.full {
             // Past its budget: a fresh one frees the memory.
@@ -260,7 +374,9 @@ impl Combiner {
 
     /// Whether the combiner holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.aggregator.is_empty() && self.sums.as_ref().is_none_or(|sums| sums.taken == 0)
+        self.aggregator.is_empty()
+            && self.stalled.is_none()
+            && self.sums.as_ref().is_none_or(SumTable::is_empty)
     }
 }
 
@@ -295,6 +411,56 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn packed_keys_hold_their_bytes_and_length() {
+        let bytes: Vec<u8> = (1..=SUM_KEY_BYTES as u8).map(|byte| byte.wrapping_mul(37)).collect();
+        let mut seen = std::collections::HashSet::new();
+        for len in 0..=SUM_KEY_BYTES {
+            let key = &bytes[..len];
+            let packed = pack(key);
+            let mut out = [0u8; 24];
+            assert_eq!(unpack(&packed, &mut out), key);
+            // Zero padded: the packed key is the bytes, zeros, the length.
+            let mut expected = [0u8; 24];
+            expected[..len].copy_from_slice(key);
+            expected[23] = len as u8;
+            assert_eq!(out, expected);
+            assert!(seen.insert(hash_packed(&packed)), "hashes of prefixes differ");
+        }
+    }
+
+    #[test]
+    fn a_value_neither_the_full_table_nor_the_full_aggregator_takes_waits_for_the_drain() {
+        let sum = function("sum").unwrap();
+        // A table of at most 4096 slots (3072 keys) and a tiny aggregator.
+        let mut combiner = Combiner::new(sum.clone(), 1 << 12);
+        let (mut expected, mut merged) = (BTreeMap::new(), BTreeMap::new());
+        let mut stalls = 0;
+        for round in 0..3 {
+            for index in 0..10_000 {
+                let key = format!("s{index}");
+                *expected.entry(key.as_bytes().to_vec()).or_insert(0) += round + 1;
+                while !combiner.try_insert(key.as_bytes(), Value::Int(round + 1)).unwrap() {
+                    // Short keys only: every refusal is a stalled value.
+                    assert!(combiner.stalled.is_some());
+                    stalls += 1;
+                    drained(&mut combiner, &mut merged);
+                }
+            }
+        }
+        drained(&mut combiner, &mut merged);
+        assert!(combiner.is_empty());
+        assert!(stalls > 0, "the table and the aggregator filled up");
+        let finalized: BTreeMap<Vec<u8>, i64> = merged
+            .into_iter()
+            .map(|(key, state)| match sum.finalize_bytes(&state).unwrap() {
+                Output::Int(total) => (key, total),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(finalized, expected);
     }
 
     #[test]

@@ -174,8 +174,11 @@ pub struct JobReport {
     pub output_bytes: u64,
     /// Partitions.
     pub partitions: usize,
-    /// Partitions sorted by radix sort (the rest by comparison).
+    /// Partitions sorted by radix sort.
     pub radix_sorted_partitions: usize,
+    /// Partitions of an aggregate job folded by key before only their keys
+    /// were sorted (the rest sorted by comparison).
+    pub folded_partitions: usize,
     /// Chunks phase two skipped as duplicates of chunks read before.
     pub duplicate_chunks: u64,
     /// The partitioner used (range boundaries, hash or the job's own).
@@ -371,6 +374,7 @@ pub fn run(
         output_bytes: totals.bytes,
         partitions,
         radix_sorted_partitions: totals.radix_sorted,
+        folded_partitions: totals.folded,
         duplicate_chunks: totals.duplicate_chunks,
         partitioner,
         resumed,

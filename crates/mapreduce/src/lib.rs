@@ -39,6 +39,7 @@
 pub mod chunk;
 mod combine;
 mod driver;
+mod fold;
 mod input;
 mod iterate;
 mod job;

@@ -3,7 +3,7 @@
 //! distributed driver can run it anywhere.
 
 use spillway_agg::Value;
-use spillway_core::{ensure, Error, Result};
+use spillway_core::{bail, ensure, Error, Result};
 
 use crate::combine::{Combiner, BATCH_KEYS};
 use crate::input::{Block, Inputs};
@@ -90,17 +90,24 @@ impl<'a> MapOutput<'a> {
         self.emitted
     }
 
+    #[inline(always)]
     fn check(&self, key_len: usize, value_len: usize) -> Result<()> {
-        ensure!(
-            key_len <= self.limits.key_bytes_max && value_len <= self.limits.value_bytes_max,
+        if key_len <= self.limits.key_bytes_max && value_len <= self.limits.value_bytes_max {
+            return Ok(());
+        }
+        self.too_long(key_len, value_len)
+    }
+
+    #[cold]
+    fn too_long(&self, key_len: usize, value_len: usize) -> Result<()> {
+        bail!(
             InvalidArgument,
             "job {} emitted a record of a {key_len}-byte key and a {value_len}-byte value; the limits are \
              {} and {} bytes",
             self.job.name(),
             self.limits.key_bytes_max,
             self.limits.value_bytes_max
-        );
-        Ok(())
+        )
     }
 
     /// The partition of `key`, or `None` if a recovery drops it.

@@ -15,12 +15,13 @@ use spillway_pipeline::{Allocation, MemoryQuota, PhaseBuilder, PhaseReport, Stag
 
 use crate::chunk;
 use crate::driver::{phase_two_quota, JobOptions, Progress};
+use crate::fold::{fold_by_key, FoldScratch};
 use crate::job::{Job, Values};
 use crate::manifest::ShuffleFile;
 use crate::output::{write_output, PartitionWriter};
 use crate::record::PairBuf;
 use crate::sort::{
-    entries_of, radix_scratch_bytes, radix_sortable, same_key, sort_entries, Entry, SortAlgorithm,
+    compare, entries_of, radix_scratch_bytes, radix_sortable, same_key, sort_entries, Entry, SortAlgorithm,
 };
 
 /// Memory a phase-two worker reuses from partition to partition.
@@ -32,6 +33,7 @@ pub struct ReduceScratch {
     out: PairBuf,
     state: Vec<u8>,
     text: Vec<u8>,
+    fold: FoldScratch,
 }
 
 /// Sort-entry bytes a partition of `data_bytes` holding `records` needs,
@@ -87,6 +89,7 @@ pub fn reduce_partition(
         out,
         state,
         text,
+        fold,
     } = scratch;
     segments.clear();
     let mut sources = HashSet::new();
@@ -115,6 +118,26 @@ pub fn reduce_partition(
     }
     entries_of(data, segments, entries)?;
     let secondary = job.secondary_key_bytes();
+    let aggregate = job.aggregate();
+    if let (Some(function), 0) = (&aggregate, secondary) {
+        if fold_by_key(data, entries, &**function, fold)? {
+            fold.groups
+                .sort_unstable_by(|a, b| compare(data, &a.first, &b.first, 0));
+            for group in &fold.groups {
+                text.clear();
+                write_output(&function.finalize_bytes(fold.state(data, group))?, text);
+                writer.write(job, group.first.key(data), text)?;
+            }
+            return Ok(ReduceCounts {
+                records_in: entries.len() as u64,
+                duplicate_chunks,
+                duplicate_records,
+                keys: fold.groups.len() as u64,
+                records_out: writer.records_written(),
+                algorithm: SortAlgorithm::Fold,
+            });
+        }
+    }
     let algorithm =
         if radix_sortable(entries, secondary) && radix_scratch_bytes(entries.len()) <= radix_budget {
             SortAlgorithm::Radix
@@ -123,7 +146,6 @@ pub fn reduce_partition(
         };
     sort_entries(data, entries, radix, secondary, algorithm);
 
-    let aggregate = job.aggregate();
     let mut keys = 0;
     let mut group_start = 0;
     while group_start < entries.len() {
@@ -175,6 +197,7 @@ pub(crate) struct Reduced {
     pub(crate) records: u64,
     pub(crate) bytes: u64,
     pub(crate) radix_sorted: usize,
+    pub(crate) folded: usize,
     pub(crate) duplicate_chunks: u64,
     /// Partitions whose files were missing, unreadable or corrupt, and why.
     pub(crate) lost: Vec<(usize, String)>,
@@ -187,6 +210,7 @@ impl Reduced {
         self.records += run.records;
         self.bytes += run.bytes;
         self.radix_sorted += run.radix_sorted;
+        self.folded += run.folded;
         self.duplicate_chunks += run.duplicate_chunks;
         run.lost
     }
@@ -337,6 +361,7 @@ pub(crate) fn phase_two(
                         totals.records += records;
                         totals.bytes += bytes;
                         totals.radix_sorted += usize::from(counts.algorithm == SortAlgorithm::Radix);
+                        totals.folded += usize::from(counts.algorithm == SortAlgorithm::Fold);
                         totals.duplicate_chunks += counts.duplicate_chunks;
                     }
                     Err(error) if loses_the_partition(&error) => {

@@ -88,6 +88,9 @@ pub enum SortAlgorithm {
     Radix,
     /// Comparison sort on prefix, key and secondary key.
     Comparison,
+    /// An aggregate job's records folded into one state per key by
+    /// hashing, then only the keys sorted (see `fold.rs`).
+    Fold,
 }
 
 /// The largest partition (bytes of framed records) a sort can index: an
@@ -160,11 +163,12 @@ pub fn sort_entries(
         SortAlgorithm::Comparison => {
             entries.sort_unstable_by(|a, b| compare(data, a, b, secondary_key_bytes).then(a.at.cmp(&b.at)));
         }
+        SortAlgorithm::Fold => unreachable!("a folded partition sorts its keys, not its records"),
     }
 }
 
 /// The order of two records: key, then secondary key.
-fn compare(data: &[u8], a: &Entry, b: &Entry, secondary_key_bytes: usize) -> Ordering {
+pub(crate) fn compare(data: &[u8], a: &Entry, b: &Entry, secondary_key_bytes: usize) -> Ordering {
     let by_prefix = a.prefix.cmp(&b.prefix);
     if by_prefix != Ordering::Equal {
         return by_prefix;
