@@ -169,7 +169,8 @@ mod tests {
         for index in 0..200_000i64 {
             let key = format!("key {}", lcg(&mut state) % 3000);
             value.clear();
-            list.init_into(Input::new(Value::Int(index), 0), &mut value).unwrap();
+            list.init_into(Input::new(Value::Int(index), 0), &mut value)
+                .unwrap();
             records.push(key.as_bytes(), &value);
         }
         let data = records.as_bytes();
@@ -182,7 +183,10 @@ mod tests {
             .iter()
             .map(|group| {
                 let state = scratch.state(data, group);
-                (group.first.key(data).to_vec(), list.finalize_bytes(state).unwrap())
+                (
+                    group.first.key(data).to_vec(),
+                    list.finalize_bytes(state).unwrap(),
+                )
             })
             .collect();
         folded.sort_by(|a, b| a.0.cmp(&b.0));

@@ -164,6 +164,17 @@ impl<'a> MapOutput<'a> {
             }
         }
         self.emitted += keys.len() as u64;
+        let combiner = self.combiner.as_deref_mut().expect("checked above");
+        if combiner.passes_through() {
+            let state = combiner.state_alone(value)?;
+            for key in keys {
+                let partition = self.partitioner.partition_of(self.job, key)?;
+                if self.keep.is_none_or(|keep| keep[partition]) {
+                    self.buffers[partition].push(key, state);
+                }
+            }
+            return Ok(());
+        }
         for batch in keys.chunks(BATCH_KEYS) {
             let mut done = 0;
             while done < batch.len() {

@@ -24,6 +24,9 @@ use crate::sort::{
     compare, entries_of, radix_scratch_bytes, radix_sortable, same_key, sort_entries, Entry, SortAlgorithm,
 };
 
+/// Records asked of memory ahead of the one being reduced.
+const PREFETCH_RECORDS: usize = 16;
+
 /// Memory a phase-two worker reuses from partition to partition.
 #[derive(Debug, Default)]
 pub struct ReduceScratch {
@@ -138,17 +141,25 @@ pub fn reduce_partition(
             });
         }
     }
-    let algorithm =
-        if radix_sortable(entries, secondary) && radix_scratch_bytes(entries.len()) <= radix_budget {
-            SortAlgorithm::Radix
-        } else {
-            SortAlgorithm::Comparison
-        };
+    let algorithm = if radix_scratch_bytes(entries.len()) > radix_budget {
+        SortAlgorithm::Comparison
+    } else if radix_sortable(entries, secondary) {
+        SortAlgorithm::Radix
+    } else {
+        SortAlgorithm::MsdRadix
+    };
     sort_entries(data, entries, radix, secondary, algorithm);
 
     let mut keys = 0;
     let mut group_start = 0;
+    // Groups are read in key order, at random in the data: ask for the
+    // records a few groups ahead so their cache misses overlap.
+    let mut prefetched = 0;
     while group_start < entries.len() {
+        while prefetched < entries.len().min(group_start + PREFETCH_RECORDS) {
+            entries[prefetched].prefetch(data);
+            prefetched += 1;
+        }
         let first = entries[group_start];
         let group_end = group_start
             + 1
@@ -360,7 +371,10 @@ pub(crate) fn phase_two(
                         let mut totals = totals.lock().unwrap();
                         totals.records += records;
                         totals.bytes += bytes;
-                        totals.radix_sorted += usize::from(counts.algorithm == SortAlgorithm::Radix);
+                        totals.radix_sorted += usize::from(matches!(
+                            counts.algorithm,
+                            SortAlgorithm::Radix | SortAlgorithm::MsdRadix
+                        ));
                         totals.folded += usize::from(counts.algorithm == SortAlgorithm::Fold);
                         totals.duplicate_chunks += counts.duplicate_chunks;
                     }

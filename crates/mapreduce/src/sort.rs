@@ -10,11 +10,20 @@
 //!   8 bytes (vertex ids, hashed or packed keys), the prefix *is* the key,
 //!   and a stable LSD radix sort on it orders the entries in a few linear
 //!   passes. It needs a second array of entries as scratch.
-//! - **comparison**: otherwise (or when the scratch does not fit), an
-//!   in-place pattern-defeating quicksort comparing prefix, then whole key,
-//!   then the secondary key (the value's leading bytes).
+//! - **MSD radix**: other keys, and secondary keys: the entries are radix
+//!   sorted on their prefix, then each run of equal prefixes on the key's
+//!   next 8 bytes, loaded once per entry into its prefix, and so on; runs
+//!   of equal keys are sorted the same way on their secondary keys. Each
+//!   record is read about once per 8 bytes it shares with its neighbours,
+//!   where a comparison sort reads two records per comparison that the
+//!   prefixes do not decide (n-grams sharing their first word, a user's
+//!   clicks ordered by time). Short runs are sorted by comparison. It
+//!   needs the same scratch as the radix sort.
+//! - **comparison**: when the scratch does not fit, an in-place
+//!   pattern-defeating quicksort comparing prefix, then whole key, then
+//!   the secondary key (the value's leading bytes).
 //!
-//! Both keep records with equal keys (and secondary keys) in the order they
+//! All three keep records with equal keys (and secondary keys) in the order they
 //! were read, so a reducer sees a key's values in input order and the
 //! output is the same on every run.
 
@@ -30,7 +39,7 @@ use crate::record::{pair_at, Pair, Pairs};
 /// its key's length (low 24 bits) and where its key starts from there
 /// (high 8 bits), so that comparisons reach the key without decoding the
 /// framing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Entry {
     prefix: u64,
     at: u32,
@@ -50,6 +59,11 @@ impl Entry {
     pub fn key<'a>(&self, data: &'a [u8]) -> &'a [u8] {
         let start = self.at as usize + (self.key_len_and_start >> 24) as usize;
         &data[start..start + self.key_len()]
+    }
+
+    /// Asks for the cache line where this entry's record starts in `data`.
+    pub fn prefetch(&self, data: &[u8]) {
+        spillway_core::memory::prefetch(&data[self.at as usize]);
     }
 
     fn key_len(&self) -> usize {
@@ -86,6 +100,9 @@ fn prefix_of(key: &[u8]) -> u64 {
 pub enum SortAlgorithm {
     /// LSD radix sort on the 8-byte prefix.
     Radix,
+    /// Radix sort on 8-byte digits of the key, then of the secondary
+    /// key, most significant first.
+    MsdRadix,
     /// Comparison sort on prefix, key and secondary key.
     Comparison,
     /// An aggregate job's records folded into one state per key by
@@ -142,12 +159,12 @@ pub fn radix_scratch_bytes(records: usize) -> u64 {
 }
 
 /// Sorts `entries` (records of `data`) by key, then by the first
-/// `secondary_key_bytes` of the value, then by position; with `radix`
-/// (which [`radix_sortable`] must allow) by LSD radix sort through
-/// `scratch`.
+/// `secondary_key_bytes` of the value, then by position, with
+/// `algorithm`: the radix sorts through `scratch` (LSD radix only where
+/// [`radix_sortable`] allows it), the comparison sort in place.
 pub fn sort_entries(
     data: &[u8],
-    entries: &mut Vec<Entry>,
+    entries: &mut [Entry],
     scratch: &mut Vec<Entry>,
     secondary_key_bytes: usize,
     algorithm: SortAlgorithm,
@@ -159,6 +176,11 @@ pub fn sort_entries(
                 "radix sort of keys of mixed lengths"
             );
             radix_sort(entries, scratch);
+        }
+        SortAlgorithm::MsdRadix => {
+            scratch.clear();
+            scratch.resize(entries.len(), Entry::default());
+            msd_radix_sort(data, entries, scratch, secondary_key_bytes);
         }
         SortAlgorithm::Comparison => {
             entries.sort_unstable_by(|a, b| compare(data, a, b, secondary_key_bytes).then(a.at.cmp(&b.at)));
@@ -205,42 +227,193 @@ pub fn same_key(data: &[u8], a: &Entry, b: &Entry) -> bool {
 
 /// Stable LSD radix sort of `entries` on their prefixes, a byte at a
 /// time, skipping bytes every prefix shares.
-fn radix_sort(entries: &mut Vec<Entry>, scratch: &mut Vec<Entry>) {
+fn radix_sort(entries: &mut [Entry], scratch: &mut Vec<Entry>) {
+    scratch.clear();
+    scratch.resize(entries.len(), Entry::default());
+    radix_sort_prefixes(entries, scratch);
+}
+
+/// Stable LSD radix sort of `entries` on their prefixes, a byte at a time,
+/// skipping the bytes every prefix shares; `scratch` is as long.
+fn radix_sort_prefixes(entries: &mut [Entry], scratch: &mut [Entry]) {
+    debug_assert_eq!(entries.len(), scratch.len());
     let (mut all_or, mut all_and) = (0u64, u64::MAX);
     for entry in entries.iter() {
         all_or |= entry.prefix;
         all_and &= entry.prefix;
     }
     let varying = all_or ^ all_and;
-    scratch.clear();
-    scratch.resize(
-        entries.len(),
-        Entry {
-            prefix: 0,
-            at: 0,
-            key_len_and_start: 0,
-        },
-    );
+    let mut in_scratch = false;
     for byte in 0..8 {
         let shift = byte * 8;
         if (varying >> shift) & 0xff == 0 {
             continue;
         }
+        let (from, to) = if in_scratch {
+            (&mut *scratch, &mut *entries)
+        } else {
+            (&mut *entries, &mut *scratch)
+        };
         let mut counts = [0usize; 256];
-        for entry in entries.iter() {
+        for entry in from.iter() {
             counts[((entry.prefix >> shift) & 0xff) as usize] += 1;
         }
         let mut next = 0;
         for count in counts.iter_mut() {
             (*count, next) = (next, next + *count);
         }
-        for entry in entries.iter() {
+        for entry in from.iter() {
             let digit = ((entry.prefix >> shift) & 0xff) as usize;
-            scratch[counts[digit]] = *entry;
+            to[counts[digit]] = *entry;
             counts[digit] += 1;
         }
-        std::mem::swap(entries, scratch);
+        in_scratch = !in_scratch;
     }
+    if in_scratch {
+        entries.copy_from_slice(scratch);
+    }
+}
+
+/// Runs shorter than this are sorted by comparison: a radix pass costs
+/// its 256 counters whatever the run's length.
+const MSD_COMPARISON_RUN: usize = 32;
+
+/// Runs still equal past this many 8-byte digits are sorted by
+/// comparison: a bound on the recursion.
+const MSD_DEPTH_MAX: usize = 16;
+
+/// What an MSD radix pass orders by: the key, or the secondary key (the
+/// value's first bytes) of entries whose keys are equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Key,
+    Secondary,
+}
+
+impl Field {
+    fn bytes<'a>(self, data: &'a [u8], entry: &Entry, secondary_key_bytes: usize) -> &'a [u8] {
+        match self {
+            Field::Key => entry.key(data),
+            Field::Secondary => secondary_key(entry.pair(data).value, secondary_key_bytes),
+        }
+    }
+}
+
+/// Sorts `entries` as [`compare`] then position would, by MSD radix sort.
+fn msd_radix_sort(data: &[u8], entries: &mut [Entry], scratch: &mut [Entry], secondary_key_bytes: usize) {
+    // The prefixes hold the keys' first 8 bytes already.
+    radix_sort_prefixes(entries, scratch);
+    for_each_run(entries, scratch, |run, scratch| {
+        let prefix = run[0].prefix;
+        refine(data, run, scratch, Field::Key, 1, secondary_key_bytes);
+        // Deeper passes left later bytes in the prefixes.
+        for entry in run.iter_mut() {
+            entry.prefix = prefix;
+        }
+    });
+}
+
+/// Calls `sort` on every run of two or more entries with equal prefixes,
+/// with the matching part of `scratch`.
+fn for_each_run(
+    entries: &mut [Entry],
+    scratch: &mut [Entry],
+    mut sort: impl FnMut(&mut [Entry], &mut [Entry]),
+) {
+    let mut start = 0;
+    while start < entries.len() {
+        let prefix = entries[start].prefix;
+        let end = start
+            + entries[start..]
+                .iter()
+                .take_while(|entry| entry.prefix == prefix)
+                .count();
+        if end - start > 1 {
+            sort(&mut entries[start..end], &mut scratch[start..end]);
+        }
+        start = end;
+    }
+}
+
+/// Orders `run`, entries whose `field`s agree in their first `8 * depth`
+/// bytes (zero padded) and are in input order among equals, by the rest
+/// of the field (then, for keys, by secondary key), keeping input order
+/// among equals.
+fn refine(
+    data: &[u8],
+    run: &mut [Entry],
+    scratch: &mut [Entry],
+    field: Field,
+    depth: usize,
+    secondary_key_bytes: usize,
+) {
+    let covered = 8 * depth;
+    let length = |entry: &Entry| field.bytes(data, entry, secondary_key_bytes).len();
+    // Fields that end within the covered bytes are prefixes of the longer
+    // ones (their padding is zeros, as the longer ones' bytes are): they
+    // come first, shorter first; fields of one length there are equal.
+    // A stable counting sort by length class: 0..=8 ended, 9 longer.
+    let class = |entry: &Entry| (length(entry) + 8).saturating_sub(covered).min(9);
+    let mut counts = [0usize; 10];
+    for entry in run.iter() {
+        counts[class(entry)] += 1;
+    }
+    if counts[9] < run.len() {
+        let mut starts = [0usize; 10];
+        let mut next = 0;
+        for (start, count) in starts.iter_mut().zip(counts) {
+            (*start, next) = (next, next + count);
+        }
+        let mut at = starts;
+        for entry in run.iter() {
+            let class = class(entry);
+            scratch[at[class]] = *entry;
+            at[class] += 1;
+        }
+        run.copy_from_slice(scratch);
+        if field == Field::Key && secondary_key_bytes > 0 {
+            for class in 0..9 {
+                let equal_keys = starts[class]..starts[class] + counts[class];
+                if equal_keys.len() > 1 {
+                    let (run, scratch) = (&mut run[equal_keys.clone()], &mut scratch[equal_keys]);
+                    refine(data, run, scratch, Field::Secondary, 0, secondary_key_bytes);
+                }
+            }
+        }
+    }
+    let ended = run.len() - counts[9];
+    let (run, scratch) = (&mut run[ended..], &mut scratch[ended..]);
+    if run.len() < 2 {
+        return;
+    }
+    if run.len() < MSD_COMPARISON_RUN || depth > MSD_DEPTH_MAX {
+        run.sort_by(|a, b| {
+            let (a_bytes, b_bytes) = (
+                field.bytes(data, a, secondary_key_bytes),
+                field.bytes(data, b, secondary_key_bytes),
+            );
+            a_bytes[covered..]
+                .cmp(&b_bytes[covered..])
+                .then_with(|| match field {
+                    Field::Key if secondary_key_bytes > 0 => {
+                        let (a_secondary, b_secondary) = (
+                            Field::Secondary.bytes(data, a, secondary_key_bytes),
+                            Field::Secondary.bytes(data, b, secondary_key_bytes),
+                        );
+                        a_secondary.cmp(b_secondary)
+                    }
+                    _ => Ordering::Equal,
+                })
+        });
+        return;
+    }
+    for entry in run.iter_mut() {
+        entry.prefix = prefix_of(&field.bytes(data, entry, secondary_key_bytes)[covered..]);
+    }
+    radix_sort_prefixes(run, scratch);
+    for_each_run(run, scratch, |run, scratch| {
+        refine(data, run, scratch, field, depth + 1, secondary_key_bytes);
+    });
 }
 
 #[cfg(test)]
@@ -277,8 +450,15 @@ mod tests {
             fixed.push(&fixed_key[5..], &index.to_be_bytes());
         }
         for (records, algorithms) in [
-            (&mixed, &[SortAlgorithm::Comparison][..]),
-            (&fixed, &[SortAlgorithm::Comparison, SortAlgorithm::Radix][..]),
+            (&mixed, &[SortAlgorithm::Comparison, SortAlgorithm::MsdRadix][..]),
+            (
+                &fixed,
+                &[
+                    SortAlgorithm::Comparison,
+                    SortAlgorithm::Radix,
+                    SortAlgorithm::MsdRadix,
+                ][..],
+            ),
         ] {
             let mut expected: Vec<(Vec<u8>, Vec<u8>)> = records
                 .pairs()
@@ -299,6 +479,42 @@ mod tests {
     }
 
     #[test]
+    fn the_msd_radix_sort_orders_as_the_comparison_sort_does() {
+        let mut state = 11;
+        // Keys sharing long prefixes (past the depth where runs go to the
+        // comparison sort), ending at and around digit boundaries, zero
+        // bytes included; values of any length, sharing leading bytes.
+        let long = [b'x'; 200];
+        let mut records = PairBuf::default();
+        for _ in 0..20_000 {
+            let shared = [0, 7, 8, 9, 16, 17, 40, 150][(lcg(&mut state) % 8) as usize];
+            let mut key = long[..shared].to_vec();
+            for _ in 0..lcg(&mut state) % 3 {
+                key.push([0u8, b'a', 0xff][(lcg(&mut state) % 3) as usize]);
+            }
+            let value: Vec<u8> = (0..lcg(&mut state) % 20)
+                .map(|_| [0u8, 5, 9][(lcg(&mut state) % 3) as usize])
+                .collect();
+            records.push(&key, &value);
+        }
+        for secondary in [0, 3, 8, 12, usize::MAX] {
+            assert_eq!(
+                sorted(&records, secondary, SortAlgorithm::MsdRadix),
+                sorted(&records, secondary, SortAlgorithm::Comparison),
+                "secondary key of {secondary} bytes"
+            );
+        }
+        // The prefixes are the keys' again: grouping relies on them.
+        let data = records.as_bytes();
+        let (mut entries, mut scratch) = (Vec::new(), Vec::new());
+        entries_of(data, std::slice::from_ref(&(0..data.len())), &mut entries).unwrap();
+        sort_entries(data, &mut entries, &mut scratch, 8, SortAlgorithm::MsdRadix);
+        assert!(entries
+            .iter()
+            .all(|entry| entry.prefix == prefix_of(entry.key(data))));
+    }
+
+    #[test]
     fn the_secondary_key_orders_a_keys_values() {
         let mut records = PairBuf::default();
         for (key, time, url) in [
@@ -310,17 +526,19 @@ mod tests {
         ] {
             records.push_parts(key.as_bytes(), &[&time.to_be_bytes(), url.as_bytes()]);
         }
-        let order: Vec<(Vec<u8>, u64)> = sorted(&records, 8, SortAlgorithm::Comparison)
-            .into_iter()
-            .map(|(key, value)| (key, u64::from_be_bytes(value[..8].try_into().unwrap())))
-            .collect();
-        let expected: Vec<(Vec<u8>, u64)> = [("u0", 5), ("u1", 10), ("u1", 10), ("u1", 20), ("u1", 30)]
-            .map(|(k, t)| (k.as_bytes().to_vec(), t))
-            .to_vec();
-        assert_eq!(order, expected);
-        // Equal secondary keys keep input order: "a" was read before "0".
-        let values = sorted(&records, 8, SortAlgorithm::Comparison);
-        assert_eq!(&values[1].1[8..], b"a");
-        assert_eq!(&values[2].1[8..], b"0");
+        for algorithm in [SortAlgorithm::Comparison, SortAlgorithm::MsdRadix] {
+            let order: Vec<(Vec<u8>, u64)> = sorted(&records, 8, algorithm)
+                .into_iter()
+                .map(|(key, value)| (key, u64::from_be_bytes(value[..8].try_into().unwrap())))
+                .collect();
+            let expected: Vec<(Vec<u8>, u64)> = [("u0", 5), ("u1", 10), ("u1", 10), ("u1", 20), ("u1", 30)]
+                .map(|(k, t)| (k.as_bytes().to_vec(), t))
+                .to_vec();
+            assert_eq!(order, expected, "{algorithm:?}");
+            // Equal secondary keys keep input order: "a" was read before "0".
+            let values = sorted(&records, 8, algorithm);
+            assert_eq!(&values[1].1[8..], b"a");
+            assert_eq!(&values[2].1[8..], b"0");
+        }
     }
 }

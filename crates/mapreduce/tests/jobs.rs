@@ -160,6 +160,31 @@ fn ngram_count_counts_word_runs_within_lines() {
     );
     let counted: BTreeMap<String, u64> = counts(&output, &report);
     assert_eq!(counted, expected);
+
+    // 5-grams are nearly all distinct: after its first block, each mapper's
+    // combiner lets them pass through uncombined.
+    let input = dir.path().join("more.txt");
+    let text = write_text(&input, 6 << 20, 10);
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for line in String::from_utf8(text).unwrap().lines() {
+        let words: Vec<&str> = line.split_ascii_whitespace().collect();
+        for window in words.windows(5) {
+            *expected.entry(window.join(" ")).or_default() += 1;
+        }
+    }
+    let output = dir.path().join("out-5");
+    let options = JobOptions {
+        block_bytes: 1 << 20,
+        ..small_options(dir.path())
+    };
+    let report = run_job(
+        JobSpec::NgramCount { n: 5 }.build().unwrap(),
+        &[input],
+        &output,
+        &options,
+    );
+    let counted: BTreeMap<String, u64> = counts(&output, &report);
+    assert_eq!(counted, expected);
 }
 
 #[test]
