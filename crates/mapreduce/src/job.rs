@@ -10,7 +10,7 @@ use spillway_core::{bail, Result};
 use crate::input::InputFormat;
 use crate::map::MapOutput;
 use crate::record::PairBuf;
-use crate::sort::Entry;
+use crate::sort::{Entry, PREFETCH_AHEAD};
 
 /// One input record handed to `map`, with its place in the input.
 #[derive(Debug, Clone, Copy)]
@@ -95,14 +95,16 @@ pub trait Job: Send + Sync + fmt::Debug {
 #[derive(Debug, Clone)]
 pub struct Values<'a> {
     data: &'a [u8],
-    entries: std::slice::Iter<'a, Entry>,
+    entries: &'a [Entry],
+    next: usize,
 }
 
 impl<'a> Values<'a> {
     pub(crate) fn new(data: &'a [u8], entries: &'a [Entry]) -> Self {
         Values {
             data,
-            entries: entries.iter(),
+            entries,
+            next: 0,
         }
     }
 }
@@ -111,11 +113,18 @@ impl<'a> Iterator for Values<'a> {
     type Item = &'a [u8];
 
     fn next(&mut self) -> Option<&'a [u8]> {
-        self.entries.next().map(|entry| entry.pair(self.data).value)
+        let entry = self.entries.get(self.next)?;
+        // Sorted, a key's records lie at random in the partition.
+        if let Some(ahead) = self.entries.get(self.next + PREFETCH_AHEAD) {
+            ahead.prefetch(self.data);
+        }
+        self.next += 1;
+        Some(entry.pair(self.data).value)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.entries.size_hint()
+        let left = self.entries.len() - self.next;
+        (left, Some(left))
     }
 }
 

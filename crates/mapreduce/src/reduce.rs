@@ -22,10 +22,8 @@ use crate::output::{write_output, PartitionWriter};
 use crate::record::PairBuf;
 use crate::sort::{
     compare, entries_of, radix_scratch_bytes, radix_sortable, same_key, sort_entries, Entry, SortAlgorithm,
+    PREFETCH_AHEAD,
 };
-
-/// Records asked of memory ahead of the one being reduced.
-const PREFETCH_RECORDS: usize = 16;
 
 /// Memory a phase-two worker reuses from partition to partition.
 #[derive(Debug, Default)]
@@ -156,7 +154,7 @@ pub fn reduce_partition(
     // records a few groups ahead so their cache misses overlap.
     let mut prefetched = 0;
     while group_start < entries.len() {
-        while prefetched < entries.len().min(group_start + PREFETCH_RECORDS) {
+        while prefetched < entries.len().min(group_start + PREFETCH_AHEAD) {
             entries[prefetched].prefetch(data);
             prefetched += 1;
         }

@@ -313,6 +313,18 @@ fn msd_radix_sort(data: &[u8], entries: &mut [Entry], scratch: &mut [Entry], sec
     });
 }
 
+/// Entries whose records are asked of memory ahead of the one read.
+pub(crate) const PREFETCH_AHEAD: usize = 16;
+
+/// Asks for the record of the entry [`PREFETCH_AHEAD`] after `index` in
+/// `run`: passes over entries in sorted order read their records at
+/// random, and a miss each would bound them by memory latency.
+fn prefetch_ahead(data: &[u8], run: &[Entry], index: usize) {
+    if let Some(entry) = run.get(index + PREFETCH_AHEAD) {
+        entry.prefetch(data);
+    }
+}
+
 /// Calls `sort` on every run of two or more entries with equal prefixes,
 /// with the matching part of `scratch`.
 fn for_each_run(
@@ -354,9 +366,14 @@ fn refine(
     // come first, shorter first; fields of one length there are equal.
     // A stable counting sort by length class: 0..=8 ended, 9 longer.
     let class = |entry: &Entry| (length(entry) + 8).saturating_sub(covered).min(9);
+    // A key's length is in its entry; a secondary key's is in its record.
+    let reads_records = field == Field::Secondary;
     let mut counts = [0usize; 10];
-    for entry in run.iter() {
-        counts[class(entry)] += 1;
+    for index in 0..run.len() {
+        if reads_records {
+            prefetch_ahead(data, run, index);
+        }
+        counts[class(&run[index])] += 1;
     }
     if counts[9] < run.len() {
         let mut starts = [0usize; 10];
@@ -365,9 +382,12 @@ fn refine(
             (*start, next) = (next, next + count);
         }
         let mut at = starts;
-        for entry in run.iter() {
-            let class = class(entry);
-            scratch[at[class]] = *entry;
+        for index in 0..run.len() {
+            if reads_records {
+                prefetch_ahead(data, run, index);
+            }
+            let class = class(&run[index]);
+            scratch[at[class]] = run[index];
             at[class] += 1;
         }
         run.copy_from_slice(scratch);
@@ -387,6 +407,10 @@ fn refine(
         return;
     }
     if run.len() < MSD_COMPARISON_RUN || depth > MSD_DEPTH_MAX {
+        // Each comparison reads two records: ask for all of them first.
+        for entry in run.iter().take(MSD_COMPARISON_RUN) {
+            entry.prefetch(data);
+        }
         run.sort_by(|a, b| {
             let (a_bytes, b_bytes) = (
                 field.bytes(data, a, secondary_key_bytes),
@@ -407,7 +431,9 @@ fn refine(
         });
         return;
     }
-    for entry in run.iter_mut() {
+    for index in 0..run.len() {
+        prefetch_ahead(data, run, index);
+        let entry = &mut run[index];
         entry.prefix = prefix_of(&field.bytes(data, entry, secondary_key_bytes)[covered..]);
     }
     radix_sort_prefixes(run, scratch);
