@@ -438,12 +438,13 @@ impl Job for Sessionize {
     }
 
     fn map(&self, record: &InputRecord<'_>, out: &mut MapOutput<'_>) -> Result<()> {
-        let (time, url) = match record.value.iter().position(|&byte| byte == b'\t') {
-            Some(cut) => (&record.value[..cut], &record.value[cut + 1..]),
-            None => (record.value, &record.value[record.value.len()..]),
+        // The url is not in the output: only the time travels.
+        let time = match record.value.iter().position(|&byte| byte == b'\t') {
+            Some(cut) => &record.value[..cut],
+            None => record.value,
         };
         let time = decimal(time, "timestamp", record)?;
-        out.emit_parts(record.key, &[&time.to_be_bytes(), url])
+        out.emit(record.key, &time.to_be_bytes())
     }
 
     fn secondary_key_bytes(&self) -> usize {

@@ -274,9 +274,9 @@ fn radix_sort_prefixes(entries: &mut [Entry], scratch: &mut [Entry]) {
     }
 }
 
-/// Runs shorter than this are sorted by comparison: a radix pass costs
-/// its 256 counters whatever the run's length.
-const MSD_COMPARISON_RUN: usize = 32;
+/// Runs shorter than this are sorted by comparison, mostly of their
+/// prefixes: a radix pass costs its 256 counters whatever the run's length.
+const MSD_COMPARISON_RUN: usize = 64;
 
 /// Runs still equal past this many 8-byte digits are sorted by
 /// comparison: a bound on the recursion.
@@ -360,20 +360,20 @@ fn refine(
     secondary_key_bytes: usize,
 ) {
     let covered = 8 * depth;
-    let length = |entry: &Entry| field.bytes(data, entry, secondary_key_bytes).len();
     // Fields that end within the covered bytes are prefixes of the longer
     // ones (their padding is zeros, as the longer ones' bytes are): they
     // come first, shorter first; fields of one length there are equal.
     // A stable counting sort by length class: 0..=8 ended, 9 longer.
-    let class = |entry: &Entry| (length(entry) + 8).saturating_sub(covered).min(9);
-    // A key's length is in its entry; a secondary key's is in its record.
-    let reads_records = field == Field::Secondary;
+    let class = |length: usize| (length + 8).saturating_sub(covered).min(9);
+    // One pass reads each record once: its class, and the field's next 8
+    // bytes into the prefix.
     let mut counts = [0usize; 10];
     for index in 0..run.len() {
-        if reads_records {
-            prefetch_ahead(data, run, index);
-        }
-        counts[class(&run[index])] += 1;
+        prefetch_ahead(data, run, index);
+        let entry = &mut run[index];
+        let bytes = field.bytes(data, entry, secondary_key_bytes);
+        counts[class(bytes.len())] += 1;
+        entry.prefix = prefix_of(bytes.get(covered..).unwrap_or_default());
     }
     if counts[9] < run.len() {
         let mut starts = [0usize; 10];
@@ -383,10 +383,8 @@ fn refine(
         }
         let mut at = starts;
         for index in 0..run.len() {
-            if reads_records {
-                prefetch_ahead(data, run, index);
-            }
-            let class = class(&run[index]);
+            prefetch_ahead(data, run, index);
+            let class = class(field.bytes(data, &run[index], secondary_key_bytes).len());
             scratch[at[class]] = run[index];
             at[class] += 1;
         }
@@ -407,34 +405,28 @@ fn refine(
         return;
     }
     if run.len() < MSD_COMPARISON_RUN || depth > MSD_DEPTH_MAX {
-        // Each comparison reads two records: ask for all of them first.
-        for entry in run.iter().take(MSD_COMPARISON_RUN) {
-            entry.prefetch(data);
-        }
+        // The prefixes decide most comparisons; the others read records.
         run.sort_by(|a, b| {
-            let (a_bytes, b_bytes) = (
-                field.bytes(data, a, secondary_key_bytes),
-                field.bytes(data, b, secondary_key_bytes),
-            );
-            a_bytes[covered..]
-                .cmp(&b_bytes[covered..])
-                .then_with(|| match field {
-                    Field::Key if secondary_key_bytes > 0 => {
-                        let (a_secondary, b_secondary) = (
-                            Field::Secondary.bytes(data, a, secondary_key_bytes),
-                            Field::Secondary.bytes(data, b, secondary_key_bytes),
-                        );
-                        a_secondary.cmp(b_secondary)
-                    }
-                    _ => Ordering::Equal,
-                })
+            a.prefix.cmp(&b.prefix).then_with(|| {
+                let (a_bytes, b_bytes) = (
+                    field.bytes(data, a, secondary_key_bytes),
+                    field.bytes(data, b, secondary_key_bytes),
+                );
+                a_bytes[covered..]
+                    .cmp(&b_bytes[covered..])
+                    .then_with(|| match field {
+                        Field::Key if secondary_key_bytes > 0 => {
+                            let (a_secondary, b_secondary) = (
+                                Field::Secondary.bytes(data, a, secondary_key_bytes),
+                                Field::Secondary.bytes(data, b, secondary_key_bytes),
+                            );
+                            a_secondary.cmp(b_secondary)
+                        }
+                        _ => Ordering::Equal,
+                    })
+            })
         });
         return;
-    }
-    for index in 0..run.len() {
-        prefetch_ahead(data, run, index);
-        let entry = &mut run[index];
-        entry.prefix = prefix_of(&field.bytes(data, entry, secondary_key_bytes)[covered..]);
     }
     radix_sort_prefixes(run, scratch);
     for_each_run(run, scratch, |run, scratch| {
