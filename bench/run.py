@@ -1261,17 +1261,24 @@ def summary_table(report: dict[str, Any]) -> list[str]:
     names = [c["name"] for c in parts_of(report)[0]["contenders"]]
     bound_names = list((parts_of(report)[0].get("disk_bound") or {}).get("fractions", {}))
     lines = ["Summary (median of each part; Spillway / peer, higher is better):", ""]
-    header = "| data | " + " | ".join(
-        f"{c['contender']} / {c['peer']}" for c in parts_of(report)[0]["comparisons"]
-    ) + " |"
+    # Every comparison of any part: a peer that failed in one part has no
+    # ratio there, but may have one in another.
+    pairs: list[tuple[str, str]] = []
+    for part in parts_of(report):
+        for c in part["comparisons"]:
+            if (c["contender"], c["peer"]) not in pairs:
+                pairs.append((c["contender"], c["peer"]))
+    header = "| data | " + " | ".join(f"{contender} / {peer}" for contender, peer in pairs) + " |"
     if bound_names:
         header += " " + " | ".join(f"{name}: of disk-bound limit" for name in bound_names[:1]) + " |"
     header += f" {names[0]} {unit} |"
     lines += [header, "|" + "---|" * (header.count("|") - 1)]
     for part in parts_of(report):
+        by_pair = {(c["contender"], c["peer"]): c for c in part["comparisons"]}
         cells = [
             f"**{c['ratio']:.2f}**" + (f" ({'met' if c['meets_target'] else 'missed'} {c['target']:g}x)" if c["target"] else "")
-            for c in part["comparisons"]
+            if (c := by_pair.get(pair)) else "failed"
+            for pair in pairs
         ]
         bound = part.get("disk_bound")
         if bound_names and bound:

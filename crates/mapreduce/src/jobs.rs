@@ -409,7 +409,19 @@ impl Job for Sort {
 /// A decimal field of an input line, or an error saying which and where
 /// (the driver adds the file).
 fn decimal(field: &[u8], what: &str, record: &InputRecord<'_>) -> Result<u64> {
-    let parsed = std::str::from_utf8(field).ok().and_then(|text| text.parse().ok());
+    // What `u64::from_str` accepts (an optional `+`, then digits), without
+    // its UTF-8 check: this runs once or twice per input record.
+    let digits = field.strip_prefix(b"+").unwrap_or(field);
+    let parsed = if digits.is_empty() {
+        None
+    } else {
+        digits.iter().try_fold(0u64, |value, &byte| {
+            if !byte.is_ascii_digit() {
+                return None;
+            }
+            value.checked_mul(10)?.checked_add(u64::from(byte - b'0'))
+        })
+    };
     match parsed {
         Some(value) => Ok(value),
         None => bail!(
@@ -576,5 +588,40 @@ impl Job for PageRank {
         let vertex = u64::from_be_bytes(key.try_into().expect("an 8-byte vertex key"));
         let rank = f64::from_le_bytes(value[1..9].try_into().expect("a rank"));
         writeln!(out, "{vertex}\t{rank}").expect("writing to memory");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_fields_parse_as_u64_from_str_does() {
+        let record = InputRecord {
+            key: b"",
+            value: b"",
+            file: 0,
+            offset: 7,
+        };
+        for field in [
+            "",
+            "+",
+            "0",
+            "+1",
+            "-1",
+            "007",
+            "12a",
+            " 1",
+            "1 ",
+            "\u{e9}",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999",
+        ] {
+            let parsed = decimal(field.as_bytes(), "test field", &record).ok();
+            assert_eq!(parsed, field.parse::<u64>().ok(), "{field:?}");
+        }
+        let error = decimal(b"x1", "timestamp", &record).unwrap_err().to_string();
+        assert!(error.contains("timestamp 'x1' at offset 7"), "{error}");
     }
 }
