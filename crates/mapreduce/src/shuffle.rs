@@ -203,6 +203,10 @@ pub(crate) fn phase_one(
                         .filter(|buffer| !buffer.is_empty())
                         .map(|buffer| buffer.len() + CHUNK_HEADER_BYTES)
                         .sum();
+                    // Charged before the chunks are copied out of the
+                    // buffers, so the copy waits for room in the quota.
+                    let charge = (payload as u64).min(mapped_quota.capacity_bytes());
+                    let memory = worker.allocate(&mapped_quota, charge)?;
                     let mut mapped = MappedBlock {
                         bytes: Vec::with_capacity(payload),
                         chunks: Vec::new(),
@@ -226,8 +230,7 @@ pub(crate) fn phase_one(
                             .push((partition, start..mapped.bytes.len(), buffer.records()));
                         buffer.clear();
                     }
-                    let charge = (mapped.bytes.len() as u64).min(mapped_quota.capacity_bytes());
-                    let memory = worker.allocate(&mapped_quota, charge)?;
+                    debug_assert_eq!(mapped.bytes.len(), payload);
                     worker.send(&mapped_producer, (mapped, memory))?;
                 }
                 Ok(())
