@@ -95,6 +95,7 @@ pub fn reduce_partition(
     segments.clear();
     let mut sources = HashSet::new();
     let (mut duplicate_chunks, mut duplicate_records) = (0, 0);
+    let mut chunk_records = 0u64;
     for chunk in chunk::chunks(path, data) {
         let chunk = chunk?;
         if chunk.header.partition as usize != partition {
@@ -116,7 +117,16 @@ pub fn reduce_partition(
         }
         let start = chunk.payload.as_ptr() as usize - data.as_ptr() as usize;
         segments.push(start..start + chunk.payload.len());
+        chunk_records += u64::from(chunk.header.records);
     }
+    // Sized to the records, as phase two's quota counts them (a vector
+    // grown by doubling could hold twice that).
+    let records: usize = chunk_records as usize;
+    entries.clear();
+    if entries.capacity() > records + records / 4 {
+        entries.shrink_to(records);
+    }
+    entries.reserve_exact(records);
     entries_of(data, segments, entries)?;
     let secondary = job.secondary_key_bytes();
     let aggregate = job.aggregate();
@@ -309,10 +319,16 @@ pub(crate) fn phase_two(
             let mut read = 0;
             for &partition in &pending {
                 let file = &files[partition];
-                let memory =
-                    worker.allocate(&quota, file.bytes + reduce_memory_bytes(file.records, false))?;
+                // A recycled buffer is kept only if it is about this
+                // partition's size: the quota counts what it holds.
+                let bytes = file.bytes as usize;
                 let mut data = recycled.lock().unwrap().pop().unwrap_or_default();
+                if data.capacity() < bytes || data.capacity() > bytes + bytes / 4 {
+                    data = Vec::with_capacity(bytes);
+                }
                 data.clear();
+                let charge = data.capacity() as u64 + reduce_memory_bytes(file.records, false);
+                let memory = worker.allocate(&quota, charge.min(quota_bytes))?;
                 if file.bytes > 0 {
                     match read_partition(&*fs, file, &mut data) {
                         Ok(()) => {}

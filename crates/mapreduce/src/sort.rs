@@ -179,6 +179,7 @@ pub fn sort_entries(
         }
         SortAlgorithm::MsdRadix => {
             scratch.clear();
+            scratch.reserve_exact(entries.len());
             scratch.resize(entries.len(), Entry::default());
             msd_radix_sort(data, entries, scratch, secondary_key_bytes);
         }
@@ -229,6 +230,7 @@ pub fn same_key(data: &[u8], a: &Entry, b: &Entry) -> bool {
 /// time, skipping bytes every prefix shares.
 fn radix_sort(entries: &mut [Entry], scratch: &mut Vec<Entry>) {
     scratch.clear();
+    scratch.reserve_exact(entries.len());
     scratch.resize(entries.len(), Entry::default());
     radix_sort_prefixes(entries, scratch);
 }
