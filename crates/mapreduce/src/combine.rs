@@ -465,6 +465,17 @@ mod tests {
             .unwrap();
     }
 
+    /// Merged sum states, finalized.
+    fn totals(sum: &dyn AggregateFunction, merged: BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<Vec<u8>, i64> {
+        merged
+            .into_iter()
+            .map(|(key, state)| match sum.finalize_bytes(&state).unwrap() {
+                Output::Int(total) => (key, total),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
     #[test]
     fn packed_keys_hold_their_bytes_and_length() {
         let bytes: Vec<u8> = (1..=SUM_KEY_BYTES as u8)
@@ -510,14 +521,7 @@ mod tests {
         drained(&mut combiner, &mut merged);
         assert!(combiner.is_empty());
         assert!(stalls > 0, "the table and the aggregator filled up");
-        let finalized: BTreeMap<Vec<u8>, i64> = merged
-            .into_iter()
-            .map(|(key, state)| match sum.finalize_bytes(&state).unwrap() {
-                Output::Int(total) => (key, total),
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(finalized, expected);
+        assert_eq!(totals(&*sum, merged), expected);
     }
 
     #[test]
@@ -592,13 +596,6 @@ mod tests {
         drained(&mut combiner, &mut merged);
         assert!(combiner.is_empty());
         assert!(combiner.drains() > 2, "the aggregator filled up");
-        let finalized: BTreeMap<Vec<u8>, i64> = merged
-            .into_iter()
-            .map(|(key, state)| match sum.finalize_bytes(&state).unwrap() {
-                Output::Int(total) => (key, total),
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(finalized, expected);
+        assert_eq!(totals(&*sum, merged), expected);
     }
 }

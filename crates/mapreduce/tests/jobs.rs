@@ -133,58 +133,47 @@ fn word_count_equals_a_hash_map_count_over_two_inputs() {
     }
 }
 
-#[test]
-fn ngram_count_counts_word_runs_within_lines() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("text.txt");
-    let text = write_text(&input, 1 << 20, 9);
+/// Runs the `n`-gram count over `bytes` of generated text (named `name`,
+/// from `seed`) with `options` and checks it against a count of the
+/// text's word windows.
+fn check_ngram_count(dir: &Path, name: &str, bytes: u64, seed: u64, n: usize, options: &JobOptions) {
+    let input = dir.join(format!("{name}.txt"));
+    let text = write_text(&input, bytes, seed);
     let mut expected: BTreeMap<String, u64> = BTreeMap::new();
     for line in String::from_utf8(text).unwrap().lines() {
         let words: Vec<&str> = line.split_ascii_whitespace().collect();
-        for window in words.windows(3) {
+        for window in words.windows(n) {
             *expected.entry(window.join(" ")).or_default() += 1;
         }
     }
-    let output = dir.path().join("out");
+    let output = dir.join(format!("out-{name}"));
+    let report = run_job(
+        JobSpec::NgramCount { n }.build().unwrap(),
+        &[input],
+        &output,
+        options,
+    );
+    let counted: BTreeMap<String, u64> = counts(&output, &report);
+    assert_eq!(counted, expected, "{name}");
+}
+
+#[test]
+fn ngram_count_counts_word_runs_within_lines() {
+    let dir = tempfile::tempdir().unwrap();
     // A combiner far smaller than a block's distinct n-grams: it fills and
     // is emptied many times within each block.
     let options = JobOptions {
         combiner_bytes: 1 << 16,
         ..small_options(dir.path())
     };
-    let report = run_job(
-        JobSpec::NgramCount { n: 3 }.build().unwrap(),
-        &[input],
-        &output,
-        &options,
-    );
-    let counted: BTreeMap<String, u64> = counts(&output, &report);
-    assert_eq!(counted, expected);
-
+    check_ngram_count(dir.path(), "3-grams", 1 << 20, 9, 3, &options);
     // 5-grams are nearly all distinct: after its first block, each mapper's
     // combiner lets them pass through uncombined.
-    let input = dir.path().join("more.txt");
-    let text = write_text(&input, 6 << 20, 10);
-    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
-    for line in String::from_utf8(text).unwrap().lines() {
-        let words: Vec<&str> = line.split_ascii_whitespace().collect();
-        for window in words.windows(5) {
-            *expected.entry(window.join(" ")).or_default() += 1;
-        }
-    }
-    let output = dir.path().join("out-5");
     let options = JobOptions {
         block_bytes: 1 << 20,
         ..small_options(dir.path())
     };
-    let report = run_job(
-        JobSpec::NgramCount { n: 5 }.build().unwrap(),
-        &[input],
-        &output,
-        &options,
-    );
-    let counted: BTreeMap<String, u64> = counts(&output, &report);
-    assert_eq!(counted, expected);
+    check_ngram_count(dir.path(), "5-grams", 6 << 20, 10, 5, &options);
 }
 
 #[test]
