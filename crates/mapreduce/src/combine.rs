@@ -16,6 +16,8 @@ use std::sync::Arc;
 use spillway_agg::{AggregateFunction, HashAggregator, Input, Value};
 use spillway_core::{ErrorKind, Result};
 
+use crate::scan::word_le;
+
 /// Slots the table of running sums starts with (a power of two; it
 /// doubles when three quarters are taken).
 const SUM_SLOTS_INITIAL: usize = 1 << 12;
@@ -49,26 +51,10 @@ fn pack(key: &[u8]) -> PackedKey {
     debug_assert!(key.len() <= SUM_KEY_BYTES);
     let mut words = [0u64; 3];
     for (word, chunk) in words.iter_mut().zip(key.chunks(8)) {
-        *word = load_le(chunk);
+        *word = word_le(chunk);
     }
     words[2] |= (key.len() as u64) << 56;
     words
-}
-
-/// The bytes of `chunk` (at most 8) as a little-endian word.
-#[inline(always)]
-fn load_le(chunk: &[u8]) -> u64 {
-    let len = chunk.len();
-    let u32_at = |at: usize| u64::from(u32::from_le_bytes(chunk[at..at + 4].try_into().expect("4 bytes")));
-    match len {
-        8 => u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
-        4..=7 => u32_at(0) | u32_at(len - 4) << (8 * (len - 4)),
-        1..=3 => {
-            let byte = |at: usize| u64::from(chunk[at]) << (8 * at);
-            byte(0) | byte(len / 2) | byte(len - 1)
-        }
-        _ => 0,
-    }
 }
 
 /// The table's hash of a packed key: two folded 128-bit products, cheaper

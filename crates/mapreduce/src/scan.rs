@@ -1,6 +1,6 @@
-//! Finding bytes eight at a time: line ends in input blocks and word
-//! boundaries in lines, the two scans every text job makes over every
-//! input byte.
+//! Bytes eight at a time: line ends in input blocks and word boundaries
+//! in lines, the two scans every text job makes over every input byte, and
+//! short byte strings loaded as words.
 //!
 //! Each step loads 8 bytes as a little-endian word and flags the bytes
 //! that match with the classic bit trick (subtract, and-not, mask): a byte
@@ -22,6 +22,25 @@ fn below(word: u64, limit: u8) -> u64 {
 #[inline(always)]
 fn word_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The bytes of `chunk` (at most 8) as a little-endian word, zero padded,
+/// built by loads that may overlap (never a loop over its bytes, nor a
+/// copy of a variable length, which would be a call to memcpy).
+#[inline(always)]
+pub(crate) fn word_le(chunk: &[u8]) -> u64 {
+    let len = chunk.len();
+    let u32_at = |at: usize| u64::from(u32::from_le_bytes(chunk[at..at + 4].try_into().expect("4 bytes")));
+    match len {
+        8 => u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
+        4..=7 => u32_at(0) | u32_at(len - 4) << (8 * (len - 4)),
+        1..=3 => {
+            let byte = |at: usize| u64::from(chunk[at]) << (8 * at);
+            byte(0) | byte(len / 2) | byte(len - 1)
+        }
+        0 => 0,
+        _ => panic!("{len} bytes are more than a word"),
+    }
 }
 
 /// The first `needle` in `haystack`.
@@ -95,6 +114,16 @@ impl<'a> Iterator for Words<'a> {
 mod tests {
     use super::*;
     use crate::testing::lcg;
+
+    #[test]
+    fn short_strings_load_as_zero_padded_little_endian_words() {
+        let bytes = [0x11u8, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88];
+        for len in 0..=8 {
+            let mut padded = [0u8; 8];
+            padded[..len].copy_from_slice(&bytes[..len]);
+            assert_eq!(word_le(&bytes[..len]), u64::from_le_bytes(padded), "{len} bytes");
+        }
+    }
 
     #[test]
     fn the_word_scans_agree_with_byte_by_byte_ones() {

@@ -33,6 +33,7 @@ use serde::Serialize;
 use spillway_core::{ensure, Result};
 
 use crate::record::{pair_at, Pair, Pairs};
+use crate::scan::word_le;
 
 /// A record of a partition being sorted: its key's first 8 bytes, where
 /// its framing starts in the partition's data, and, packed in one word,
@@ -88,10 +89,10 @@ impl Entry {
 /// The first 8 bytes of `key`, big-endian, zero padded: integers that
 /// order as the keys do where the prefixes differ.
 fn prefix_of(key: &[u8]) -> u64 {
-    let mut bytes = [0u8; 8];
-    let len = key.len().min(8);
-    bytes[..len].copy_from_slice(&key[..len]);
-    u64::from_be_bytes(bytes)
+    match key.first_chunk::<8>() {
+        Some(first) => u64::from_be_bytes(*first),
+        None => word_le(key).swap_bytes(),
+    }
 }
 
 /// The sort used for one partition.
