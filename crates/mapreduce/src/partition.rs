@@ -16,10 +16,13 @@
 //!
 //! A job with its own partition function skips phase zero.
 
+use std::cmp::Ordering;
+
 use serde::{Deserialize, Serialize};
 use spillway_core::{bail, ensure, hash64, Result};
 
 use crate::job::Job;
+use crate::sort::prefix_of;
 
 /// How keys are routed to partitions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +83,12 @@ impl Partitioner {
     pub fn partition_of(&self, job: &dyn Job, key: &[u8]) -> Result<usize> {
         Ok(match self {
             Partitioner::Range { boundaries } => {
-                boundaries.partition_point(|boundary| boundary.as_slice() <= key)
+                // Prefixes decide most comparisons without a call to memcmp.
+                let key_prefix = prefix_of(key);
+                boundaries.partition_point(|boundary| match prefix_of(boundary).cmp(&key_prefix) {
+                    Ordering::Equal => boundary.as_slice() <= key,
+                    order => order == Ordering::Less,
+                })
             }
             Partitioner::Hash { partitions } => {
                 ((u128::from(hash64(key)) * u128::from(*partitions)) >> 64) as usize
@@ -246,6 +254,33 @@ mod tests {
         // Order: every key of a partition is below every key of the next.
         assert_eq!(partitioner.partition_of(&Modulo, &[0]).unwrap(), 0);
         assert_eq!(partitioner.partition_of(&Modulo, &[255]).unwrap(), 2);
+    }
+
+    #[test]
+    fn range_partitions_by_prefix_equal_those_by_whole_keys() {
+        let job = crate::JobSpec::WordCount.build().unwrap();
+        // Keys around the boundaries: equal prefixes, zero padding, lengths
+        // on both sides of 8.
+        let alphabet: [&[u8]; 6] = [b"", b"\0", b"a", b"abcdefgh", b"abcdefgh\0", b"zz"];
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for first in alphabet {
+            for second in alphabet {
+                keys.push([first, second].concat());
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        let boundaries: Vec<Vec<u8>> = keys.iter().step_by(5).cloned().collect();
+        let partitioner = Partitioner::Range {
+            boundaries: boundaries.clone(),
+        };
+        for key in &keys {
+            assert_eq!(
+                partitioner.partition_of(&*job, key).unwrap(),
+                boundaries.partition_point(|boundary| boundary <= key),
+                "{key:?}"
+            );
+        }
     }
 
     #[test]

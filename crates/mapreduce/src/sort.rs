@@ -88,7 +88,7 @@ impl Entry {
 
 /// The first 8 bytes of `key`, big-endian, zero padded: integers that
 /// order as the keys do where the prefixes differ.
-fn prefix_of(key: &[u8]) -> u64 {
+pub(crate) fn prefix_of(key: &[u8]) -> u64 {
     match key.first_chunk::<8>() {
         Some(first) => u64::from_be_bytes(*first),
         None => word_le(key).swap_bytes(),
