@@ -49,7 +49,7 @@ impl FoldScratch {
     /// its only record.
     pub(crate) fn state<'a>(&'a self, data: &'a [u8], group: &Group) -> &'a [u8] {
         match group.merged {
-            EMPTY => group.first.pair(data).value,
+            EMPTY => group.first.value(data),
             merged => &self.states[merged as usize],
         }
     }
@@ -103,11 +103,11 @@ pub(crate) fn fold_by_key(
                         states.push(Vec::new());
                     }
                     states[*used].clear();
-                    states[*used].extend_from_slice(group.first.pair(data).value);
+                    states[*used].extend_from_slice(group.first.value(data));
                     group.merged = *used as u32;
                     *used += 1;
                 }
-                function.merge_into(&mut states[group.merged as usize], entry.pair(data).value)?;
+                function.merge_into(&mut states[group.merged as usize], entry.value(data))?;
                 break;
             }
             at = (at + 1) & mask;

@@ -119,7 +119,7 @@ impl<'a> Iterator for Values<'a> {
             ahead.prefetch(self.data);
         }
         self.next += 1;
-        Some(entry.pair(self.data).value)
+        Some(entry.value(self.data))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

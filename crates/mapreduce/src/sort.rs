@@ -62,6 +62,18 @@ impl Entry {
         &data[start..start + self.key_len()]
     }
 
+    /// The value of the record this entry points at in `data`. A record
+    /// whose key starts two bytes in has one-byte lengths: its value's
+    /// length is the second byte, read without decoding the framing.
+    pub fn value<'a>(&self, data: &'a [u8]) -> &'a [u8] {
+        let (at, key_start) = (self.at as usize, (self.key_len_and_start >> 24) as usize);
+        if key_start == 2 {
+            let start = at + 2 + self.key_len();
+            return &data[start..start + usize::from(data[at + 1])];
+        }
+        self.pair(data).value
+    }
+
     /// Asks for the cache line where this entry's record starts in `data`.
     pub fn prefetch(&self, data: &[u8]) {
         spillway_core::memory::prefetch(&data[self.at as usize]);
@@ -210,7 +222,7 @@ pub(crate) fn compare(data: &[u8], a: &Entry, b: &Entry, secondary_key_bytes: us
         a.key(data)[8.min(a_len)..].cmp(&b.key(data)[8.min(b_len)..])
     };
     by_key.then_with(|| {
-        let (va, vb) = (a.pair(data).value, b.pair(data).value);
+        let (va, vb) = (a.value(data), b.value(data));
         secondary_key(va, secondary_key_bytes).cmp(secondary_key(vb, secondary_key_bytes))
     })
 }
@@ -297,7 +309,7 @@ impl Field {
     fn bytes<'a>(self, data: &'a [u8], entry: &Entry, secondary_key_bytes: usize) -> &'a [u8] {
         match self {
             Field::Key => entry.key(data),
-            Field::Secondary => secondary_key(entry.pair(data).value, secondary_key_bytes),
+            Field::Secondary => secondary_key(entry.value(data), secondary_key_bytes),
         }
     }
 }
@@ -533,6 +545,22 @@ mod tests {
         assert!(entries
             .iter()
             .all(|entry| entry.prefix == prefix_of(entry.key(data))));
+    }
+
+    #[test]
+    fn an_entrys_value_is_its_records_value_whatever_the_framing() {
+        let mut records = PairBuf::default();
+        for (key_len, value_len) in [(0, 0), (3, 8), (127, 127), (128, 1), (1, 128), (300, 70_000)] {
+            records.push(&vec![b'k'; key_len], &vec![b'v'; value_len]);
+        }
+        let data = records.as_bytes();
+        let mut entries = Vec::new();
+        entries_of(data, std::slice::from_ref(&(0..data.len())), &mut entries).unwrap();
+        assert_eq!(entries.len(), 6);
+        for entry in &entries {
+            assert_eq!(entry.value(data), entry.pair(data).value);
+            assert_eq!(entry.key(data), entry.pair(data).key);
+        }
     }
 
     #[test]
