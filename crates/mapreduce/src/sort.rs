@@ -252,16 +252,18 @@ fn radix_sort(entries: &mut [Entry], scratch: &mut Vec<Entry>) {
 /// skipping the bytes every prefix shares; `scratch` is as long.
 fn radix_sort_prefixes(entries: &mut [Entry], scratch: &mut [Entry]) {
     debug_assert_eq!(entries.len(), scratch.len());
-    let (mut all_or, mut all_and) = (0u64, u64::MAX);
+    assert!(entries.len() <= u32::MAX as usize, "{} entries", entries.len());
+    // Every byte's counts in one pass over the entries, not one per byte.
+    let mut counts = [[0u32; 256]; 8];
     for entry in entries.iter() {
-        all_or |= entry.prefix;
-        all_and &= entry.prefix;
+        for (byte, counts) in counts.iter_mut().enumerate() {
+            counts[((entry.prefix >> (8 * byte)) & 0xff) as usize] += 1;
+        }
     }
-    let varying = all_or ^ all_and;
     let mut in_scratch = false;
-    for byte in 0..8 {
-        let shift = byte * 8;
-        if (varying >> shift) & 0xff == 0 {
+    for (byte, counts) in counts.iter_mut().enumerate() {
+        // A byte all prefixes share orders nothing.
+        if counts.iter().any(|&count| count as usize == entries.len()) {
             continue;
         }
         let (from, to) = if in_scratch {
@@ -269,17 +271,14 @@ fn radix_sort_prefixes(entries: &mut [Entry], scratch: &mut [Entry]) {
         } else {
             (&mut *entries, &mut *scratch)
         };
-        let mut counts = [0usize; 256];
-        for entry in from.iter() {
-            counts[((entry.prefix >> shift) & 0xff) as usize] += 1;
-        }
         let mut next = 0;
         for count in counts.iter_mut() {
             (*count, next) = (next, next + *count);
         }
+        let shift = 8 * byte;
         for entry in from.iter() {
             let digit = ((entry.prefix >> shift) & 0xff) as usize;
-            to[counts[digit]] = *entry;
+            to[counts[digit] as usize] = *entry;
             counts[digit] += 1;
         }
         in_scratch = !in_scratch;
