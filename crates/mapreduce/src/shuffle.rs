@@ -23,6 +23,10 @@ use crate::record::PairBuf;
 
 /// Blocks read ahead of the mappers.
 const BLOCKS_IN_FLIGHT: usize = 2;
+/// Readers of input blocks: one leaves the disk idle while it copies a
+/// block out of the page cache (545 MB/s cold on this kind of machine,
+/// where the sort's two readers reach 940 MB/s).
+const READERS: usize = 2;
 /// Mapped blocks queued for the writer.
 const MAPPED_IN_FLIGHT: usize = 4;
 /// Bytes the writer gathers per partition before it writes.
@@ -130,14 +134,14 @@ pub(crate) fn phase_one(
     // A line block is read on past its end to finish its last line.
     let pool = BufferPool::new(
         "input blocks",
-        BLOCKS_IN_FLIGHT + threads + 1,
+        BLOCKS_IN_FLIGHT + threads + READERS,
         options.block_bytes as usize + (64 << 10),
     );
 
     let next_block = Arc::new(AtomicUsize::new(0));
     let read_bytes = Arc::new(AtomicU64::new(0));
     let reader_progress = progress.clone();
-    phase.stage(StageSpec::new("reader", 1).writes(&read_producer), {
+    phase.stage(StageSpec::new("reader", READERS).writes(&read_producer), {
         let (inputs, blocks, read_producer) = (inputs.clone(), blocks.clone(), read_producer.clone());
         let limits = options.limits;
         move |worker: &mut Worker| loop {
