@@ -24,6 +24,9 @@ use crate::sort::{same_key, Entry};
 const TRIAL_RECORDS_MIN: usize = 1 << 16;
 /// Empty slot of the table.
 const EMPTY: u32 = u32::MAX;
+/// Memory a key takes while folding, about: its group, two slots, and a
+/// merged state in a buffer of its own.
+const KEY_BYTES: u64 = 128;
 
 /// One key of a folded partition: its first record, and its merged state
 /// (an index into the states) once a second record came.
@@ -57,11 +60,13 @@ impl FoldScratch {
 
 /// Folds the records `entries` point at in `data` (in the order read)
 /// into one state per key, in `scratch.groups` (unsorted). `false`: the
-/// trial found the keys mostly distinct and nothing is left to use.
+/// trial found the keys mostly distinct, or the keys would take more than
+/// `budget_bytes` (the sort's scratch budget), and nothing is left to use.
 pub(crate) fn fold_by_key(
     data: &[u8],
     entries: &[Entry],
     function: &dyn AggregateFunction,
+    budget_bytes: u64,
     scratch: &mut FoldScratch,
 ) -> Result<bool> {
     let FoldScratch {
@@ -92,6 +97,9 @@ pub(crate) fn fold_by_key(
                     merged: EMPTY,
                 });
                 if 2 * groups.len() > slots.len() {
+                    if groups.len() as u64 * KEY_BYTES > budget_bytes {
+                        return Ok(false);
+                    }
                     grow(slots, groups);
                 }
                 break;
@@ -177,7 +185,7 @@ mod tests {
         let mut entries = Vec::new();
         entries_of(data, std::slice::from_ref(&(0..data.len())), &mut entries).unwrap();
         let mut scratch = FoldScratch::default();
-        assert!(fold_by_key(data, &entries, &*list, &mut scratch).unwrap());
+        assert!(fold_by_key(data, &entries, &*list, u64::MAX, &mut scratch).unwrap());
         let mut folded: Vec<(Vec<u8>, Output)> = scratch
             .groups
             .iter()
@@ -209,10 +217,12 @@ mod tests {
         let mut entries = Vec::new();
         entries_of(data, std::slice::from_ref(&(0..data.len())), &mut entries).unwrap();
         let mut scratch = FoldScratch::default();
-        assert!(!fold_by_key(data, &entries, &*sum, &mut scratch).unwrap());
+        assert!(!fold_by_key(data, &entries, &*sum, u64::MAX, &mut scratch).unwrap());
         // A partition under the trial's size always folds.
         let few = &entries[..TRIAL_RECORDS_MIN / 2];
-        assert!(fold_by_key(data, few, &*sum, &mut scratch).unwrap());
+        assert!(fold_by_key(data, few, &*sum, u64::MAX, &mut scratch).unwrap());
         assert_eq!(scratch.groups.len(), few.len() - few.len() / 10);
+        // Unless its keys would take more than the budget.
+        assert!(!fold_by_key(data, few, &*sum, 1 << 20, &mut scratch).unwrap());
     }
 }

@@ -131,7 +131,7 @@ pub fn reduce_partition(
     let secondary = job.secondary_key_bytes();
     let aggregate = job.aggregate();
     if let (Some(function), 0) = (&aggregate, secondary) {
-        if fold_by_key(data, entries, &**function, fold)? {
+        if fold_by_key(data, entries, &**function, radix_budget, fold)? {
             fold.groups
                 .sort_unstable_by(|a, b| compare(data, &a.first, &b.first, 0));
             for group in &fold.groups {
