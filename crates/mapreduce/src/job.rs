@@ -10,7 +10,7 @@ use spillway_core::{bail, Result};
 use crate::input::InputFormat;
 use crate::map::MapOutput;
 use crate::record::PairBuf;
-use crate::sort::{Entry, PREFETCH_AHEAD};
+use crate::sort::{prefetch_ahead, Entry};
 
 /// One input record handed to `map`, with its place in the input.
 #[derive(Debug, Clone, Copy)]
@@ -115,9 +115,7 @@ impl<'a> Iterator for Values<'a> {
     fn next(&mut self) -> Option<&'a [u8]> {
         let entry = self.entries.get(self.next)?;
         // Sorted, a key's records lie at random in the partition.
-        if let Some(ahead) = self.entries.get(self.next + PREFETCH_AHEAD) {
-            ahead.prefetch(self.data);
-        }
+        prefetch_ahead(self.data, self.entries, self.next);
         self.next += 1;
         Some(entry.value(self.data))
     }

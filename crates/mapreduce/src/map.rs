@@ -115,8 +115,7 @@ impl<'a> MapOutput<'a> {
         if let Some(sample) = self.sample.as_deref_mut() {
             sample.offer(key);
         }
-        let partition = self.partitioner.partition_of(self.job, key)?;
-        Ok(self.keep.is_none_or(|keep| keep[partition]).then_some(partition))
+        kept_partition(self.job, self.partitioner, self.keep, key)
     }
 
     /// Emits one intermediate record.
@@ -168,8 +167,7 @@ impl<'a> MapOutput<'a> {
         if combiner.passes_through() {
             let state = combiner.state_alone(value)?;
             for key in keys {
-                let partition = self.partitioner.partition_of(self.job, key)?;
-                if self.keep.is_none_or(|keep| keep[partition]) {
+                if let Some(partition) = kept_partition(self.job, self.partitioner, self.keep, key)? {
                     self.buffers[partition].push(key, state);
                 }
             }
@@ -196,13 +194,23 @@ impl<'a> MapOutput<'a> {
         };
         let (job, partitioner, keep, buffers) = (self.job, self.partitioner, self.keep, &mut *self.buffers);
         combiner.drain(|key, state| {
-            let partition = partitioner.partition_of(job, key)?;
-            if keep.is_none_or(|keep| keep[partition]) {
+            if let Some(partition) = kept_partition(job, partitioner, keep, key)? {
                 buffers[partition].push(key, state);
             }
             Ok(())
         })
     }
+}
+
+/// The partition of `key`, or `None` if a recovery (`keep`) drops it.
+fn kept_partition(
+    job: &dyn Job,
+    partitioner: &Partitioner,
+    keep: Option<&[bool]>,
+    key: &[u8],
+) -> Result<Option<usize>> {
+    let partition = partitioner.partition_of(job, key)?;
+    Ok(keep.is_none_or(|keep| keep[partition]).then_some(partition))
 }
 
 /// What mapping a block did.

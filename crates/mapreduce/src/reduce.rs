@@ -95,7 +95,7 @@ pub fn reduce_partition(
     segments.clear();
     let mut sources = HashSet::new();
     let (mut duplicate_chunks, mut duplicate_records) = (0, 0);
-    let mut chunk_records = 0u64;
+    let mut records = 0;
     for chunk in chunk::chunks(path, data) {
         let chunk = chunk?;
         if chunk.header.partition as usize != partition {
@@ -117,11 +117,10 @@ pub fn reduce_partition(
         }
         let start = chunk.payload.as_ptr() as usize - data.as_ptr() as usize;
         segments.push(start..start + chunk.payload.len());
-        chunk_records += u64::from(chunk.header.records);
+        records += chunk.header.records as usize;
     }
     // Sized to the records, as phase two's quota counts them (a vector
     // grown by doubling could hold twice that).
-    let records: usize = chunk_records as usize;
     entries.clear();
     if entries.capacity() > records + records / 4 {
         entries.shrink_to(records);

@@ -188,12 +188,10 @@ pub fn sort_entries(
                 radix_sortable(entries, secondary_key_bytes),
                 "radix sort of keys of mixed lengths"
             );
-            radix_sort(entries, scratch);
+            radix_sort_prefixes(entries, sized(scratch, entries.len()));
         }
         SortAlgorithm::MsdRadix => {
-            scratch.clear();
-            scratch.reserve_exact(entries.len());
-            scratch.resize(entries.len(), Entry::default());
+            let scratch = sized(scratch, entries.len());
             msd_radix_sort(data, entries, scratch, secondary_key_bytes);
         }
         SortAlgorithm::Comparison => {
@@ -239,13 +237,13 @@ pub fn same_key(data: &[u8], a: &Entry, b: &Entry) -> bool {
         && (a.key_len() <= 8 || a.key(data)[8..] == b.key(data)[8..])
 }
 
-/// Stable LSD radix sort of `entries` on their prefixes, a byte at a
-/// time, skipping bytes every prefix shares.
-fn radix_sort(entries: &mut [Entry], scratch: &mut Vec<Entry>) {
+/// `scratch` as `len` entries, allocated to exactly that if it must grow
+/// (a vector grown by doubling could take twice the budgeted scratch).
+fn sized(scratch: &mut Vec<Entry>, len: usize) -> &mut [Entry] {
     scratch.clear();
-    scratch.reserve_exact(entries.len());
-    scratch.resize(entries.len(), Entry::default());
-    radix_sort_prefixes(entries, scratch);
+    scratch.reserve_exact(len);
+    scratch.resize(len, Entry::default());
+    scratch
 }
 
 /// Stable LSD radix sort of `entries` on their prefixes, a byte at a time,
@@ -333,7 +331,7 @@ pub(crate) const PREFETCH_AHEAD: usize = 16;
 /// Asks for the record of the entry [`PREFETCH_AHEAD`] after `index` in
 /// `run`: passes over entries in sorted order read their records at
 /// random, and a miss each would bound them by memory latency.
-fn prefetch_ahead(data: &[u8], run: &[Entry], index: usize) {
+pub(crate) fn prefetch_ahead(data: &[u8], run: &[Entry], index: usize) {
     if let Some(entry) = run.get(index + PREFETCH_AHEAD) {
         entry.prefetch(data);
     }
