@@ -11,6 +11,7 @@ use crate::combine::BATCH_KEYS;
 use crate::input::InputFormat;
 use crate::job::{InputRecord, Job, Values};
 use crate::map::MapOutput;
+use crate::output::decimal_digits;
 use crate::record::PairBuf;
 use crate::scan::words;
 
@@ -466,7 +467,18 @@ impl Job for Sessionize {
     fn reduce(&self, key: &[u8], values: Values<'_>, out: &mut PairBuf) -> Result<()> {
         let mut session: Option<(u64, u64, u64)> = None;
         let mut emit = |(start, end, clicks): (u64, u64, u64)| {
-            out.push(key, format!("{start}\t{end}\t{clicks}").as_bytes());
+            let mut digits = [[0; 20]; 3];
+            let [start_digits, end_digits, clicks_digits] = &mut digits;
+            out.push_parts(
+                key,
+                &[
+                    decimal_digits(start, start_digits),
+                    b"\t",
+                    decimal_digits(end, end_digits),
+                    b"\t",
+                    decimal_digits(clicks, clicks_digits),
+                ],
+            );
         };
         for value in values {
             let time = u64::from_be_bytes(value[..8].try_into().expect("map wrote 8 bytes of time"));
