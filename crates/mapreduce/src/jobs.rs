@@ -415,6 +415,17 @@ fn decimal(field: &[u8], what: &str, record: &InputRecord<'_>) -> Result<u64> {
     let digits = field.strip_prefix(b"+").unwrap_or(field);
     let parsed = if digits.is_empty() {
         None
+    } else if digits.len() <= 19 {
+        // Nineteen digits cannot overflow: no check per digit, and one
+        // test of them all at the end rather than a branch each.
+        let (value, all_digits) = digits.iter().fold((0u64, true), |(value, all_digits), &byte| {
+            let digit = byte.wrapping_sub(b'0');
+            (
+                value.wrapping_mul(10).wrapping_add(u64::from(digit)),
+                all_digits & (digit < 10),
+            )
+        });
+        all_digits.then_some(value)
     } else {
         digits.iter().try_fold(0u64, |value, &byte| {
             if !byte.is_ascii_digit() {
@@ -626,6 +637,10 @@ mod tests {
             " 1",
             "1 ",
             "\u{e9}",
+            "1600000000123",
+            "9999999999999999999",
+            "999999999999999999\u{7f}",
+            "\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}",
             "18446744073709551615",
             "18446744073709551616",
             "99999999999999999999",

@@ -49,6 +49,7 @@ mod map;
 mod output;
 mod partition;
 mod record;
+mod recycle;
 mod reduce;
 mod sample;
 mod scan;

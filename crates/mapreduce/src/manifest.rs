@@ -141,7 +141,7 @@ mod tests {
             format: InputFormat::Text,
             block_bytes: 4096,
             partitioner: Partitioner::Range {
-                boundaries: vec![b"m".to_vec()],
+                boundaries: vec![b"m".to_vec()].into(),
             },
             shuffled: Some(vec![ShuffleFile {
                 path: "/work/part-00000.shuffle".into(),

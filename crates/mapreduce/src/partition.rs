@@ -16,8 +16,6 @@
 //!
 //! A job with its own partition function skips phase zero.
 
-use std::cmp::Ordering;
-
 use serde::{Deserialize, Serialize};
 use spillway_core::{bail, ensure, hash64, Result};
 
@@ -32,7 +30,7 @@ pub enum Partitioner {
     /// (inclusive) to `boundaries[i]` (exclusive).
     Range {
         /// The `partitions - 1` boundary keys, strictly increasing.
-        boundaries: Vec<Vec<u8>>,
+        boundaries: Boundaries,
     },
     /// The persisted hash of the key, scaled to `partitions`.
     Hash {
@@ -44,6 +42,65 @@ pub enum Partitioner {
         /// The partition count.
         partitions: u32,
     },
+}
+
+/// Range partitioning's boundary keys, with their prefixes laid out flat:
+/// phase one routes every record through them, and a search that chases a
+/// pointer per boundary and mispredicts a branch per probe costs as much
+/// as the map. Serialized as the list of keys alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<Vec<u8>>", into = "Vec<Vec<u8>>")]
+pub struct Boundaries {
+    keys: Vec<Vec<u8>>,
+    prefixes: Vec<u64>,
+}
+
+/// Up to this many boundaries, a key's partition is found by counting the
+/// prefixes below its own (no branch to mispredict); past it, by binary
+/// search.
+const LINEAR_SEARCH_BOUNDARIES: usize = 32;
+
+impl Boundaries {
+    /// The number of boundaries whose keys are at most `key`: its partition.
+    fn count_at_most(&self, key: &[u8]) -> usize {
+        let key_prefix = prefix_of(key);
+        let below = if self.prefixes.len() <= LINEAR_SEARCH_BOUNDARIES {
+            self.prefixes
+                .iter()
+                .map(|&prefix| usize::from(prefix < key_prefix))
+                .sum()
+        } else {
+            self.prefixes.partition_point(|&prefix| prefix < key_prefix)
+        };
+        // Boundaries with the key's prefix are decided by their whole keys.
+        below
+            + self.prefixes[below..]
+                .iter()
+                .zip(&self.keys[below..])
+                .take_while(|&(&prefix, boundary)| prefix == key_prefix && boundary.as_slice() <= key)
+                .count()
+    }
+}
+
+impl From<Vec<Vec<u8>>> for Boundaries {
+    fn from(keys: Vec<Vec<u8>>) -> Self {
+        let prefixes = keys.iter().map(|key| prefix_of(key)).collect();
+        Boundaries { keys, prefixes }
+    }
+}
+
+impl From<Boundaries> for Vec<Vec<u8>> {
+    fn from(boundaries: Boundaries) -> Self {
+        boundaries.keys
+    }
+}
+
+impl std::ops::Deref for Boundaries {
+    type Target = [Vec<u8>];
+
+    fn deref(&self) -> &[Vec<u8>] {
+        &self.keys
+    }
 }
 
 /// Which partitioning phase zero chooses.
@@ -82,14 +139,7 @@ impl Partitioner {
     /// The partition of `key`.
     pub fn partition_of(&self, job: &dyn Job, key: &[u8]) -> Result<usize> {
         Ok(match self {
-            Partitioner::Range { boundaries } => {
-                // Prefixes decide most comparisons without a call to memcmp.
-                let key_prefix = prefix_of(key);
-                boundaries.partition_point(|boundary| match prefix_of(boundary).cmp(&key_prefix) {
-                    Ordering::Equal => boundary.as_slice() <= key,
-                    order => order == Ordering::Less,
-                })
-            }
+            Partitioner::Range { boundaries } => boundaries.count_at_most(key),
             Partitioner::Hash { partitions } => {
                 ((u128::from(hash64(key)) * u128::from(*partitions)) >> 64) as usize
             }
@@ -127,7 +177,9 @@ impl Partitioner {
                 boundaries.push(key.clone());
             }
         }
-        Partitioner::Range { boundaries }
+        Partitioner::Range {
+            boundaries: boundaries.into(),
+        }
     }
 
     /// Checks a partitioner read back from a job's manifest.
@@ -261,7 +313,16 @@ mod tests {
         let job = crate::JobSpec::WordCount.build().unwrap();
         // Keys around the boundaries: equal prefixes, zero padding, lengths
         // on both sides of 8.
-        let alphabet: [&[u8]; 6] = [b"", b"\0", b"a", b"abcdefgh", b"abcdefgh\0", b"zz"];
+        let alphabet: [&[u8]; 8] = [
+            b"",
+            b"\0",
+            b"a",
+            b"b",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgi",
+            b"zz",
+        ];
         let mut keys: Vec<Vec<u8>> = Vec::new();
         for first in alphabet {
             for second in alphabet {
@@ -270,16 +331,20 @@ mod tests {
         }
         keys.sort();
         keys.dedup();
-        let boundaries: Vec<Vec<u8>> = keys.iter().step_by(5).cloned().collect();
-        let partitioner = Partitioner::Range {
-            boundaries: boundaries.clone(),
-        };
-        for key in &keys {
-            assert_eq!(
-                partitioner.partition_of(&*job, key).unwrap(),
-                boundaries.partition_point(|boundary| boundary <= key),
-                "{key:?}"
-            );
+        // Few boundaries (searched linearly) and many (binary search).
+        for step in [5, 1] {
+            let boundaries: Vec<Vec<u8>> = keys.iter().step_by(step).cloned().collect();
+            let partitioner = Partitioner::Range {
+                boundaries: boundaries.clone().into(),
+            };
+            for key in &keys {
+                assert_eq!(
+                    partitioner.partition_of(&*job, key).unwrap(),
+                    boundaries.partition_point(|boundary| boundary <= key),
+                    "{key:?} among {} boundaries",
+                    boundaries.len()
+                );
+            }
         }
     }
 
@@ -297,7 +362,7 @@ mod tests {
         assert!(error.to_string().contains("partition 3 of 3"), "{error}");
         assert!(Partitioner::Hash { partitions: 0 }.validate().is_err());
         assert!(Partitioner::Range {
-            boundaries: vec![vec![2], vec![1]]
+            boundaries: vec![vec![2], vec![1]].into()
         }
         .validate()
         .is_err());

@@ -20,6 +20,7 @@ use crate::job::{Job, Values};
 use crate::manifest::ShuffleFile;
 use crate::output::{write_output, PartitionWriter};
 use crate::record::PairBuf;
+use crate::recycle::Recycled;
 use crate::sort::{
     compare, entries_of, radix_scratch_bytes, radix_sortable, same_key, sort_entries, Entry, SortAlgorithm,
     PREFETCH_AHEAD,
@@ -309,7 +310,7 @@ pub(crate) fn phase_two(
     let (read_producer, read_consumer) = phase.queue::<PartitionData>("partitions", 1);
     let lost: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
 
-    let recycled: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let recycled = Recycled::default();
     phase.stage(StageSpec::new("reader", 1).writes(&read_producer), {
         let (fs, files, recycled, lost) = (fs.clone(), files.clone(), recycled.clone(), lost.clone());
         let read_producer = read_producer.clone();
@@ -318,14 +319,7 @@ pub(crate) fn phase_two(
             let mut read = 0;
             for &partition in &pending {
                 let file = &files[partition];
-                // A recycled buffer is kept only if it is about this
-                // partition's size: the quota counts what it holds.
-                let bytes = file.bytes as usize;
-                let mut data = recycled.lock().unwrap().pop().unwrap_or_default();
-                if data.capacity() < bytes || data.capacity() > bytes + bytes / 4 {
-                    data = Vec::with_capacity(bytes);
-                }
-                data.clear();
+                let mut data = recycled.take(file.bytes as usize);
                 let charge = data.capacity() as u64 + reduce_memory_bytes(file.records, false);
                 let memory = worker.allocate(&quota, charge.min(quota_bytes))?;
                 if file.bytes > 0 {
@@ -397,7 +391,7 @@ pub(crate) fn phase_two(
                     }
                     Err(error) => return Err(error),
                 }
-                recycled.lock().unwrap().push(data);
+                recycled.give(data);
             }
             Ok(())
         }
