@@ -67,7 +67,7 @@ pub use jobs::JobSpec;
 pub use manifest::{JobManifest, ShuffleFile};
 pub use map::{map_block, map_records, MapCounts, MapOutput, RecordLimits};
 pub use output::{output_path, write_output, OutputFormat, PartitionWriter};
-pub use partition::{KeySample, Partitioner, Partitioning};
+pub use partition::{Boundaries, KeySample, Partitioner, Partitioning};
 pub use record::{count_pairs, Pair, PairBuf, Pairs};
 pub use reduce::{reduce_memory_bytes, reduce_partition, ReduceCounts, ReduceScratch};
 pub use sample::PhaseZeroReport;

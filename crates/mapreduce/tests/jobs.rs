@@ -491,7 +491,7 @@ fn a_job_spec_round_trips_through_json() {
         assert_eq!(serde_json::from_str::<JobSpec>(&json).unwrap(), spec, "{json}");
     }
     let partitioner = Partitioner::Range {
-        boundaries: vec![b"m".to_vec()],
+        boundaries: vec![b"m".to_vec()].into(),
     };
     let json = serde_json::to_string(&partitioner).unwrap();
     assert_eq!(serde_json::from_str::<Partitioner>(&json).unwrap(), partitioner);
