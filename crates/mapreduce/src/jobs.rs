@@ -323,7 +323,7 @@ impl Job for InvertedIndex {
             match value.split_first() {
                 Some((0, number)) if number.len() == 8 => {
                     let id = u64::from_be_bytes(number.try_into().expect("8 bytes"));
-                    list.extend_from_slice(id.to_string().as_bytes());
+                    list.extend_from_slice(decimal_digits(id, &mut [0; 20]));
                 }
                 Some((_, id)) => list.extend_from_slice(id),
                 None => bail!(Internal, "an inverted-index value without its tag"),
