@@ -260,9 +260,11 @@ impl Job for KmerCount {
 }
 
 /// Document ids travel as one tag byte and a body, so that numeric ids
-/// sort as numbers and before all others: `0` and 8 big-endian bytes for
-/// an id of at most 19 decimal digits (no leading zero), `1` and the bytes
-/// otherwise.
+/// sort as numbers and before all others: for an id of at most 19 decimal
+/// digits (no leading zero), its byte count `n` (1 to 8) and its `n`
+/// significant big-endian bytes (fewer bytes, smaller number); for others,
+/// [`TEXT_DOCUMENT`] and the id's bytes. A short id fits the secondary
+/// sort's first 8-byte digit whole: one pass orders a term's documents.
 fn encode_document(id: &[u8], out: &mut [u8; 9]) -> usize {
     let numeric = !id.is_empty()
         && id.len() <= 19
@@ -272,14 +274,18 @@ fn encode_document(id: &[u8], out: &mut [u8; 9]) -> usize {
         let value = id
             .iter()
             .fold(0u64, |value, digit| value * 10 + u64::from(digit - b'0'));
-        out[0] = 0;
-        out[1..].copy_from_slice(&value.to_be_bytes());
-        9
+        let bytes = (8 - value.leading_zeros() as usize / 8).max(1);
+        out[0] = bytes as u8;
+        out[1..=bytes].copy_from_slice(&value.to_be_bytes()[8 - bytes..]);
+        1 + bytes
     } else {
-        out[0] = 1;
+        out[0] = TEXT_DOCUMENT;
         1
     }
 }
+
+/// The tag of a document id that is not a number.
+const TEXT_DOCUMENT: u8 = 9;
 
 /// Inverted index: term → the sorted, distinct ids of the documents that
 /// contain it. The document ids reach reduce in order through the
@@ -321,12 +327,12 @@ impl Job for InvertedIndex {
                 list.push(b',');
             }
             match value.split_first() {
-                Some((0, number)) if number.len() == 8 => {
-                    let id = u64::from_be_bytes(number.try_into().expect("8 bytes"));
+                Some((&TEXT_DOCUMENT, id)) => list.extend_from_slice(id),
+                Some((&bytes, number)) if usize::from(bytes) == number.len() && number.len() <= 8 => {
+                    let id = number.iter().fold(0u64, |id, &byte| id << 8 | u64::from(byte));
                     list.extend_from_slice(decimal_digits(id, &mut [0; 20]));
                 }
-                Some((_, id)) => list.extend_from_slice(id),
-                None => bail!(Internal, "an inverted-index value without its tag"),
+                _ => bail!(Internal, "an inverted-index value without its tag"),
             }
             previous = Some(value);
         }
@@ -617,6 +623,35 @@ impl Job for PageRank {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_document_ids_sort_numbers_as_numbers_then_the_others() {
+        // In the order the index lists them.
+        let ids: [&[u8]; 10] = [
+            b"0",
+            b"7",
+            b"255",
+            b"256",
+            b"65536",
+            b"9999999999999999999",
+            b"",
+            b"007",
+            b"10000000000000000000",
+            b"a",
+        ];
+        let encoded: Vec<Vec<u8>> = ids
+            .iter()
+            .map(|id| {
+                let mut tag = [0u8; 9];
+                let tag_len = encode_document(id, &mut tag);
+                let body: &[u8] = if tag_len == 1 { id } else { &[] };
+                [&tag[..tag_len], body].concat()
+            })
+            .collect();
+        assert!(encoded.windows(2).all(|pair| pair[0] < pair[1]), "{encoded:?}");
+        assert!(encoded[..6].iter().all(|value| value.len() <= 9));
+        assert_eq!(encoded[2], [1, 255]);
+    }
 
     #[test]
     fn decimal_fields_parse_as_u64_from_str_does() {
