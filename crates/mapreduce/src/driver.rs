@@ -470,3 +470,11 @@ impl Drop for WorkDir {
 pub(crate) fn phase_two_quota(options: &JobOptions) -> u64 {
     options.memory_bytes / 4 * 3
 }
+
+/// The radix sort scratch each of `reducers` reducers may take: the
+/// quarter of the budget phase two's quota leaves, shared. A partition
+/// whose scratch would take more is sorted by comparison, several times
+/// slower, so phase zero cuts partitions to fit it.
+pub(crate) fn radix_budget(options: &JobOptions, reducers: usize) -> u64 {
+    options.memory_bytes / 4 / reducers.max(1) as u64
+}

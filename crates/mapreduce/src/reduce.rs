@@ -14,7 +14,7 @@ use spillway_core::{ensure, Error, ErrorKind, Fs, Result};
 use spillway_pipeline::{Allocation, MemoryQuota, PhaseBuilder, PhaseReport, StageSpec, WorkUnit, Worker};
 
 use crate::chunk;
-use crate::driver::{phase_two_quota, JobOptions, Progress};
+use crate::driver::{phase_two_quota, radix_budget, JobOptions, Progress};
 use crate::fold::{fold_by_key, FoldScratch};
 use crate::job::{Job, Values};
 use crate::manifest::ShuffleFile;
@@ -353,7 +353,7 @@ pub(crate) fn phase_two(
         let (fs, job, totals, lost) = (fs.clone(), job.clone(), totals.clone(), lost.clone());
         let output = output.to_path_buf();
         let (format, sync) = (options.output_format, options.sync);
-        let radix_budget = options.memory_bytes / 4 / reducers as u64;
+        let radix_budget = radix_budget(options, reducers);
         move |worker: &mut Worker| {
             let mut scratch = ReduceScratch::default();
             while let Some(partition) = worker.recv(&read_consumer)? {

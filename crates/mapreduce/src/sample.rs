@@ -8,13 +8,14 @@ use spillway_core::{ensure, Result};
 
 use crate::chunk::CHUNK_HEADER_BYTES;
 use crate::combine::Combiner;
-use crate::driver::{phase_two_quota, seconds, JobOptions, PARTITIONS_MAX};
+use crate::driver::{phase_two_quota, radix_budget, seconds, JobOptions, PARTITIONS_MAX};
 use crate::input::{Block, InputFormat, Inputs, GENSORT_RECORD_BYTES};
 use crate::job::Job;
 use crate::map::{map_block, MapOutput};
 use crate::partition::{KeySample, Partitioner, Partitioning};
 use crate::record::PairBuf;
 use crate::reduce::reduce_memory_bytes;
+use crate::sort::radix_scratch_bytes;
 
 /// Bytes phase zero maps of each block it samples.
 pub(crate) const SAMPLE_PIECE_BYTES: u64 = 4 << 20;
@@ -116,18 +117,7 @@ pub(crate) fn phase_zero(
     let partitions = if options.partitions > 0 {
         options.partitions
     } else {
-        // Two partitions are reduced at once (one read while the other is
-        // sorted), each with its records and their sort entries.
-        let need = estimated_bytes + reduce_memory_bytes(estimated_records, true);
-        let by_memory = (2 * need).div_ceil(phase_two_quota(options)) as usize;
-        // A partition per reducer thread, unless the data is too small
-        // to be worth splitting.
-        let for_threads = if estimated_bytes >= PARALLEL_REDUCE_BYTES {
-            threads
-        } else {
-            1
-        };
-        by_memory.max(for_threads).clamp(1, PARTITIONS_MAX)
+        partitions_for(estimated_bytes, estimated_records, options, threads)
     };
     let partitioner = match options.partitioning {
         Partitioning::Range => Partitioner::range_from_sample(sample.into_keys(), partitions),
@@ -142,4 +132,59 @@ pub(crate) fn phase_zero(
         elapsed: started.elapsed(),
     };
     Ok((partitioner, Some(report)))
+}
+
+/// How many partitions intermediate data of `bytes` in `records` needs so
+/// that phase two holds two at once within its quota, each radix sorted
+/// within a reducer's share of the scratch, and each reducer has one.
+fn partitions_for(bytes: u64, records: u64, options: &JobOptions, threads: usize) -> usize {
+    // Two partitions are reduced at once (one read while the other is
+    // sorted), each with its records and their sort entries.
+    let need = bytes + reduce_memory_bytes(records, true);
+    let by_memory = (2 * need).div_ceil(phase_two_quota(options)) as usize;
+    // Each partition's radix scratch within a reducer's share, with a
+    // quarter to spare for partitions larger than the mean: small records
+    // (an inverted index's postings) bind here first.
+    let scratch = radix_scratch_bytes(records as usize);
+    let by_scratch = (scratch + scratch / 4).div_ceil(radix_budget(options, threads)) as usize;
+    // A partition per reducer thread, unless the data is too small to be
+    // worth splitting.
+    let for_threads = if bytes >= PARALLEL_REDUCE_BYTES {
+        threads
+    } else {
+        1
+    };
+    by_memory
+        .max(by_scratch)
+        .max(for_threads)
+        .clamp(1, PARTITIONS_MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_hold_their_records_sort_scratch_and_memory() {
+        let options = JobOptions {
+            memory_bytes: 1 << 30,
+            ..JobOptions::new(std::path::PathBuf::from("/tmp"))
+        };
+        let fits = |bytes: u64, records: u64| {
+            let partitions = partitions_for(bytes, records, &options, 2) as u64;
+            let (bytes, records) = (bytes / partitions, records / partitions);
+            2 * (bytes + reduce_memory_bytes(records, true)) <= phase_two_quota(&options)
+                && radix_scratch_bytes(records as usize) <= radix_budget(&options, 2)
+        };
+        // Gensort-like, postings-like (12 bytes a record) and tiny records.
+        for (bytes, records) in [(4 << 30, 40 << 20), (3 << 30, 250 << 20), (1 << 30, 250 << 20)] {
+            assert!(fits(bytes, records), "{bytes} bytes in {records} records");
+        }
+        assert_eq!(
+            partitions_for(100 << 10, 1000, &options, 2),
+            1,
+            "too small to split"
+        );
+        assert_eq!(partitions_for(1 << 20, 1000, &options, 2), 2, "one per reducer");
+    }
 }
