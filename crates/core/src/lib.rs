@@ -21,6 +21,7 @@
 
 pub mod checksum;
 pub mod codec;
+pub mod decimal;
 pub mod error;
 pub mod fs;
 pub mod hash;

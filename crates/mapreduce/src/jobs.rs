@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use spillway_agg::{function, AggregateFunction, Value};
+use spillway_core::decimal::{decimal_digits, push_decimal};
 use spillway_core::{bail, ensure, Result};
 
 use crate::combine::BATCH_KEYS;
 use crate::input::InputFormat;
 use crate::job::{InputRecord, Job, Values};
 use crate::map::MapOutput;
-use crate::output::decimal_digits;
 use crate::record::PairBuf;
 use crate::scan::words;
 
@@ -330,7 +330,7 @@ impl Job for InvertedIndex {
                 Some((&TEXT_DOCUMENT, id)) => list.extend_from_slice(id),
                 Some((&bytes, number)) if usize::from(bytes) == number.len() && number.len() <= 8 => {
                     let id = number.iter().fold(0u64, |id, &byte| id << 8 | u64::from(byte));
-                    list.extend_from_slice(decimal_digits(id, &mut [0; 20]));
+                    push_decimal(&mut list, id);
                 }
                 _ => bail!(Internal, "an inverted-index value without its tag"),
             }

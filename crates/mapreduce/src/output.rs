@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use spillway_agg::Output;
+use spillway_core::decimal::push_decimal;
 use spillway_core::{bail, Fs, FsFile, Result};
 
 use crate::chunk;
@@ -176,9 +177,7 @@ pub fn write_output(output: &Output, out: &mut Vec<u8>) {
     use std::io::Write;
     match output {
         Output::Null => {}
-        Output::Int(value) if *value >= 0 => {
-            out.extend_from_slice(decimal_digits(value.unsigned_abs(), &mut [0; 20]))
-        }
+        Output::Int(value) if *value >= 0 => push_decimal(out, value.unsigned_abs()),
         Output::Int(value) => write!(out, "{value}").expect("writing to memory"),
         Output::Float(value) => write!(out, "{value}").expect("writing to memory"),
         Output::Bytes(bytes) => out.extend_from_slice(bytes),
@@ -193,30 +192,12 @@ pub fn write_output(output: &Output, out: &mut Vec<u8>) {
     }
 }
 
-/// `value`'s decimal digits, written into the end of `digits`: integer
-/// output without the formatting machinery, which costs more than the
-/// rest of a small reduce.
-pub(crate) fn decimal_digits(mut value: u64, digits: &mut [u8; 20]) -> &[u8] {
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            return &digits[start..];
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn decimal_digits_are_those_of_display() {
-        for value in [0, 7, 10, 99, 1_600_000_000_000, u64::MAX] {
-            assert_eq!(decimal_digits(value, &mut [0; 20]), value.to_string().as_bytes());
-        }
+    fn integers_are_written_as_display_writes_them() {
         let mut out = Vec::new();
         for value in [0, -1, 42, i64::MIN, i64::MAX] {
             out.clear();

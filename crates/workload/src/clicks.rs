@@ -56,11 +56,12 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 
 use serde::Serialize;
+use spillway_core::decimal::push_decimal;
 use spillway_core::{ensure, Error, Result};
 
 use crate::permutation::Permutation;
 use crate::rng::{derive_seed, Rng};
-use crate::sink::{push_decimal, ChunkedSink};
+use crate::sink::ChunkedSink;
 use crate::text::{Vocabulary, VOCABULARY_WORDS_MAX};
 use crate::zipf::{Zipf, ZIPF_RANKS_MAX};
 use crate::DEFAULT_SEED;

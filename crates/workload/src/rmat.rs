@@ -36,12 +36,13 @@
 use std::io::Write;
 
 use serde::Serialize;
+use spillway_core::decimal::push_decimal;
 use spillway_core::{ensure, Result};
 
 use crate::blocks::for_each_block;
 use crate::permutation::Permutation;
 use crate::rng::{derive_seed, Rng};
-use crate::sink::{push_decimal, ChunkedSink};
+use crate::sink::ChunkedSink;
 use crate::DEFAULT_SEED;
 
 /// Edges per block: 1 MiB of binary output.

@@ -80,22 +80,6 @@ impl<W: Write> ChunkedSink<W> {
     }
 }
 
-/// Appends the decimal digits of `value`.
-#[inline]
-pub(crate) fn push_decimal(buffer: &mut Vec<u8>, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    buffer.extend_from_slice(&digits[start..]);
-}
-
 /// Appends `bytes` as lowercase hexadecimal, two digits per byte.
 #[inline]
 pub(crate) fn push_hex(buffer: &mut Vec<u8>, bytes: &[u8]) {
@@ -112,14 +96,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn decimal_and_hex_formatting() {
+    fn hex_formatting() {
         let mut buffer = Vec::new();
-        for value in [0, 7, 10, 1234567890, u64::MAX] {
-            buffer.clear();
-            push_decimal(&mut buffer, value);
-            assert_eq!(buffer, value.to_string().as_bytes());
-        }
-        buffer.clear();
         push_hex(&mut buffer, &[0x00, 0xAB, 0x0F, 0xF0]);
         assert_eq!(buffer, b"00ab0ff0");
     }
