@@ -145,7 +145,7 @@ class KV:
     ``fan_out`` (64), ``block_bytes`` (4096), ``bloom_bits_per_key`` (10: the
     least a list's filter gets), ``index_bits_per_key`` (16: a list's filter
     gets what its other indexes leave of this), ``fast_splits_per_slow_split``
-    (8), ``unique_ratio_min`` (0.5), ``lists_max`` (64: a node with more lists
+    (8), ``unique_ratio_min`` (0.75), ``lists_max`` (64: a node with more lists
     is spilled or rewritten), ``false_positives_max`` (0.15: so is a node whose
     filters expect more false-positive reads per GET), ``sync``
     (True: sync the log before each write returns; False: never; seconds: in

@@ -26,6 +26,9 @@ fn writes_survive_spills_splits_and_reopens() {
     let dir = Path::new("/kv");
     let options = Options {
         fast_splits_per_slow_split: 2,
+        // Fewer rewrites for repeated keys than the default, so that
+        // leaves fill and split on their own.
+        unique_ratio_min: 0.5,
         ..small_options()
     };
     let store = Store::open_on(fs.clone(), dir, options.clone()).unwrap();
