@@ -4,8 +4,10 @@
 //! A large buffer freed goes back to the kernel, and the next one of its
 //! size comes back as fresh pages that the kernel must zero on first touch:
 //! measured at an eighth of a job's CPU time. Reusing them costs nothing.
-//! The stack holds at most as many buffers as were ever in flight at once,
-//! all of them charged to a quota when they were, so it adds no memory.
+//! Phase two recycles its partitions' buffers: a few, each the size of a
+//! partition. Phase one does not recycle its mapped blocks: holding them
+//! raised a 5-gram count's peak RSS by a fifth of its budget (1.05 to 1.26
+//! GiB under 1 GiB), measured, for a tenth of its mappers' time.
 
 use std::sync::{Arc, Mutex};
 

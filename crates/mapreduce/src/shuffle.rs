@@ -20,7 +20,6 @@ use crate::manifest::ShuffleFile;
 use crate::map::{map_records, MapOutput};
 use crate::partition::Partitioner;
 use crate::record::PairBuf;
-use crate::recycle::Recycled;
 
 /// Blocks read ahead of the mappers.
 const BLOCKS_IN_FLIGHT: usize = 2;
@@ -168,20 +167,13 @@ pub(crate) fn phase_one(
     });
 
     let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
-    // Mapped blocks' buffers, back from the writer.
-    let recycled = Recycled::default();
     phase.stage(
         StageSpec::new("mapper", threads)
             .reads(&read_consumer)
             .writes(&mapped_producer),
         {
-            let (job, inputs, partitioner, counts, recycled) = (
-                job.clone(),
-                inputs.clone(),
-                partitioner.clone(),
-                counts.clone(),
-                recycled.clone(),
-            );
+            let (job, inputs, partitioner, counts) =
+                (job.clone(), inputs.clone(), partitioner.clone(), counts.clone());
             let mapped_producer = mapped_producer.clone();
             let (limits, combiner_bytes) = (options.limits, options.combiner_bytes);
             move |worker: &mut Worker| {
@@ -217,11 +209,10 @@ pub(crate) fn phase_one(
                         .sum();
                     // Charged before the chunks are copied out of the
                     // buffers, so the copy waits for room in the quota.
-                    let bytes = recycled.take(payload);
-                    let charge = (bytes.capacity() as u64).min(mapped_quota.capacity_bytes());
+                    let charge = (payload as u64).min(mapped_quota.capacity_bytes());
                     let memory = worker.allocate(&mapped_quota, charge)?;
                     let mut mapped = MappedBlock {
-                        bytes,
+                        bytes: Vec::with_capacity(payload),
                         chunks: Vec::new(),
                     };
                     for (partition, buffer) in buffers
@@ -269,7 +260,6 @@ pub(crate) fn phase_one(
                     }
                 }
                 worker.count_out(mapped.bytes.len() as u64);
-                recycled.give(mapped.bytes);
             }
             let mut done = Vec::with_capacity(partitions);
             for mut writer in writers {
