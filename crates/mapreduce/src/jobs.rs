@@ -328,7 +328,7 @@ impl Job for InvertedIndex {
             }
             match value.split_first() {
                 Some((&TEXT_DOCUMENT, id)) => list.extend_from_slice(id),
-                Some((&bytes, number)) if usize::from(bytes) == number.len() && number.len() <= 8 => {
+                Some((&bytes @ 1..=8, number)) if usize::from(bytes) == number.len() => {
                     let id = number.iter().fold(0u64, |id, &byte| id << 8 | u64::from(byte));
                     push_decimal(&mut list, id);
                 }

@@ -49,7 +49,6 @@ mod map;
 mod output;
 mod partition;
 mod record;
-mod recycle;
 mod reduce;
 mod sample;
 mod scan;

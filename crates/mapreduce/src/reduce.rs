@@ -20,7 +20,6 @@ use crate::job::{Job, Values};
 use crate::manifest::ShuffleFile;
 use crate::output::{write_output, PartitionWriter};
 use crate::record::PairBuf;
-use crate::recycle::Recycled;
 use crate::sort::{
     compare, entries_of, radix_scratch_bytes, radix_sortable, same_key, sort_entries, Entry, SortAlgorithm,
     PREFETCH_AHEAD,
@@ -273,6 +272,32 @@ pub(crate) fn read_partition(fs: &dyn Fs, file: &ShuffleFile, data: &mut Vec<u8>
     handle.read_exact_append(data, file.bytes as usize, 0)
 }
 
+/// Partition buffers handed back by the reducers to the reader: a large
+/// buffer freed goes back to the kernel, and the next one comes back as
+/// fresh pages that must be zeroed on first touch.
+#[derive(Debug, Clone, Default)]
+struct Recycled(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl Recycled {
+    /// An empty buffer with room for `bytes` and at most a quarter more (a
+    /// quota charges its capacity): a spare one if there is one of about
+    /// that size, grown if a little short, else a new one.
+    fn take(&self, bytes: usize) -> Vec<u8> {
+        let mut data = self.0.lock().unwrap().pop().unwrap_or_default();
+        if data.capacity() > bytes + bytes / 4 || data.capacity() < bytes - bytes / 4 {
+            data = Vec::new();
+        }
+        data.clear();
+        data.reserve_exact(bytes);
+        data
+    }
+
+    /// Hands `data` back for another `take`.
+    fn give(&self, data: Vec<u8>) {
+        self.0.lock().unwrap().push(data);
+    }
+}
+
 /// Phase two over the `pending` partitions of `files`: each is read,
 /// sorted, reduced and written to its output file, and its partition file
 /// is removed. A partition whose file is lost is reported in
@@ -413,6 +438,24 @@ mod tests {
     use super::*;
     use crate::jobs::JobSpec;
     use crate::output::{output_path, OutputFormat};
+
+    #[test]
+    fn a_buffer_of_about_the_size_asked_is_reused() {
+        let recycled = Recycled::default();
+        let mut data = recycled.take(1000);
+        assert!(data.capacity() >= 1000);
+        data.extend_from_slice(&[7; 1000]);
+        let address = data.as_ptr();
+        recycled.give(data);
+        let again = recycled.take(900);
+        assert_eq!(again.as_ptr(), address, "the spare buffer comes back");
+        assert!(again.is_empty());
+        recycled.give(again);
+        // Far larger than asked: a new one, so the quota's charge holds.
+        let small = recycled.take(100);
+        assert!(small.capacity() < 125 && small.capacity() >= 100);
+        assert!(recycled.take(100).capacity() >= 100);
+    }
 
     /// A chunk of word-count states for `words` from input block `source`.
     fn chunk_of(job: &dyn Job, partition: u32, source: (u32, u64), words: &[&str], out: &mut Vec<u8>) {

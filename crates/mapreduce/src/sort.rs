@@ -321,11 +321,17 @@ impl Field {
         covered: usize,
         secondary_key_bytes: usize,
     ) -> (usize, u64) {
-        if self == Field::Key && entry.key_len() <= covered {
+        if !self.reads_record(entry, covered) {
             return (entry.key_len(), 0);
         }
         let bytes = self.bytes(data, entry, secondary_key_bytes);
         (bytes.len(), prefix_of(bytes.get(covered..).unwrap_or_default()))
+    }
+
+    /// Whether the field's bytes past `covered` must be read from the
+    /// record: a secondary key's always, a key's only if it is longer.
+    fn reads_record(self, entry: &Entry, covered: usize) -> bool {
+        self == Field::Secondary || entry.key_len() > covered
     }
 
     /// The field's length, reading the record only for a secondary key.
@@ -412,7 +418,7 @@ fn refine(
     let mut in_order = true;
     let mut last = (0, 0);
     for index in 0..run.len() {
-        if field == Field::Secondary || run[index].key_len() > covered {
+        if field.reads_record(&run[index], covered) {
             prefetch_ahead(data, run, index);
         }
         let entry = &mut run[index];
