@@ -19,6 +19,18 @@
 //! after the last frame are not log: a log ends where only zeros follow,
 //! and a bad frame is torn if nothing but zeros follows its extent.
 //!
+//! A log over zeros writes whole pages: each append rewrites the page
+//! the log ends in, with the new frame and zeros up to the next page
+//! boundary. A partial page written through the page cache makes the
+//! kernel read that page first when it is not cached (a spare written
+//! with direct I/O never is), a synchronous read per append; and whole
+//! aligned pages let the file be opened with direct I/O, which skips the
+//! copy into the page cache and its writeback (a synced 19 KB append on
+//! ext4: 200 us through the cache with those reads, 100 us direct,
+//! measured). Rewriting the bytes of frames already synced is safe: they
+//! are written unchanged, so a write torn at any sector leaves them as
+//! they were.
+//!
 //! Group commit: writers append under their own lock and then call
 //! [`LogSync::sync_to`] outside it; one `fdatasync` covers every frame
 //! written when it starts, so writers that wait together share it.
@@ -27,7 +39,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::fs::{AlignedBuffer, DIRECT_IO_ALIGNMENT_BYTES};
 use crate::{block_crc, Error, Fs, FsFile, Result};
+
+const PAGE_BYTES: usize = DIRECT_IO_ALIGNMENT_BYTES as usize;
 
 /// Bytes before each frame's payload.
 pub const FRAME_HEADER_BYTES: usize = 8;
@@ -40,6 +55,9 @@ pub struct LogWriter {
     /// The end of what was written; the next frame goes there.
     written: u64,
     frame: Vec<u8>,
+    /// For a log over zeros: where whole pages are assembled, starting
+    /// with the bytes of the page the log ends in (module docs).
+    pages: Option<AlignedBuffer>,
 }
 
 /// The part of a log that syncs, shared so writers wait for the disk
@@ -61,9 +79,13 @@ impl LogWriter {
 
     /// Starts log `number` at the front of `file`, a file of zeros prepared
     /// for it (its length and blocks already durable), writing over the
-    /// zeros instead of appending. The caller makes the name durable.
+    /// zeros instead of appending, in whole pages: `file` may be open with
+    /// direct I/O. The caller makes the name durable.
     pub fn over(file: Box<dyn FsFile>, number: u64) -> LogWriter {
-        Self::at_end(file, number, 0)
+        LogWriter {
+            pages: Some(AlignedBuffer::zeroed(PAGE_BYTES)),
+            ..Self::at_end(file, number, 0)
+        }
     }
 
     /// Cuts off whatever lies past the frames written (the zeros of a file
@@ -101,6 +123,7 @@ impl LogWriter {
             number,
             written: end,
             frame: Vec::new(),
+            pages: None,
         }
     }
 
@@ -122,7 +145,10 @@ impl LogWriter {
         let crc = block_crc(self.number, self.written, &frame[FRAME_HEADER_BYTES..]);
         frame[..4].copy_from_slice(&payload_len.to_le_bytes());
         frame[4..8].copy_from_slice(&crc.to_le_bytes());
-        self.shared.file.write_at(frame, self.written)?;
+        match &mut self.pages {
+            None => self.shared.file.write_at(frame, self.written)?,
+            Some(pages) => write_pages(self.shared.file.as_ref(), pages, self.written, frame)?,
+        }
         self.written += frame.len() as u64;
         self.shared.written.store(self.written, Ordering::Release);
         Ok(self.written)
@@ -152,6 +178,27 @@ impl LogWriter {
     pub fn sync_all(&self) -> Result<()> {
         self.shared.sync_to(self.written)
     }
+}
+
+/// Writes `frame` at `offset` of `file` in whole pages: `pages` starts
+/// with the bytes of `offset`'s page before it (kept from the last call)
+/// and is grown when the frame needs more pages. Leaves the bytes of the
+/// page the frame ends in at the front of `pages`.
+fn write_pages(file: &dyn FsFile, pages: &mut AlignedBuffer, offset: u64, frame: &[u8]) -> Result<()> {
+    let head = offset as usize % PAGE_BYTES;
+    let end = head + frame.len();
+    let padded = end.next_multiple_of(PAGE_BYTES);
+    if pages.len() < padded {
+        let mut grown = AlignedBuffer::zeroed(padded.next_power_of_two());
+        grown[..head].copy_from_slice(&pages[..head]);
+        *pages = grown;
+    }
+    pages[head..end].copy_from_slice(frame);
+    pages[end..padded].fill(0);
+    file.write_at(&pages[..padded], offset - head as u64)?;
+    let last_page = padded - PAGE_BYTES;
+    pages.copy_within(last_page..end, 0);
+    Ok(())
 }
 
 impl LogSync {
@@ -261,6 +308,7 @@ pub fn reseal_frames(number: u64, bytes: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::{CrashMode, TearGranularity};
     use crate::{ErrorKind, SimFs};
 
     fn frames_of(fs: &SimFs, path: &Path, number: u64) -> Result<(Vec<Vec<u8>>, u64)> {
@@ -361,8 +409,11 @@ mod tests {
         file.write_at(&zeros[..6], third_end - 6).unwrap();
         assert_eq!(frames_of(&fs, path, 5).unwrap().1, second_end);
 
-        // A bad frame with a good one after it is still corruption.
+        // A bad frame with a good one after it is still corruption. (The
+        // append rewrites the page it shares with the torn frame, so the
+        // frame is damaged again after it.)
         log.append(b"four").unwrap();
+        file.write_at(&zeros[..6], third_end - 6).unwrap();
         let error = frames_of(&fs, path, 5).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Corruption);
         assert!(
@@ -374,5 +425,49 @@ mod tests {
         log.seal().unwrap();
         assert_eq!(fs.file_len(path).unwrap(), log.written());
         assert!(log.sync().is_synced());
+    }
+
+    #[test]
+    fn a_direct_log_over_zeros_writes_whole_pages_and_keeps_synced_frames_through_torn_crashes() {
+        let payload =
+            |n: usize| -> Vec<u8> { (0..n * 997 % 9000 + 1).map(|i| (i * 31 + n) as u8 | 1).collect() };
+        for seed in 0..40 {
+            let fs = SimFs::new();
+            fs.create_dir_all(Path::new("/d")).unwrap();
+            let path = Path::new("/d/000009.log");
+            let spare = fs.create_or_truncate(path).unwrap();
+            spare.write_at(&vec![0u8; 3 * PAGE_BYTES], 0).unwrap();
+            spare.sync_data().unwrap();
+            fs.sync_dir(Path::new("/d")).unwrap();
+            let file = fs
+                .open(path, crate::OpenOptions::read_write().with_direct(true))
+                .unwrap();
+            let mut log = LogWriter::over(file, 9);
+            // Frames across page boundaries, some past the spare's end;
+            // the first `synced` of them synced.
+            let synced = seed % 7 + 1;
+            let mut end = 0;
+            for n in 0..synced {
+                end = log.append(&payload(n)).unwrap();
+            }
+            log.sync().sync_to(end).unwrap();
+            for n in synced..synced + 3 {
+                log.append(&payload(n)).unwrap();
+            }
+            let (frames, _) = frames_of(&fs, path, 9).unwrap();
+            assert_eq!(frames, (0..synced + 3).map(payload).collect::<Vec<_>>());
+            assert!(fs.file_len(path).unwrap().is_multiple_of(PAGE_BYTES as u64));
+
+            fs.crash(CrashMode::TearUnsynced {
+                seed: seed as u64,
+                granularity: TearGranularity::Sector,
+            });
+            let (frames, valid) = frames_of(&fs, path, 9).unwrap();
+            assert!(valid >= end, "seed {seed}: synced frames lost");
+            assert_eq!(frames[..synced], (0..synced).map(payload).collect::<Vec<_>>()[..]);
+            for (n, frame) in frames.iter().enumerate() {
+                assert_eq!(frame, &payload(n), "seed {seed}: frame {n} survived changed");
+            }
+        }
     }
 }

@@ -77,6 +77,11 @@ pub struct Options {
     /// bounds rewrite more: work that waits while roots spill, and then
     /// competes with reads.
     pub false_positives_max: f64,
+    /// Threads a root spill or a slow split works on (0: every core):
+    /// a root spill's children and a leaf's halves are written at once.
+    /// A writer waits for each sync with its core idle, and the writes
+    /// stall while a slow split holds up the next root spill.
+    pub spill_threads: usize,
     /// When the log is synced.
     pub sync: SyncMode,
     /// The merge operator, for MERGE writes.
@@ -99,6 +104,7 @@ impl fmt::Debug for Options {
             .field("unique_ratio_min", &self.unique_ratio_min)
             .field("lists_max", &self.lists_max)
             .field("false_positives_max", &self.false_positives_max)
+            .field("spill_threads", &self.spill_threads)
             .field("sync", &self.sync)
             .field(
                 "merge_operator",
@@ -129,6 +135,7 @@ impl Default for Options {
             unique_ratio_min: 0.75,
             lists_max: 64,
             false_positives_max: 0.15,
+            spill_threads: 0,
             sync: SyncMode::Always,
             merge_operator: None,
             limits: Limits::default().with_value_bytes_max(8 << 20),

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use spillway_core::{Fs, Result};
+use spillway_core::{Fs, Hash64, Result};
 
 use crate::cache::FileCache;
 use crate::collapse::{Merger, Source};
@@ -21,7 +21,7 @@ use crate::list::{ListFile, ListRef, ListWriter};
 use crate::merge::MergeOperator;
 use crate::options::Options;
 use crate::record::{Kind, RecordRef};
-use crate::root::{RootBuffer, SortedRun};
+use crate::root::{RootBuffer, SortedOrder, SortedRun};
 use crate::tree::{Edit, Node, NodeId, Tree};
 
 /// What a spill or split needs from the store, and what it did.
@@ -80,6 +80,25 @@ impl<'a> Job<'a> {
         self.written.iter().map(|file| file.file_bytes()).sum()
     }
 
+    /// A job for another thread's part of this one's work: the same store,
+    /// nothing written or read yet ([`absorb`](Self::absorb) it back).
+    fn part(&self) -> Job<'a> {
+        Job {
+            merge: self.merge.clone(),
+            written: Vec::new(),
+            records_in: 0,
+            bytes_read: 0,
+            ..*self
+        }
+    }
+
+    /// Takes in what a [`part`](Self::part) did.
+    fn absorb(&mut self, part: Job<'a>) {
+        self.written.extend(part.written);
+        self.records_in += part.records_in;
+        self.bytes_read += part.bytes_read;
+    }
+
     /// A merger over the lists of `node`, oldest first.
     pub fn merge_lists(&mut self, node: &Node) -> Result<Merger> {
         let mut sources: Vec<Box<dyn Source>> = Vec::with_capacity(node.lists.len());
@@ -131,17 +150,79 @@ fn append_to_children(tree: &Tree, node: &Node, files: Vec<(usize, Arc<ListFile>
         .collect()
 }
 
-/// Spills a frozen root buffer into the root's children.
-pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>) -> Result<Edit> {
+/// Spills a frozen root buffer into the root's children, on up to
+/// `threads` threads: each writes the lists of a run of children with
+/// about as many records as the others'. On 2 cores the root spill is
+/// most of the worker's time, and the writer leaves a core idle while it
+/// waits for each sync.
+pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>, threads: usize) -> Result<Edit> {
     let node = tree.root();
     let order = Arc::new(root.sorted());
-    let run = SortedRun::new(root, order, 0, u64::MAX);
-    let mut merger = Merger::new(vec![Box::new(run)], job.merge.clone())?;
-    let files = partition(job, &mut merger, node)?;
+    let parts = part_ranges(&order, node, threads);
+    let spill_part = |job: &mut Job<'_>, (low, high): (Hash64, Hash64)| {
+        let run = SortedRun::new(root.clone(), order.clone(), low, high);
+        let mut merger = Merger::new(vec![Box::new(run)], job.merge.clone())?;
+        partition(job, &mut merger, node)
+    };
+    let files = in_parts(job, &parts, |job, &range| spill_part(job, range))?.concat();
     Ok(Edit {
         nodes: append_to_children(tree, node, files),
         removed: Vec::new(),
     })
+}
+
+/// Does `work` for each of `parts`, each on a thread of its own (inline
+/// when there is one part), with a [`Job::part`] each absorbed into `job`
+/// afterwards; returns the results in the order of `parts`.
+pub fn in_parts<'a, P: Sync, T: Send>(
+    job: &mut Job<'a>,
+    parts: &[P],
+    work: impl Fn(&mut Job<'a>, &P) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    if let [only] = parts {
+        return Ok(vec![work(job, only)?]);
+    }
+    let done: Vec<Result<(Job<'a>, T)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|input| {
+                let mut part = job.part();
+                let work = &work;
+                scope.spawn(move || work(&mut part, input).map(|output| (part, output)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("a spill or split thread panicked"))
+            .collect()
+    });
+    let mut outputs = Vec::with_capacity(parts.len());
+    for result in done {
+        let (part, output) = result?;
+        job.absorb(part);
+        outputs.push(output);
+    }
+    Ok(outputs)
+}
+
+/// Records a root spill gives a thread at least.
+const PART_RECORDS_MIN: usize = 1 << 16;
+
+/// Cuts the hash space into up to `threads` ranges of whole children of
+/// `node`, each with about as many of `order`'s records.
+fn part_ranges(order: &SortedOrder, node: &Node, threads: usize) -> Vec<(Hash64, Hash64)> {
+    let parts = threads.min(order.len() / PART_RECORDS_MIN).max(1);
+    let mut starts = vec![0];
+    for part in 1..parts {
+        let hash = order[order.len() * part / parts].0;
+        let low = node.children[node.child_index(hash)].low;
+        if low > *starts.last().expect("starts is not empty") {
+            starts.push(low);
+        }
+    }
+    let mut ranges: Vec<(Hash64, Hash64)> = starts.windows(2).map(|pair| (pair[0], pair[1] - 1)).collect();
+    ranges.push((*starts.last().expect("starts is not empty"), u64::MAX));
+    ranges
 }
 
 /// Spills internal node `id`: merges its lists into new lists of its

@@ -6,7 +6,9 @@
 //!   that list is more than half a node, it is cut at its median block
 //!   between the leaf and a new leaf, both referring to the one file.
 //!   Otherwise the leaf keeps it alone (collapsing freed the room). About
-//!   2B of I/O for a leaf of B bytes.
+//!   2B of I/O for a leaf of B bytes. On several threads the leaf's two
+//!   halves are merged at once, into a list each (cut at the largest
+//!   list's median, as a fast split cuts).
 //! - **Fast split**: no data moves. The median hash of the leaf's largest
 //!   list (read from its first-hash index) cuts every list; the new leaf
 //!   refers to the upper parts of the old files. Stale versions stay until
@@ -16,10 +18,12 @@
 //!   cut between them by hash range, as a fast split cuts them. The root
 //!   instead grows a level: two new nodes take its halves.
 
+use std::sync::Arc;
+
 use spillway_core::{Hash64, Result};
 
-use crate::list::ListRef;
-use crate::spill::{kept_at_leaf, Job};
+use crate::list::{ListFile, ListRef};
+use crate::spill::{in_parts, kept_at_leaf, Job};
 use crate::tree::{Child, Edit, Node, NodeId, Tree, ROOT};
 
 /// `node` given the hashes `low..=high` and the parts of its lists that
@@ -79,9 +83,57 @@ pub enum SlowSplit {
 }
 
 /// Slow-splits leaf `id`; the new leaf, if any, is numbered `new_id`.
-pub fn slow_split(job: &mut Job<'_>, tree: &Tree, id: NodeId, new_id: NodeId) -> Result<(Edit, SlowSplit)> {
+/// With `threads` > 1 the leaf's two halves (cut at its largest list's
+/// median, as a fast split cuts) are merged at once, each into a list of
+/// its own: a leaf that stays whole keeps two lists of disjoint hash
+/// ranges (a GET tests only the one whose range holds its hash).
+pub fn slow_split(
+    job: &mut Job<'_>,
+    tree: &Tree,
+    id: NodeId,
+    new_id: NodeId,
+    threads: usize,
+) -> Result<(Edit, SlowSplit)> {
     let node = tree.node(id);
     debug_assert!(node.is_leaf());
+    let halves = (threads > 1)
+        .then(|| node.lists.iter().max_by_key(|list| list.bytes())?.median_hash())
+        .flatten()
+        .filter(|&hash| hash > node.low);
+    let parts = match halves {
+        Some(separator) => vec![
+            narrowed(node, id, node.low, separator - 1),
+            narrowed(node, id, separator, node.high),
+        ],
+        None => vec![(**node).clone()],
+    };
+    let lists: Vec<ListRef> = in_parts(job, &parts, rewrite)?
+        .into_iter()
+        .flatten()
+        .map(ListRef::whole)
+        .collect();
+    let mut kept = (**node).clone();
+    kept.fast_splits = 0;
+    let bytes: u64 = lists.iter().map(ListRef::bytes).sum();
+    let separator = halves.or_else(|| lists.first()?.median_hash().filter(|&hash| hash > node.low));
+    kept.lists = lists;
+    let edit = Edit {
+        nodes: vec![kept],
+        removed: Vec::new(),
+    };
+    match separator {
+        Some(separator) if bytes > job.options.node_bytes / 2 => {
+            let staged = tree.apply(&edit);
+            Ok((cut_leaf(&staged, id, new_id, separator, 0), SlowSplit::Split))
+        }
+        // Collapsing freed the room, or everything was deleted.
+        _ => Ok((edit, SlowSplit::Collapsed)),
+    }
+}
+
+/// Merges the lists of leaf `node` into one new list, tombstones dropped;
+/// `None` if nothing is left.
+fn rewrite(job: &mut Job<'_>, node: &Node) -> Result<Option<Arc<ListFile>>> {
     let mut merger = job.merge_lists(node)?;
     let mut writer = None;
     while let Some(record) = merger.next_record()? {
@@ -93,41 +145,7 @@ pub fn slow_split(job: &mut Job<'_>, tree: &Tree, id: NodeId, new_id: NodeId) ->
         }
     }
     job.records_in += merger.records_in();
-    let mut kept = (**node).clone();
-    kept.fast_splits = 0;
-    let Some(writer) = writer else {
-        // Everything was deleted.
-        kept.lists.clear();
-        return Ok((
-            Edit {
-                nodes: vec![kept],
-                removed: Vec::new(),
-            },
-            SlowSplit::Collapsed,
-        ));
-    };
-    let list = ListRef::whole(job.finish(writer)?);
-    let separator = list.median_hash().filter(|&hash| hash > node.low);
-    match separator {
-        Some(separator) if list.bytes() > job.options.node_bytes / 2 => {
-            kept.lists = vec![list];
-            let staged = tree.apply(&Edit {
-                nodes: vec![kept],
-                removed: Vec::new(),
-            });
-            Ok((cut_leaf(&staged, id, new_id, separator, 0), SlowSplit::Split))
-        }
-        _ => {
-            kept.lists = vec![list];
-            Ok((
-                Edit {
-                    nodes: vec![kept],
-                    removed: Vec::new(),
-                },
-                SlowSplit::Collapsed,
-            ))
-        }
-    }
+    writer.map(|writer| job.finish(writer)).transpose()
 }
 
 /// Fast-splits leaf `id` at the median hash of its largest list; `None`

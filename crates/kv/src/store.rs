@@ -1212,7 +1212,8 @@ impl Worker {
         let started = Instant::now();
         let shared = self.shared.clone();
         let mut job = Self::job(&shared);
-        let edit = spill::spill_root(&mut job, tree, frozen.root.clone())?;
+        let threads = spillway_core::worker_threads(shared.options.spill_threads);
+        let edit = spill::spill_root(&mut job, tree, frozen.root.clone(), threads)?;
         let (written, records, read) = (job.written.len(), job.records_in, job.bytes_read);
         let bytes = job.bytes_written();
         drop(job);
@@ -1276,7 +1277,9 @@ impl Worker {
                         edit
                     }
                     None => {
-                        let (edit, outcome) = split::slow_split(&mut job, tree, id, self.counters.next_node)?;
+                        let threads = spillway_core::worker_threads(self.shared.options.spill_threads);
+                        let (edit, outcome) =
+                            split::slow_split(&mut job, tree, id, self.counters.next_node, threads)?;
                         add(
                             match (forced, outcome) {
                                 (true, _) => &metrics.forced,

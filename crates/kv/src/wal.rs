@@ -18,13 +18,17 @@
 //! new file length costs. So the worker prepares the next log ahead of
 //! time: a file of zeros ([`SPARE_NAME`]), written and synced, as long as
 //! the last log grew. Freezing a root renames it to the new log's name,
-//! and the new log writes over its zeros ([`LogWriter::over`]), each sync
-//! then flushing data alone. A spare left by a crash is deleted on open.
+//! and the new log writes over its zeros ([`LogWriter::over`]) in whole
+//! pages with direct I/O, each sync then flushing data alone. A spare
+//! left by a crash is deleted on open.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use spillway_core::fs::{create_or_truncate_preferring_direct, AlignedBuffer, DIRECT_IO_ALIGNMENT_BYTES};
+use spillway_core::fs::{
+    create_or_truncate_preferring_direct, open_read_write_preferring_direct, AlignedBuffer,
+    DIRECT_IO_ALIGNMENT_BYTES,
+};
 use spillway_core::log::{read_log, LogSync, LogWriter};
 use spillway_core::{Error, Fs, Result};
 
@@ -65,7 +69,8 @@ impl Wal {
     pub fn over_spare(fs: &dyn Fs, dir: &Path, number: u64) -> Result<Wal> {
         let path = dir.join(file_name(number));
         fs.rename(&dir.join(SPARE_NAME), &path)?;
-        let log = LogWriter::over(fs.open_read_write(&path)?, number);
+        let (file, _) = open_read_write_preferring_direct(fs, &path)?;
+        let log = LogWriter::over(file, number);
         fs.sync_dir(dir)?;
         Ok(Wal { log })
     }

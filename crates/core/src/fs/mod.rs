@@ -80,6 +80,15 @@ pub fn create_or_truncate_preferring_direct(fs: &dyn Fs, path: &Path) -> Result<
     }
 }
 
+/// Opens the existing file at `path` for reading and writing, with direct
+/// I/O where the file system allows it; says which it got.
+pub fn open_read_write_preferring_direct(fs: &dyn Fs, path: &Path) -> Result<(Box<dyn FsFile>, bool)> {
+    match fs.open(path, OpenOptions::read_write().with_direct(true)) {
+        Ok(file) => Ok((file, true)),
+        Err(_) => Ok((fs.open_read_write(path)?, false)),
+    }
+}
+
 /// The directory holding `path`, the one to [`Fs::sync_dir`] after creating
 /// or renaming it (`.` for a bare file name).
 pub fn parent_directory(path: &Path) -> &Path {
