@@ -70,7 +70,12 @@ pub fn encoded_len(value: u64) -> usize {
 }
 
 /// Appends the LEB128 encoding of `value` to `output`.
+#[inline]
 pub fn encode_u64(value: u64, output: &mut Vec<u8>) {
+    if value < 0x80 {
+        output.push(value as u8);
+        return;
+    }
     let mut buffer = [0u8; U64_BYTES_MAX];
     let written = encode_u64_to_slice(value, &mut buffer);
     output.extend_from_slice(&buffer[..written]);

@@ -20,6 +20,9 @@ pub struct WriteBatch {
     kind_counts: [u64; 3],
     /// Bytes of keys and values.
     user_bytes: u64,
+    /// The longest key and the longest value: what a store checks against
+    /// its limits without going through the records.
+    longest: (usize, usize),
 }
 
 impl WriteBatch {
@@ -32,8 +35,14 @@ impl WriteBatch {
         self.starts.push(self.start_of_next());
         record::encode_body(kind, key, value, &mut self.data);
         self.hashes.push(hash64(key));
+        self.count(kind, key, value);
+    }
+
+    /// Counts a record added to the batch.
+    fn count(&mut self, kind: Kind, key: &[u8], value: &[u8]) {
         self.kind_counts[kind as usize - 1] += 1;
         self.user_bytes += (key.len() + value.len()) as u64;
+        self.longest = (self.longest.0.max(key.len()), self.longest.1.max(value.len()));
     }
 
     /// Sets `key` to `value`.
@@ -79,6 +88,11 @@ impl WriteBatch {
         self.user_bytes
     }
 
+    /// The lengths of the longest key and the longest value in the batch.
+    pub fn longest(&self) -> (usize, usize) {
+        self.longest
+    }
+
     /// Where the next record will start in the data. Root buffers address
     /// their records with 32 bits; a batch past 4 GiB gets no true starts,
     /// but [`Store::write`](crate::Store::write) refuses any batch over half
@@ -94,6 +108,7 @@ impl WriteBatch {
         self.starts.clear();
         self.kind_counts = [0; 3];
         self.user_bytes = 0;
+        self.longest = (0, 0);
     }
 
     /// The writes, in order.
@@ -138,8 +153,7 @@ impl WriteBatch {
             let ((kind, key, value), used) = record::decode_body(&data[at..])?;
             batch.starts.push(at as u32);
             batch.hashes.push(hash64(key));
-            batch.kind_counts[kind as usize - 1] += 1;
-            batch.user_bytes += (key.len() + value.len()) as u64;
+            batch.count(kind, key, value);
             at += used;
         }
         if batch.hashes.len() != count {

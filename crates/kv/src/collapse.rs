@@ -25,6 +25,11 @@ impl Folded {
         self.value.extend_from_slice(value);
     }
 
+    /// Empties it (`kind` `None`), keeping its memory.
+    pub fn clear(&mut self) {
+        self.kind = None;
+    }
+
     /// Folds in `kind`/`value`, newer than everything folded so far.
     ///
     /// | folded | newer PUT/DELETE | newer MERGE m |
@@ -87,6 +92,12 @@ pub trait Source: Send {
 
     /// Moves to the next record.
     fn advance(&mut self) -> Result<()>;
+
+    /// Records the source folded into others itself so far (a root's
+    /// versions of one key), for the count of records read.
+    fn collapsed(&self) -> u64 {
+        0
+    }
 }
 
 /// Merges sources into one sequence in (hash, key) order, collapsing each
@@ -104,6 +115,9 @@ pub struct Merger {
     key: Vec<u8>,
     folded: Folded,
     records_in: u64,
+    /// Whether the heap top's current record was the last answer: its
+    /// source moves on at the next call.
+    top_taken: bool,
 }
 
 impl std::fmt::Debug for Merger {
@@ -135,6 +149,7 @@ impl Merger {
             key: Vec::new(),
             folded: Folded::default(),
             records_in: 0,
+            top_taken: false,
         };
         for i in (0..merger.heap.len() / 2).rev() {
             merger.sift_down(i);
@@ -196,22 +211,34 @@ impl Merger {
     }
 
     /// The next key's collapsed record, `None` when every source is done.
+    ///
+    /// A key held by one source alone (no other source's current record
+    /// shares its hash: only the heap top's children can) is answered
+    /// with that source's record itself, and its source moves on at the
+    /// next call; only keys in several sources are copied and folded.
     pub fn next_record(&mut self) -> Result<Option<RecordRef<'_>>> {
-        let Some(&(_, top)) = self.heap.first() else {
+        if std::mem::take(&mut self.top_taken) {
+            self.advance_top()?;
+        }
+        let Some(&(hash, top)) = self.heap.first() else {
             return Ok(None);
         };
+        debug_assert!(self.records_in == 0 || self.hash <= hash, "sources out of order");
+        self.hash = hash;
+        self.records_in += 1;
+        let shared = self.heap[1..self.heap.len().min(3)]
+            .iter()
+            .any(|&(other, _)| other == hash);
+        if !shared {
+            self.top_taken = true;
+            return Ok(self.sources[top].record());
+        }
         let record = self.sources[top]
             .record()
             .expect("sources in the heap have a record");
-        debug_assert!(
-            self.records_in == 0 || (self.hash, self.key.as_slice()) < (record.hash, record.key),
-            "sources out of order"
-        );
-        self.hash = record.hash;
         self.key.clear();
         self.key.extend_from_slice(record.key);
         self.folded.start(record.kind, record.value);
-        self.records_in += 1;
         self.advance_top()?;
         while let Some(&(hash, top)) = self.heap.first() {
             if hash != self.hash {
@@ -220,7 +247,7 @@ impl Merger {
             let record = self.sources[top]
                 .record()
                 .expect("sources in the heap have a record");
-            if record.hash != self.hash || record.key != self.key.as_slice() {
+            if record.key != self.key.as_slice() {
                 break;
             }
             self.folded
@@ -236,9 +263,10 @@ impl Merger {
         }))
     }
 
-    /// Records read from the sources so far.
+    /// Records read from the sources so far (versions a source folded
+    /// itself included).
     pub fn records_in(&self) -> u64 {
-        self.records_in
+        self.records_in + self.sources.iter().map(|source| source.collapsed()).sum::<u64>()
     }
 }
 

@@ -9,6 +9,7 @@
 //! record through the tree and orders lists; storing it saves rehashing
 //! every key at every spill, and `verify` checks it against the key.
 
+use spillway_core::memory::extend_small;
 use spillway_core::varint;
 use spillway_core::{DecodeError, Hash64};
 
@@ -116,12 +117,18 @@ pub fn encode(record: &RecordRef<'_>, out: &mut Vec<u8>) {
 /// Appends a record without its hash (`kind u8 | key length varint | value
 /// length varint | key | value`): the form of the root buffer's arena and
 /// of write batches, whose hashes are kept apart.
+#[inline]
 pub fn encode_body(kind: Kind, key: &[u8], value: &[u8], out: &mut Vec<u8>) {
-    out.push(kind as u8);
-    varint::encode_u64(key.len() as u64, out);
-    varint::encode_u64(value.len() as u64, out);
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
+    if key.len() < 0x80 && value.len() < 0x80 {
+        // One-byte lengths, the rule for small records.
+        out.extend_from_slice(&[kind as u8, key.len() as u8, value.len() as u8]);
+    } else {
+        out.push(kind as u8);
+        varint::encode_u64(key.len() as u64, out);
+        varint::encode_u64(value.len() as u64, out);
+    }
+    extend_small(out, key);
+    extend_small(out, value);
 }
 
 /// Reads the record at the start of `bytes`; returns it and its length.

@@ -32,7 +32,8 @@ use spillway_core::memory::prefetch;
 use spillway_core::{Hash64, Result};
 
 use crate::batch::WriteBatch;
-use crate::collapse::Source;
+use crate::collapse::{Folded, Source};
+use crate::merge::MergeOperator;
 use crate::record::{self, Kind, RecordRef, RecordSpan};
 
 /// No older entry with the same lower half of the hash.
@@ -349,22 +350,43 @@ fn sort_by_hash(order: &mut SortedOrder) {
     *order = sorted;
 }
 
-/// A root buffer's records in (hash, key) order, within a hash range: a
-/// [`Source`] for spills and scans.
-#[derive(Debug)]
+/// A root buffer's records in (hash, key) order, within a hash range, a
+/// key's versions folded into one: a [`Source`] for spills and scans.
 pub struct SortedRun {
     root: Arc<RootBuffer>,
     order: Arc<SortedOrder>,
     end: usize,
     /// The next position; `first` before the first `advance`.
     next: usize,
-    /// The current record, in the arena.
+    /// The current record, in the arena, unless several versions were
+    /// folded into `key` and `folded`.
     current: Option<RecordSpan>,
+    merge: Option<Arc<dyn MergeOperator>>,
+    key: Vec<u8>,
+    folded: Folded,
+    /// Versions folded into newer ones so far.
+    collapsed: u64,
+}
+
+impl std::fmt::Debug for SortedRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SortedRun")
+            .field("next", &self.next)
+            .field("end", &self.end)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SortedRun {
-    /// The records of `root` (sorted as `order`) with hashes in `low..=high`.
-    pub fn new(root: Arc<RootBuffer>, order: Arc<SortedOrder>, low: Hash64, high: Hash64) -> Self {
+    /// The records of `root` (sorted as `order`) with hashes in
+    /// `low..=high`, MERGE records folded with `merge`.
+    pub fn new(
+        root: Arc<RootBuffer>,
+        order: Arc<SortedOrder>,
+        low: Hash64,
+        high: Hash64,
+        merge: Option<Arc<dyn MergeOperator>>,
+    ) -> Self {
         let first = order.partition_point(|&(hash, _)| hash < low);
         let end = order.partition_point(|&(hash, _)| hash <= high);
         SortedRun {
@@ -373,19 +395,55 @@ impl SortedRun {
             root,
             order,
             current: None,
+            merge,
+            key: Vec::new(),
+            folded: Folded::default(),
+            collapsed: 0,
         }
+    }
+
+    /// Folds the versions of the key of the record at `offset` (hash
+    /// `hash`), which follow it in the order older first, into
+    /// `self.folded`; leaves `self.next` past them.
+    fn fold_versions(&mut self, hash: Hash64, offset: u32) -> Result<()> {
+        let first = self.root.record_at(hash, offset);
+        self.key.clear();
+        self.key.extend_from_slice(first.key);
+        self.folded.start(first.kind, first.value);
+        while let Some(&(next_hash, at)) = self.order[..self.end].get(self.next) {
+            let record = self.root.record_at(next_hash, at);
+            if next_hash != hash || record.key != self.key.as_slice() {
+                break;
+            }
+            self.folded
+                .apply(&self.key, record.kind, record.value, self.merge.as_deref())?;
+            self.collapsed += 1;
+            self.next += 1;
+        }
+        Ok(())
     }
 }
 
 impl Source for SortedRun {
     #[inline]
     fn record(&self) -> Option<RecordRef<'_>> {
-        Some(self.current?.record(&self.root.arena))
+        if let Some(span) = self.current {
+            return Some(span.record(&self.root.arena));
+        }
+        // Folded versions, or nothing left.
+        let kind = self.folded.kind()?;
+        Some(RecordRef {
+            hash: self.order[self.next - 1].0,
+            kind,
+            key: &self.key,
+            value: self.folded.value(),
+        })
     }
 
     fn advance(&mut self) -> Result<()> {
+        self.current = None;
+        self.folded.clear();
         if self.next >= self.end {
-            self.current = None;
             return Ok(());
         }
         // Records lie all over the arena: ask for one further ahead, so
@@ -395,11 +453,20 @@ impl Source for SortedRun {
         }
         let (hash, offset) = self.order[self.next];
         self.next += 1;
-        self.current = Some(RecordSpan::of(
-            &self.root.record_at(hash, offset),
-            &self.root.arena,
-        ));
+        let record = self.root.record_at(hash, offset);
+        // Older versions of a key come first among the records of its hash.
+        let repeated = self.order[..self.end]
+            .get(self.next)
+            .is_some_and(|&(next, at)| next == hash && self.root.record_at(next, at).key == record.key);
+        if repeated {
+            return self.fold_versions(hash, offset);
+        }
+        self.current = Some(RecordSpan::of(&record, &self.root.arena));
         Ok(())
+    }
+
+    fn collapsed(&self) -> u64 {
+        self.collapsed
     }
 }
 
@@ -522,7 +589,7 @@ mod tests {
         let root = Arc::new(root);
         let order = Arc::new(root.sorted());
         assert_eq!(order.len(), 5);
-        let run = SortedRun::new(root.clone(), order.clone(), 0, u64::MAX);
+        let run = SortedRun::new(root.clone(), order.clone(), 0, u64::MAX, None);
         let mut merger = Merger::new(vec![Box::new(run)], None).unwrap();
         let mut out = Vec::new();
         while let Some(record) = merger.next_record().unwrap() {
@@ -541,7 +608,7 @@ mod tests {
                 (9, Kind::Put, b"b".to_vec(), b"2".to_vec()),
             ]
         );
-        let part = SortedRun::new(root, order, 4, 9);
+        let part = SortedRun::new(root, order, 4, 9, None);
         let mut merger = Merger::new(vec![Box::new(part)], None).unwrap();
         let mut count = 0;
         while merger.next_record().unwrap().is_some() {

@@ -89,6 +89,7 @@ impl Scan {
                 order.clone(),
                 leaf.low,
                 leaf.high,
+                self.merge.clone(),
             )));
         }
         Merger::new(sources, self.merge.clone())

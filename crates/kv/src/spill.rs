@@ -160,7 +160,7 @@ pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>, threads
     let order = Arc::new(root.sorted());
     let parts = part_ranges(&order, node, threads);
     let spill_part = |job: &mut Job<'_>, (low, high): (Hash64, Hash64)| {
-        let run = SortedRun::new(root.clone(), order.clone(), low, high);
+        let run = SortedRun::new(root.clone(), order.clone(), low, high, job.merge.clone());
         let mut merger = Merger::new(vec![Box::new(run)], job.merge.clone())?;
         partition(job, &mut merger, node)
     };

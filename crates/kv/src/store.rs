@@ -544,17 +544,20 @@ impl Store {
             batch.data_bytes(),
             options.root_bytes
         );
+        let (key_len, value_len) = batch.longest();
+        options.limits.check_key_len(key_len)?;
+        options.limits.check_value_len(value_len)?;
+        let Some(merge) = &options.merge_operator else {
+            ensure!(
+                batch.kind_counts()[Kind::Merge as usize - 1] == 0,
+                InvalidArgument,
+                "a merge needs a merge operator, and the store was opened without one"
+            );
+            return Ok(());
+        };
         for record in batch.iter() {
-            options.limits.check_key_len(record.key.len())?;
-            options.limits.check_value_len(record.value.len())?;
-            match (&options.merge_operator, record.kind) {
-                (None, Kind::Merge) => {
-                    return Err(Error::InvalidArgument(
-                        "a merge needs a merge operator, and the store was opened without one".into(),
-                    ))
-                }
-                (Some(merge), Kind::Put | Kind::Merge) => merge.validate(record.kind, record.value)?,
-                _ => {}
+            if record.kind != Kind::Delete {
+                merge.validate(record.kind, record.value)?;
             }
         }
         Ok(())
