@@ -75,6 +75,10 @@ pub fn peak_rss_bytes() -> u64 {
 
 struct Spillway {
     store: spillway_kv::Store,
+    /// Emptied and refilled for each write, as the LevelDB driver reuses
+    /// its batch (the RocksDB binding's `write_opt` takes its batch by
+    /// value, so that driver builds a new one each time).
+    batch: std::sync::Mutex<spillway_kv::WriteBatch>,
 }
 
 /// Spillway's store with its defaults, the log synced per write with `sync`.
@@ -84,12 +88,16 @@ pub fn open_spillway(dir: &Path, sync: bool) -> Result<Box<dyn Engine>> {
         ..spillway_kv::Options::default()
     };
     let store = spillway_kv::Store::open(dir, options).with_context(|| format!("opening Spillway in {}", dir.display()))?;
-    Ok(Box::new(Spillway { store }))
+    Ok(Box::new(Spillway {
+        store,
+        batch: std::sync::Mutex::new(spillway_kv::WriteBatch::new()),
+    }))
 }
 
 impl Engine for Spillway {
     fn write(&self, pending: &Pending) -> Result<()> {
-        let mut batch = spillway_kv::WriteBatch::new();
+        let mut batch = self.batch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        batch.clear();
         for (key, value) in pending.records() {
             batch.put(key, value);
         }
