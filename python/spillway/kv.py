@@ -34,7 +34,7 @@ _PUT, _DELETE, _MERGE = 0, 1, 2
 _SCAN_PAGE = 4096
 _SIZE_OPTIONS = ("root_bytes", "node_bytes", "max_key_bytes", "max_value_bytes")
 _COUNT_OPTIONS = ("fan_out", "block_bytes", "bloom_bits_per_key", "index_bits_per_key", "fast_splits_per_slow_split",
-                  "lists_max")
+                  "lists_max", "spill_threads")
 OPTIONS = _SIZE_OPTIONS + _COUNT_OPTIONS + ("unique_ratio_min", "false_positives_max", "sync", "merge", "read_only")
 
 
@@ -147,7 +147,8 @@ class KV:
     gets what its other indexes leave of this), ``fast_splits_per_slow_split``
     (8), ``unique_ratio_min`` (0.75), ``lists_max`` (64: a node with more lists
     is spilled or rewritten), ``false_positives_max`` (0.15: so is a node whose
-    filters expect more false-positive reads per GET), ``sync``
+    filters expect more false-positive reads per GET), ``spill_threads`` (0:
+    every core; the threads a root spill or a slow split works on), ``sync``
     (True: sync the log before each write returns; False: never; seconds: in
     the background), ``merge`` (an aggregate function: ``sum``, ``count``,
     ``sum+count``, ``max``, ...), ``max_key_bytes``, ``max_value_bytes``,

@@ -159,12 +159,12 @@ pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>, threads
     let node = tree.root();
     let order = Arc::new(root.sorted());
     let parts = part_ranges(&order, node, threads);
-    let spill_part = |job: &mut Job<'_>, (low, high): (Hash64, Hash64)| {
+    let files = in_parts(job, &parts, |job, &(low, high)| {
         let run = SortedRun::new(root.clone(), order.clone(), low, high, job.merge.clone());
         let mut merger = Merger::new(vec![Box::new(run)], job.merge.clone())?;
         partition(job, &mut merger, node)
-    };
-    let files = in_parts(job, &parts, |job, &range| spill_part(job, range))?.concat();
+    })?
+    .concat();
     Ok(Edit {
         nodes: append_to_children(tree, node, files),
         removed: Vec::new(),
@@ -205,8 +205,9 @@ pub fn in_parts<'a, P: Sync, T: Send>(
     Ok(outputs)
 }
 
-/// Records a root spill gives a thread at least.
-const PART_RECORDS_MIN: usize = 1 << 16;
+/// Records a root spill gives a thread at least: far more work than
+/// starting the thread (tens of microseconds).
+const PART_RECORDS_MIN: usize = 1 << 10;
 
 /// Cuts the hash space into up to `threads` ranges of whole children of
 /// `node`, each with about as many of `order`'s records.

@@ -85,6 +85,59 @@ fn writes_survive_spills_splits_and_reopens() {
     assert_eq!(store.get(b"late").unwrap(), Some(b"value".to_vec()));
 }
 
+#[test]
+fn spills_and_slow_splits_on_several_threads_keep_what_one_thread_keeps() {
+    // Roots of a few thousand records, so that root spills cut their
+    // records into parts once the root has several children; slow splits
+    // merge a leaf's halves at once.
+    let options = |threads: usize| Options {
+        root_bytes: 512 << 10,
+        node_bytes: 512 << 10,
+        fan_out: 16,
+        fast_splits_per_slow_split: 1,
+        spill_threads: threads,
+        ..small_options()
+    };
+    let stores: Vec<Store> = [1, 3]
+        .into_iter()
+        .map(|threads| Store::open_on(Arc::new(SimFs::new()), Path::new("/kv"), options(threads)).unwrap())
+        .collect();
+    let mut model = BTreeMap::new();
+    let mut rng = Rng(29);
+    let keys = 20_000;
+    for version in 0..5u64 {
+        let mut batch = WriteBatch::new();
+        for _ in 0..keys {
+            let i = rng.below(keys);
+            if rng.below(8) == 0 {
+                batch.delete(&key(i));
+                model.remove(&key(i));
+            } else {
+                let value = value(i, version, 30);
+                batch.put(&key(i), &value);
+                model.insert(key(i), value);
+            }
+            if batch.len() == 500 {
+                stores.iter().for_each(|store| store.write(&batch).unwrap());
+                batch.clear();
+            }
+        }
+        stores.iter().for_each(|store| store.write(&batch).unwrap());
+    }
+    for store in &stores {
+        store.settle().unwrap();
+        let stats = store.stats();
+        assert!(stats.leaves >= 4 && stats.root_spills >= 10, "{stats:?}");
+        assert!(
+            stats.slow_splits + stats.collapses + stats.forced > 0,
+            "{stats:?}"
+        );
+        check_against(store, &model, keys);
+        assert_eq!(scanned(store), model);
+        store.verify().unwrap();
+    }
+}
+
 /// The most lists any node other than the root holds.
 fn most_lists(store: &Store) -> usize {
     store

@@ -29,6 +29,7 @@ pub struct PyKvOptions {
     unique_ratio_min: Option<f64>,
     lists_max: Option<usize>,
     false_positives_max: Option<f64>,
+    spill_threads: Option<usize>,
     /// "always", "none", or a period in seconds.
     sync: Option<String>,
     sync_period: Option<f64>,
@@ -101,6 +102,7 @@ fn options(settings: PyKvOptions, merge: Option<&Arc<AggregateMerge>>) -> Result
         false_positives_max: settings
             .false_positives_max
             .unwrap_or(defaults.false_positives_max),
+        spill_threads: settings.spill_threads.unwrap_or(defaults.spill_threads),
         sync,
         merge_operator: merge.map(|merge| merge.clone() as Arc<dyn MergeOperator>),
         limits,
