@@ -616,4 +616,30 @@ mod tests {
         }
         assert_eq!(count, 2);
     }
+
+    #[test]
+    fn a_sorted_run_folds_a_keys_merge_operands_and_counts_every_version() {
+        let sum = Arc::new(crate::merge::AggregateMerge::new("sum").unwrap());
+        let operand = |amount: i64| sum.operand(spillway_agg::Value::Int(amount)).unwrap();
+        let mut root = RootBuffer::new();
+        root.insert(5, Kind::Merge, b"k", &operand(2));
+        root.insert(7, Kind::Put, b"other", b"x");
+        root.insert(5, Kind::Merge, b"k", &operand(3));
+        root.insert(5, Kind::Merge, b"k", &operand(4));
+        let root = Arc::new(root);
+        let order = Arc::new(root.sorted());
+        let merge: Arc<dyn MergeOperator> = sum.clone();
+        let run = SortedRun::new(root, order, 0, u64::MAX, Some(merge.clone()));
+        let mut merger = Merger::new(vec![Box::new(run)], Some(merge)).unwrap();
+        let first = merger.next_record().unwrap().unwrap();
+        assert_eq!((first.hash, first.kind, first.key), (5, Kind::Merge, &b"k"[..]));
+        assert_eq!(sum.finalize(first.value).unwrap(), spillway_agg::Output::Int(9));
+        let second = merger.next_record().unwrap().unwrap();
+        assert_eq!(
+            (second.hash, second.key, second.value),
+            (7, &b"other"[..], &b"x"[..])
+        );
+        assert!(merger.next_record().unwrap().is_none());
+        assert_eq!(merger.records_in(), 4, "every version read is counted");
+    }
 }
