@@ -80,6 +80,11 @@ impl<'a> Job<'a> {
         self.written.iter().map(|file| file.file_bytes()).sum()
     }
 
+    /// Threads a root spill or a slow split may use (`spill_threads`).
+    pub fn threads(&self) -> usize {
+        spillway_core::worker_threads(self.options.spill_threads)
+    }
+
     /// A job for another thread's part of this one's work: the same store,
     /// nothing written or read yet ([`absorb`](Self::absorb) it back).
     fn part(&self) -> Job<'a> {
@@ -151,14 +156,14 @@ fn append_to_children(tree: &Tree, node: &Node, files: Vec<(usize, Arc<ListFile>
 }
 
 /// Spills a frozen root buffer into the root's children, on up to
-/// `threads` threads: each writes the lists of a run of children with
+/// [`Job::threads`] threads: each writes the lists of a run of children with
 /// about as many records as the others'. On 2 cores the root spill is
 /// most of the worker's time, and the writer leaves a core idle while it
 /// waits for each sync.
-pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>, threads: usize) -> Result<Edit> {
+pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>) -> Result<Edit> {
     let node = tree.root();
     let order = Arc::new(root.sorted());
-    let parts = part_ranges(&order, node, threads);
+    let parts = part_ranges(&order, node, job.threads());
     let files = in_parts(job, &parts, |job, &(low, high)| {
         let run = SortedRun::new(root.clone(), order.clone(), low, high, job.merge.clone());
         let mut merger = Merger::new(vec![Box::new(run)], job.merge.clone())?;

@@ -83,20 +83,14 @@ pub enum SlowSplit {
 }
 
 /// Slow-splits leaf `id`; the new leaf, if any, is numbered `new_id`.
-/// With `threads` > 1 the leaf's two halves (cut at its largest list's
+/// On more than one of [`Job::threads`] the leaf's two halves (cut at its largest list's
 /// median, as a fast split cuts) are merged at once, each into a list of
 /// its own: a leaf that stays whole keeps two lists of disjoint hash
 /// ranges (a GET tests only the one whose range holds its hash).
-pub fn slow_split(
-    job: &mut Job<'_>,
-    tree: &Tree,
-    id: NodeId,
-    new_id: NodeId,
-    threads: usize,
-) -> Result<(Edit, SlowSplit)> {
+pub fn slow_split(job: &mut Job<'_>, tree: &Tree, id: NodeId, new_id: NodeId) -> Result<(Edit, SlowSplit)> {
     let node = tree.node(id);
     debug_assert!(node.is_leaf());
-    let halves = (threads > 1)
+    let halves = (job.threads() > 1)
         .then(|| node.lists.iter().max_by_key(|list| list.bytes())?.median_hash())
         .flatten()
         .filter(|&hash| hash > node.low);

@@ -1215,8 +1215,7 @@ impl Worker {
         let started = Instant::now();
         let shared = self.shared.clone();
         let mut job = Self::job(&shared);
-        let threads = spillway_core::worker_threads(shared.options.spill_threads);
-        let edit = spill::spill_root(&mut job, tree, frozen.root.clone(), threads)?;
+        let edit = spill::spill_root(&mut job, tree, frozen.root.clone())?;
         let (written, records, read) = (job.written.len(), job.records_in, job.bytes_read);
         let bytes = job.bytes_written();
         drop(job);
@@ -1280,9 +1279,7 @@ impl Worker {
                         edit
                     }
                     None => {
-                        let threads = spillway_core::worker_threads(self.shared.options.spill_threads);
-                        let (edit, outcome) =
-                            split::slow_split(&mut job, tree, id, self.counters.next_node, threads)?;
+                        let (edit, outcome) = split::slow_split(&mut job, tree, id, self.counters.next_node)?;
                         add(
                             match (forced, outcome) {
                                 (true, _) => &metrics.forced,

@@ -26,11 +26,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use spillway_core::fs::{
-    create_or_truncate_preferring_direct, open_read_write_preferring_direct, AlignedBuffer,
-    DIRECT_IO_ALIGNMENT_BYTES,
+    create_or_truncate_preferring_direct, open_preferring_direct, AlignedBuffer, DIRECT_IO_ALIGNMENT_BYTES,
 };
 use spillway_core::log::{read_log, LogSync, LogWriter};
-use spillway_core::{Error, Fs, Result};
+use spillway_core::{Error, Fs, OpenOptions, Result};
 
 use crate::batch::WriteBatch;
 
@@ -69,7 +68,7 @@ impl Wal {
     pub fn over_spare(fs: &dyn Fs, dir: &Path, number: u64) -> Result<Wal> {
         let path = dir.join(file_name(number));
         fs.rename(&dir.join(SPARE_NAME), &path)?;
-        let (file, _) = open_read_write_preferring_direct(fs, &path)?;
+        let (file, _) = open_preferring_direct(fs, &path, OpenOptions::read_write())?;
         let log = LogWriter::over(file, number);
         fs.sync_dir(dir)?;
         Ok(Wal { log })

@@ -74,18 +74,20 @@ pub const DIRECT_IO_ALIGNMENT_BYTES: u64 = 4096;
 /// tmpfs before Linux 6.6, refuse O_DIRECT); says which it got. A failure
 /// of the second open is the error returned.
 pub fn create_or_truncate_preferring_direct(fs: &dyn Fs, path: &Path) -> Result<(Box<dyn FsFile>, bool)> {
-    match fs.open(path, OpenOptions::create_or_truncate().with_direct(true)) {
-        Ok(file) => Ok((file, true)),
-        Err(_) => Ok((fs.create_or_truncate(path)?, false)),
-    }
+    open_preferring_direct(fs, path, OpenOptions::create_or_truncate())
 }
 
-/// Opens the existing file at `path` for reading and writing, with direct
-/// I/O where the file system allows it; says which it got.
-pub fn open_read_write_preferring_direct(fs: &dyn Fs, path: &Path) -> Result<(Box<dyn FsFile>, bool)> {
-    match fs.open(path, OpenOptions::read_write().with_direct(true)) {
+/// Opens `path` as `options` say, with direct I/O where the file system
+/// allows it, else through the page cache; says which it got. A failure
+/// of the second open is the error returned.
+pub fn open_preferring_direct(
+    fs: &dyn Fs,
+    path: &Path,
+    options: OpenOptions,
+) -> Result<(Box<dyn FsFile>, bool)> {
+    match fs.open(path, options.with_direct(true)) {
         Ok(file) => Ok((file, true)),
-        Err(_) => Ok((fs.open_read_write(path)?, false)),
+        Err(_) => Ok((fs.open(path, options.with_direct(false))?, false)),
     }
 }
 
