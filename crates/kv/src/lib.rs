@@ -32,6 +32,7 @@ mod bloom;
 mod cache;
 mod collapse;
 pub mod format;
+mod inserter;
 mod inspect;
 mod kmv;
 mod list;

@@ -10,7 +10,9 @@
 //!
 //! - Writers append under one lock (the log keeps the order), then, in
 //!   `SyncMode::Always`, wait for the log's sync outside it, so writers
-//!   that wait together share one fsync.
+//!   that wait together share one fsync. A large synced batch goes into
+//!   the active root on the inserter thread while its writer waits for
+//!   the disk (inserter.rs).
 //! - A full active root is frozen: its log is sealed, a new log started
 //!   (over the spare of zeros the worker prepared, when there is one), and
 //!   the root moves into the view, where the worker spills it while a
@@ -23,8 +25,9 @@
 //!   root is moved into the view under the active root's write lock, so a
 //!   record is always in one of the two places the reader looks.
 //!
-//! Lock order: writer → spare log, writer → active → view; control alone
-//! (nothing is taken while it is held but the view, for reading).
+//! Lock order: writer → spare log, writer → inserter queue, writer →
+//! active → view; control alone (nothing is taken while it is held but the
+//! view, for reading).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -40,6 +43,7 @@ use spillway_core::{ensure, hash64, DirectoryLock, Error, Fs, Histogram, Poison,
 use crate::batch::WriteBatch;
 use crate::cache::FileCache;
 use crate::collapse::Folded;
+use crate::inserter::{self, Inserter};
 use crate::list::{self, ListFile};
 use crate::manifest::{self, Counters, ManifestWriter, Recovered};
 use crate::options::{Options, SyncMode};
@@ -53,7 +57,7 @@ use crate::wal::{self, Wal};
 /// How long the idle worker sleeps before it looks for files to delete.
 const IDLE_WAKE: Duration = Duration::from_millis(200);
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing guarded here is left half-updated by a panic.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -74,6 +78,7 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 pub struct Store {
     shared: Arc<Shared>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    inserter: Mutex<Option<JoinHandle<()>>>,
     _lock: Option<DirectoryLock>,
 }
 
@@ -137,7 +142,11 @@ struct Shared {
     spare_root: Mutex<Option<RootBuffer>>,
     /// The spare log the worker prepares for the next freeze.
     spare_log: Mutex<SpareLog>,
-    active: RwLock<RootBuffer>,
+    /// Shared with the inserter thread, which needs nothing else.
+    active: Arc<RwLock<RootBuffer>>,
+    /// Puts large batches into the active root while their writers wait
+    /// for the log's disk (`SyncMode::Always` only).
+    inserter: Option<Arc<Inserter>>,
     view: RwLock<View>,
     control: Mutex<Control>,
     /// Wakes the worker: a root froze, or the store closes.
@@ -447,6 +456,15 @@ impl Store {
             frozen: None,
             tree: Arc::new(recovered.tree),
         };
+        let active = Arc::new(RwLock::new(root));
+        let inserter = if read_only || manifest.is_none() || options.sync != SyncMode::Always {
+            None
+        } else {
+            let root = active.clone();
+            Some(Inserter::start(move |batch: &WriteBatch| {
+                write(&root).insert_batch(batch)
+            })?)
+        };
         let shared = Arc::new(Shared {
             fs: fs.clone(),
             dir: dir.to_path_buf(),
@@ -459,7 +477,8 @@ impl Store {
             current_log: Mutex::new(None),
             spare_root: Mutex::new(None),
             spare_log: Mutex::new(SpareLog::default()),
-            active: RwLock::new(root),
+            active,
+            inserter: inserter.as_ref().map(|(inserter, _)| inserter.clone()),
             view: RwLock::new(view),
             control: Mutex::new(Control::default()),
             wake: Condvar::new(),
@@ -492,6 +511,7 @@ impl Store {
         Ok(Store {
             shared,
             worker: Mutex::new(worker),
+            inserter: Mutex::new(inserter.map(|(_, handle)| handle)),
             _lock: None,
         })
     }
@@ -574,7 +594,7 @@ impl Store {
         self.check_batch(batch)?;
         let shared = &*self.shared;
         let started = Instant::now();
-        let (sync, end) = {
+        let (sync, end, ticket) = {
             let mut writer = lock(&shared.writer);
             shared.poison.check()?;
             if writer.wal.is_none() {
@@ -588,7 +608,17 @@ impl Store {
             add(&shared.metrics.wal_bytes, end - start);
             let sync = (shared.options.sync == SyncMode::Always).then(|| wal.sync().clone());
             writer.next_seq += batch.len() as u64;
-            write(&shared.active).insert_batch(batch);
+            // Logged: into the root, by the inserter while this thread
+            // waits for the sync, if the batch is worth handing over.
+            let ticket = match &shared.inserter {
+                Some(inserter) if batch.len() >= inserter::RECORDS_MIN => {
+                    Some((inserter, inserter.queue(batch)?))
+                }
+                _ => {
+                    write(&shared.active).insert_batch(batch);
+                    None
+                }
+            };
             let metrics = &shared.metrics;
             let [puts, deletes, merges] = batch.kind_counts();
             add(&metrics.puts, puts);
@@ -596,10 +626,13 @@ impl Store {
             add(&metrics.merges, merges);
             add(&metrics.user_bytes, batch.user_bytes());
             add(&metrics.write_batches, 1);
-            (sync, end)
+            (sync, end, ticket)
         };
         if let Some(sync) = sync {
             shared.poison.guard(|| sync.sync_to(end))?;
+        }
+        if let Some((inserter, ticket)) = ticket {
+            inserter.wait(ticket)?;
         }
         shared.metrics.write_latency_us.record(started.elapsed());
         Ok(())
@@ -624,6 +657,11 @@ impl Store {
     /// first for the frozen one to spill.
     fn make_room(&self, writer: &mut Writer, incoming: Option<&WriteBatch>) -> Result<()> {
         let shared = &*self.shared;
+        // Batches still queued count towards the active root, and belong
+        // to its log.
+        if let Some(inserter) = &shared.inserter {
+            inserter.drain()?;
+        }
         let full = {
             let active = read(&shared.active);
             match incoming {
@@ -819,6 +857,16 @@ impl Store {
             if handle.join().is_err() {
                 return Err(Error::Internal(
                     "the key-value store's worker thread panicked".into(),
+                ));
+            }
+        }
+        if let Some(inserter) = &shared.inserter {
+            inserter.stop();
+        }
+        if let Some(handle) = lock(&self.inserter).take() {
+            if handle.join().is_err() {
+                return Err(Error::Internal(
+                    "the key-value store's root inserter thread panicked".into(),
                 ));
             }
         }
