@@ -13,7 +13,8 @@ process each (bench/kv-driver for Spillway and RocksDB, bench/kv_leveldb.cc for
 LevelDB), all inside one cgroup v1 memory limit that counts the page cache:
 
     fill-b1000   fillrandom of --bytes of records in batches of 1000, the log
-                 synced after every batch (group commit of a single writer)
+                 synced after every batch (group commit of a single writer),
+                 after what earlier steps left dirty is written back
     read         readrandom on that store: --reads gets, half of them of keys
                  never written; the page cache dropped first
     rww          readwhilewriting: one thread putting (batches of 1000, log
@@ -196,7 +197,9 @@ def run_shape(shape: str, engines: list[str], drivers: dict[str, Path], args: ar
             ("rww", "readwhilewriting", records, 1000, "always"),
         ]
         for name, workload, count, batch, sync in steps:
-            if name == "read" and not drop_page_cache():
+            # A fill starts from a quiet disk (what an earlier step or engine
+            # left dirty written back first); reads start cold.
+            if name in ("fill-b1000", "read") and not drop_page_cache():
                 print("  (could not drop the page cache: reads may be warm)", flush=True)
             argv = driver_argv(driver, engine, store, workload, count, shape, batch, sync, args.reads, args.seconds)
             result = run_driver(argv, REPO_ROOT, logs / f"{shape}-{engine}-{name}", f"{engine} {name} {shape}", cgroup)
@@ -205,6 +208,7 @@ def run_shape(shape: str, engines: list[str], drivers: dict[str, Path], args: ar
             entry[name] = result
             print(f"  {engine:18} {name:10} {progress(result)}", flush=True)
         shutil.rmtree(store, ignore_errors=True)
+        drop_page_cache()
         argv = driver_argv(driver, engine, store, "fillrandom", args.batch1_records, shape, 1, "none", 0, 0)
         entry["fill-b1"] = run_driver(argv, REPO_ROOT, logs / f"{shape}-{engine}-fill-b1", f"{engine} fill-b1 {shape}", cgroup)
         print(f"  {engine:18} {'fill-b1':10} {progress(entry['fill-b1'])}", flush=True)
@@ -323,8 +327,9 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [report["note"], ""]
     lines += [
         "Fill: `fillrandom` of the shape's records (keys drawn uniformly from as many indexes as records, so about 63% "
-        "of them distinct), batches of 1000, the write-ahead log synced after every batch; fill-b1: one record per "
-        "write, the log written but not synced. Read: `readrandom` after the fill, the page cache dropped, half the "
+        "of them distinct), batches of 1000, the write-ahead log synced after every batch, started once the page "
+        "cache is written back and dropped (since 2026-11-26); fill-b1: one record per write, the log written but "
+        "not synced. Read: `readrandom` after the fill, the page cache dropped, half the "
         "keys never written. Rww: `readwhilewriting`, one writer (batches of 1000, synced) and one reader. Every "
         "engine: no compression, two background threads, its default memory sizes; RocksDB and LevelDB with 10-bit "
         "Bloom filters, Spillway with its default of at least 10 bits within 2 bytes of index memory per key (15 bits "
