@@ -33,6 +33,9 @@ const QUEUE_CAPACITY: usize = 16;
 pub struct Inserter {
     /// `None` once stopped.
     jobs: Mutex<Option<SyncSender<WriteBatch>>>,
+    /// The thread's end of the queue, until [`start`](Self::start) hands
+    /// it over.
+    queue: Mutex<Option<Receiver<WriteBatch>>>,
     state: Mutex<State>,
     /// Signalled after each insert, and when the thread ends.
     inserted: Condvar,
@@ -51,20 +54,26 @@ struct State {
 }
 
 impl Inserter {
-    /// Starts the thread, which calls `insert` with each queued batch.
-    pub fn start(insert: impl Fn(&WriteBatch) + Send + 'static) -> Result<(Arc<Inserter>, JoinHandle<()>)> {
+    /// A queue whose thread is not started yet.
+    pub fn new() -> Arc<Inserter> {
         let (jobs, queue) = mpsc::sync_channel(QUEUE_CAPACITY);
-        let inserter = Arc::new(Inserter {
+        Arc::new(Inserter {
             jobs: Mutex::new(Some(jobs)),
+            queue: Mutex::new(Some(queue)),
             state: Mutex::new(State::default()),
             inserted: Condvar::new(),
-        });
-        let thread = inserter.clone();
-        let handle = std::thread::Builder::new()
+        })
+    }
+
+    /// Starts the thread, which calls `insert` with each queued batch
+    /// until [`stop`](Self::stop).
+    pub fn start(self: &Arc<Self>, insert: impl Fn(&WriteBatch) + Send + 'static) -> Result<JoinHandle<()>> {
+        let queue = lock(&self.queue).take().expect("an inserter is started once");
+        let thread = self.clone();
+        std::thread::Builder::new()
             .name("spillway-kv-insert".into())
             .spawn(move || thread.run(&queue, insert))
-            .map_err(|error| Error::io("starting the key-value store's root inserter thread", error))?;
-        Ok((inserter, handle))
+            .map_err(|error| Error::io("starting the key-value store's root inserter thread", error))
     }
 
     fn run(&self, queue: &Receiver<WriteBatch>, insert: impl Fn(&WriteBatch)) {
@@ -154,8 +163,10 @@ mod tests {
     fn batches_are_inserted_in_queue_order_and_waits_see_them() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        let (inserter, handle) =
-            Inserter::start(move |batch: &WriteBatch| lock(&log).push(batch.len())).unwrap();
+        let inserter = Inserter::new();
+        let handle = inserter
+            .start(move |batch: &WriteBatch| lock(&log).push(batch.len()))
+            .unwrap();
         let mut tickets = Vec::new();
         for records in 1..=40 {
             tickets.push(inserter.queue(&batch_of(records)).unwrap());
@@ -179,12 +190,14 @@ mod tests {
     #[test]
     fn a_panicking_insert_fails_the_waiters_instead_of_hanging_them() {
         let calls = AtomicU64::new(0);
-        let (inserter, handle) = Inserter::start(move |_: &WriteBatch| {
-            if calls.fetch_add(1, Ordering::SeqCst) == 1 {
-                panic!("an insert failed");
-            }
-        })
-        .unwrap();
+        let inserter = Inserter::new();
+        let handle = inserter
+            .start(move |_: &WriteBatch| {
+                if calls.fetch_add(1, Ordering::SeqCst) == 1 {
+                    panic!("an insert failed");
+                }
+            })
+            .unwrap();
         let first = inserter.queue(&batch_of(3)).unwrap();
         let second = inserter.queue(&batch_of(3)).unwrap();
         inserter.wait(first).unwrap();

@@ -457,14 +457,7 @@ impl Store {
             tree: Arc::new(recovered.tree),
         };
         let active = Arc::new(RwLock::new(root));
-        let inserter = if read_only || manifest.is_none() || options.sync != SyncMode::Always {
-            None
-        } else {
-            let root = active.clone();
-            Some(Inserter::start(move |batch: &WriteBatch| {
-                write(&root).insert_batch(batch)
-            })?)
-        };
+        let inserter = (manifest.is_some() && options.sync == SyncMode::Always).then(Inserter::new);
         let shared = Arc::new(Shared {
             fs: fs.clone(),
             dir: dir.to_path_buf(),
@@ -478,7 +471,7 @@ impl Store {
             spare_root: Mutex::new(None),
             spare_log: Mutex::new(SpareLog::default()),
             active,
-            inserter: inserter.as_ref().map(|(inserter, _)| inserter.clone()),
+            inserter: inserter.clone(),
             view: RwLock::new(view),
             control: Mutex::new(Control::default()),
             wake: Condvar::new(),
@@ -508,12 +501,19 @@ impl Store {
             }
             None => None,
         };
-        Ok(Store {
+        let store = Store {
             shared,
             worker: Mutex::new(worker),
-            inserter: Mutex::new(inserter.map(|(_, handle)| handle)),
+            inserter: Mutex::new(None),
             _lock: None,
-        })
+        };
+        if let Some(inserter) = inserter {
+            let root = store.shared.active.clone();
+            // On an error the store is dropped, which stops the worker.
+            let handle = inserter.start(move |batch: &WriteBatch| write(&root).insert_batch(batch))?;
+            *lock(&store.inserter) = Some(handle);
+        }
+        Ok(store)
     }
 
     /// The name of the merge operator the store in `path` was written with
