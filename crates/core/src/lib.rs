@@ -41,5 +41,5 @@ pub use hash::{hash64, Hash64};
 pub use io_accounting::IoCounters;
 pub use limits::Limits;
 pub use stats::{Counter, Gauge, Histogram, Stats, StatsSnapshot};
-pub use threads::worker_threads;
+pub use threads::{prefer_throughput, worker_threads};
 pub use varint::DecodeError;

@@ -193,7 +193,11 @@ pub fn in_parts<'a, P: Sync, T: Send>(
             .map(|input| {
                 let mut part = job.part();
                 let work = &work;
-                scope.spawn(move || work(&mut part, input).map(|output| (part, output)))
+                scope.spawn(move || {
+                    // Background work, as the worker's (store.rs).
+                    spillway_core::prefer_throughput();
+                    work(&mut part, input).map(|output| (part, output))
+                })
             })
             .collect();
         handles

