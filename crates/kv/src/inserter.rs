@@ -5,8 +5,8 @@
 //! write, then its flush): about 100 us on an idle disk, twice that while
 //! spills write. Putting a batch of 1000 small records into the root's
 //! hash table is about 25 us of cache misses besides, which the writer
-//! would spend before or after its waits. Handed to this thread before
-//! the log write starts, the insert is done by the time the disk answers.
+//! would spend after its log write. Handed to this thread once the batch
+//! is logged, the insert is done by the time the flush answers.
 //!
 //! Batches are queued under the writers' lock, so they are inserted in
 //! log order; a writer returns only once its batch is in (a GET after a
@@ -36,6 +36,8 @@ pub struct Inserter {
     /// The thread's end of the queue, until [`start`](Self::start) hands
     /// it over.
     queue: Mutex<Option<Receiver<WriteBatch>>>,
+    /// The thread, joined by [`stop`](Self::stop).
+    thread: Mutex<Option<JoinHandle<()>>>,
     state: Mutex<State>,
     /// Signalled after each insert, and when the thread ends.
     inserted: Condvar,
@@ -60,6 +62,7 @@ impl Inserter {
         Arc::new(Inserter {
             jobs: Mutex::new(Some(jobs)),
             queue: Mutex::new(Some(queue)),
+            thread: Mutex::new(None),
             state: Mutex::new(State::default()),
             inserted: Condvar::new(),
         })
@@ -67,13 +70,15 @@ impl Inserter {
 
     /// Starts the thread, which calls `insert` with each queued batch
     /// until [`stop`](Self::stop).
-    pub fn start(self: &Arc<Self>, insert: impl Fn(&WriteBatch) + Send + 'static) -> Result<JoinHandle<()>> {
+    pub fn start(self: &Arc<Self>, insert: impl Fn(&WriteBatch) + Send + 'static) -> Result<()> {
         let queue = lock(&self.queue).take().expect("an inserter is started once");
         let thread = self.clone();
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("spillway-kv-insert".into())
             .spawn(move || thread.run(&queue, insert))
-            .map_err(|error| Error::io("starting the key-value store's root inserter thread", error))
+            .map_err(|error| Error::io("starting the key-value store's root inserter thread", error))?;
+        *lock(&self.thread) = Some(handle);
+        Ok(())
     }
 
     fn run(&self, queue: &Receiver<WriteBatch>, insert: impl Fn(&WriteBatch)) {
@@ -82,7 +87,7 @@ impl Inserter {
         struct Ended<'a>(&'a Inserter);
         impl Drop for Ended<'_> {
             fn drop(&mut self) {
-                self.0.state.lock().unwrap_or_else(PoisonError::into_inner).ended = true;
+                lock(&self.0.state).ended = true;
                 self.0.inserted.notify_all();
             }
         }
@@ -136,9 +141,16 @@ impl Inserter {
         self.wait(queued)
     }
 
-    /// Lets the thread end once the queue is empty.
-    pub fn stop(&self) {
+    /// Lets the thread end once the queue is empty, and waits for it;
+    /// an error if it panicked.
+    pub fn stop(&self) -> Result<()> {
         lock(&self.jobs).take();
+        let Some(handle) = lock(&self.thread).take() else {
+            return Ok(());
+        };
+        handle
+            .join()
+            .map_err(|_| Error::Internal("the key-value store's root inserter thread panicked".into()))
     }
 }
 
@@ -164,7 +176,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let inserter = Inserter::new();
-        let handle = inserter
+        inserter
             .start(move |batch: &WriteBatch| lock(&log).push(batch.len()))
             .unwrap();
         let mut tickets = Vec::new();
@@ -179,8 +191,7 @@ mod tests {
         // Spares are reused: no more batches exist than can be in flight
         // (the queue's, the one being inserted, the one being queued).
         assert!(lock(&inserter.state).spares.len() <= QUEUE_CAPACITY + 2);
-        inserter.stop();
-        handle.join().unwrap();
+        inserter.stop().unwrap();
         assert_eq!(
             inserter.queue(&batch_of(1)).unwrap_err().kind(),
             spillway_core::ErrorKind::Internal
@@ -191,7 +202,7 @@ mod tests {
     fn a_panicking_insert_fails_the_waiters_instead_of_hanging_them() {
         let calls = AtomicU64::new(0);
         let inserter = Inserter::new();
-        let handle = inserter
+        inserter
             .start(move |_: &WriteBatch| {
                 if calls.fetch_add(1, Ordering::SeqCst) == 1 {
                     panic!("an insert failed");
@@ -203,6 +214,6 @@ mod tests {
         inserter.wait(first).unwrap();
         let error = inserter.wait(second).unwrap_err();
         assert!(error.to_string().contains("inserter thread stopped"), "{error}");
-        assert!(handle.join().is_err());
+        assert!(inserter.stop().is_err());
     }
 }

@@ -78,7 +78,6 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 pub struct Store {
     shared: Arc<Shared>,
     worker: Mutex<Option<JoinHandle<()>>>,
-    inserter: Mutex<Option<JoinHandle<()>>>,
     _lock: Option<DirectoryLock>,
 }
 
@@ -504,14 +503,12 @@ impl Store {
         let store = Store {
             shared,
             worker: Mutex::new(worker),
-            inserter: Mutex::new(None),
             _lock: None,
         };
         if let Some(inserter) = inserter {
             let root = store.shared.active.clone();
             // On an error the store is dropped, which stops the worker.
-            let handle = inserter.start(move |batch: &WriteBatch| write(&root).insert_batch(batch))?;
-            *lock(&store.inserter) = Some(handle);
+            inserter.start(move |batch: &WriteBatch| write(&root).insert_batch(batch))?;
         }
         Ok(store)
     }
@@ -861,14 +858,7 @@ impl Store {
             }
         }
         if let Some(inserter) = &shared.inserter {
-            inserter.stop();
-        }
-        if let Some(handle) = lock(&self.inserter).take() {
-            if handle.join().is_err() {
-                return Err(Error::Internal(
-                    "the key-value store's root inserter thread panicked".into(),
-                ));
-            }
+            inserter.stop()?;
         }
         let mut writer = lock(&shared.writer);
         if let Some(wal) = writer.wal.take() {
