@@ -633,6 +633,7 @@ pub fn stats_json(stats: &KvStats) -> Json {
         "divides": stats.divides,
         "grows": stats.grows,
         "forced": stats.forced,
+        "spills_beside_rewrites": stats.spills_beside_rewrites,
         "stall_seconds": stats.stall_seconds,
         "stalls": stats.stalls,
         "height": stats.height,

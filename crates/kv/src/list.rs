@@ -793,6 +793,13 @@ impl ListRef {
         }
     }
 
+    /// Whether `other` is the same run of the same file over the same hashes.
+    pub fn same_run(&self, other: &ListRef) -> bool {
+        Arc::ptr_eq(&self.file, &other.file)
+            && (self.first_block, self.end_block, self.low, self.high)
+                == (other.first_block, other.end_block, other.low, other.high)
+    }
+
     /// Bytes of the run's blocks (what the list costs its node).
     pub fn bytes(&self) -> u64 {
         self.file.block_offset(self.end_block) - self.file.block_offset(self.first_block)
@@ -1015,7 +1022,7 @@ impl ListCursor {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use spillway_core::{hash64, SimFs};
@@ -1025,11 +1032,16 @@ mod tests {
     use crate::record::Kind;
 
     /// A record as the test writes it: hash, key, value.
-    type Written = (Hash64, Vec<u8>, Vec<u8>);
+    pub(crate) type Written = (Hash64, Vec<u8>, Vec<u8>);
 
     /// Writes list `number` of `keys` keys (sorted by hash), the value of
     /// every `big`-th key larger than a block; returns it and its keys.
-    fn write(fs: &Arc<SimFs>, number: FileNumber, keys: u64, big: u64) -> (Arc<ListFile>, Vec<Written>) {
+    pub(crate) fn write(
+        fs: &Arc<SimFs>,
+        number: FileNumber,
+        keys: u64,
+        big: u64,
+    ) -> (Arc<ListFile>, Vec<Written>) {
         let mut records: Vec<Written> = (0..keys)
             .map(|i| {
                 let key = format!("key {i}").into_bytes();

@@ -20,7 +20,10 @@
 //!   the frozen one is still spilling; the stall is measured.
 //! - The worker alone changes the tree. Every spill or split writes its
 //!   lists, makes its edit durable in the manifest, and only then installs
-//!   the new version (and drops the frozen root) in one step.
+//!   the new version (and drops the frozen root) in one step. A long
+//!   rewrite (internal spill, slow split) is computed on a thread of its
+//!   own while the worker goes on spilling roots; its edit is carried over
+//!   to the lists those spills appended before it is installed.
 //! - A reader looks at the active root, then clones the view: a frozen
 //!   root is moved into the view under the active root's write lock, so a
 //!   record is always in one of the two places the reader looks.
@@ -122,6 +125,8 @@ struct Control {
     root_spills: u64,
     /// Times the worker found nothing to do (after removing obsolete files).
     idle_passes: u64,
+    /// The rewrite thread has ended (its result waits to be installed).
+    rewrite_ended: bool,
 }
 
 #[derive(Debug)]
@@ -175,6 +180,7 @@ struct Metrics {
     divides: AtomicU64,
     grows: AtomicU64,
     forced: AtomicU64,
+    spills_beside_rewrites: AtomicU64,
     list_bytes_written: AtomicU64,
     list_bytes_read: AtomicU64,
     records_spilled: AtomicU64,
@@ -241,6 +247,9 @@ pub struct KvStats {
     /// (`lists_max`, `false_positives_max`) or by repeated keys (unique
     /// ratio).
     pub forced: u64,
+    /// Root spills done while an internal spill or a slow split was being
+    /// computed on the rewrite thread.
+    pub spills_beside_rewrites: u64,
     /// Time writers waited for a root to spill, in seconds, and how often.
     pub stall_seconds: f64,
     /// Writes that waited for a root to spill.
@@ -491,6 +500,7 @@ impl Store {
                     obsolete: Vec::new(),
                     unique_ratios: HashMap::new(),
                     last_sync: Instant::now(),
+                    rewrite: None,
                 };
                 let handle = std::thread::Builder::new()
                     .name("spillway-kv".into())
@@ -936,6 +946,7 @@ impl Store {
             divides: get(&metrics.divides),
             grows: get(&metrics.grows),
             forced: get(&metrics.forced),
+            spills_beside_rewrites: get(&metrics.spills_beside_rewrites),
             stall_seconds: get(&metrics.stall_us) as f64 / 1e6,
             stalls: get(&metrics.stalls),
             height: tree.height() as u64,
@@ -1055,12 +1066,47 @@ struct Worker {
     /// Each node's unique ratio, with the list count and bytes it was computed for.
     unique_ratios: HashMap<NodeId, ((usize, u64), f64)>,
     last_sync: Instant,
+    /// The spill or slow split being computed beside the root spills.
+    rewrite: Option<Rewrite>,
 }
 
 enum Work {
     SpillRoot(Arc<Frozen>),
     Fix(Fix),
+    Install,
     Idle,
+}
+
+/// An internal spill or a slow split, computed on a thread of its own
+/// against version `base` while the worker goes on spilling frozen roots:
+/// a leaf rewrite at 16-byte records took 0.5-1.1 s, longer than the
+/// active root took to fill, and writers stalled behind it.
+struct Rewrite {
+    fix: Fix,
+    base: Arc<Tree>,
+    started: Instant,
+    thread: JoinHandle<Result<Rewritten>>,
+}
+
+/// What a rewrite made: its edit of `base`, and what it read and wrote.
+struct Rewritten {
+    edit: Edit,
+    /// How a slow split ended (`None` for a spill).
+    outcome: Option<SlowSplit>,
+    files: usize,
+    records: u64,
+    read: u64,
+    written: u64,
+}
+
+/// Tells the worker that the rewrite thread ended, however it ended.
+struct RewriteEnded<'a>(&'a Shared);
+
+impl Drop for RewriteEnded<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.control).rewrite_ended = true;
+        self.0.wake.notify_all();
+    }
 }
 
 impl Worker {
@@ -1073,16 +1119,28 @@ impl Worker {
             // The previous version is dropped by now: its files may go.
             self.remove_obsolete();
             let tree = read(&self.shared.view).tree.clone();
-            let fix = self.next_fix(&tree);
+            // Beside a rewrite only root spills run: they append lists and
+            // change nothing else, so its edit can be carried over to them.
+            let rewriting = self.rewrite.is_some();
+            let fix = if rewriting { None } else { self.next_fix(&tree) };
             let work = {
                 let mut control = lock(&self.shared.control);
-                if control.shutdown {
-                    break;
-                }
                 let frozen = read(&self.shared.view).frozen.clone();
                 match (frozen, fix) {
+                    // Install what is done; on shutdown, wait for it first.
+                    _ if rewriting && (control.rewrite_ended || control.shutdown) => Work::Install,
+                    _ if control.shutdown => break,
                     (Some(frozen), None | Some((_, false))) => Work::SpillRoot(frozen),
                     (_, Some((fix, _))) => Work::Fix(fix),
+                    (None, None) if rewriting => {
+                        drop(
+                            self.shared
+                                .wake
+                                .wait_timeout(control, IDLE_WAKE)
+                                .unwrap_or_else(PoisonError::into_inner),
+                        );
+                        Work::Idle
+                    }
                     (None, None) => {
                         control.idle_passes += 1;
                         self.shared.progress.notify_all();
@@ -1108,9 +1166,14 @@ impl Worker {
                     .spill_root(&tree, frozen)
                     .and_then(|()| self.prepare_spare_log()),
                 Work::Fix(fix) => self.fix(&tree, fix),
+                Work::Install => self.install_rewrite(&tree),
                 Work::Idle => Ok(()),
             });
             if let Err(error) = result {
+                // Its files are not in the tree; the next open deletes them.
+                if let Some(rewrite) = self.rewrite.take() {
+                    let _ = rewrite.thread.join();
+                }
                 self.shared.poison.poison(error);
                 let mut control = lock(&self.shared.control);
                 control.failed = true;
@@ -1256,6 +1319,9 @@ impl Worker {
     fn spill_root(&mut self, tree: &Arc<Tree>, frozen: Arc<Frozen>) -> Result<()> {
         let started = Instant::now();
         let shared = self.shared.clone();
+        if self.rewrite.is_some() {
+            add(&shared.metrics.spills_beside_rewrites, 1);
+        }
         let mut job = Self::job(&shared);
         let edit = spill::spill_root(&mut job, tree, frozen.root.clone())?;
         let (written, records, read) = (job.written.len(), job.records_in, job.bytes_read);
@@ -1283,69 +1349,119 @@ impl Worker {
         Ok(())
     }
 
+    /// Makes a change that moves no data at once (grow, divide, fast
+    /// split); starts a rewrite for one that does.
     fn fix(&mut self, tree: &Arc<Tree>, fix: Fix) -> Result<()> {
         let started = Instant::now();
-        let shared = self.shared.clone();
-        let metrics = &shared.metrics;
-        let mut job = Self::job(&shared);
+        let metrics = &self.shared.metrics;
+        let next_node = self.counters.next_node;
         let edit = match fix {
             Fix::Grow => {
-                let (left, right) = (self.counters.next_node, self.counters.next_node + 1);
                 add(&metrics.grows, 1);
-                split::grow(tree, left, right)
+                split::grow(tree, next_node, next_node + 1)
             }
             Fix::Divide(id) => {
                 add(&metrics.divides, 1);
-                split::divide(tree, id, self.counters.next_node)
+                split::divide(tree, id, next_node)
             }
-            Fix::Spill(id, forced) => {
-                add(
-                    if forced {
-                        &metrics.forced
-                    } else {
-                        &metrics.node_spills
-                    },
-                    1,
-                );
-                spill::spill_node(&mut job, tree, id)?
-            }
-            Fix::Split(id, forced) => {
-                let node = tree.node(id);
-                let fast = !forced && node.fast_splits < self.shared.options.fast_splits_per_slow_split;
-                match fast
-                    .then(|| split::fast_split(tree, id, self.counters.next_node))
-                    .flatten()
-                {
+            Fix::Split(id, false)
+                if tree.node(id).fast_splits < self.shared.options.fast_splits_per_slow_split =>
+            {
+                match split::fast_split(tree, id, next_node) {
                     Some(edit) => {
                         add(&metrics.fast_splits, 1);
                         edit
                     }
-                    None => {
-                        let (edit, outcome) = split::slow_split(&mut job, tree, id, self.counters.next_node)?;
-                        add(
-                            match (forced, outcome) {
-                                (true, _) => &metrics.forced,
-                                (false, SlowSplit::Split) => &metrics.slow_splits,
-                                (false, SlowSplit::Collapsed) => &metrics.collapses,
-                            },
-                            1,
-                        );
-                        edit
-                    }
+                    None => return self.start_rewrite(tree, fix),
                 }
             }
+            Fix::Split(..) | Fix::Spill(..) => return self.start_rewrite(tree, fix),
         };
-        // New nodes took the numbers from next_node on.
+        self.note_new_nodes(&edit);
+        self.commit(tree, edit, false, false)?;
+        self.shared.metrics.spill_latency_us.record(started.elapsed());
+        Ok(())
+    }
+
+    /// New nodes took the numbers from `next_node` on.
+    fn note_new_nodes(&mut self, edit: &Edit) {
         let highest = edit.nodes.iter().map(|node| node.id).max().unwrap_or(0);
         self.counters.next_node = self.counters.next_node.max(highest + 1);
-        let (written, records, read) = (job.written.len(), job.records_in, job.bytes_read);
-        let bytes = job.bytes_written();
-        drop(job);
-        self.commit(tree, edit, written > 0, false)?;
-        add(&metrics.list_bytes_written, bytes);
-        add(&metrics.list_bytes_read, read);
-        add(&metrics.records_spilled, records);
-        metrics.spill_latency_us.record(started.elapsed());
+    }
+
+    /// Starts `fix` (an internal spill or a slow split) on a thread of its
+    /// own, against `tree`.
+    fn start_rewrite(&mut self, tree: &Arc<Tree>, fix: Fix) -> Result<()> {
+        debug_assert!(self.rewrite.is_none());
+        let shared = self.shared.clone();
+        let base = tree.clone();
+        let new_id = self.counters.next_node;
+        let thread = std::thread::Builder::new()
+            .name("spillway-kv-rewrite".into())
+            .spawn(move || {
+                let _ended = RewriteEnded(&shared);
+                spillway_core::prefer_throughput();
+                let mut job = Self::job(&shared);
+                let (edit, outcome) = match fix {
+                    Fix::Spill(id, _) => (spill::spill_node(&mut job, &base, id)?, None),
+                    Fix::Split(id, _) => {
+                        let (edit, outcome) = split::slow_split(&mut job, &base, id, new_id)?;
+                        (edit, Some(outcome))
+                    }
+                    Fix::Grow | Fix::Divide(_) => unreachable!("grow and divide move no data"),
+                };
+                Ok(Rewritten {
+                    edit,
+                    outcome,
+                    files: job.written.len(),
+                    records: job.records_in,
+                    read: job.bytes_read,
+                    written: job.bytes_written(),
+                })
+            })
+            .map_err(|error| Error::io("starting the key-value store's rewrite thread", error))?;
+        self.rewrite = Some(Rewrite {
+            fix,
+            base: tree.clone(),
+            started: Instant::now(),
+            thread,
+        });
+        Ok(())
+    }
+
+    /// Waits for the rewrite to end, carries its edit over to `tree` (the
+    /// root spills installed meanwhile) and commits it.
+    fn install_rewrite(&mut self, tree: &Arc<Tree>) -> Result<()> {
+        let rewrite = self
+            .rewrite
+            .take()
+            .expect("install_rewrite runs only with a rewrite");
+        let done = rewrite
+            .thread
+            .join()
+            .map_err(|_| Error::Internal("a spill or split thread panicked".into()))??;
+        lock(&self.shared.control).rewrite_ended = false;
+        let (Fix::Spill(origin, forced) | Fix::Split(origin, forced)) = rewrite.fix else {
+            unreachable!("grow and divide move no data")
+        };
+        let metrics = &self.shared.metrics;
+        add(
+            match (forced, done.outcome) {
+                (true, _) => &metrics.forced,
+                (false, None) => &metrics.node_spills,
+                (false, Some(SlowSplit::Split)) => &metrics.slow_splits,
+                (false, Some(SlowSplit::Collapsed)) => &metrics.collapses,
+            },
+            1,
+        );
+        let edit = tree.rebase(&rewrite.base, origin, done.edit)?;
+        self.note_new_nodes(&edit);
+        self.commit(tree, edit, done.files > 0, false)?;
+        let metrics = &self.shared.metrics;
+        add(&metrics.list_bytes_written, done.written);
+        add(&metrics.list_bytes_read, done.read);
+        add(&metrics.records_spilled, done.records);
+        metrics.spill_latency_us.record(rewrite.started.elapsed());
         Ok(())
     }
 

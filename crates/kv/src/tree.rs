@@ -255,6 +255,60 @@ impl Tree {
         Tree { nodes }
     }
 
+    /// Carries `edit`, computed against `base`, over to `self`: a later
+    /// version that differs from `base` only by lists appended to nodes
+    /// (the root spills the worker installed while a rewrite computed
+    /// `edit`, store.rs). Each node of the edit keeps its lists and gets,
+    /// after them, those appended since `base` to the node it replaces,
+    /// or, for a node the edit creates, to `origin` (the node it was cut
+    /// from), narrowed to its hashes: they are newer than anything the
+    /// edit merged, so they stay last.
+    ///
+    /// # Errors
+    /// `Internal` if `self` changed `base` otherwise (a node of the edit
+    /// gone, its range or children changed, its old lists not a prefix
+    /// of its lists now), or if lists were appended to a node the edit
+    /// removes: the worker lets nothing else run beside a rewrite.
+    pub fn rebase(&self, base: &Tree, origin: NodeId, edit: Edit) -> Result<Edit> {
+        let appended = |id: NodeId| -> Result<&[ListRef]> {
+            let broken = |what: &str| Err(Error::Internal(format!("rebasing an edit: node {id} {what}")));
+            let (Some(then), Some(now)) = (base.nodes.get(&id), self.nodes.get(&id)) else {
+                return broken("is missing");
+            };
+            if then.low != now.low || then.high != now.high || then.children != now.children {
+                return broken("changed its range or children");
+            }
+            let kept = then.lists.len();
+            if now.lists.len() < kept || !then.lists.iter().zip(&now.lists).all(|(a, b)| a.same_run(b)) {
+                return broken("lost lists");
+            }
+            Ok(&now.lists[kept..])
+        };
+        for &id in &edit.removed {
+            if !appended(id)?.is_empty() {
+                return Err(Error::Internal(format!(
+                    "rebasing an edit: node {id} is removed but got lists"
+                )));
+            }
+        }
+        let mut nodes = Vec::with_capacity(edit.nodes.len());
+        for mut node in edit.nodes {
+            let source = if base.nodes.contains_key(&node.id) {
+                node.id
+            } else {
+                origin
+            };
+            let (low, high) = (node.low, node.high);
+            node.lists
+                .extend(appended(source)?.iter().filter_map(|list| list.narrow(low, high)));
+            nodes.push(node);
+        }
+        Ok(Edit {
+            nodes,
+            removed: edit.removed,
+        })
+    }
+
     /// Checks the structure: every node reachable once from the root,
     /// children in order and covering their parent's hashes exactly, lists
     /// within their node's hashes and their files' blocks, leaves on one
@@ -396,5 +450,81 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("reachable"));
+    }
+
+    #[test]
+    fn a_rebased_edit_keeps_the_lists_appended_since_its_base_narrowed_to_each_node() {
+        use std::path::Path;
+
+        use spillway_core::{Fs, SimFs};
+
+        use crate::list::tests::write;
+
+        let fs = Arc::new(SimFs::new());
+        fs.create_dir_all(Path::new("/l")).unwrap();
+        let whole = |number| ListRef::whole(write(&fs, number, 500, 0).0);
+        let (old, merged, appended) = (whole(1), whole(2), whole(3));
+        let mut base = Tree::empty();
+        let mut leaf = (**base.node(1)).clone();
+        leaf.lists.push(old);
+        base = base.apply(&Edit {
+            nodes: vec![leaf.clone()],
+            removed: Vec::new(),
+        });
+        // A slow split of leaf 1 computed against `base`: its lists merged
+        // into file 2, cut between leaf 1 and a new leaf 2.
+        let cut = merged.median_hash().unwrap();
+        let mut root = (**base.root()).clone();
+        root.children.push(Child { low: cut, id: 2 });
+        let mut left = Node::new(1, 0, cut - 1);
+        left.lists.push(merged.narrow(0, cut - 1).unwrap());
+        let mut right = Node::new(2, cut, u64::MAX);
+        right.lists.push(merged.narrow(cut, u64::MAX).unwrap());
+        let split = Edit {
+            nodes: vec![root, left, right],
+            removed: Vec::new(),
+        };
+        // Meanwhile a root spill appended file 3 to leaf 1.
+        leaf.lists.push(appended.clone());
+        let current = base.apply(&Edit {
+            nodes: vec![leaf.clone()],
+            removed: Vec::new(),
+        });
+
+        let next = current.apply(&current.rebase(&base, 1, split.clone()).unwrap());
+        next.check_invariants().unwrap();
+        assert_eq!(next.leaves(), vec![1, 2]);
+        for id in [1, 2] {
+            let node = next.node(id);
+            let numbers: Vec<_> = node.lists.iter().map(|list| list.file.number()).collect();
+            assert_eq!(
+                numbers,
+                vec![2, 3],
+                "node {id}: the merged list, then the newer one"
+            );
+            let narrowed = appended.narrow(node.low, node.high).unwrap();
+            assert!(node.lists[1].same_run(&narrowed), "node {id}");
+        }
+        // Against a version that is not `base` plus appended lists: refused.
+        let mut lost = leaf.clone();
+        lost.lists.remove(0);
+        let changed = base.apply(&Edit {
+            nodes: vec![lost],
+            removed: Vec::new(),
+        });
+        let error = changed.rebase(&base, 1, split.clone()).unwrap_err();
+        assert!(error.to_string().contains("node 1 lost lists"), "{error}");
+        let grown = current.apply(&split);
+        let error = grown.rebase(&base, 1, split).unwrap_err();
+        assert!(
+            error.to_string().contains("changed its range or children"),
+            "{error}"
+        );
+        let removal = Edit {
+            nodes: Vec::new(),
+            removed: vec![1],
+        };
+        let error = current.rebase(&base, 1, removal).unwrap_err();
+        assert!(error.to_string().contains("removed but got lists"), "{error}");
     }
 }
