@@ -1132,18 +1132,12 @@ impl Worker {
                     _ if control.shutdown => break,
                     (Some(frozen), None | Some((_, false))) => Work::SpillRoot(frozen),
                     (_, Some((fix, _))) => Work::Fix(fix),
-                    (None, None) if rewriting => {
-                        drop(
-                            self.shared
-                                .wake
-                                .wait_timeout(control, IDLE_WAKE)
-                                .unwrap_or_else(PoisonError::into_inner),
-                        );
-                        Work::Idle
-                    }
                     (None, None) => {
-                        control.idle_passes += 1;
-                        self.shared.progress.notify_all();
+                        // Nothing to do but wait for the rewrite, or idle.
+                        if !rewriting {
+                            control.idle_passes += 1;
+                            self.shared.progress.notify_all();
+                        }
                         let timeout = match self.shared.options.sync {
                             SyncMode::Periodic(interval) => interval.min(IDLE_WAKE),
                             _ => IDLE_WAKE,
@@ -1154,7 +1148,7 @@ impl Worker {
                             .wait_timeout(control, timeout)
                             .unwrap_or_else(PoisonError::into_inner)
                             .0;
-                        if control.shutdown {
+                        if control.shutdown && !rewriting {
                             break;
                         }
                         Work::Idle
