@@ -53,6 +53,7 @@ def fake_shape(shape: str = "16") -> dict:
     key_bytes, value_bytes = kv.SHAPES[shape]
     report = {"shape": shape, "key_bytes": key_bytes, "value_bytes": value_bytes, "records": 1000,
               "batch1_records": 500, "results": results}
+    kv.pair_with_spillway(results)
     report["targets"] = kv.targets(report)
     return report
 
@@ -124,9 +125,33 @@ def test_a_partial_report_replaces_the_engines_it_measured_again(tmp_path):
     sixteen = merged["shapes"][0]
     assert sixteen["results"]["spillway"]["fill-b1000"]["operations_per_second"] == 6.0e6
     assert sixteen["results"]["leveldb"]["fill-b1000"]["operations_per_second"] == 0.4e6  # kept
-    assert verdicts(sixteen)["fillrandom, batches of 1000, log synced: Spillway vs leveldb"] == (15.0, True)
+    # LevelDB ran with the first Spillway: its ratio stays that run's, not the merged Spillway's.
+    assert verdicts(sixteen)["fillrandom, batches of 1000, log synced: Spillway vs leveldb"] == (7.5, False)
     assert merged["merged"] == [{"date": "2026-01-01", "commit": "def2", "command": "python3 bench/kv.py (as of def2)"}]
     assert "at commit def2: the shapes and engines of `python3 bench/kv.py (as of def2)`" in (out / "kv.md").read_text()
+
+
+def test_ratios_use_spillways_figures_of_the_peers_own_run_and_mark_the_others(tmp_path):
+    out = tmp_path / "out"
+    base = fake_report("abc1", ["16"])
+    del base["shapes"][0]["results"]["leveldb"]["spillway_same_run"]  # as written before runs were paired
+    kv.write_report(base, out)
+    # A later run measures Spillway and RocksDB universal again.
+    part_report = fake_report("def2", ["16"])
+    part_report["shapes"][0]["results"] = {"spillway": engine_entry("spillway", 4.0e6, 2e5, 4096),
+                                           "rocksdb-universal": engine_entry("rocksdb-universal", 1.0e6, 4e5, 8192)}
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps(part_report))
+    assert kv.merge(part, out) == 0
+    sixteen = json.loads((out / "kv.json").read_text())["shapes"][0]
+    found = {check["what"]: (check["value"], check["met"], check.get("same_run")) for check in sixteen["targets"]}
+    assert found["fillrandom, batches of 1000, log synced: Spillway vs rocksdb-universal"] == (4.0, True, True)
+    assert found["readrandom: Spillway vs rocksdb-universal"] == (0.5, False, True)
+    # LevelDB's entry predates pairing: compared with the merged Spillway, and marked so.
+    assert found["fillrandom, batches of 1000, log synced: Spillway vs leveldb"] == (10.0, True, False)
+    text = (out / "kv.md").read_text()
+    assert "| 16 B | fillrandom, batches of 1000, log synced: Spillway vs leveldb | 10.00x (across runs) |" in text
+    assert "| 16 B | readrandom: Spillway vs rocksdb-universal | 0.50x | at least 1x | **no** |" in text
 
 
 def test_a_part_whose_reads_found_other_keys_is_refused(tmp_path):
