@@ -6,12 +6,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use common::{key, scanned, small_options, value, Rng};
+use common::{count, count_until_spills_beside_rewrites, key, scanned, small_options, value, Rng, SlowCount};
 use spillway_agg::{Output, Value};
-use spillway_core::{Error, ErrorKind, Fs, SimFs};
-use spillway_kv::{AggregateMerge, Kind, MergeOperator, Options, Store, SyncMode, WriteBatch};
+use spillway_core::{ErrorKind, Fs, SimFs};
+use spillway_kv::{AggregateMerge, Options, Store, SyncMode, WriteBatch};
 
 fn check_against(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, keys: u64) {
     for i in 0..keys {
@@ -337,36 +336,6 @@ fn merge_mode_aggregates_more_keys_than_the_root_holds_while_ingest_goes_on() {
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
 }
 
-/// Counts (values and operands are u64 LE), slowly: every merge sleeps,
-/// so that rewriting a leaf whose lists repeat keys outlasts several
-/// roots.
-#[derive(Debug)]
-struct SlowCount;
-
-impl MergeOperator for SlowCount {
-    fn name(&self) -> String {
-        "slow-count".into()
-    }
-
-    fn merge(&self, _key: &[u8], older: &mut Vec<u8>, newer: &[u8]) -> spillway_core::Result<()> {
-        std::thread::sleep(Duration::from_micros(100));
-        let count = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().expect("validated"));
-        *older = (count(older) + count(newer)).to_le_bytes().to_vec();
-        Ok(())
-    }
-
-    fn validate(&self, _kind: Kind, value: &[u8]) -> spillway_core::Result<()> {
-        if value.len() == 8 {
-            Ok(())
-        } else {
-            Err(Error::InvalidArgument(format!(
-                "a count is 8 bytes, not {}",
-                value.len()
-            )))
-        }
-    }
-}
-
 #[test]
 fn roots_spill_beside_a_long_rewrite_and_nothing_is_lost() {
     let fs = Arc::new(SimFs::new());
@@ -380,21 +349,9 @@ fn roots_spill_beside_a_long_rewrite_and_nothing_is_lost() {
     // while every leaf list repeats the keys of the one before: the leaves'
     // rewrites (forced by repeats) merge, and sleep.
     let keys = 1000;
-    let mut rounds = 0;
-    while rounds < 20 || (rounds < 500 && store.stats().spills_beside_rewrites < 2) {
-        let mut batch = WriteBatch::new();
-        for i in 0..keys {
-            batch.merge(&key(i), &1u64.to_le_bytes());
-        }
-        store.write(&batch).unwrap();
-        rounds += 1;
-    }
+    let rounds = count_until_spills_beside_rewrites(&store, keys, 2);
     let stats = store.stats();
     assert!(stats.spills_beside_rewrites >= 2, "{stats:?}");
-    let count = |store: &Store, i| {
-        let value = store.get(&key(i)).unwrap().expect("every key was counted");
-        u64::from_le_bytes(value.try_into().unwrap())
-    };
     for i in 0..keys {
         assert_eq!(count(&store, i), rounds, "key {i}");
     }

@@ -3,9 +3,10 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use spillway_core::Limits;
-use spillway_kv::{Options, Store, SyncMode};
+use spillway_core::{Error, Limits};
+use spillway_kv::{Kind, MergeOperator, Options, Store, SyncMode, WriteBatch};
 
 /// Options that make a small store spill, split and grow often: a 64 KiB
 /// root, 128 KiB nodes, four children, 512-byte blocks.
@@ -61,4 +62,56 @@ pub fn scanned(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
         assert!(all.insert(key, value).is_none(), "a scan returned a key twice");
     }
     all
+}
+
+/// Counts (values and operands are u64 LE), slowly: every merge sleeps,
+/// so that rewriting a leaf whose lists repeat keys outlasts several
+/// roots.
+#[derive(Debug)]
+pub struct SlowCount;
+
+impl MergeOperator for SlowCount {
+    fn name(&self) -> String {
+        "slow-count".into()
+    }
+
+    fn merge(&self, _key: &[u8], older: &mut Vec<u8>, newer: &[u8]) -> spillway_core::Result<()> {
+        std::thread::sleep(Duration::from_micros(100));
+        let count = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().expect("validated"));
+        *older = (count(older) + count(newer)).to_le_bytes().to_vec();
+        Ok(())
+    }
+
+    fn validate(&self, _kind: Kind, value: &[u8]) -> spillway_core::Result<()> {
+        if value.len() == 8 {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "a count is 8 bytes, not {}",
+                value.len()
+            )))
+        }
+    }
+}
+
+/// Adds 1 to the count of each of keys `0..keys`, in one batch per round,
+/// until at least `beside` root spills have run beside a rewrite (and at
+/// least 20 rounds, at most 500); returns the rounds written.
+pub fn count_until_spills_beside_rewrites(store: &Store, keys: u64, beside: u64) -> u64 {
+    let mut rounds = 0;
+    while rounds < 20 || (rounds < 500 && store.stats().spills_beside_rewrites < beside) {
+        let mut batch = WriteBatch::new();
+        for i in 0..keys {
+            batch.merge(&key(i), &1u64.to_le_bytes());
+        }
+        store.write(&batch).unwrap();
+        rounds += 1;
+    }
+    rounds
+}
+
+/// The count of key `i`.
+pub fn count(store: &Store, i: u64) -> u64 {
+    let value = store.get(&key(i)).unwrap().expect("every key was counted");
+    u64::from_le_bytes(value.try_into().unwrap())
 }
