@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{count, count_until_spills_beside_rewrites, key, scanned, small_options, value, Rng, SlowCount};
+use common::{
+    assert_counted, count_until_spills_beside_rewrites, key, scanned, small_options, value, Rng, SlowCount,
+};
 use spillway_agg::{Output, Value};
 use spillway_core::{ErrorKind, Fs, SimFs};
 use spillway_kv::{AggregateMerge, Options, Store, SyncMode, WriteBatch};
@@ -350,18 +352,12 @@ fn roots_spill_beside_a_long_rewrite_and_nothing_is_lost() {
     // rewrites (forced by repeats) merge, and sleep.
     let keys = 1000;
     let rounds = count_until_spills_beside_rewrites(&store, keys, 2);
-    let stats = store.stats();
-    assert!(stats.spills_beside_rewrites >= 2, "{stats:?}");
-    for i in 0..keys {
-        assert_eq!(count(&store, i), rounds, "key {i}");
-    }
+    assert_counted(&store, keys, rounds);
     store.settle().unwrap();
     store.verify().unwrap();
     store.close().unwrap();
     let store = Store::open_on(fs, dir, options).unwrap();
-    for i in 0..keys {
-        assert_eq!(count(&store, i), rounds, "key {i} after a reopen");
-    }
+    assert_counted(&store, keys, rounds);
 }
 
 /// Flips one byte at `offset` of `path`.

@@ -95,8 +95,8 @@ impl MergeOperator for SlowCount {
 }
 
 /// Adds 1 to the count of each of keys `0..keys`, in one batch per round,
-/// until at least `beside` root spills have run beside a rewrite (and at
-/// least 20 rounds, at most 500); returns the rounds written.
+/// until at least `beside` root spills have run beside a rewrite (at least
+/// 20 rounds, at most 500; fails if too few did); returns the rounds.
 pub fn count_until_spills_beside_rewrites(store: &Store, keys: u64, beside: u64) -> u64 {
     let mut rounds = 0;
     while rounds < 20 || (rounds < 500 && store.stats().spills_beside_rewrites < beside) {
@@ -107,11 +107,15 @@ pub fn count_until_spills_beside_rewrites(store: &Store, keys: u64, beside: u64)
         store.write(&batch).unwrap();
         rounds += 1;
     }
+    let stats = store.stats();
+    assert!(stats.spills_beside_rewrites >= beside, "{stats:?}");
     rounds
 }
 
-/// The count of key `i`.
-pub fn count(store: &Store, i: u64) -> u64 {
-    let value = store.get(&key(i)).unwrap().expect("every key was counted");
-    u64::from_le_bytes(value.try_into().unwrap())
+/// Checks that each of keys `0..keys` was counted `rounds` times.
+pub fn assert_counted(store: &Store, keys: u64, rounds: u64) {
+    for i in 0..keys {
+        let value = store.get(&key(i)).unwrap().expect("every key was counted");
+        assert_eq!(u64::from_le_bytes(value.try_into().unwrap()), rounds, "key {i}");
+    }
 }
