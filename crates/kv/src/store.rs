@@ -1093,10 +1093,34 @@ struct Rewritten {
     edit: Edit,
     /// How a slow split ended (`None` for a spill).
     outcome: Option<SlowSplit>,
+    moved: Moved,
+}
+
+/// What a spill or split read and wrote, for the metrics.
+struct Moved {
     files: usize,
     records: u64,
     read: u64,
     written: u64,
+}
+
+impl Moved {
+    fn of(job: &Job<'_>) -> Moved {
+        Moved {
+            files: job.written.len(),
+            records: job.records_in,
+            read: job.bytes_read,
+            written: job.bytes_written(),
+        }
+    }
+
+    /// Adds this change, which started at `started`, to `metrics`.
+    fn record(&self, metrics: &Metrics, started: Instant) {
+        add(&metrics.list_bytes_written, self.written);
+        add(&metrics.list_bytes_read, self.read);
+        add(&metrics.records_spilled, self.records);
+        metrics.spill_latency_us.record(started.elapsed());
+    }
 }
 
 /// Tells the worker that the rewrite thread ended, however it ended.
@@ -1318,16 +1342,11 @@ impl Worker {
         }
         let mut job = Self::job(&shared);
         let edit = spill::spill_root(&mut job, tree, frozen.root.clone())?;
-        let (written, records, read) = (job.written.len(), job.records_in, job.bytes_read);
-        let bytes = job.bytes_written();
+        let moved = Moved::of(&job);
         drop(job);
         self.counters.log_number = frozen.log_number;
-        self.commit(tree, edit, written > 0, true)?;
-        let metrics = &shared.metrics;
-        add(&metrics.list_bytes_written, bytes);
-        add(&metrics.list_bytes_read, read);
-        add(&metrics.records_spilled, records);
-        metrics.spill_latency_us.record(started.elapsed());
+        self.commit(tree, edit, moved.files > 0, true)?;
+        moved.record(&shared.metrics, started);
         // Logs before the frozen root's successor hold nothing the tree lacks.
         let log_number = frozen.log_number;
         // Recycle the root unless a reader (a scan) still holds it.
@@ -1407,10 +1426,7 @@ impl Worker {
                 Ok(Rewritten {
                     edit,
                     outcome,
-                    files: job.written.len(),
-                    records: job.records_in,
-                    read: job.bytes_read,
-                    written: job.bytes_written(),
+                    moved: Moved::of(&job),
                 })
             })
             .map_err(|error| Error::io("starting the key-value store's rewrite thread", error))?;
@@ -1450,12 +1466,8 @@ impl Worker {
         );
         let edit = tree.rebase(&rewrite.base, origin, done.edit)?;
         self.note_new_nodes(&edit);
-        self.commit(tree, edit, done.files > 0, false)?;
-        let metrics = &self.shared.metrics;
-        add(&metrics.list_bytes_written, done.written);
-        add(&metrics.list_bytes_read, done.read);
-        add(&metrics.records_spilled, done.records);
-        metrics.spill_latency_us.record(rewrite.started.elapsed());
+        self.commit(tree, edit, done.moved.files > 0, false)?;
+        done.moved.record(&self.shared.metrics, rewrite.started);
         Ok(())
     }
 
