@@ -815,8 +815,11 @@ impl Store {
         self.flush()?;
         let shared = &*self.shared;
         let mut control = lock(&shared.control);
+        // The pass under way may have looked for files to delete before
+        // this call, while a reader of ours still held them: wait for one
+        // that began after it.
         let start = control.idle_passes;
-        while control.idle_passes == start {
+        while control.idle_passes < start + 2 {
             if control.failed {
                 drop(control);
                 shared.poison.check()?;
