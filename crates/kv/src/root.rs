@@ -4,13 +4,18 @@
 //!
 //! Flat and allocation-free per record: every record's bytes go to one
 //! arena, every record gets a 12-byte entry, and the index is an
-//! open-addressing table of 8-byte slots keyed by the lower half of the
-//! key's hash (already a good hash), which also places the slot. A slot
+//! open-addressing table of 8-byte slots keyed by the upper half of the
+//! key's hash (already a good hash), whose top bits place the slot. A slot
 //! holds that half and the number of the newest entry with it, so probing
 //! past other hashes reads nothing but the table. Records whose hashes
-//! share the lower half (older records of the same key among them) are
-//! chained through their entries, newest first; an entry keeps the upper
+//! share the upper half (older records of the same key among them) are
+//! chained through their entries, newest first; an entry keeps the lower
 //! half, so the whole hash is known without reading the record.
+//!
+//! Placing slots by the top bits keeps the table in hash order but for
+//! the few slots that probing moved on: a spill reads it front to back
+//! and only puts those few back in place, where sorting the whole root
+//! by hash took most of a root spill's first, single-threaded step.
 //!
 //! Index bytes are what a root spends instead of records: at 16-byte
 //! records, 16-byte entries and slots let a 64 MiB root hold 0.96 M
@@ -36,7 +41,7 @@ use crate::collapse::{Folded, Source};
 use crate::merge::MergeOperator;
 use crate::record::{self, Kind, RecordRef, RecordSpan};
 
-/// No older entry with the same lower half of the hash.
+/// No older entry with the same upper half of the hash.
 const NONE: u32 = u32::MAX;
 /// Bytes of the fixed part of an entry.
 const ENTRY_BYTES: usize = size_of::<Entry>();
@@ -53,26 +58,32 @@ const TABLE_SLOTS_MIN: usize = 1024;
 struct Entry {
     /// Where the record starts in the arena.
     offset: u32,
-    /// The next older entry with the same lower half of the hash, or
+    /// The next older entry with the same upper half of the hash, or
     /// [`NONE`].
     older: u32,
-    /// The upper half of the record's hash.
-    high: u32,
+    /// The lower half of the record's hash.
+    low: u32,
 }
 
-/// A table slot: the lower half of a hash, and the entry number + 1 of the
+/// A table slot: the upper half of a hash, and the entry number + 1 of the
 /// newest entry with it (0: empty). The half is kept so that probing never
 /// reads an entry (another cache miss).
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    low: u32,
+    high: u32,
     head: u32,
 }
 
-/// The halves of a hash: the lower one keys the table, the upper one
+/// The halves of a hash: the upper one keys the table, the lower one
 /// stays with the entry.
 fn halves(hash: Hash64) -> (u32, u32) {
     (hash as u32, (hash >> 32) as u32)
+}
+
+/// Where a table of `slots` slots (a power of two) places the upper half
+/// `high`: its top bits, so that slots follow hash order.
+fn home(high: u32, slots: usize) -> usize {
+    ((u64::from(high) * slots as u64) >> 32) as usize
 }
 
 /// The hash of its halves.
@@ -149,9 +160,9 @@ impl RootBuffer {
         }
         let base = self.arena.len() as u32;
         self.arena.extend_from_slice(batch.data());
-        let mask = self.table.len() - 1;
+        let slots = self.table.len();
         let hashes = batch.hashes();
-        let slot = |hash: Hash64| halves(hash).0 as usize & mask;
+        let slot = |hash: Hash64| home(halves(hash).1, slots);
         for &hash in hashes.iter().take(READ_AHEAD) {
             prefetch(&self.table[slot(hash)]);
         }
@@ -169,8 +180,8 @@ impl RootBuffer {
     #[inline]
     fn add_entry(&mut self, hash: Hash64, offset: u32) {
         let (low, high) = halves(hash);
-        let older = self.link(low, self.entries.len() as u32);
-        self.entries.push(Entry { offset, older, high });
+        let older = self.link(high, self.entries.len() as u32);
+        self.entries.push(Entry { offset, older, low });
     }
 
     /// Appends a record with the hash given (tests give colliding ones).
@@ -194,17 +205,17 @@ impl RootBuffer {
         entries * 4 > self.table.len() * 3
     }
 
-    /// Makes entry `number` the newest with lower half `low` in the
+    /// Makes entry `number` the newest with upper half `high` in the
     /// table; returns the entry it replaces there.
-    fn link(&mut self, low: u32, number: u32) -> u32 {
+    fn link(&mut self, high: u32, number: u32) -> u32 {
         let mask = self.table.len() - 1;
-        let mut at = low as usize & mask;
+        let mut at = home(high, self.table.len());
         loop {
             let slot = &mut self.table[at];
-            if slot.head == 0 || slot.low == low {
+            if slot.head == 0 || slot.high == high {
                 let older = slot.head.wrapping_sub(1);
                 *slot = Slot {
-                    low,
+                    high,
                     head: number + 1,
                 };
                 return older;
@@ -224,7 +235,7 @@ impl RootBuffer {
         let heads: Vec<Slot> = self.table.iter().filter(|slot| slot.head != 0).copied().collect();
         self.table = vec![Slot::default(); Self::grown_slots(self.table.len(), entries)];
         for head in heads {
-            self.link(head.low, head.head - 1);
+            self.link(head.high, head.head - 1);
         }
     }
 
@@ -255,20 +266,20 @@ impl RootBuffer {
     pub fn get(&self, hash: Hash64, key: &[u8], mut visit: impl FnMut(Kind, &[u8]) -> bool) {
         let (low, high) = halves(hash);
         let mask = self.table.len() - 1;
-        let mut at = low as usize & mask;
+        let mut at = home(high, self.table.len());
         let mut number = loop {
             let slot = self.table[at];
             if slot.head == 0 {
                 return;
             }
-            if slot.low == low {
+            if slot.high == high {
                 break slot.head - 1;
             }
             at = (at + 1) & mask;
         };
         while number != NONE {
             let entry = self.entries[number as usize];
-            if entry.high == high {
+            if entry.low == low {
                 let record = self.record_at(hash, entry.offset);
                 if record.key == key && !visit(record.kind, record.value) {
                     return;
@@ -281,23 +292,36 @@ impl RootBuffer {
     /// The records in (hash, key) order, older first among records of one
     /// key.
     pub fn sorted(&self) -> SortedOrder {
-        // Every entry hangs off the slot of its hash's lower half. The table is read in
-        // order; the chains' entries lie all over, so the first of a slot
-        // some way on is asked for ahead.
+        // Every entry hangs off the slot of its hash's upper half, and the
+        // slots follow hash order but for those that probing moved past
+        // others (a few places on; from the end round to the start for
+        // some). The table is read in order; the chains' entries lie all
+        // over, so the first of a slot some way on is asked for ahead.
         let mut order: SortedOrder = Vec::with_capacity(self.entries.len());
+        let mut wrapped = Vec::new();
         for (index, slot) in self.table.iter().enumerate() {
             if let Some(ahead) = self.table.get(index + READ_AHEAD).filter(|ahead| ahead.head != 0) {
                 prefetch(&self.entries[ahead.head as usize - 1]);
             }
-            let mut number = slot.head.wrapping_sub(1);
+            if slot.head == 0 {
+                continue;
+            }
+            let start = order.len();
+            let mut number = slot.head - 1;
             while number != NONE {
                 let entry = self.entries[number as usize];
-                order.push((whole(slot.low, entry.high), entry.offset));
+                order.push((whole(entry.low, slot.high), entry.offset));
                 number = entry.older;
             }
+            // Newest first in the chain: older first in the order.
+            order[start..].reverse();
+            if home(slot.high, self.table.len()) > index {
+                wrapped.extend(order.drain(start..));
+            }
         }
+        order.append(&mut wrapped);
         debug_assert_eq!(order.len(), self.entries.len());
-        sort_by_hash(&mut order);
+        sort_nearly_sorted(&mut order);
         // Runs of equal hashes (colliding keys, or one key written again)
         // go by key, then age; they are short.
         let mut start = 0;
@@ -318,36 +342,32 @@ impl RootBuffer {
     }
 }
 
-/// Sorts `(hash, offset)` pairs: a counting sort into 2^16 buckets by the
-/// hash's top bits (two sequential passes), then each bucket, a few dozen
-/// pairs at most in a root, sorted where it lies. About three times as fast
-/// as a comparison sort of the whole, and as the pairs are distinct the
-/// result is the same.
-fn sort_by_hash(order: &mut SortedOrder) {
-    const BUCKET_BITS: u32 = 16;
-    if order.len() < 1 << 12 {
-        order.sort_unstable();
-        return;
+/// Sorts `(hash, offset)` pairs that are in order but for a few out of
+/// place by a short way: an insertion sort, whose moves are as many as the
+/// pairs out of order, falling back to a comparison sort past a few moves
+/// per pair (hashes that share their top bits, as tests make, pile up in
+/// one slot's chain).
+fn sort_nearly_sorted(order: &mut SortedOrder) {
+    const MOVES_PER_PAIR: usize = 8;
+    let budget = order.len() * MOVES_PER_PAIR;
+    let mut moves = 0;
+    for index in 1..order.len() {
+        let pair = order[index];
+        if pair >= order[index - 1] {
+            continue;
+        }
+        let mut at = index;
+        while at > 0 && order[at - 1] > pair {
+            order[at] = order[at - 1];
+            at -= 1;
+        }
+        order[at] = pair;
+        moves += index - at;
+        if moves > budget {
+            order.sort_unstable();
+            return;
+        }
     }
-    let bucket = |hash: Hash64| (hash >> (64 - BUCKET_BITS)) as usize;
-    let mut starts = vec![0usize; (1 << BUCKET_BITS) + 1];
-    for &(hash, _) in order.iter() {
-        starts[bucket(hash) + 1] += 1;
-    }
-    for index in 1..starts.len() {
-        starts[index] += starts[index - 1];
-    }
-    let mut sorted = vec![(0, 0); order.len()];
-    let mut next = starts.clone();
-    for &pair in order.iter() {
-        let at = &mut next[bucket(pair.0)];
-        sorted[*at] = pair;
-        *at += 1;
-    }
-    for window in starts.windows(2) {
-        sorted[window[0]..window[1]].sort_unstable();
-    }
-    *order = sorted;
 }
 
 /// A root buffer's records in (hash, key) order, within a hash range, a
@@ -510,24 +530,25 @@ mod tests {
         assert_eq!(versions(&root, 4999 * 7, &4999u64.to_le_bytes()).len(), 1);
         assert!(root.bytes() >= root.arena.len() + 5003 * 12);
 
-        // Hashes that share their lower half share a slot and a chain, yet
+        // Hashes that share their upper half share a slot and a chain, yet
         // keep their own hash: a GET of one never sees the other, and the
-        // sorted order puts each at its whole hash.
-        let (low, high_a, high_b) = (14u64, 9u64 << 32, 3u64 << 32);
-        root.insert(high_a | low, Kind::Put, b"shared key", b"a");
-        root.insert(high_b | low, Kind::Put, b"shared key", b"b");
+        // sorted order puts each at its whole hash. (The hashes above, all
+        // under 2^32, share one chain too.)
+        let (high, low_a, low_b) = (9u64 << 32, 14u64, 3u64);
+        root.insert(high | low_a, Kind::Put, b"shared key", b"a");
+        root.insert(high | low_b, Kind::Put, b"shared key", b"b");
         assert_eq!(
-            versions(&root, high_a | low, b"shared key"),
+            versions(&root, high | low_a, b"shared key"),
             vec![(Kind::Put, b"a".to_vec())]
         );
         assert_eq!(
-            versions(&root, high_b | low, b"shared key"),
+            versions(&root, high | low_b, b"shared key"),
             vec![(Kind::Put, b"b".to_vec())]
         );
         let order = root.sorted();
         assert_eq!(order.len(), root.len());
         assert!(order.windows(2).all(|pair| pair[0].0 <= pair[1].0));
-        for hash in [low, high_b | low, high_a | low] {
+        for hash in [low_a, high | low_b, high | low_a] {
             assert!(order.iter().any(|&(sorted, _)| sorted == hash), "{hash:#x}");
         }
     }
@@ -561,20 +582,67 @@ mod tests {
     }
 
     #[test]
-    fn the_bucket_sort_orders_as_a_comparison_sort_does() {
+    fn nearly_sorted_pairs_and_unsorted_ones_sort_as_a_comparison_sort_does() {
         let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut order: SortedOrder = (0..50_000u32)
-            .map(|offset| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                // Some hashes repeat, some share their top bits.
-                (if offset % 7 == 0 { state & 0xffff } else { state }, offset)
+        let mut random = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // In order but for pairs moved a few places, and some hashes repeated.
+        let mut nearly: SortedOrder = (0..50_000u32)
+            .map(|offset| (u64::from(offset / 3) << 20, offset))
+            .collect();
+        for _ in 0..5000 {
+            let at = random() as usize % (nearly.len() - 8);
+            nearly.swap(at, at + 1 + random() as usize % 7);
+        }
+        // Out of order throughout: past the insertion sort's budget.
+        let shuffled: SortedOrder = (0..50_000u32).map(|offset| (random() & 0xffff, offset)).collect();
+        for mut order in [nearly, shuffled] {
+            let mut expected = order.clone();
+            expected.sort_unstable();
+            sort_nearly_sorted(&mut order);
+            assert_eq!(order, expected);
+        }
+    }
+
+    #[test]
+    fn a_full_root_of_random_hashes_sorts_with_the_slots_probed_round_the_end() {
+        let mut root = RootBuffer::new();
+        let mut batch = WriteBatch::new();
+        for i in 0..200_000u64 {
+            batch.put(&i.to_le_bytes(), b"v");
+            if batch.len() == 1000 {
+                root.insert_batch(&batch);
+                batch.clear();
+            }
+        }
+        root.insert(u64::MAX, Kind::Put, b"last", b"x");
+        root.insert(u64::MAX - 1, Kind::Put, b"next to last", b"x");
+        let last = root.table.len() - 1;
+        assert!(
+            root.table[0].head != 0 && root.table[last].head != 0,
+            "slots at both ends are taken"
+        );
+        let order = root.sorted();
+        let mut expected: SortedOrder = (0..root.entries.len())
+            .map(|number| {
+                let entry = root.entries[number];
+                let record = root.record_at(0, entry.offset);
+                (record.key.to_vec(), entry.offset)
+            })
+            .map(|(key, offset)| {
+                let hash = match key.as_slice() {
+                    b"last" => u64::MAX,
+                    b"next to last" => u64::MAX - 1,
+                    key => spillway_core::hash64(key),
+                };
+                (hash, offset)
             })
             .collect();
-        let mut expected = order.clone();
         expected.sort_unstable();
-        sort_by_hash(&mut order);
         assert_eq!(order, expected);
     }
 
