@@ -60,16 +60,18 @@ pub struct Options {
     /// versions under a third of its live records: a store that fits the
     /// page cache better reads the device less per GET.
     pub unique_ratio_min: f64,
-    /// Lists a node holds at most before it is spilled (internal) or
-    /// slowly split (leaf), however few bytes they hold (0 disables). A
-    /// GET tests one filter per list on its path, so this bounds its
+    /// Lists over one hash a node holds at most before it is spilled
+    /// (internal) or slowly split (leaf), however few bytes they hold (0
+    /// disables). A GET tests one filter per list on its path whose hash
+    /// range holds its key's hash, so this bounds its
     /// false-positive reads (about 1% of it per level at 10 bits per
     /// key). It matters for small records, whose root spills bring each
     /// child lists far smaller than `node_bytes / fan_out` (a root
     /// buffer holds its records' bytes plus 23-33 bytes of index each).
     pub lists_max: usize,
     /// False-positive block reads a GET may expect from one node's lists
-    /// (the sum of their filters' rates) before the node is spilled
+    /// (the sum of the rates of the filters it tests, at the hash that
+    /// meets the most) before the node is spilled
     /// (internal) or slowly split (leaf), however few lists it has (0
     /// disables). With the default 0.15 it binds for large records, whose
     /// filters get fewer bits of the index budget: about 24 lists at

@@ -1306,11 +1306,11 @@ impl Worker {
     /// Whether `node` holds more lists than a GET should test: more than
     /// `lists_max`, or more false positives than `false_positives_max`.
     fn crowded(node: &Node, options: &Options) -> bool {
-        let lists = node.lists.len();
+        let (lists, false_positives) = node.lists_met();
         (options.lists_max > 0 && lists > options.lists_max)
             || (options.false_positives_max > 0.0
                 && lists >= 2
-                && node.false_positive_reads() > options.false_positives_max)
+                && false_positives > options.false_positives_max)
     }
 
     /// A spill (internal) or slow split (leaf) that `node` needs for

@@ -75,16 +75,36 @@ impl Node {
         self.lists.iter().map(ListRef::records).sum()
     }
 
-    /// Block reads a GET of an absent key expects from its lists'
-    /// filters' false positives. Lists without a filter (written with no
-    /// bits, answering "maybe" to every key) do not count: the bound on
-    /// them is `lists_max`.
-    pub fn false_positive_reads(&self) -> f64 {
-        self.lists
-            .iter()
-            .map(|list| list.file.false_positive_rate())
-            .filter(|&rate| rate < 1.0)
-            .sum()
+    /// What a GET of an absent key meets in this node at worst: the most
+    /// lists whose hash range holds one hash, and the most block reads
+    /// their filters' false positives cost. A GET tests only the lists
+    /// whose range holds its hash, and a slow split's halves or a fast
+    /// split's parts cover ranges apart, so lists are counted where they
+    /// overlap, not summed. Lists without a filter (written with no bits,
+    /// answering "maybe" to every key) count as lists, not as reads.
+    pub fn lists_met(&self) -> (usize, f64) {
+        // Each list starts at its low hash and ends past its high one;
+        // at one hash, starts come first (ranges hold both ends).
+        let mut bounds: Vec<(Hash64, bool, f64)> = Vec::with_capacity(2 * self.lists.len());
+        for list in &self.lists {
+            let rate = list.file.false_positive_rate();
+            let reads = if rate < 1.0 { rate } else { 0.0 };
+            bounds.push((list.low, false, reads));
+            bounds.push((list.high, true, reads));
+        }
+        bounds.sort_unstable_by_key(|&(hash, end, _)| (hash, end));
+        let (mut lists, mut reads, mut most) = (0usize, 0.0f64, (0usize, 0.0f64));
+        for (_, end, rate) in bounds {
+            if end {
+                lists -= 1;
+                reads -= rate;
+            } else {
+                lists += 1;
+                reads += rate;
+                most = (most.0.max(lists), most.1.max(reads));
+            }
+        }
+        most
     }
 
     /// The estimated share of its records that are distinct keys (1 when
@@ -450,6 +470,41 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("reachable"));
+    }
+
+    #[test]
+    fn a_get_meets_only_the_lists_whose_range_holds_its_hash() {
+        use std::path::Path;
+
+        use spillway_core::{Fs, SimFs};
+
+        use crate::list::tests::write;
+
+        let fs = Arc::new(SimFs::new());
+        fs.create_dir_all(Path::new("/l")).unwrap();
+        let whole = |number| ListRef::whole(write(&fs, number, 500, 0).0);
+        let (all, halved, again) = (whole(1), whole(2), whole(3));
+        let cut = halved.median_hash().unwrap();
+        let mut leaf = Node::new(1, 0, u64::MAX);
+        assert_eq!(leaf.lists_met(), (0, 0.0));
+        // A list over everything, and one list's halves: two at any hash.
+        leaf.lists.push(all.clone());
+        leaf.lists.push(halved.narrow(0, cut - 1).unwrap());
+        leaf.lists.push(halved.narrow(cut, u64::MAX).unwrap());
+        let rate = |list: &ListRef| list.file.false_positive_rate();
+        let (lists, reads) = leaf.lists_met();
+        assert_eq!(lists, 2);
+        assert!((reads - rate(&all) - rate(&halved)).abs() < 1e-12, "{reads}");
+        // Ranges hold both ends: a list of the cut's hash alone meets the
+        // upper half there.
+        leaf.lists.push(again.narrow(cut, cut).unwrap());
+        assert_eq!(leaf.lists_met().0, 3);
+        leaf.lists.pop();
+        leaf.lists.push(again.narrow(cut - 1, cut - 1).unwrap());
+        assert_eq!(leaf.lists_met().0, 3);
+        leaf.lists.pop();
+        leaf.lists.push(again.narrow(0, cut - 1).unwrap());
+        assert_eq!(leaf.lists_met().0, 3);
     }
 
     #[test]
