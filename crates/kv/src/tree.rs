@@ -472,8 +472,9 @@ mod tests {
             .contains("reachable"));
     }
 
-    #[test]
-    fn a_get_meets_only_the_lists_whose_range_holds_its_hash() {
+    /// Three whole lists of 500 keys each, files 1-3 of a simulated file
+    /// system.
+    fn three_lists() -> [ListRef; 3] {
         use std::path::Path;
 
         use spillway_core::{Fs, SimFs};
@@ -482,8 +483,12 @@ mod tests {
 
         let fs = Arc::new(SimFs::new());
         fs.create_dir_all(Path::new("/l")).unwrap();
-        let whole = |number| ListRef::whole(write(&fs, number, 500, 0).0);
-        let (all, halved, again) = (whole(1), whole(2), whole(3));
+        [1, 2, 3].map(|number| ListRef::whole(write(&fs, number, 500, 0).0))
+    }
+
+    #[test]
+    fn a_get_meets_only_the_lists_whose_range_holds_its_hash() {
+        let [all, halved, again] = three_lists();
         let cut = halved.median_hash().unwrap();
         let mut leaf = Node::new(1, 0, u64::MAX);
         assert_eq!(leaf.lists_met(), (0, 0.0));
@@ -509,16 +514,7 @@ mod tests {
 
     #[test]
     fn a_rebased_edit_keeps_the_lists_appended_since_its_base_narrowed_to_each_node() {
-        use std::path::Path;
-
-        use spillway_core::{Fs, SimFs};
-
-        use crate::list::tests::write;
-
-        let fs = Arc::new(SimFs::new());
-        fs.create_dir_all(Path::new("/l")).unwrap();
-        let whole = |number| ListRef::whole(write(&fs, number, 500, 0).0);
-        let (old, merged, appended) = (whole(1), whole(2), whole(3));
+        let [old, merged, appended] = three_lists();
         let mut base = Tree::empty();
         let mut leaf = (**base.node(1)).clone();
         leaf.lists.push(old);
