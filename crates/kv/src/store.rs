@@ -1452,7 +1452,7 @@ impl Worker {
         let done = rewrite
             .thread
             .join()
-            .map_err(|_| Error::Internal("a spill or split thread panicked".into()))??;
+            .map_err(|_| Error::Internal("the key-value store's rewrite thread panicked".into()))??;
         lock(&self.shared.control).rewrite_ended = false;
         let (Fix::Spill(origin, forced) | Fix::Split(origin, forced)) = rewrite.fix else {
             unreachable!("grow and divide move no data")
