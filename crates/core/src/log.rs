@@ -132,6 +132,18 @@ impl LogWriter {
     /// [`LogSync::sync_to`]. The buffer is kept, so appends allocate only
     /// while frames grow.
     pub fn append_with(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<u64> {
+        self.append_overlapped(encode, &mut || {})
+    }
+
+    /// Appends one frame as [`append_with`](Self::append_with) does,
+    /// running `meanwhile` once while the frame is written
+    /// ([`FsFile::write_at_overlapped`]: before the write's outcome is
+    /// known). An error before the write (a frame over 4 GiB) runs nothing.
+    pub fn append_overlapped(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>),
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<u64> {
         let frame = &mut self.frame;
         frame.clear();
         frame.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
@@ -146,8 +158,11 @@ impl LogWriter {
         frame[..4].copy_from_slice(&payload_len.to_le_bytes());
         frame[4..8].copy_from_slice(&crc.to_le_bytes());
         match &mut self.pages {
-            None => self.shared.file.write_at(frame, self.written)?,
-            Some(pages) => write_pages(self.shared.file.as_ref(), pages, self.written, frame)?,
+            None => self
+                .shared
+                .file
+                .write_at_overlapped(frame, self.written, meanwhile)?,
+            Some(pages) => write_pages(self.shared.file.as_ref(), pages, self.written, frame, meanwhile)?,
         }
         self.written += frame.len() as u64;
         self.shared.written.store(self.written, Ordering::Release);
@@ -184,7 +199,13 @@ impl LogWriter {
 /// with the bytes of `offset`'s page before it (kept from the last call)
 /// and is grown when the frame needs more pages. Leaves the bytes of the
 /// page the frame ends in at the front of `pages`.
-fn write_pages(file: &dyn FsFile, pages: &mut AlignedBuffer, offset: u64, frame: &[u8]) -> Result<()> {
+fn write_pages(
+    file: &dyn FsFile,
+    pages: &mut AlignedBuffer,
+    offset: u64,
+    frame: &[u8],
+    meanwhile: &mut dyn FnMut(),
+) -> Result<()> {
     let head = offset as usize % PAGE_BYTES;
     let end = head + frame.len();
     let padded = end.next_multiple_of(PAGE_BYTES);
@@ -195,7 +216,7 @@ fn write_pages(file: &dyn FsFile, pages: &mut AlignedBuffer, offset: u64, frame:
     }
     pages[head..end].copy_from_slice(frame);
     pages[end..padded].fill(0);
-    file.write_at(&pages[..padded], offset - head as u64)?;
+    file.write_at_overlapped(&pages[..padded], offset - head as u64, meanwhile)?;
     let last_page = padded - PAGE_BYTES;
     pages.copy_within(last_page..end, 0);
     Ok(())

@@ -101,29 +101,6 @@ impl WriteBatch {
         u32::try_from(self.data.len()).unwrap_or(u32::MAX)
     }
 
-    /// Makes this batch a copy of `other`, in the memory it has (a clone
-    /// would allocate anew).
-    pub(crate) fn copy_from(&mut self, other: &WriteBatch) {
-        // Destructured so that a new field cannot be forgotten here.
-        let WriteBatch {
-            data,
-            hashes,
-            starts,
-            kind_counts,
-            user_bytes,
-            longest,
-        } = other;
-        self.data.clear();
-        self.data.extend_from_slice(data);
-        self.hashes.clear();
-        self.hashes.extend_from_slice(hashes);
-        self.starts.clear();
-        self.starts.extend_from_slice(starts);
-        self.kind_counts = *kind_counts;
-        self.user_bytes = *user_bytes;
-        self.longest = *longest;
-    }
-
     /// Empties the batch, keeping its memory.
     pub fn clear(&mut self) {
         self.data.clear();
@@ -241,12 +218,6 @@ mod tests {
         assert_eq!(WriteBatch::decode(batch.data(), 3).unwrap(), batch);
         assert!(WriteBatch::decode(batch.data(), 2).is_err());
         assert!(WriteBatch::decode(&batch.data()[..batch.data().len() - 1], 3).is_err());
-        let mut copy = WriteBatch::new();
-        copy.put(b"longer than the batch copied into it", b"x");
-        let capacity = copy.data.capacity();
-        copy.copy_from(&batch);
-        assert_eq!(copy, batch);
-        assert_eq!(copy.data.capacity(), capacity);
         batch.clear();
         assert!(batch.is_empty());
     }

@@ -32,7 +32,6 @@ mod bloom;
 mod cache;
 mod collapse;
 pub mod format;
-mod inserter;
 mod inspect;
 mod kmv;
 mod list;

@@ -10,9 +10,10 @@
 //!
 //! - Writers append under one lock (the log keeps the order), then, in
 //!   `SyncMode::Always`, wait for the log's sync outside it, so writers
-//!   that wait together share one fsync. A large synced batch goes into
-//!   the active root on the inserter thread while its writer waits for
-//!   the disk (inserter.rs).
+//!   that wait together share one fsync. A batch goes into the active
+//!   root while the log's direct write of it is in flight
+//!   (`FsFile::write_at_overlapped`), so the writer's own work hides in
+//!   the device's round trip instead of following it.
 //! - A full active root is frozen: its log is sealed, a new log started
 //!   (over the spare of zeros the worker prepared, when there is one), and
 //!   the root moves into the view, where the worker spills it while a
@@ -28,8 +29,7 @@
 //!   root is moved into the view under the active root's write lock, so a
 //!   record is always in one of the two places the reader looks.
 //!
-//! Lock order: writer → spare log, writer → inserter queue, writer →
-//! active → view; control alone (nothing is taken while it is held but the
+//! Lock order: writer → spare log, writer → active → view; control alone (nothing is taken while it is held but the
 //! view, for reading).
 
 use std::collections::HashMap;
@@ -46,7 +46,6 @@ use spillway_core::{ensure, hash64, DirectoryLock, Error, Fs, Histogram, Poison,
 use crate::batch::WriteBatch;
 use crate::cache::FileCache;
 use crate::collapse::Folded;
-use crate::inserter::{self, Inserter};
 use crate::list::{self, ListFile};
 use crate::manifest::{self, Counters, ManifestWriter, Recovered};
 use crate::options::{Options, SyncMode};
@@ -146,11 +145,7 @@ struct Shared {
     spare_root: Mutex<Option<RootBuffer>>,
     /// The spare log the worker prepares for the next freeze.
     spare_log: Mutex<SpareLog>,
-    /// Shared with the inserter thread, which needs nothing else.
-    active: Arc<RwLock<RootBuffer>>,
-    /// Puts large batches into the active root while their writers wait
-    /// for the log's disk (`SyncMode::Always` only).
-    inserter: Option<Arc<Inserter>>,
+    active: RwLock<RootBuffer>,
     view: RwLock<View>,
     control: Mutex<Control>,
     /// Wakes the worker: a root froze, or the store closes.
@@ -464,8 +459,7 @@ impl Store {
             frozen: None,
             tree: Arc::new(recovered.tree),
         };
-        let active = Arc::new(RwLock::new(root));
-        let inserter = (manifest.is_some() && options.sync == SyncMode::Always).then(Inserter::new);
+        let active = RwLock::new(root);
         let shared = Arc::new(Shared {
             fs: fs.clone(),
             dir: dir.to_path_buf(),
@@ -479,7 +473,6 @@ impl Store {
             spare_root: Mutex::new(None),
             spare_log: Mutex::new(SpareLog::default()),
             active,
-            inserter: inserter.clone(),
             view: RwLock::new(view),
             control: Mutex::new(Control::default()),
             wake: Condvar::new(),
@@ -515,11 +508,6 @@ impl Store {
             worker: Mutex::new(worker),
             _lock: None,
         };
-        if let Some(inserter) = inserter {
-            let root = store.shared.active.clone();
-            // On an error the store is dropped, which stops the worker.
-            inserter.start(move |batch: &WriteBatch| write(&root).insert_batch(batch))?;
-        }
         Ok(store)
     }
 
@@ -601,7 +589,7 @@ impl Store {
         self.check_batch(batch)?;
         let shared = &*self.shared;
         let started = Instant::now();
-        let (sync, end, ticket) = {
+        let (sync, end) = {
             let mut writer = lock(&shared.writer);
             shared.poison.check()?;
             if writer.wal.is_none() {
@@ -611,21 +599,14 @@ impl Store {
             let seq = writer.next_seq;
             let wal = writer.wal.as_mut().expect("checked above");
             let start = wal.written();
-            let end = shared.poison.guard(|| wal.append(batch, seq))?;
+            // Into the root while the log's device writes the batch: a
+            // batch whose write fails poisons the store, which then answers
+            // no reads and writes nothing more, so it is never seen.
+            let mut insert = || write(&shared.active).insert_batch(batch);
+            let end = shared.poison.guard(|| wal.append(batch, seq, &mut insert))?;
             add(&shared.metrics.wal_bytes, end - start);
             let sync = (shared.options.sync == SyncMode::Always).then(|| wal.sync().clone());
             writer.next_seq += batch.len() as u64;
-            // Logged: into the root, by the inserter while this thread
-            // waits for the sync, if the batch is worth handing over.
-            let ticket = match &shared.inserter {
-                Some(inserter) if batch.len() >= inserter::RECORDS_MIN => {
-                    Some((inserter, inserter.queue(batch)?))
-                }
-                _ => {
-                    write(&shared.active).insert_batch(batch);
-                    None
-                }
-            };
             let metrics = &shared.metrics;
             let [puts, deletes, merges] = batch.kind_counts();
             add(&metrics.puts, puts);
@@ -633,13 +614,10 @@ impl Store {
             add(&metrics.merges, merges);
             add(&metrics.user_bytes, batch.user_bytes());
             add(&metrics.write_batches, 1);
-            (sync, end, ticket)
+            (sync, end)
         };
         if let Some(sync) = sync {
             shared.poison.guard(|| sync.sync_to(end))?;
-        }
-        if let Some((inserter, ticket)) = ticket {
-            inserter.wait(ticket)?;
         }
         shared.metrics.write_latency_us.record(started.elapsed());
         Ok(())
@@ -664,11 +642,6 @@ impl Store {
     /// first for the frozen one to spill.
     fn make_room(&self, writer: &mut Writer, incoming: Option<&WriteBatch>) -> Result<()> {
         let shared = &*self.shared;
-        // Batches still queued count towards the active root, and belong
-        // to its log.
-        if let Some(inserter) = &shared.inserter {
-            inserter.drain()?;
-        }
         let full = {
             let active = read(&shared.active);
             match incoming {
@@ -869,9 +842,6 @@ impl Store {
                     "the key-value store's worker thread panicked".into(),
                 ));
             }
-        }
-        if let Some(inserter) = &shared.inserter {
-            inserter.stop()?;
         }
         let mut writer = lock(&shared.writer);
         if let Some(wal) = writer.wal.take() {

@@ -79,14 +79,17 @@ impl Wal {
         self.log.seal()
     }
 
-    /// Appends `batch`, its writes numbered from `first_seq`; returns the
-    /// log's end after it, for [`LogSync::sync_to`].
-    pub fn append(&mut self, batch: &WriteBatch, first_seq: u64) -> Result<u64> {
-        self.log.append_with(|frame| {
+    /// Appends `batch`, its writes numbered from `first_seq`, running
+    /// `meanwhile` while the frame is written
+    /// ([`LogWriter::append_overlapped`]); returns the log's end after it,
+    /// for [`LogSync::sync_to`].
+    pub fn append(&mut self, batch: &WriteBatch, first_seq: u64, meanwhile: &mut dyn FnMut()) -> Result<u64> {
+        let encode = |frame: &mut Vec<u8>| {
             frame.extend_from_slice(&first_seq.to_le_bytes());
             frame.extend_from_slice(&(batch.len() as u32).to_le_bytes());
             frame.extend_from_slice(batch.data());
-        })
+        };
+        self.log.append_overlapped(encode, meanwhile)
     }
 
     /// Bytes written.
@@ -153,10 +156,12 @@ mod tests {
         let mut wal = Wal::create(&fs, dir, 3).unwrap();
         let mut batch = WriteBatch::new();
         batch.put(b"a", b"1").delete(b"b");
-        wal.append(&batch, 10).unwrap();
+        let mut ran = 0;
+        wal.append(&batch, 10, &mut || ran += 1).unwrap();
         let mut second = WriteBatch::new();
         second.merge(b"c", b"x");
-        let end = wal.append(&second, 12).unwrap();
+        let end = wal.append(&second, 12, &mut || ran += 1).unwrap();
+        assert_eq!(ran, 2, "each append runs its work once");
         wal.sync().sync_to(end).unwrap();
         let mut replayed = Vec::new();
         let valid = replay(&fs, dir, 3, |batch, seq| {

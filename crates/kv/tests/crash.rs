@@ -33,7 +33,7 @@ fn write_until_failure(store: &Store, rng: &mut Rng, limit: usize) -> (Contents,
     for round in 0..limit as u64 {
         let mut attempted = acknowledged.clone();
         let mut batch = WriteBatch::new();
-        // Now and then a batch large enough for the root inserter thread.
+        // Now and then a batch of a few hundred records.
         let records = if round % 8 == 7 {
             256 + rng.below(64)
         } else {
@@ -224,8 +224,8 @@ fn a_failed_sync_in_the_background_poisons_the_store() {
 
 #[test]
 fn large_batches_from_several_writers_are_visible_once_acknowledged_and_survive_a_crash() {
-    // Batches of 300 records go through the root inserter thread; roots
-    // of 64 KiB freeze every few batches, each once the queue is drained.
+    // Batches of 300 records from several writers; roots of 64 KiB freeze
+    // every few batches.
     let fs = Arc::new(SimFs::new());
     let dir = Path::new("/inserted");
     let options = Options {

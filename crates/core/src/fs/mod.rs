@@ -44,6 +44,8 @@
 //! offset 8192 of /x/000007.list: No space left on device (os error 28)`, and
 //! keeps the operating system's error number ([`Error::raw_os_error`]).
 
+#[cfg(target_os = "linux")]
+mod aio;
 mod direct_writer;
 mod lock;
 mod real;
@@ -210,6 +212,19 @@ pub trait FsFile: Send + Sync + Debug {
     /// Writes all of `buf` at `offset` (pwrite), extending the file if
     /// needed. On error a prefix may have been written (assumption 5).
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+
+    /// Writes all of `buf` at `offset` as [`write_at`](Self::write_at)
+    /// does, running `meanwhile` once while the device works: a file of
+    /// [`RealFs`](super::RealFs) open with direct I/O on Linux starts the
+    /// write, runs `meanwhile` and then waits for the write, so the caller's
+    /// own work overlaps the device's round trip; elsewhere the write is
+    /// done first. `meanwhile` runs before the write's outcome is known,
+    /// and runs whether the write succeeds or not.
+    fn write_at_overlapped(&self, buf: &[u8], offset: u64, meanwhile: &mut dyn FnMut()) -> Result<()> {
+        let written = self.write_at(buf, offset);
+        meanwhile();
+        written
+    }
 
     /// Writes all of `buf` at the current end of the file and returns the
     /// offset it was written at, which is what a log needs to index records.

@@ -6,8 +6,10 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
+#[cfg(target_os = "linux")]
+use super::aio;
 use super::{
     allocate_context, append_context, check_direct_alignment, create_dir_context, exists_context,
     len_context, list_dir_context, read_context, remove_context, rename_context, set_len_context, short_read,
@@ -59,6 +61,8 @@ impl Fs for RealFs {
             path: path.to_path_buf(),
             direct: options.direct,
             append_lock: Mutex::new(()),
+            #[cfg(target_os = "linux")]
+            aio: OnceLock::new(),
         }))
     }
 
@@ -150,6 +154,10 @@ struct RealFile {
     direct: bool,
     /// Serializes `append`s on this handle so two never pick the same end.
     append_lock: Mutex<()>,
+    /// The context of overlapped direct writes, made by the first one;
+    /// `None` inside where the kernel refused it.
+    #[cfg(target_os = "linux")]
+    aio: OnceLock<Option<Mutex<aio::Context>>>,
 }
 
 impl RealFile {
@@ -248,6 +256,35 @@ impl FsFile for RealFile {
         let context = || write_context(&self.path, buf.len(), offset);
         self.check_alignment(context, buf.as_ptr() as usize, offset, buf.len())?;
         self.file.write_all_at(buf, offset).io_context(context)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn write_at_overlapped(&self, buf: &[u8], offset: u64, meanwhile: &mut dyn FnMut()) -> Result<()> {
+        let context = || write_context(&self.path, buf.len(), offset);
+        self.check_alignment(context, buf.as_ptr() as usize, offset, buf.len())?;
+        // Buffered writes are copies into the page cache: nothing to overlap.
+        let aio = self
+            .direct
+            .then(|| self.aio.get_or_init(|| aio::Context::new().map(Mutex::new)));
+        if let Some(Some(aio)) = aio {
+            // A poisoned lock only means a write panicked; the context is fine.
+            let mut aio = aio.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let fd = self.file.as_raw_fd();
+            if let Some(written) = aio.write(fd, buf, offset, meanwhile) {
+                let written = written.io_context(context)?;
+                // The rest of a short write, as `write_all_at` would.
+                return match buf.get(written..) {
+                    Some(rest) if !rest.is_empty() => self
+                        .file
+                        .write_all_at(rest, offset + written as u64)
+                        .io_context(context),
+                    _ => Ok(()),
+                };
+            }
+        }
+        let written = self.file.write_all_at(buf, offset).io_context(context);
+        meanwhile();
+        written
     }
 
     fn append(&self, buf: &[u8]) -> Result<u64> {
@@ -557,6 +594,54 @@ mod tests {
         assert_eq!(&head, b"abc\0\0\0\0\0");
         let error = file.allocate(u64::MAX, 2).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn overlapped_writes_run_their_work_once_and_land() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("log");
+        let block = DIRECT_IO_ALIGNMENT_BYTES as usize;
+        let mut pages = AlignedBuffer::zeroed(3 * block);
+        for (at, byte) in pages.iter_mut().enumerate() {
+            *byte = (at % 251) as u8;
+        }
+        let real = RealFs::new();
+        let sim = crate::SimFs::new();
+        sim.create_dir_all(directory.path()).unwrap();
+        for (fs, direct) in [(&real as &dyn Fs, true), (&real, false), (&sim, false)] {
+            let file = match fs.open(&path, OpenOptions::create_or_truncate().with_direct(direct)) {
+                Ok(file) => file,
+                Err(error) if direct && error.raw_os_error() == Some(libc::EINVAL) => continue,
+                Err(error) => panic!("{error}"),
+            };
+            let mut ran = 0;
+            file.write_at_overlapped(&pages, block as u64, &mut || ran += 1)
+                .unwrap();
+            assert_eq!(ran, 1);
+            let mut back = AlignedBuffer::zeroed(4 * block);
+            file.read_exact_at(&mut back, 0).unwrap();
+            assert!(back[..block].iter().all(|&byte| byte == 0));
+            assert_eq!(&back[block..], &pages[..]);
+
+            // Work that panics leaves no write in flight: it is done by the
+            // time the panic reaches the caller.
+            let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                file.write_at_overlapped(&pages[..block], 0, &mut || panic!("the work failed"))
+            }));
+            assert!(panicked.is_err());
+            file.read_exact_at(&mut back[..block], 0).unwrap();
+            assert_eq!(&back[..block], &pages[..block]);
+
+            // A write the file refuses still runs the work, once, and says
+            // what failed where.
+            let read_only = fs.open(&path, OpenOptions::read().with_direct(direct)).unwrap();
+            let mut ran = 0;
+            let error = read_only
+                .write_at_overlapped(&pages[..block], 0, &mut || ran += 1)
+                .unwrap_err();
+            assert_eq!(ran, 1);
+            assert!(error.to_string().contains("log"), "{error}");
+        }
     }
 
     #[test]
