@@ -261,7 +261,10 @@ impl FsFile for RealFile {
     #[cfg(target_os = "linux")]
     fn write_at_overlapped(&self, buf: &[u8], offset: u64, meanwhile: &mut dyn FnMut()) -> Result<()> {
         let context = || write_context(&self.path, buf.len(), offset);
-        self.check_alignment(context, buf.as_ptr() as usize, offset, buf.len())?;
+        if let Err(error) = self.check_alignment(context, buf.as_ptr() as usize, offset, buf.len()) {
+            meanwhile();
+            return Err(error);
+        }
         // Buffered writes are copies into the page cache: nothing to overlap.
         let aio = self
             .direct
@@ -631,6 +634,16 @@ mod tests {
             assert!(panicked.is_err());
             file.read_exact_at(&mut back[..block], 0).unwrap();
             assert_eq!(&back[..block], &pages[..block]);
+
+            // A misaligned direct write is refused before any I/O, and
+            // still runs the work once.
+            if direct {
+                let mut ran = 0;
+                let error = file
+                    .write_at_overlapped(&pages[1..block + 1], 0, &mut || ran += 1)
+                    .unwrap_err();
+                assert_eq!((ran, error.kind()), (1, ErrorKind::InvalidArgument), "{error}");
+            }
 
             // A write the file refuses still runs the work, once, and says
             // what failed where.
