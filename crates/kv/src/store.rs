@@ -29,8 +29,8 @@
 //!   root is moved into the view under the active root's write lock, so a
 //!   record is always in one of the two places the reader looks.
 //!
-//! Lock order: writer → spare log, writer → active → view; control alone (nothing is taken while it is held but the
-//! view, for reading).
+//! Lock order: writer → spare log, writer → active → view; control alone
+//! (nothing is taken while it is held but the view, for reading).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -459,7 +459,6 @@ impl Store {
             frozen: None,
             tree: Arc::new(recovered.tree),
         };
-        let active = RwLock::new(root);
         let shared = Arc::new(Shared {
             fs: fs.clone(),
             dir: dir.to_path_buf(),
@@ -472,7 +471,7 @@ impl Store {
             current_log: Mutex::new(None),
             spare_root: Mutex::new(None),
             spare_log: Mutex::new(SpareLog::default()),
-            active,
+            active: RwLock::new(root),
             view: RwLock::new(view),
             control: Mutex::new(Control::default()),
             wake: Condvar::new(),

@@ -17,6 +17,8 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use super::real::retry_interrupted;
+
 /// `struct iocb` of `<linux/aio_abi.h>` (little-endian field order).
 #[repr(C)]
 #[derive(Default)]
@@ -158,21 +160,6 @@ impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.done {
             let _ = self.wait();
-        }
-    }
-}
-
-/// Runs a system call until it is not interrupted; its result, or the
-/// error errno names.
-fn retry_interrupted(mut call: impl FnMut() -> libc::c_long) -> io::Result<libc::c_long> {
-    loop {
-        let result = call();
-        if result >= 0 {
-            return Ok(result);
-        }
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(error);
         }
     }
 }

@@ -276,13 +276,14 @@ impl FsFile for RealFile {
             if let Some(written) = aio.write(fd, buf, offset, meanwhile) {
                 let written = written.io_context(context)?;
                 // The rest of a short write, as `write_all_at` would.
-                return match buf.get(written..) {
-                    Some(rest) if !rest.is_empty() => self
-                        .file
-                        .write_all_at(rest, offset + written as u64)
-                        .io_context(context),
-                    _ => Ok(()),
-                };
+                let rest = &buf[written..];
+                if rest.is_empty() {
+                    return Ok(());
+                }
+                return self
+                    .file
+                    .write_all_at(rest, offset + written as u64)
+                    .io_context(context);
             }
         }
         let written = self.file.write_all_at(buf, offset).io_context(context);
@@ -374,7 +375,7 @@ fn fallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
     let len = libc::off_t::try_from(len).map_err(|_| too_large())?;
     // SAFETY: the descriptor belongs to `file`, which the borrow keeps open
     // for the duration of the call; fallocate takes no pointers.
-    retry_interrupted(|| unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) })
+    retry_interrupted(|| unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) }).map(drop)
 }
 
 /// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts write-back of
@@ -386,15 +387,19 @@ fn start_writeback(file: &File) -> io::Result<()> {
     retry_interrupted(|| unsafe {
         libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
     })
+    .map(drop)
 }
 
-/// Calls `call`, a system call returning 0 or -1 with errno, until it is not
-/// interrupted (EINTR).
+/// Calls `call`, a system call returning -1 with errno on failure, until it
+/// is not interrupted (EINTR); returns what it returned otherwise.
 #[cfg(target_os = "linux")]
-fn retry_interrupted(mut call: impl FnMut() -> libc::c_int) -> io::Result<()> {
+pub(super) fn retry_interrupted<T: Copy + PartialOrd + Default>(
+    mut call: impl FnMut() -> T,
+) -> io::Result<T> {
     loop {
-        if call() == 0 {
-            return Ok(());
+        let result = call();
+        if result >= T::default() {
+            return Ok(result);
         }
         let error = io::Error::last_os_error();
         if error.kind() != io::ErrorKind::Interrupted {
