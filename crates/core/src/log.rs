@@ -34,6 +34,16 @@
 //! Group commit: writers append under their own lock and then call
 //! [`LogSync::sync_to`] outside it; one `fdatasync` covers every frame
 //! written when it starts, so writers that wait together share it.
+//!
+//! **Padded logs** ([`LogWriter::padded`]): a crash cannot make a file
+//! shorter than a length it synced, so a log that always keeps zeros
+//! after its last frame, and makes each extension durable before any
+//! frame is written into it, can tell damage from a crash: its frames
+//! are followed by zeros ([`Tail::Zeros`]) or end in a torn write
+//! ([`Tail::Torn`]), and a file that ends at or inside its last frame
+//! ([`Tail::Clean`], [`Tail::CutShort`]) was cut by something else. An
+//! appending log without padding cannot: a crash can leave its last frame
+//! cut by the end of the file.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,7 +68,15 @@ pub struct LogWriter {
     /// For a log over zeros: where whole pages are assembled, starting
     /// with the bytes of the page the log ends in (module docs).
     pages: Option<AlignedBuffer>,
+    /// For a padded log: the file's durable length, which stays past the
+    /// last frame (module docs); `None` for a log that appends.
+    padded_len: Option<u64>,
 }
+
+/// Bytes a padded log grows by at least, in zeros made durable before use.
+const PADDING_BYTES_MIN: u64 = 64 << 10;
+/// Bytes of zeros written by one call while a padded log grows.
+const PADDING_WRITE_BYTES_MAX: usize = 1 << 20;
 
 /// The part of a log that syncs, shared so writers wait for the disk
 /// outside the lock they append under.
@@ -86,6 +104,37 @@ impl LogWriter {
             pages: Some(AlignedBuffer::zeroed(PAGE_BYTES)),
             ..Self::at_end(file, number, 0)
         }
+    }
+
+    /// Makes `log` a padded log (module docs): before a frame would reach
+    /// the end of the file, the file grows by zeros (at least 64 KiB, or
+    /// a quarter of what the log holds), made durable before the frame is
+    /// written, so that zeros always follow the last frame. `file_len` is
+    /// the file's durable length now (0 for a new file). The growth costs
+    /// one `fdatasync` per extension, so it suits logs that are synced
+    /// anyway.
+    pub fn padded(mut self, file_len: u64) -> LogWriter {
+        self.padded_len = Some(file_len);
+        self
+    }
+
+    /// A padded writer that appends to `file` (log `number`) from `end`,
+    /// the end of its valid frames as [`read_log`] returned it. A torn
+    /// frame past `end` is overwritten with zeros (made durable), not cut
+    /// off: the zeros are the log's padding. `file` must not be open with
+    /// direct I/O (the zeros start at an unaligned offset).
+    pub fn reopen_padded(file: Box<dyn FsFile>, number: u64, end: LogEnd) -> Result<LogWriter> {
+        if end.tail != Tail::Zeros && end.len > end.end {
+            let zeros = vec![0u8; (end.len - end.end).min(PADDING_WRITE_BYTES_MAX as u64) as usize];
+            let mut offset = end.end;
+            while offset < end.len {
+                let piece = (zeros.len() as u64).min(end.len - offset) as usize;
+                file.write_at(&zeros[..piece], offset)?;
+                offset += piece as u64;
+            }
+            file.sync_data()?;
+        }
+        Ok(Self::at_end(file, number, end.end).padded(end.len))
     }
 
     /// Cuts off whatever lies past the frames written (the zeros of a file
@@ -124,6 +173,7 @@ impl LogWriter {
             written: end,
             frame: Vec::new(),
             pages: None,
+            padded_len: None,
         }
     }
 
@@ -157,6 +207,17 @@ impl LogWriter {
         let crc = block_crc(self.number, self.written, &frame[FRAME_HEADER_BYTES..]);
         frame[..4].copy_from_slice(&payload_len.to_le_bytes());
         frame[4..8].copy_from_slice(&crc.to_le_bytes());
+        if let Some(padded_len) = self.padded_len {
+            let needed = self.written + frame.len() as u64 + 1;
+            if needed > padded_len {
+                let grown = needed
+                    .max(padded_len + PADDING_BYTES_MIN.max(self.written / 4))
+                    .next_multiple_of(PAGE_BYTES as u64);
+                grow_with_zeros(self.shared.file.as_ref(), padded_len, grown)?;
+                self.padded_len = Some(grown);
+            }
+        }
+        let frame = &self.frame;
         match &mut self.pages {
             None => self
                 .shared
@@ -193,6 +254,30 @@ impl LogWriter {
     pub fn sync_all(&self) -> Result<()> {
         self.shared.sync_to(self.written)
     }
+}
+
+/// Grows `file` from `from` to `to` bytes with zeros and makes them
+/// durable. Writes from the page `from` lies in, in aligned pieces, so a
+/// file open with direct I/O can grow too (the bytes of that page before
+/// `from` are read and written back unchanged).
+fn grow_with_zeros(file: &dyn FsFile, from: u64, to: u64) -> Result<()> {
+    let start = from - from % PAGE_BYTES as u64;
+    let mut zeros = AlignedBuffer::zeroed(PADDING_WRITE_BYTES_MAX.min((to - start) as usize));
+    let mut offset = start;
+    if from > start {
+        let mut head = Vec::with_capacity(PAGE_BYTES);
+        file.read_exact_append(&mut head, (from - start) as usize, start)?;
+        zeros[..head.len()].copy_from_slice(&head);
+    }
+    while offset < to {
+        let piece = (zeros.len() as u64).min(to - offset) as usize;
+        file.write_at(&zeros[..piece], offset)?;
+        if offset == start {
+            zeros[..(from - start) as usize].fill(0);
+        }
+        offset += piece as u64;
+    }
+    file.sync_data()
 }
 
 /// Writes `frame` at `offset` of `file` in whole pages: `pages` starts
@@ -244,20 +329,63 @@ impl LogSync {
     }
 }
 
+/// How a log's bytes end after its last whole frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tail {
+    /// The last frame ends where the file ends.
+    Clean,
+    /// Only zeros follow the last frame (a log written over zeros, or a
+    /// padded log).
+    Zeros,
+    /// A frame that fails its checksum lies within the file with only
+    /// zeros after it: a write torn by a crash.
+    Torn,
+    /// The file ends inside a frame (its header or payload runs past the
+    /// end), and no whole frame follows the header.
+    CutShort,
+}
+
+/// Where a log's valid frames end, as [`read_log`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogEnd {
+    /// The end of the last whole frame: where the next frame goes.
+    pub end: u64,
+    /// The file's length.
+    pub len: u64,
+    /// What follows `end`.
+    pub tail: Tail,
+}
+
+impl LogEnd {
+    /// Whether a crash of a padded log's writer explains this end (zeros
+    /// after the frames, or a torn write with zeros after it). Anything
+    /// else means the file was cut.
+    pub fn padded_crash_tail(&self) -> bool {
+        matches!(self.tail, Tail::Zeros | Tail::Torn)
+    }
+
+    /// Whether the log holds exactly its frames, as a sealed log does.
+    pub fn is_clean(&self) -> bool {
+        self.tail == Tail::Clean
+    }
+}
+
 /// Reads log `number` at `path` whole and calls `visit` with each frame's
-/// offset and payload, in order. Returns the end of the last valid frame:
-/// the log's length, or less when its last frame is torn.
+/// offset and payload, in order. Returns where the valid frames end and
+/// what follows them.
 ///
-/// A frame that fails its checksum or is cut short is the torn end only if
-/// nothing but zeros follows it; otherwise the log is corrupt, and the
-/// error names the file and the frame's offset. An error from `visit` ends
-/// the read.
+/// A frame that fails its checksum or is cut short ends the log only if
+/// no valid frame follows it (only zeros after a bad checksum; no frame
+/// anywhere after a header that runs past the end); otherwise the log is
+/// corrupt, and the error names the file and the frame's offset. Whether
+/// a torn or cut-short end is acceptable is the caller's to judge (see
+/// [`LogEnd::padded_crash_tail`]). An error from `visit` ends the read.
 pub fn read_log(
     fs: &dyn Fs,
     path: &Path,
     number: u64,
     mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
-) -> Result<u64> {
+) -> Result<LogEnd> {
     let file = fs.open_read(path)?;
     let len = file.len()? as usize;
     let mut bytes = Vec::with_capacity(len);
@@ -271,42 +399,80 @@ pub fn read_frames(
     number: u64,
     bytes: &[u8],
     mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
-) -> Result<u64> {
+) -> Result<LogEnd> {
     // Past the last byte that is not zero lies no frame: a log written
     // over zeros ends there.
     let written = bytes
         .iter()
         .rposition(|&byte| byte != 0)
         .map_or(0, |last| last + 1);
+    let len = bytes.len() as u64;
     let mut at = 0usize;
     while at < bytes.len() {
         if at >= written {
-            return Ok(at as u64);
+            return Ok(LogEnd {
+                end: at as u64,
+                len,
+                tail: Tail::Zeros,
+            });
         }
-        let torn_or_corrupt = |what: &str, frame_end: usize| -> Result<u64> {
-            if frame_end >= written {
-                // The last frame, never acknowledged: its write was torn.
-                Ok(at as u64)
+        let corrupt = |what: &str| Err(Error::corruption(path, at as u64, format!("log frame: {what}")));
+        let cut_short = |what: &str| {
+            if frame_after(number, bytes, at + 1).is_some() {
+                corrupt(what)
             } else {
-                Err(Error::corruption(path, at as u64, format!("log frame: {what}")))
+                Ok(LogEnd {
+                    end: at as u64,
+                    len,
+                    tail: Tail::CutShort,
+                })
             }
         };
         let Some(header) = bytes.get(at..at + FRAME_HEADER_BYTES) else {
-            return torn_or_corrupt("truncated header", bytes.len());
+            return cut_short("truncated header");
         };
         let payload_len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
         let end = at + FRAME_HEADER_BYTES + payload_len;
         let Some(payload) = bytes.get(at + FRAME_HEADER_BYTES..end) else {
-            return torn_or_corrupt("truncated payload", bytes.len());
+            return cut_short("the file ends inside it");
         };
         if block_crc(number, at as u64, payload) != crc {
-            return torn_or_corrupt("checksum mismatch", end);
+            if end >= written {
+                // The last frame, never acknowledged: its write was torn.
+                return Ok(LogEnd {
+                    end: at as u64,
+                    len,
+                    tail: Tail::Torn,
+                });
+            }
+            return corrupt("checksum mismatch");
         }
         visit(at as u64, payload)?;
         at = end;
     }
-    Ok(at as u64)
+    Ok(LogEnd {
+        end: at as u64,
+        len,
+        tail: Tail::Clean,
+    })
+}
+
+/// The offset of the first valid frame of log `number` that starts at or
+/// after `from` in `bytes`, if any: a frame whose header is intact after a
+/// damaged one shows that the damage is not a torn end. Only for errors
+/// and ends: it tries every offset.
+fn frame_after(number: u64, bytes: &[u8], from: usize) -> Option<usize> {
+    (from..bytes.len().saturating_sub(FRAME_HEADER_BYTES)).find(|&at| {
+        let payload_len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+        let start = at + FRAME_HEADER_BYTES;
+        payload_len > 0
+            && start
+                .checked_add(payload_len)
+                .and_then(|end| bytes.get(start..end))
+                .is_some_and(|payload| block_crc(number, at as u64, payload) == crc)
+    })
 }
 
 /// Rewrites the checksum of every whole frame in `bytes` (log `number`)
@@ -333,6 +499,11 @@ mod tests {
     use crate::{ErrorKind, SimFs};
 
     fn frames_of(fs: &SimFs, path: &Path, number: u64) -> Result<(Vec<Vec<u8>>, u64)> {
+        let (frames, end) = read_whole(fs, path, number)?;
+        Ok((frames, end.end))
+    }
+
+    fn read_whole(fs: &SimFs, path: &Path, number: u64) -> Result<(Vec<Vec<u8>>, LogEnd)> {
         let mut frames = Vec::new();
         let end = read_log(fs, path, number, |_, payload| {
             frames.push(payload.to_vec());
@@ -488,6 +659,106 @@ mod tests {
             assert_eq!(frames[..synced], (0..synced).map(payload).collect::<Vec<_>>()[..]);
             for (n, frame) in frames.iter().enumerate() {
                 assert_eq!(frame, &payload(n), "seed {seed}: frame {n} survived changed");
+            }
+        }
+    }
+
+    #[test]
+    fn a_flipped_length_in_a_middle_frame_is_corruption_not_a_torn_end() {
+        let fs = SimFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let path = Path::new("/d/000003.log");
+        let mut log = LogWriter::create(&fs, path, 3).unwrap();
+        let first = log.append(b"alpha").unwrap();
+        log.append(b"beta").unwrap();
+        log.append(b"gamma").unwrap();
+        // The second frame's length now runs past the end of the file;
+        // the third frame is still there behind it.
+        let file = fs.open_read_write(path).unwrap();
+        file.write_at(&[0x7f], first + 3).unwrap();
+        let error = frames_of(&fs, path, 3).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Corruption);
+        assert!(
+            error.to_string().contains(&format!("at offset {first}")),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn tails_tell_zeros_torn_writes_and_cut_files_apart() {
+        let fs = SimFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let path = Path::new("/d/000004.log");
+        let mut log = LogWriter::create(&fs, path, 4).unwrap();
+        let first = log.append(b"one").unwrap();
+        let end = log.append(b"two, a longer frame").unwrap();
+        assert_eq!(read_whole(&fs, path, 4).unwrap().1.tail, Tail::Clean);
+        let file = fs.open_read_write(path).unwrap();
+        file.set_len(end - 4).unwrap();
+        let (frames, cut) = read_whole(&fs, path, 4).unwrap();
+        assert_eq!((frames.len(), cut.tail, cut.len), (1, Tail::CutShort, end - 4));
+        assert!(!cut.padded_crash_tail());
+        file.set_len(end + 100).unwrap();
+        let (frames, zeros) = read_whole(&fs, path, 4).unwrap();
+        assert_eq!((frames.len(), zeros.end, zeros.tail), (1, first, Tail::Torn));
+        assert!(zeros.padded_crash_tail());
+    }
+
+    #[test]
+    fn a_padded_log_keeps_zeros_after_its_frames_and_survives_torn_crashes() {
+        let payload = |n: usize| -> Vec<u8> {
+            (0..n * 7919 % 30_000 + 1)
+                .map(|i| (i * 13 + n) as u8 | 1)
+                .collect()
+        };
+        for seed in 0..30u64 {
+            let fs = SimFs::new();
+            fs.create_dir_all(Path::new("/d")).unwrap();
+            let path = Path::new("/d/000006.log");
+            let mut log = LogWriter::create(&fs, path, 6).unwrap().padded(0);
+            fs.sync_dir(Path::new("/d")).unwrap();
+            let synced = seed as usize % 9 + 1;
+            let mut end = 0;
+            for n in 0..synced {
+                end = log.append(&payload(n)).unwrap();
+                assert!(fs.file_len(path).unwrap() > end, "zeros follow the last frame");
+            }
+            log.sync_all().unwrap();
+            for n in synced..synced + 3 {
+                log.append(&payload(n)).unwrap();
+            }
+            let (frames, whole) = read_whole(&fs, path, 6).unwrap();
+            assert_eq!(frames.len(), synced + 3);
+            assert_eq!(whole.tail, Tail::Zeros);
+
+            fs.crash(CrashMode::TearUnsynced {
+                seed,
+                granularity: TearGranularity::Sector,
+            });
+            let (frames, after) = read_whole(&fs, path, 6).unwrap();
+            assert!(after.end >= end, "seed {seed}: synced frames lost");
+            assert!(
+                after.padded_crash_tail(),
+                "seed {seed}: a crash read as a cut file: {after:?}"
+            );
+            for (n, frame) in frames.iter().enumerate() {
+                assert_eq!(frame, &payload(n), "seed {seed}: frame {n} changed");
+            }
+
+            // Reopened, the torn bytes become padding and the log goes on.
+            let file = fs.open_read_write(path).unwrap();
+            let mut log = LogWriter::reopen_padded(file, 6, after).unwrap();
+            log.append(b"after the crash").unwrap();
+            let (frames, again) = read_whole(&fs, path, 6).unwrap();
+            assert_eq!(frames.last().unwrap(), b"after the crash");
+            assert_eq!(again.tail, Tail::Zeros);
+
+            // Cut to half, it ends at or inside a frame: not a crash.
+            let len = fs.file_len(path).unwrap();
+            fs.open_read_write(path).unwrap().set_len(again.end / 2).unwrap();
+            match read_whole(&fs, path, 6) {
+                Ok((_, cut)) => assert!(!cut.padded_crash_tail(), "seed {seed}: {cut:?} of {len}"),
+                Err(error) => assert_eq!(error.kind(), ErrorKind::Corruption),
             }
         }
     }

@@ -367,7 +367,8 @@ pub fn recover(
             Ok(())
         };
         decode().map_err(corrupt)
-    })?;
+    })?
+    .end;
     let (Some(counters), Some(merge_name)) = (counters, merge_name) else {
         return Err(Error::corruption(&path, 0, "manifest holds no snapshot"));
     };

@@ -141,6 +141,7 @@ pub fn replay(
             .map_err(|error| corrupt(error.what().to_string()))?;
         visit(batch, first_seq)
     })
+    .map(|end| end.end)
 }
 
 #[cfg(test)]

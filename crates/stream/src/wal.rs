@@ -103,6 +103,7 @@ pub fn replay(fs: &dyn Fs, path: &Path, mut visit: impl FnMut(&Batch, u64) -> Re
         expected_seq = Some(first_seq + batch.len() as u64);
         visit(&batch, first_seq)
     })
+    .map(|end| end.end)
 }
 
 fn decode_payload(payload: &[u8], batch: &mut Batch) -> Option<u64> {
