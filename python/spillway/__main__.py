@@ -1,14 +1,13 @@
 """The ``spillway`` command, as installed by pip: ``python -m spillway ...``."""
 
-import signal
 import sys
 
 from . import _native
 
 
 def main() -> int:
-    # Let Ctrl-C stop long native work at once, as it does the Rust binary.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # The command installs its own SIGINT and SIGTERM handlers: long work
+    # stops at its next check, removes what it made and exits with 130/143.
     sys.stdout.flush()
     return _native.cli_main(["spillway", *sys.argv[1:]])
 

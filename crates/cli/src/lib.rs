@@ -10,6 +10,7 @@
 use std::ffi::OsString;
 
 use clap::{Parser, Subcommand};
+use spillway_core::interrupt;
 
 mod agg;
 mod gensort;
@@ -54,7 +55,9 @@ enum Command {
 
 /// Runs the command line `arguments` (the first is the program name) and
 /// returns the process exit status: 0 on success, 1 on failure (valsort's
-/// unordered records included), 2 for a command line clap rejects.
+/// unordered records included), 2 for a command line clap rejects, 130 or
+/// 143 for work stopped by SIGINT (Ctrl-C) or SIGTERM, after it removed its
+/// temporary files and partial outputs.
 pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
     let cli = match Cli::try_parse_from(arguments) {
         Ok(cli) => cli,
@@ -63,6 +66,10 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
             return error.exit_code() as u8;
         }
     };
+    if let Err(error) = interrupt::install_signal_handlers() {
+        eprintln!("spillway: {error}");
+        return 1;
+    }
     let outcome = match cli.command {
         Command::Gensort(args) => gensort::run(args),
         Command::Valsort(args) => valsort::run(args),
@@ -77,9 +84,21 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
         Ok(code) => code,
         Err(error) => {
             eprintln!("spillway: {}", describe_error(&error));
-            1
+            match interrupt::received_signal() {
+                Some(signal) if is_interrupted(&error) => interrupt::exit_status(signal),
+                _ => 1,
+            }
         }
     }
+}
+
+/// Whether `error` is work stopped by an interrupt.
+fn is_interrupted(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<spillway_core::Error>()
+            .is_some_and(|error| error.kind() == spillway_core::ErrorKind::Interrupted)
+    })
 }
 
 /// The error and its causes on one line, each cause once: engine errors

@@ -4,7 +4,8 @@
 //! their own mistake ([`Error::InvalidArgument`]), damaged data
 //! ([`Error::Corruption`], always with the file and offset), a failure of the
 //! operating system ([`Error::Io`]), a limit reached
-//! ([`Error::ResourcesExhausted`]) and a bug in Spillway ([`Error::Internal`]).
+//! ([`Error::ResourcesExhausted`]) and a bug in Spillway ([`Error::Internal`]);
+//! work stopped on request ends with [`Error::Interrupted`].
 //! A store whose durable write failed refuses further work with
 //! [`Error::Poisoned`] until it is reopened (see [`Poison`]).
 //!
@@ -70,6 +71,12 @@ pub enum Error {
     /// A broken invariant: a bug in Spillway.
     #[error("internal error (a bug in Spillway): {0}")]
     Internal(String),
+
+    /// The work was stopped on request (Ctrl-C, SIGTERM, or an
+    /// [`Interrupt`](crate::Interrupt) raised by the caller) before it
+    /// finished; what it had made was removed.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
 }
 
 /// The kind of an [`Error`], without its payload; the Python module maps each
@@ -89,6 +96,8 @@ pub enum ErrorKind {
     Poisoned,
     /// See [`Error::Internal`].
     Internal,
+    /// See [`Error::Interrupted`].
+    Interrupted,
 }
 
 impl Error {
@@ -118,6 +127,7 @@ impl Error {
             Error::ResourcesExhausted(_) => ErrorKind::ResourcesExhausted,
             Error::Poisoned(_) => ErrorKind::Poisoned,
             Error::Internal(_) => ErrorKind::Internal,
+            Error::Interrupted(_) => ErrorKind::Interrupted,
         }
     }
 

@@ -15,6 +15,8 @@
 //! - [`stats`]: counters and latency histograms.
 //! - [`threads`]: the worker-thread count convention (0 = every core).
 //! - [`io_accounting`]: this process's bytes read and written, from `/proc/self/io`.
+//! - [`interrupt`]: stopping long work on Ctrl-C, SIGTERM or a caller's request.
+//! - [`scratch`]: temporary files that name their owner, swept when it is gone.
 //!
 //! The file formats, invariants and the assumptions made about the disk are in
 //! the crate's `DESIGN.md`.
@@ -25,10 +27,12 @@ pub mod decimal;
 pub mod error;
 pub mod fs;
 pub mod hash;
+pub mod interrupt;
 pub mod io_accounting;
 pub mod limits;
 pub mod log;
 pub mod memory;
+pub mod scratch;
 pub mod stats;
 pub mod threads;
 pub mod varint;
@@ -38,6 +42,7 @@ pub use codec::Codec;
 pub use error::{Error, ErrorKind, IoContext, Poison, Result};
 pub use fs::{DirectoryLock, Fs, FsFile, OpenOptions, RealFs, SimFs};
 pub use hash::{hash64, Hash64};
+pub use interrupt::Interrupt;
 pub use io_accounting::IoCounters;
 pub use limits::Limits;
 pub use stats::{Counter, Gauge, Histogram, Stats, StatsSnapshot};

@@ -71,6 +71,12 @@ impl Fs for FaultyFs {
         }
         Ok(file)
     }
+    fn is_dir(&self, path: &Path) -> Result<bool> {
+        self.inner.is_dir(path)
+    }
+    fn remove_dir(&self, path: &Path) -> Result<()> {
+        self.inner.remove_dir(path)
+    }
     fn sync_dir(&self, path: &Path) -> Result<()> {
         self.inner.sync_dir(path)
     }

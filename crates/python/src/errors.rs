@@ -45,6 +45,10 @@ pub fn command_error_to_py_err(error: &anyhow::Error) -> PyErr {
 
 /// The exception of `kind` with `message` (and `errno`, for `OSError`s).
 fn raise(kind: ErrorKind, message: String, errno: Option<i32>) -> PyErr {
+    if kind == ErrorKind::Interrupted {
+        // Work stopped by a signal reads in Python as the signal does.
+        return pyo3::exceptions::PyKeyboardInterrupt::new_err(message);
+    }
     Python::attach(|py| {
         let class = match py
             .import("spillway.errors")

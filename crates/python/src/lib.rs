@@ -9,6 +9,8 @@ use pyo3::prelude::*;
 
 mod agg;
 mod errors;
+#[allow(dead_code)] // used by the calls made interruptible next
+mod interrupt;
 mod kv;
 mod mapreduce;
 mod sort;

@@ -168,6 +168,13 @@ pub trait Fs: Send + Sync + Debug {
     /// Whether a file or directory exists at `path`.
     fn exists(&self, path: &Path) -> Result<bool>;
 
+    /// Whether a directory exists at `path`.
+    fn is_dir(&self, path: &Path) -> Result<bool>;
+
+    /// Removes the empty directory at `path`. Durable only after
+    /// `sync_dir` of the parent.
+    fn remove_dir(&self, path: &Path) -> Result<()>;
+
     /// The length in bytes of the file at `path`, without opening it.
     fn file_len(&self, path: &Path) -> Result<u64>;
 }
@@ -476,6 +483,10 @@ fn rename_context(from: &Path, to: &Path) -> String {
 
 fn remove_context(path: &Path) -> String {
     format!("removing {}", path.display())
+}
+
+fn remove_dir_context(path: &Path) -> String {
+    format!("removing the directory {}", path.display())
 }
 
 fn create_dir_context(path: &Path) -> String {

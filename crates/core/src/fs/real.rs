@@ -12,8 +12,9 @@ use std::sync::{Mutex, OnceLock};
 use super::aio;
 use super::{
     allocate_context, append_context, check_direct_alignment, create_dir_context, exists_context,
-    len_context, list_dir_context, read_context, remove_context, rename_context, set_len_context, short_read,
-    sync_data_context, sync_dir_context, write_context, writeback_context, Creation, Fs, FsFile, OpenOptions,
+    len_context, list_dir_context, read_context, remove_context, remove_dir_context, rename_context,
+    set_len_context, short_read, sync_data_context, sync_dir_context, write_context, writeback_context,
+    Creation, Fs, FsFile, OpenOptions,
 };
 use crate::{Error, IoContext, Result};
 
@@ -110,6 +111,18 @@ impl Fs for RealFs {
 
     fn exists(&self, path: &Path) -> Result<bool> {
         path.try_exists().io_context(|| exists_context(path))
+    }
+
+    fn is_dir(&self, path: &Path) -> Result<bool> {
+        match fs::symlink_metadata(path) {
+            Ok(metadata) => Ok(metadata.is_dir()),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(error) => Err(Error::io(exists_context(path), error)),
+        }
+    }
+
+    fn remove_dir(&self, path: &Path) -> Result<()> {
+        fs::remove_dir(path).io_context(|| remove_dir_context(path))
     }
 
     fn file_len(&self, path: &Path) -> Result<u64> {

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::{
     allocate_context, append_context, check_direct_alignment, create_dir_context, exists_context,
-    len_context, list_dir_context, read_context, remove_context, rename_context, set_len_context, short_read,
-    sync_data_context, sync_dir_context, write_context, writeback_context, Creation, Fs, FsFile, OpenOptions,
+    len_context, list_dir_context, read_context, remove_context, remove_dir_context, rename_context,
+    set_len_context, short_read, sync_data_context, sync_dir_context, write_context, writeback_context,
+    Creation, Fs, FsFile, OpenOptions,
 };
 use crate::{Error, IoContext, Result};
 
@@ -681,6 +682,19 @@ impl State {
         Ok(())
     }
 
+    /// Removes an empty directory (no files, no subdirectories). Directory
+    /// entries of directories are not modelled as durable state, so the
+    /// removal takes effect at once.
+    fn remove_dir(&mut self, key: &Path) -> io::Result<()> {
+        let directory = self.directory(key)?;
+        let has_subdirectories = self.dirs.keys().any(|path| path.parent() == Some(key));
+        if !directory.volatile.is_empty() || has_subdirectories {
+            return Err(os_error(libc::ENOTEMPTY));
+        }
+        self.dirs.remove(key);
+        Ok(())
+    }
+
     fn list_dir(&self, key: &Path) -> io::Result<Vec<String>> {
         let mut names: BTreeSet<String> = self.directory(key)?.volatile.keys().cloned().collect();
         for path in self.dirs.keys() {
@@ -894,6 +908,21 @@ impl Fs for SimFs {
         let mut state = lock(&self.state);
         state.begin(OpKind::Stat).io_context(|| exists_context(path))?;
         Ok(state.dirs.contains_key(&key) || state.file_at(&key).is_some())
+    }
+
+    fn is_dir(&self, path: &Path) -> Result<bool> {
+        let key = normalize(path)?;
+        let mut state = lock(&self.state);
+        state.begin(OpKind::Stat).io_context(|| exists_context(path))?;
+        Ok(state.dirs.contains_key(&key))
+    }
+
+    fn remove_dir(&self, path: &Path) -> Result<()> {
+        let key = normalize(path)?;
+        let context = || remove_dir_context(path);
+        let mut state = lock(&self.state);
+        state.begin(OpKind::Remove).io_context(context)?;
+        state.remove_dir(&key).io_context(context)
     }
 
     fn file_len(&self, path: &Path) -> Result<u64> {
