@@ -28,11 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _native
+from ._args import count, size
 
 PathLike = Union[str, "os.PathLike[str]"]
 Pairs = Optional[Iterable[Tuple[bytes, bytes]]]
 
 BUILT_IN_JOBS = ("wordcount", "ngram", "inverted_index", "kmer", "grep", "sort", "sessionize", "pagerank")
+# The command line's spellings, taken too.
+_ALIASES = {"word_count": "wordcount", "ngram_count": "ngram", "index": "inverted_index", "kmer_count": "kmer"}
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ def _spec(job: str, n, k, pattern, gap_ms, vertices, damping) -> str:
     def needs(value, flag):
         if value is None:
             raise _invalid(f"job {job} needs {flag}=")
-        return value
+        return count(value, flag)
 
     specs = {
         "wordcount": lambda: {"job": "word_count"},
@@ -77,9 +80,11 @@ def _spec(job: str, n, k, pattern, gap_ms, vertices, damping) -> str:
         "sessionize": lambda: {"job": "sessionize", "gap_ms": needs(gap_ms, "gap_ms")},
         "pagerank": lambda: {"job": "page_rank", "vertices": needs(vertices, "vertices"), "damping": damping},
     }
-    if job not in specs:
+    name = job.replace("-", "_")
+    name = _ALIASES.get(name, name)
+    if name not in specs:
         raise _invalid(f"unknown job {job!r}; the built-in jobs are {', '.join(BUILT_IN_JOBS)} (or give map= and reduce=)")
-    return json.dumps(specs[job]())
+    return json.dumps(specs[name]())
 
 
 def _invalid(message: str) -> Exception:
@@ -90,7 +95,7 @@ def _invalid(message: str) -> Exception:
 
 def run(
     job: str,
-    inputs: Sequence[PathLike],
+    inputs: Union[PathLike, Sequence[PathLike]],
     output: PathLike,
     *,
     map: Optional[Callable[[bytes, bytes], Pairs]] = None,
@@ -102,24 +107,26 @@ def run(
     vertices: Optional[int] = None,
     damping: float = 0.85,
     iterations: int = 10,
-    memory: int = 1 << 30,
+    memory: Union[int, str] = 1 << 30,
     tmp: Optional[PathLike] = None,
     threads: int = 0,
     partitions: int = 0,
     partitioning: str = "range",
     input_format: Optional[str] = None,
     output_format: str = "text",
-    block_size: int = 0,
+    block_size: Union[int, str] = 0,
     sync: bool = True,
 ) -> Union[JobReport, List[JobReport]]:
-    """Run ``job`` over ``inputs``, writing its output files into ``output``.
+    """Run ``job`` over ``inputs`` (a path, or a list of paths), writing its
+    output files into ``output``.
 
     Parameters of the built-in jobs: ``n`` (ngram), ``k`` (kmer),
     ``pattern`` (grep), ``gap_ms`` (sessionize), ``vertices``, ``damping``
     and ``iterations`` (pagerank, which returns a list of reports: its
     first job builds the graph, then one per iteration).
 
-    Options: ``memory`` (bytes for data buffers), ``tmp`` (directory of the
+    Options: ``memory`` (bytes for data buffers, an int or text such as
+    ``"1G"``), ``tmp`` (directory of the
     partition files; default beside the output), ``threads`` (0 = all
     cores), ``partitions`` (0 = chosen from a sample), ``partitioning``
     (``"range"`` or ``"hash"``), ``input_format`` (``text``, ``tsv``,
@@ -129,7 +136,9 @@ def run(
     ``sync`` (fdatasync the files).
 
     A job that fails after its first pass over the input can be resumed by
-    running it again with the same inputs, output and ``tmp``. Errors raise
+    running it again with the same inputs, output and ``tmp``. Ctrl-C stops
+    a job within a fraction of a second: it raises ``KeyboardInterrupt``
+    and leaves neither its partition files nor any output. Errors raise
     the exception of their kind (``spillway.InvalidArgumentError`` for bad
     input...); an exception raised by a Python ``map`` or ``reduce`` is
     raised again as it was.
@@ -137,6 +146,8 @@ def run(
     if (map is None) != (reduce is None):
         raise _invalid("a Python job needs both map= and reduce=")
     spec = job if map is not None else _spec(job, n, k, pattern, gap_ms, vertices, damping)
+    if isinstance(inputs, (str, bytes, os.PathLike)):
+        inputs = [inputs]
     reports = json.loads(
         _native.mapreduce_run(
             spec,
@@ -144,15 +155,15 @@ def run(
             os.fspath(output),
             map=map,
             reduce=reduce,
-            iterations=iterations,
-            memory=memory,
+            iterations=count(iterations, "iterations"),
+            memory=size(memory, "memory"),
             tmp=None if tmp is None else os.fspath(tmp),
-            threads=threads,
-            partitions=partitions,
+            threads=count(threads, "threads"),
+            partitions=count(partitions, "partitions"),
             partitioning=partitioning,
             input_format=input_format,
             output_format=output_format,
-            block_size=block_size,
+            block_size=size(block_size, "block_size"),
             sync=sync,
         )
     )

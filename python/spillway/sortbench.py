@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
 from . import _native
+from ._args import count, size
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -69,12 +70,12 @@ def gensort(
     return GensortReport(
         **_native.gensort(
             os.fspath(path),
-            records,
-            start=start,
+            count(records, "records"),
+            start=count(start, "start", bits=128),
             ascii=ascii,
             skew=skew,
             checksum=checksum,
-            threads=threads,
+            threads=count(threads, "threads"),
             sync=sync,
         )
     )
@@ -100,7 +101,7 @@ def valsort(
             summaries=summaries,
             summary_file=None if summary_file is None else os.fspath(summary_file),
             case_insensitive=case_insensitive,
-            threads=threads,
+            threads=count(threads, "threads"),
         )
     )
 
@@ -126,17 +127,6 @@ class SortReport:
     @property
     def megabytes_per_second(self) -> float:
         return self.input_bytes / self.elapsed / 1e6 if self.elapsed > 0 else float("inf")
-
-
-def _size(value: Union[int, str]) -> int:
-    """Accepts bytes as an int or a string with a binary suffix ("4G")."""
-    if isinstance(value, int):
-        return value
-    text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    if text and text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text)
 
 
 def sort(
@@ -165,10 +155,10 @@ def sort(
     report = _native.sort(
         os.fspath(input),
         os.fspath(output),
-        memory=_size(memory),
+        memory=size(memory, "memory"),
         tmp=None if tmp is None else os.fspath(tmp),
-        partitions=partitions,
-        threads=threads,
+        partitions=count(partitions, "partitions"),
+        threads=count(threads, "threads"),
         ascii=ascii,
         sync=sync,
         partitioned=partitioned,

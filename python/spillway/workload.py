@@ -5,7 +5,10 @@ dict: ``records``, ``bytes``, ``seconds``, ``mb_per_s`` and the generator's
 ground truth (distinct keys, sessions, ...). Options are the flags of
 ``spillway gen <kind>`` with underscores (``zipf_s=1.2`` is ``--zipf-s 1.2``,
 ``binary=True`` is ``--binary``), so the command's defaults, validation and
-error messages apply; ``spillway gen <kind> --help`` lists them all. Counts
+error messages apply (an unknown option, or a bad value, is an
+``InvalidArgumentError`` naming it and listing the options the generator
+takes); ``spillway gen <kind> --help`` lists them all. Ctrl-C stops a
+generator and leaves no output. Counts
 and sizes accept binary suffixes as strings (``bytes="1G"``). Output formats
 are described in ``crates/workload/DESIGN.md``.
 
@@ -21,6 +24,7 @@ import os
 from typing import Any, Dict, List, Union
 
 from . import _native
+from .errors import InvalidArgumentError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -40,7 +44,7 @@ def _arguments(kind: str, output: PathLike, options: Dict[str, Any]) -> List[str
 
 def _generate(kind: str, output: PathLike, options: Dict[str, Any]) -> Dict[str, Any]:
     if os.fspath(output) == "-":
-        raise ValueError("output must be a file path; standard output is for the command line")
+        raise InvalidArgumentError("output must be a file path; standard output is for the command line")
     return json.loads(_native.generate_workload(_arguments(kind, output, options)))
 
 

@@ -94,3 +94,87 @@ def test_bad_jobs_and_options_raise_invalid_argument(tmp_path):
         mr.run("wordcount", [path], tmp_path / "o4", partitioning="round-robin")
     with pytest.raises(spillway.SpillwayIOError, match="missing.txt"):
         mr.run("wordcount", [tmp_path / "missing.txt"], tmp_path / "o5")
+
+
+def test_one_path_is_one_input_and_sizes_take_units(tmp_path):
+    path, lines = corpus(tmp_path)
+    # A str, a Path: one input each, never its characters.
+    for number, given in enumerate([str(path), path]):
+        report = mr.run("wordcount", given, tmp_path / f"counts{number}", memory="64M", block_size="64K", sync=False)
+        expected = collections.Counter(word for line in lines for word in line.split())
+        assert dict((word, int(count)) for word, count in read_tsv(tmp_path / f"counts{number}")) == expected
+        assert report.input_bytes == path.stat().st_size
+
+
+def test_job_names_take_hyphens_and_underscores(tmp_path):
+    path, _ = corpus(tmp_path)
+    first = mr.run("inverted_index", [path], tmp_path / "a", memory="64M", sync=False)
+    second = mr.run("inverted-index", [path], tmp_path / "b", memory="64M", sync=False)
+    assert first.output_records == second.output_records > 0
+    assert read_tsv(tmp_path / "a") == read_tsv(tmp_path / "b")
+
+
+def test_a_map_that_gives_text_is_an_invalid_argument_naming_map(tmp_path):
+    path, _ = corpus(tmp_path)
+
+    def map_text(key, value):
+        yield value.decode(), "1"
+
+    def reduce(key, values):
+        yield key, str(len(values)).encode()
+
+    with pytest.raises(InvalidArgumentError, match=r"map .*pairs of bytes"):
+        mr.run("texty", [path], tmp_path / "out", map=map_text, reduce=reduce, memory="64M", sync=False)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "options, parameter",
+    [
+        ({"memory": "lots"}, "memory"),
+        ({"memory": -5}, "memory"),
+        ({"threads": -1}, "threads"),
+        ({"partitions": 2.5}, "partitions"),
+        ({"threads": 100_000}, "threads"),
+    ],
+)
+def test_bad_numbers_name_the_parameter(tmp_path, options, parameter):
+    path, _ = corpus(tmp_path)
+    with pytest.raises(InvalidArgumentError, match=parameter):
+        mr.run("wordcount", [path], tmp_path / "out", **options)
+    assert not (tmp_path / "out").exists()
+
+
+def test_pagerank_refuses_a_vertex_past_the_count_and_leaves_nothing(tmp_path):
+    edges = tmp_path / "edges.tsv"
+    write_text(edges, [f"{i}\t{(i * 7 + 1) % 64}" for i in range(64)])
+    with pytest.raises(InvalidArgumentError, match="vertex"):
+        mr.run("pagerank", edges, tmp_path / "ranks", vertices=10, iterations=2, memory="32M", sync=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.tsv"]
+
+
+def test_ctrl_c_stops_a_job_and_leaves_nothing(tmp_path):
+    import os
+    import signal
+    import threading
+    import time
+
+    path = tmp_path / "corpus.txt"
+    spillway.workload.text(path, bytes="128M", seed=3)
+    sent = []
+
+    def fire():
+        time.sleep(0.5)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=fire, daemon=True)
+    thread.start()
+    with pytest.raises(KeyboardInterrupt):
+        mr.run("wordcount", path, tmp_path / "counts", memory="64M", sync=False)
+        time.sleep(30)  # reached only if the job ended before the signal
+    stopped = time.monotonic()
+    thread.join()
+    print(f"mapreduce raised KeyboardInterrupt {stopped - sent[0]:.3f} s after SIGINT")
+    assert stopped - sent[0] < 2.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]

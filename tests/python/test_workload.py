@@ -63,9 +63,44 @@ def test_kv_rmat_and_clicks_report_their_truths(tmp_path):
 def test_bad_options_raise_with_the_flag_named(tmp_path):
     with pytest.raises(spillway.InvalidArgumentError, match="--zipf-s"):
         workload.text(tmp_path / "x.txt", bytes="1K", zipf_s=-1)
-    with pytest.raises(spillway.InvalidArgumentError, match="--no-such-option"):
+    with pytest.raises(spillway.InvalidArgumentError, match="no_such_option"):
         workload.rmat(tmp_path / "x.bin", no_such_option=3)
     with pytest.raises(spillway.SpillwayIOError):
         workload.clicks(tmp_path / "missing-dir" / "x.tsv", users=5, clicks=10)
     with pytest.raises(ValueError):
         workload.text("-", bytes="1K")
+
+
+def test_a_misspelled_option_names_it_and_the_options_taken(tmp_path):
+    with pytest.raises(spillway.InvalidArgumentError) as raised:
+        workload.text(tmp_path / "x.txt", bytez=5)
+    message = str(raised.value)
+    assert "bytez" in message and "did you mean \"bytes\"" in message, message
+    assert "vocabulary" in message and "zipf_s" in message, message
+    assert "Usage" not in message and "--" not in message, message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_stops_a_generator_and_leaves_no_output(tmp_path):
+    import os
+    import signal
+    import threading
+    import time
+
+    sent = []
+
+    def fire():
+        time.sleep(0.3)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=fire, daemon=True)
+    thread.start()
+    with pytest.raises(KeyboardInterrupt):
+        workload.text(tmp_path / "big.txt", bytes="20G", threads=1)
+        time.sleep(30)  # reached only if generation ended before the signal
+    stopped = time.monotonic()
+    thread.join()
+    print(f"text() raised KeyboardInterrupt {stopped - sent[0]:.3f} s after SIGINT")
+    assert stopped - sent[0] < 2.0
+    assert list(tmp_path.iterdir()) == []

@@ -1,6 +1,6 @@
 //! `spillway gensort`: gensort 1.5's command line, on all cores.
 
-use spillway_core::RealFs;
+use spillway_core::{Interrupt, RealFs};
 use std::path::PathBuf;
 
 use spillway_sort::{format_checksum, generate_file, GenerateSpec, RecordFormat, WriteOptions, RECORD_BYTES};
@@ -60,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         threads: args.threads,
         checksum: args.checksum || args.json,
         sync: !args.no_sync,
+        interrupt: Interrupt::on_signals(),
     };
     let bar = progress::bar(spec.bytes()?, "gensort");
     let report = generate_file(&RealFs::new(), &args.file, &spec, &options, &|records| {

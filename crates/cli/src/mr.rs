@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::bail;
-use spillway_core::RealFs;
+use spillway_core::{Interrupt, RealFs};
 use spillway_mapreduce::{
     run as run_job, run_pagerank, InputFormat, JobOptions, JobReport, JobSpec, OutputFormat, PageRankParams,
     Partitioning,
@@ -99,7 +99,9 @@ fn job_spec(args: &Args) -> anyhow::Result<JobSpec> {
             None => bail!("job {job} needs {flag}"),
         }
     }
-    let job = args.job.as_str();
+    // Python spells job names with underscores: take them too.
+    let job = args.job.replace('_', "-");
+    let job = job.as_str();
     Ok(match job {
         "wordcount" | "word-count" => JobSpec::WordCount,
         "ngram" => JobSpec::NgramCount {
@@ -142,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         output_format: OutputFormat::parse(&args.output_format)?,
         block_bytes: args.block_size,
         sync: !args.no_sync,
+        interrupt: Interrupt::on_signals(),
         ..JobOptions::new(tmp)
     };
     let bars = progress::PhaseBars::default();
@@ -185,7 +188,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 /// the ordinary, and the stage tables.
 fn describe(report: &JobReport) -> String {
     let per_input = |bytes: u64| bytes as f64 / report.input_bytes.max(1) as f64;
-    let mut text = format!(
+    let mut text = progress::swept(&report.swept_files);
+    text += &format!(
         "{}: {}; {} partitions ({})\n",
         report.job,
         progress::throughput(report.input_bytes, report.elapsed),

@@ -53,6 +53,15 @@ pub fn throughput(bytes: u64, elapsed: Duration) -> String {
     format!("{bytes} bytes in {seconds:.3} s: {megabytes_per_second:.1} MB/s")
 }
 
+/// The lines that say which files of runs killed outright (their owner
+/// gone) were removed before this one began; empty when none were.
+pub fn swept(files: &[std::path::PathBuf]) -> String {
+    files
+        .iter()
+        .map(|file| format!("removed {}, left by a run that is gone\n", file.display()))
+        .collect()
+}
+
 /// A progress bar per phase of a long job, for engines that report
 /// `(phase, done, total)`: a phase's first report replaces the bar of the
 /// phase before. [`PhaseBars::finish`] clears the last one.

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use spillway_core::fs::parent_directory;
-use spillway_core::RealFs;
+use spillway_core::{Interrupt, RealFs};
 use spillway_sort::{sort_file, SortMode, SortOptions, SortReport};
 
 use crate::progress;
@@ -66,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         partitioned_output: args.partitioned,
         direct_io: args.direct,
         ascii: args.ascii,
+        interrupt: Interrupt::on_signals(),
     };
     let bars = progress::PhaseBars::default();
     let progress_bars = bars.clone();
@@ -92,7 +93,8 @@ fn describe(report: &SortReport) -> String {
         SortMode::TwoPass => "two passes through temporary partitions",
     };
     let per_input = |bytes: u64| bytes as f64 / report.input_bytes.max(1) as f64;
-    let mut text = format!(
+    let mut text = progress::swept(&report.swept_files);
+    text += &format!(
         "sort: {} records, {}; {mode}, {} partitions (largest {} bytes)\n",
         report.records,
         progress::throughput(report.input_bytes, report.elapsed),

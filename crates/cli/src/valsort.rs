@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use spillway_core::RealFs;
+use spillway_core::{Interrupt, RealFs};
 use spillway_sort::{format_checksum, validate_path, KeyOrder, ValidateOptions, RECORD_BYTES};
 
 use crate::progress;
@@ -59,6 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let options = ValidateOptions {
         threads: args.threads,
         order,
+        interrupt: Interrupt::on_signals(),
     };
     let summary = validate_path(
         &RealFs::new(),

@@ -32,6 +32,7 @@ use crate::units::parse_count;
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{Map, Value};
+use spillway_core::{scratch, Interrupt, RealFs};
 use spillway_workload::{
     write_clicks, write_kv, write_rmat, write_text, ClickParams, EdgeFormat, KeyDistribution, KvFormat,
     KvParams, OperationMix, Preset, RmatParams, TextParams, TextSize, DEFAULT_SEED,
@@ -232,7 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Generator::Rmat(rmat) => rmat.output.json,
         Generator::Clicks(clicks) => clicks.output.json,
     };
-    if let Some(report) = summarize(args)? {
+    if let Some(report) = summarize(args, &Interrupt::on_signals())? {
         print_report(&report, json);
     }
     Ok(0)
@@ -242,33 +243,103 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 /// `spillway gen`, e.g. `["text", "--bytes", "1M", "-o", "words.txt"]`)
 /// and returns its summary instead of printing it: the Python package's
 /// `spillway.workload` functions call this, so flags, defaults and error
-/// messages are the command's.
-pub fn generate_with_arguments(arguments: Vec<std::ffi::OsString>) -> anyhow::Result<Report> {
+/// messages are the command's, but for errors in the arguments, which
+/// name the option as a keyword parameter (`bytes`, not `--bytes`) and
+/// list the ones the generator takes. `interrupt` stops the generator.
+pub fn generate_with_arguments(
+    arguments: Vec<std::ffi::OsString>,
+    interrupt: &Interrupt,
+) -> anyhow::Result<Report> {
     #[derive(Debug, clap::Parser)]
     #[command(name = "spillway gen", no_binary_name = true)]
     struct Gen {
         #[command(flatten)]
         args: Args,
     }
+    let generator = arguments
+        .first()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let parsed = <Gen as clap::Parser>::try_parse_from(arguments).map_err(|error| {
-        // clap's text ends with a hint to run --help, which a library caller cannot.
-        let text = error.to_string();
-        let message = text.split("\n\nFor more information").next().unwrap_or(&text);
-        anyhow::anyhow!("{}", message.trim_end())
+        let command = <Gen as clap::CommandFactory>::command();
+        anyhow::anyhow!("{}", describe_for_keywords(&command, &generator, &error))
     })?;
-    summarize(parsed.args)?.context("the generator wrote to standard output, which was closed")
+    summarize(parsed.args, interrupt)?.context("the generator wrote to standard output, which was closed")
 }
 
-fn summarize(args: Args) -> anyhow::Result<Option<Report>> {
-    match args.generator {
-        Generator::Kv(kv) => run_kv(kv),
-        Generator::Text(text) => run_text(text),
-        Generator::Rmat(rmat) => run_rmat(rmat),
-        Generator::Clicks(clicks) => run_clicks(clicks),
+/// A clap error about `generator`'s arguments in the words of a caller
+/// who passed them as keyword parameters (`zipf_s=1.2` for `--zipf-s 1.2`).
+fn describe_for_keywords(command: &clap::Command, generator: &str, error: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let keyword = |flag: &str| {
+        flag.trim_start_matches('-')
+            .split([' ', '='])
+            .next()
+            .unwrap_or("")
+            .replace('-', "_")
+    };
+    let context = |kind: ContextKind| match error.get(kind) {
+        Some(ContextValue::String(text)) => Some(text.clone()),
+        Some(ContextValue::Strings(texts)) => texts.first().cloned(),
+        _ => None,
+    };
+    let options: Vec<String> = command
+        .find_subcommand(generator)
+        .map(|subcommand| {
+            subcommand
+                .get_arguments()
+                .filter_map(|argument| argument.get_long())
+                .filter(|long| !matches!(*long, "output" | "help" | "json"))
+                .map(|long| long.replace('-', "_"))
+                .collect()
+        })
+        .unwrap_or_default();
+    match error.kind() {
+        ErrorKind::UnknownArgument
+        | ErrorKind::ArgumentConflict
+        | ErrorKind::InvalidValue
+        | ErrorKind::ValueValidation
+        | ErrorKind::MissingRequiredArgument
+            if !options.is_empty() =>
+        {
+            let argument = context(ContextKind::InvalidArg)
+                .map(|flag| keyword(&flag))
+                .unwrap_or_default();
+            let what = match error.kind() {
+                ErrorKind::UnknownArgument => format!("{generator}() takes no option {argument:?}"),
+                ErrorKind::ArgumentConflict => {
+                    format!("{generator}(): {argument:?} cannot be given with another option given")
+                }
+                ErrorKind::MissingRequiredArgument => format!("{generator}() needs {argument}"),
+                _ => format!(
+                    "{generator}(): {argument} cannot be {:?}",
+                    context(ContextKind::InvalidValue).unwrap_or_default()
+                ),
+            };
+            let hint = context(ContextKind::SuggestedArg)
+                .map(|flag| format!(" (did you mean {:?}?)", keyword(&flag)))
+                .unwrap_or_default();
+            format!("{what}{hint}; its options are {}", options.join(", "))
+        }
+        _ => {
+            // clap's text ends with a hint to run --help, which a library caller cannot.
+            let text = error.to_string();
+            let message = text.split("\n\nFor more information").next().unwrap_or(&text);
+            message.trim_end().to_string()
+        }
     }
 }
 
-fn run_kv(args: KvArgs) -> anyhow::Result<Option<Report>> {
+fn summarize(args: Args, interrupt: &Interrupt) -> anyhow::Result<Option<Report>> {
+    match args.generator {
+        Generator::Kv(kv) => run_kv(kv, interrupt),
+        Generator::Text(text) => run_text(text, interrupt),
+        Generator::Rmat(rmat) => run_rmat(rmat, interrupt),
+        Generator::Clicks(clicks) => run_clicks(clicks, interrupt),
+    }
+}
+
+fn run_kv(args: KvArgs, interrupt: &Interrupt) -> anyhow::Result<Option<Report>> {
     let mut params = KvParams::preset(args.preset, args.ops);
     params.key_bytes = args.key_bytes;
     // Past usize (32-bit targets only) is past the library's limit too.
@@ -301,12 +372,12 @@ fn run_kv(args: KvArgs) -> anyhow::Result<Option<Report>> {
         KvFormatArg::Text => KvFormat::Text,
         KvFormatArg::Binary => KvFormat::Binary,
     };
-    generate("kv", &args.output, params.validate(), |writer| {
+    generate("kv", &args.output, params.validate(), interrupt, |writer| {
         Ok(serde_json::to_value(write_kv(&params, format, writer)?)?)
     })
 }
 
-fn run_text(args: TextArgs) -> anyhow::Result<Option<Report>> {
+fn run_text(args: TextArgs, interrupt: &Interrupt) -> anyhow::Result<Option<Report>> {
     let params = TextParams {
         size: match (args.bytes, args.lines) {
             (Some(bytes), _) => TextSize::Bytes(bytes),
@@ -319,12 +390,12 @@ fn run_text(args: TextArgs) -> anyhow::Result<Option<Report>> {
         threads: args.threads,
         seed: args.output.seed,
     };
-    generate("text", &args.output, params.validate(), |writer| {
+    generate("text", &args.output, params.validate(), interrupt, |writer| {
         Ok(serde_json::to_value(write_text(&params, writer)?)?)
     })
 }
 
-fn run_rmat(args: RmatArgs) -> anyhow::Result<Option<Report>> {
+fn run_rmat(args: RmatArgs, interrupt: &Interrupt) -> anyhow::Result<Option<Report>> {
     let params = RmatParams {
         scale: args.scale,
         edge_factor: args.edge_factor,
@@ -340,12 +411,12 @@ fn run_rmat(args: RmatArgs) -> anyhow::Result<Option<Report>> {
     } else {
         EdgeFormat::Text
     };
-    generate("rmat", &args.output, params.validate(), |writer| {
+    generate("rmat", &args.output, params.validate(), interrupt, |writer| {
         Ok(serde_json::to_value(write_rmat(&params, format, writer)?)?)
     })
 }
 
-fn run_clicks(args: ClickArgs) -> anyhow::Result<Option<Report>> {
+fn run_clicks(args: ClickArgs, interrupt: &Interrupt) -> anyhow::Result<Option<Report>> {
     let params = ClickParams {
         users: args.users,
         clicks: args.clicks,
@@ -360,7 +431,7 @@ fn run_clicks(args: ClickArgs) -> anyhow::Result<Option<Report>> {
         start_timestamp_ms: args.start_ms,
         seed: args.output.seed,
     };
-    generate("clicks", &args.output, params.validate(), |writer| {
+    generate("clicks", &args.output, params.validate(), interrupt, |writer| {
         Ok(serde_json::to_value(write_clicks(&params, writer)?)?)
     })
 }
@@ -437,6 +508,33 @@ fn with_flags(generator: &str, error: anyhow::Error) -> anyhow::Error {
     }
 }
 
+/// A writer that fails once `interrupt` is raised, so that a generator
+/// stops at its next write (each is one atomic load more).
+struct Interruptible<'a, W: Write> {
+    inner: W,
+    interrupt: &'a Interrupt,
+}
+
+impl<'a, W: Write> Interruptible<'a, W> {
+    fn new(inner: W, interrupt: &'a Interrupt) -> Self {
+        Interruptible { inner, interrupt }
+    }
+}
+
+impl<W: Write> Write for Interruptible<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.interrupt.is_raised() {
+            // Not ErrorKind::Interrupted: write_all retries those.
+            return Err(io::Error::other("interrupted"));
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Where `spillway gen` writes its data.
 #[derive(Debug)]
 enum Destination {
@@ -452,7 +550,9 @@ enum Destination {
         /// The file the data ends up in (a symbolic link's target, so the
         /// link stays a link).
         target: PathBuf,
-        /// `<target>.partial`.
+        /// A scratch name beside `target` that names this process
+        /// (`spillway_core::scratch`), so that what a run killed outright
+        /// leaves is recognised and swept by a later one.
         partial: PathBuf,
     },
 }
@@ -471,12 +571,9 @@ impl Destination {
         match fs::metadata(&target) {
             Ok(metadata) if !metadata.is_file() => Destination::InPlace(target),
             _ => {
-                let mut partial = target.clone().into_os_string();
-                partial.push(".partial");
-                Destination::Staged {
-                    target,
-                    partial: PathBuf::from(partial),
-                }
+                let name = target.file_name().unwrap_or_default().to_string_lossy();
+                let partial = target.with_file_name(scratch::name("partial", &name));
+                Destination::Staged { target, partial }
             }
         }
     }
@@ -489,14 +586,18 @@ impl Destination {
 /// # Algorithm
 /// 1. A parameter error (`validated`) fails the run before anything is
 ///    created, so an existing output file is untouched.
-/// 2. A regular file `FILE` is written as `FILE.partial` and renamed over
-///    `FILE` on success; on any error `FILE.partial` is removed and `FILE` is
-///    untouched. (The data is not fsynced: a crash may leave `FILE.partial`
-///    behind, never a short `FILE` from a run that reported an error.)
+/// 2. A regular file `FILE` is written under a scratch name beside it and
+///    renamed over `FILE` on success; on any error (Ctrl-C included: every
+///    write checks `interrupt`) the scratch file is removed and `FILE` is
+///    untouched. (The data is not fsynced: a crash may leave the scratch
+///    file behind, which names its owner and is swept by the next run
+///    writing into that directory; never a short `FILE` from a run that
+///    reported an error.)
 fn generate(
     generator: &str,
     output: &OutputArgs,
     validated: spillway_core::Result<()>,
+    interrupt: &Interrupt,
     write: impl FnOnce(&mut dyn Write) -> anyhow::Result<Value>,
 ) -> anyhow::Result<Option<Report>> {
     let destination = Destination::of(&output.output);
@@ -506,20 +607,25 @@ fn generate(
     validated.map_err(|error| with_flags(generator, error.into()))?;
     let started = Instant::now();
     let outcome = match &destination {
-        Destination::Stdout => write(&mut io::stdout().lock()),
+        Destination::Stdout => write(&mut Interruptible::new(io::stdout().lock(), interrupt)),
         Destination::InPlace(path) => {
-            let mut file =
+            let file =
                 File::create(path).with_context(|| format!("opening output file {}", path.display()))?;
-            write(&mut file)
+            write(&mut Interruptible::new(file, interrupt))
         }
         Destination::Staged { target, partial } => {
-            let mut file = File::create(partial).with_context(|| {
+            let directory = spillway_core::fs::parent_directory(target);
+            for swept in scratch::sweep(&RealFs::new(), directory).unwrap_or_default() {
+                eprintln!("removed {}, left by a run that is gone", swept.display());
+            }
+            let file = File::create(partial).with_context(|| {
                 format!(
                     "creating {} to write output file {}",
                     partial.display(),
                     target.display()
                 )
             })?;
+            let mut file = Interruptible::new(file, interrupt);
             let outcome = write(&mut file).and_then(|summary| {
                 drop(file);
                 fs::rename(partial, target)
@@ -532,6 +638,10 @@ fn generate(
             }
             outcome
         }
+    };
+    let outcome = match outcome {
+        Err(_) if interrupt.is_raised() => Err(anyhow::Error::new(interrupt.check().unwrap_err())),
+        outcome => outcome,
     };
     let summary = match outcome {
         Ok(summary) => summary,

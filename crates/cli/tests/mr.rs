@@ -117,3 +117,57 @@ fn bad_command_lines_say_what_is_wrong() {
     );
     assert!(failure(&["mr", "wordcount", "/no/such/file", "-o", output]).contains("/no/such/file"));
 }
+
+#[test]
+fn pagerank_refuses_an_edge_past_the_vertex_count_and_a_failed_job_leaves_nothing() {
+    let directory = tempfile::tempdir().unwrap();
+    let edges = directory.path().join("edges.tsv");
+    let lines: String = (0..64)
+        .map(|vertex| format!("{vertex}\t{}\n", (vertex * 7 + 1) % 64))
+        .collect();
+    std::fs::write(&edges, lines).unwrap();
+    let ranks = directory.path().join("ranks");
+    let message = failure(&[
+        "mr",
+        "pagerank",
+        path_str(&edges),
+        "-o",
+        path_str(&ranks),
+        "--vertices",
+        "10",
+        "--memory",
+        "32M",
+    ]);
+    assert!(
+        message.contains("vertex") && message.contains("10 vertices"),
+        "{message}"
+    );
+    assert!(message.contains("edges.tsv"), "{message}");
+    let left: Vec<_> = std::fs::read_dir(directory.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("edges.tsv")]);
+
+    // A missing input: no output directory is made.
+    let counts = directory.path().join("counts");
+    let message = failure(&[
+        "mr",
+        "wordcount",
+        path_str(&directory.path().join("missing.txt")),
+        "-o",
+        path_str(&counts),
+    ]);
+    assert!(message.contains("missing.txt"), "{message}");
+    assert!(!counts.exists());
+    // Python's spelling of a job name works here too.
+    let text = directory.path().join("text.txt");
+    std::fs::write(&text, "a b\nb c\n").unwrap();
+    success(&[
+        "mr",
+        "inverted_index",
+        path_str(&text),
+        "-o",
+        path_str(&directory.path().join("index")),
+    ]);
+}

@@ -46,5 +46,5 @@ pub use interrupt::Interrupt;
 pub use io_accounting::IoCounters;
 pub use limits::Limits;
 pub use stats::{Counter, Gauge, Histogram, Stats, StatsSnapshot};
-pub use threads::{prefer_throughput, worker_threads};
+pub use threads::{check_threads, prefer_throughput, worker_threads, THREADS_MAX};
 pub use varint::DecodeError;

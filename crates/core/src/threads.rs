@@ -12,6 +12,24 @@ pub fn worker_threads(requested: usize) -> usize {
     }
 }
 
+/// The most worker threads any `threads` option accepts: far more than a
+/// machine has cores (each is a real thread with its own stack and
+/// buffers), few enough that a typo (`-t 100000`) is refused at once
+/// instead of starting thousands of threads.
+pub const THREADS_MAX: usize = 1024;
+
+/// Refuses a `threads` request over [`THREADS_MAX`], naming the option
+/// (`what`, e.g. "--threads") and the machine's cores.
+pub fn check_threads(requested: usize, what: &str) -> crate::Result<()> {
+    crate::ensure!(
+        requested <= THREADS_MAX,
+        InvalidArgument,
+        "{what} {requested} is more than the {THREADS_MAX} threads allowed (0 uses every core; this machine has {})",
+        worker_threads(0)
+    );
+    Ok(())
+}
+
 /// The longest time slice Linux lets a normal thread ask for.
 pub const BACKGROUND_SLICE_NS: u64 = 100_000_000;
 
@@ -51,6 +69,15 @@ pub fn prefer_throughput() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thread_counts_past_the_limit_are_refused_by_name() {
+        assert!(check_threads(0, "--threads").is_ok());
+        assert!(check_threads(THREADS_MAX, "--threads").is_ok());
+        let error = check_threads(100_000, "--threads").unwrap_err();
+        assert_eq!(error.kind(), crate::ErrorKind::InvalidArgument);
+        assert!(error.to_string().contains("--threads 100000"), "{error}");
+    }
 
     #[test]
     fn zero_means_every_available_core() {

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use spillway_core::{
-    ensure, hash64, worker_threads, DirectoryLock, Error, ErrorKind, Fs, IoCounters, Result,
+    check_threads, ensure, hash64, scratch, worker_threads, DirectoryLock, Error, ErrorKind, Fs, Interrupt,
+    IoCounters, Result,
 };
 use spillway_pipeline::PhaseReport;
 
@@ -29,7 +30,7 @@ use crate::input::{InputFormat, Inputs};
 use crate::job::Job;
 use crate::manifest::JobManifest;
 use crate::map::RecordLimits;
-use crate::output::{output_path, OutputFormat};
+use crate::output::{finished_path, output_path, Finished, OutputFormat};
 use crate::partition::{Partitioner, Partitioning};
 use crate::reduce::{phase_two, Reduced};
 use crate::sample::{phase_zero, PhaseZeroReport, SAMPLE_PIECE_BYTES};
@@ -73,6 +74,13 @@ pub struct JobOptions {
     pub limits: RecordLimits,
     /// fdatasync the partition files and the output.
     pub sync: bool,
+    /// Keep the work directory of a job that fails after phase one, so
+    /// that running it again resumes at phase two (see [`run`]).
+    pub resumable: bool,
+    /// Stops the job when raised (Ctrl-C): it fails with `Interrupted`
+    /// within a few tens of milliseconds and removes its work directory
+    /// and every output file of the job (see [`run`]).
+    pub interrupt: Interrupt,
 }
 
 impl JobOptions {
@@ -93,6 +101,8 @@ impl JobOptions {
             combiner_bytes: 32 << 20,
             limits: RecordLimits::default(),
             sync: true,
+            resumable: true,
+            interrupt: Interrupt::new(),
         }
     }
 
@@ -115,6 +125,7 @@ impl JobOptions {
     }
 
     fn validate(&self) -> Result<()> {
+        check_threads(self.threads, "threads")?;
         ensure!(
             self.memory_bytes >= 16 << 20,
             InvalidArgument,
@@ -201,6 +212,10 @@ pub struct JobReport {
     /// Wall time of the whole job.
     #[serde(with = "seconds")]
     pub elapsed: Duration,
+    /// Scratch files and directories that jobs killed outright (their
+    /// owner gone) had left in the temporary directory, removed before
+    /// this job began.
+    pub swept_files: Vec<PathBuf>,
 }
 
 pub(crate) mod seconds {
@@ -217,15 +232,23 @@ pub(crate) mod seconds {
 ///
 /// The partition files live in a work directory under `options.tmp_dir`
 /// named after `output`. It is removed when the job succeeds, and kept
-/// when the job fails after phase one: running the same job with the same
-/// inputs, output and `tmp_dir` again resumes at phase two, reducing only
-/// the partitions whose output files are missing. Otherwise `output` must
-/// hold no `part-*` file.
+/// when the job fails after phase one (with `options.resumable`): running
+/// the same job with the same inputs, output and `tmp_dir` again resumes at
+/// phase two, reducing only the partitions whose output files are missing
+/// or fail the check of their length and checksum recorded when they were
+/// written. Otherwise `output` must hold no `part-*` file.
 ///
 /// A partition file that phase two finds missing, unreadable or corrupt is
 /// recovered (seed 003 ch. 6): the input is read and mapped again,
 /// keeping only the records of the lost partitions, which are then
 /// reduced; the output is the same as a clean run's.
+///
+/// A job stopped by `options.interrupt` removes its work directory, every
+/// `part-*` file in `output` and `output` itself if the job made it: an
+/// interrupted job leaves nothing. A job that fails otherwise removes
+/// `output` if it made it and left it empty. Scratch files that jobs
+/// killed outright left in `options.tmp_dir` are removed first
+/// ([`JobReport::swept_files`]).
 pub fn run(
     fs: Arc<dyn Fs>,
     job: Arc<dyn Job>,
@@ -234,9 +257,49 @@ pub fn run(
     options: &JobOptions,
     progress: &Progress,
 ) -> Result<JobReport> {
+    options.validate()?;
+    let swept_files = scratch::sweep(&*fs, &options.tmp_dir)?;
+    let output_existed = fs.exists(output)?;
+    match run_job(&fs, job, inputs, output, options, progress) {
+        Ok(report) => Ok(JobReport {
+            swept_files,
+            ..report
+        }),
+        Err(error) => {
+            // Best effort: the error that matters is the one being returned.
+            if error.kind() == ErrorKind::Interrupted {
+                let _ = remove_outputs(&*fs, output);
+            }
+            if !output_existed && fs.list_dir(output).is_ok_and(|names| names.is_empty()) {
+                let _ = fs.remove_dir(output);
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Removes the files a job writes into `output`: its partitions, finished
+/// (`part-*`) or not.
+fn remove_outputs(fs: &dyn Fs, output: &Path) -> Result<()> {
+    for name in fs.list_dir(output)? {
+        if name.starts_with("part-") {
+            fs.remove_file(&output.join(name))?;
+        }
+    }
+    Ok(())
+}
+
+fn run_job(
+    fs: &Arc<dyn Fs>,
+    job: Arc<dyn Job>,
+    inputs: &[PathBuf],
+    output: &Path,
+    options: &JobOptions,
+    progress: &Progress,
+) -> Result<JobReport> {
+    let fs = fs.clone();
     let started = Instant::now();
     let io_before = IoCounters::read_self().ok();
-    options.validate()?;
     let format = options.input_format.unwrap_or_else(|| job.input_format());
     let inputs = Arc::new(Inputs::open(&*fs, inputs, format)?);
     let options = &options.resolved(inputs.total_bytes());
@@ -244,7 +307,7 @@ pub fn run(
     let threads = worker_threads(options.threads);
     let blocks = Arc::new(inputs.blocks(options.block_bytes)?);
     fs.create_dir_all(output)?;
-    let mut work = WorkDir::open(fs.clone(), &options.tmp_dir, output)?;
+    let mut work = WorkDir::open(fs.clone(), &options.tmp_dir, output, options.interrupt.clone())?;
     let mut notes = Vec::new();
 
     // What an earlier run of this job left, if it can be used.
@@ -254,10 +317,13 @@ pub fn run(
         options.block_bytes,
         Partitioner::Hash { partitions: 1 },
     );
+    // Why an earlier run's work, if there is some, cannot be resumed.
+    let mut unusable = None;
     let previous = match JobManifest::load(&*fs, &work.path) {
         Ok(previous) => previous.filter(|previous| previous.matches(&probe)),
         Err(error) if error.kind() == ErrorKind::Corruption => {
             notes.push(format!("started afresh: {error}"));
+            unusable = Some(error.to_string());
             None
         }
         Err(error) => return Err(error),
@@ -266,8 +332,23 @@ pub fn run(
         .as_ref()
         .is_some_and(|previous| previous.shuffled.is_some());
     if !resumed {
+        let manifest_path = work.path.join(JobManifest::FILE_NAME);
+        if unusable.is_none()
+            && !fs.exists(&manifest_path)?
+            && fs.list_dir(&work.path)?.iter().any(|name| name != "LOCK")
+        {
+            unusable = Some(format!("{} is missing beside its work", manifest_path.display()));
+        }
+        if previous.is_some() {
+            unusable = Some(format!(
+                "{} records no finished phase one",
+                manifest_path.display()
+            ));
+        }
+        // Refused before the work directory is cleared: what it holds is
+        // left for whoever looks into why.
+        refuse_used_output(&*fs, output, unusable.as_deref())?;
         work.clear()?;
-        refuse_used_output(&*fs, output)?;
     }
 
     let (partitioner, phase_zero) = match &previous {
@@ -304,25 +385,41 @@ pub fn run(
     manifest.shuffled = Some(files.clone());
     manifest.store(&*fs, &work.path)?;
     // From here on a failed job can be resumed.
-    work.keep = true;
+    work.keep = options.resumable;
 
     let mut pending: Vec<usize> = Vec::new();
     for (partition, file) in files.iter().enumerate() {
-        if fs.exists(&output_path(output, partition, options.output_format))? {
-            // Reduced by the run that is resumed; its partition file may
-            // have outlived it.
-            if fs.exists(&file.path)? {
-                fs.remove_file(&file.path)?;
-            }
-        } else {
+        let done = output_path(output, partition, options.output_format);
+        if !fs.exists(&done)? {
             pending.push(partition);
+            continue;
+        }
+        // Reduced by the run that is resumed: kept if it is still what
+        // was written (its partition file may have outlived it), made
+        // again otherwise (from its partition file, or by recovery).
+        match Finished::check(&*fs, &finished_path(&work.path, partition), &done, partition)? {
+            None => {
+                if fs.exists(&file.path)? {
+                    fs.remove_file(&file.path)?;
+                }
+            }
+            Some(reason) => {
+                notes.push(format!(
+                    "made partition {partition} again: its output {} did not check ({reason})",
+                    done.display()
+                ));
+                fs.remove_file(&done)?;
+                pending.push(partition);
+            }
         }
     }
     let mut totals = Reduced::default();
     let mut phases: Vec<PhaseReport> = phase_one_report.into_iter().collect();
     let mut recovered_partitions = Vec::new();
     for round in 1.. {
-        let reduced = phase_two(&fs, &job, &files, &pending, output, options, threads, progress)?;
+        let reduced = phase_two(
+            &fs, &job, &files, &pending, &work.path, output, options, threads, progress,
+        )?;
         phases.extend(reduced.reports.iter().cloned());
         let lost = totals.add(reduced);
         if lost.is_empty() {
@@ -384,6 +481,7 @@ pub fn run(
         phases,
         io,
         elapsed: started.elapsed(),
+        swept_files: Vec::new(),
     })
 }
 
@@ -391,8 +489,10 @@ pub fn run(
 /// that keeps losing what is written to it).
 const RECOVERY_ROUNDS_MAX: usize = 3;
 
-/// Refuses an output directory that holds a job's output.
-fn refuse_used_output(fs: &dyn Fs, output: &Path) -> Result<()> {
+/// Refuses an output directory that holds a job's output; `unusable` says
+/// why the work of an earlier run into it cannot be resumed, if there was
+/// one.
+fn refuse_used_output(fs: &dyn Fs, output: &Path, unusable: Option<&str>) -> Result<()> {
     let existing: Vec<String> = fs
         .list_dir(output)?
         .into_iter()
@@ -401,9 +501,13 @@ fn refuse_used_output(fs: &dyn Fs, output: &Path) -> Result<()> {
     ensure!(
         existing.is_empty(),
         InvalidArgument,
-        "the output directory {} already holds {} (from another job?); give an empty or new directory",
+        "the output directory {} already holds {} ({}); give an empty or new directory",
         output.display(),
-        existing[..existing.len().min(3)].join(", ")
+        existing[..existing.len().min(3)].join(", "),
+        match unusable {
+            Some(why) => format!("from an earlier run of this job that cannot be resumed: {why}"),
+            None => "from another job?".to_string(),
+        }
     );
     Ok(())
 }
@@ -412,16 +516,18 @@ fn refuse_used_output(fs: &dyn Fs, output: &Path) -> Result<()> {
 /// directory, HASH naming the output directory, so that running the job
 /// again finds it. It is locked while the job runs (another run into the
 /// same output is refused) and removed, with its files, when dropped
-/// unless `keep` is set (a job that can be resumed failed).
+/// unless `keep` is set (a job that can be resumed failed) and the job was
+/// not interrupted.
 struct WorkDir {
     fs: Arc<dyn Fs>,
     path: PathBuf,
     keep: bool,
+    interrupt: Interrupt,
     _lock: Option<DirectoryLock>,
 }
 
 impl WorkDir {
-    fn open(fs: Arc<dyn Fs>, tmp_dir: &Path, output: &Path) -> Result<Self> {
+    fn open(fs: Arc<dyn Fs>, tmp_dir: &Path, output: &Path, interrupt: Interrupt) -> Result<Self> {
         let output = std::path::absolute(output)
             .map_err(|error| Error::io(format!("resolving {}", output.display()), error))?;
         let name = format!(
@@ -435,6 +541,7 @@ impl WorkDir {
             fs,
             path,
             keep: false,
+            interrupt,
             _lock: lock,
         })
     }
@@ -452,7 +559,7 @@ impl WorkDir {
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        if self.keep {
+        if self.keep && !self.interrupt.is_raised() {
             return;
         }
         if let Ok(names) = self.fs.list_dir(&self.path) {
@@ -460,7 +567,7 @@ impl Drop for WorkDir {
                 let _ = self.fs.remove_file(&self.path.join(name));
             }
         }
-        let _ = std::fs::remove_dir(&self.path);
+        let _ = self.fs.remove_dir(&self.path);
     }
 }
 

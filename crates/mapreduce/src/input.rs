@@ -101,6 +101,12 @@ impl Inputs {
         );
         let mut files = Vec::with_capacity(paths.len());
         for path in paths {
+            ensure!(
+                !fs.is_dir(path)?,
+                InvalidArgument,
+                "the input {} is a directory, not a file",
+                path.display()
+            );
             let file = fs.open_read(path)?;
             let len = file.len()?;
             if format == InputFormat::Gensort {

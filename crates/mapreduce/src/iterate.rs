@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use spillway_core::{ensure, Fs, Result};
+use spillway_core::{ensure, scratch, Fs, Result};
 
 use crate::driver::{run, JobOptions, JobReport, Progress};
 use crate::jobs::JobSpec;
@@ -24,9 +24,10 @@ pub struct PageRankParams {
 /// Runs PageRank over the edge list `edges` (lines `src<TAB>dst`) for
 /// `params.iterations` iterations: `pagerank-init` builds the graph's state, then
 /// each iteration is one [`JobSpec::PageRank`] job. The states between
-/// jobs live in directories under `options.tmp_dir`, each removed once the
-/// next job has read it; the last iteration writes `output` in
-/// `options.output_format`. Returns every job's report, in order.
+/// jobs live in scratch directories under `options.tmp_dir` (named after
+/// this process), each removed once the next job has read it or when a job
+/// fails; the last iteration writes `output` in `options.output_format`.
+/// Returns every job's report, in order.
 pub fn run_pagerank(
     fs: Arc<dyn Fs>,
     edges: &[PathBuf],
@@ -46,19 +47,23 @@ pub fn run_pagerank(
         "PageRank needs at least one iteration"
     );
     let mut reports = Vec::with_capacity(iterations + 1);
+    // The states are scratch: a failed step cannot be resumed (the next
+    // run names its states afresh), so their jobs keep no work directory.
     let state_options = JobOptions {
         output_format: OutputFormat::Binary,
         input_format: None,
+        resumable: false,
         ..options.clone()
     };
     let state_dir = |step: usize| {
         options
             .tmp_dir
-            .join(format!("pagerank-state-{}-{step}", std::process::id()))
+            .join(scratch::name("pagerank", &format!("state-{step}")))
     };
     let mut state = state_dir(0);
     let init = JobSpec::PageRankInit { vertices }.build()?;
-    reports.push(run(fs.clone(), init, edges, &state, &state_options, progress)?);
+    let initial = run(fs.clone(), init, edges, &state, &state_options, progress);
+    reports.push(initial.inspect_err(|_| remove_state(&*fs, &state))?);
     for iteration in 1..=iterations {
         let last = iteration == iterations;
         let target = if last {
@@ -79,18 +84,19 @@ pub fn run_pagerank(
             state_options.clone()
         };
         let outcome = run(fs.clone(), job, &inputs, &target, &job_options, progress);
-        remove_output(&*fs, &state, &inputs)?;
+        remove_state(&*fs, &state);
+        if outcome.is_err() && !last {
+            remove_state(&*fs, &target);
+        }
         reports.push(outcome?);
         state = target;
     }
     Ok(reports)
 }
 
-/// Removes a state directory and its files.
-fn remove_output(fs: &dyn Fs, dir: &Path, files: &[PathBuf]) -> Result<()> {
-    for file in files {
-        fs.remove_file(file)?;
-    }
-    std::fs::remove_dir(dir)
-        .map_err(|error| spillway_core::Error::io(format!("removing {}", dir.display()), error))
+/// Removes a state directory with its files, as far as it can: the error
+/// that matters is the job's, if there is one, and a state left behind is
+/// swept by a later run once this process is gone.
+fn remove_state(fs: &dyn Fs, dir: &Path) {
+    let _ = scratch::remove_all(fs, dir);
 }

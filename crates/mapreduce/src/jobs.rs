@@ -156,7 +156,10 @@ impl JobSpec {
                 ))
             })
         };
-        Ok(match name {
+        // Python spells names with underscores, the command line with
+        // hyphens: each takes both.
+        let name = name.replace('_', "-");
+        Ok(match name.as_str() {
             "wordcount" | "word-count" => JobSpec::WordCount,
             "ngram" | "ngram-count" => JobSpec::NgramCount { n: number("n")? },
             "inverted-index" | "index" => JobSpec::InvertedIndex,
@@ -543,6 +546,20 @@ impl Job for PageRankInit {
     fn map(&self, record: &InputRecord<'_>, out: &mut MapOutput<'_>) -> Result<()> {
         let source = decimal(record.key, "source vertex", record)?;
         let target = decimal(record.value, "target vertex", record)?;
+        for vertex in [source, target] {
+            // A vertex past the count would take rank that the count's
+            // 1/vertices shares do not account for: ranks would no longer
+            // sum to 1.
+            ensure!(
+                vertex < self.vertices,
+                InvalidArgument,
+                "the edge at offset {} names vertex {vertex}, but the graph has {} vertices (ids 0 to {}); \
+                 give the number of vertices the edges use",
+                record.offset,
+                self.vertices,
+                self.vertices - 1
+            );
+        }
         out.emit(&vertex_key(source), &target.to_le_bytes())?;
         // Every vertex gets a state, those without out-edges too.
         out.emit(&vertex_key(target), &[])

@@ -17,7 +17,6 @@ use spillway_core::{crc32c, Error, Fs, Result};
 use crate::input::{InputFormat, Inputs};
 use crate::partition::Partitioner;
 
-const FILE_NAME: &str = "job.json";
 const VERSION: u32 = 1;
 
 /// One partition file of phase one.
@@ -50,6 +49,9 @@ pub struct JobManifest {
 }
 
 impl JobManifest {
+    /// The manifest's file name in a work directory.
+    pub const FILE_NAME: &'static str = "job.json";
+
     /// The manifest of a job that has finished phase zero.
     pub fn new(job: String, inputs: &Inputs, block_bytes: u64, partitioner: Partitioner) -> Self {
         JobManifest {
@@ -81,7 +83,7 @@ impl JobManifest {
     /// # Errors
     /// [`Error::Corruption`] if it fails its checksum or does not parse.
     pub fn load(fs: &dyn Fs, dir: &Path) -> Result<Option<Self>> {
-        let path = dir.join(FILE_NAME);
+        let path = dir.join(Self::FILE_NAME);
         if !fs.exists(&path)? {
             return Ok(None);
         }
@@ -124,7 +126,7 @@ impl JobManifest {
         let json = serde_json::to_string(self)
             .map_err(|error| Error::Internal(format!("the job manifest does not serialize: {error}")))?;
         let text = format!("{json}\ncrc32c {:08x}\n", crc32c(json.as_bytes()));
-        replace_file(fs, dir, FILE_NAME, text.as_bytes())
+        replace_file(fs, dir, Self::FILE_NAME, text.as_bytes())
     }
 }
 
@@ -168,7 +170,7 @@ mod tests {
             ..manifest()
         }));
 
-        let path = dir.join(FILE_NAME);
+        let path = dir.join(JobManifest::FILE_NAME);
         let file = fs.open_read_write(&path).unwrap();
         let mut bytes = vec![0u8; file.len().unwrap() as usize];
         file.read_exact_at(&mut bytes, 0).unwrap();

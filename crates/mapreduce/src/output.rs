@@ -7,6 +7,16 @@
 //! always complete. With range partitioning the files in name order hold
 //! the keys in order.
 //!
+//! Each finished output is then recorded in the job's work directory as
+//! `part-PPPPP.done` ([`Finished`]: its length and checksum), so that a job
+//! resumed after a failure keeps only the outputs that still match what
+//! was written and makes the others again (a text output carries no
+//! checksum of its own).
+//!
+//! ```text
+//! part-PPPPP.done = bytes u64 LE | block_crc(partition, 0, output) u32 LE | crc32c of the 12 bytes before u32 LE
+//! ```
+//!
 //! [`InputFormat::KeyValue`]: crate::InputFormat::KeyValue
 
 use std::path::{Path, PathBuf};
@@ -15,7 +25,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use spillway_agg::Output;
 use spillway_core::decimal::push_decimal;
-use spillway_core::{bail, Fs, FsFile, Result};
+use spillway_core::{bail, crc32c, BlockChecksum, Fs, FsFile, Result};
 
 use crate::chunk;
 use crate::job::Job;
@@ -72,6 +82,7 @@ pub struct PartitionWriter {
     records: PairBuf,
     records_written: u64,
     bytes_written: u64,
+    checksum: BlockChecksum,
 }
 
 impl PartitionWriter {
@@ -91,6 +102,7 @@ impl PartitionWriter {
             records: PairBuf::default(),
             records_written: 0,
             bytes_written: 0,
+            checksum: BlockChecksum::new(partition as u64, 0),
         })
     }
 
@@ -145,6 +157,7 @@ impl PartitionWriter {
     fn write_pending(&mut self) -> Result<()> {
         if !self.pending.is_empty() {
             self.file.write_at(&self.pending, self.bytes_written)?;
+            self.checksum.update(&self.pending);
             self.bytes_written += self.pending.len() as u64;
             self.pending.clear();
         }
@@ -159,15 +172,100 @@ impl PartitionWriter {
     }
 
     /// Writes what is left, syncs the file if `sync`, and gives it its
-    /// final name; returns the records and bytes written.
-    pub fn finish(mut self, sync: bool) -> Result<(u64, u64)> {
+    /// final name; returns what it wrote.
+    pub fn finish(mut self, sync: bool) -> Result<Finished> {
         self.cut_chunk();
         self.write_pending()?;
         if sync {
             self.file.sync_data()?;
         }
         self.fs.rename(&self.partial, &self.path)?;
-        Ok((self.records_written, self.bytes_written))
+        Ok(Finished {
+            records: self.records_written,
+            bytes: self.bytes_written,
+            checksum: self.checksum.finish(),
+        })
+    }
+}
+
+/// A finished partition output: what was written, and what a resumed job
+/// checks the output against (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// Records written (not recorded in the work directory).
+    pub records: u64,
+    /// Bytes of the output file.
+    pub bytes: u64,
+    /// `block_crc(partition, 0, contents)`.
+    pub checksum: u32,
+}
+
+const FINISHED_BYTES: usize = 16;
+
+/// Where a job records partition `partition`'s finished output in its
+/// work directory `work_dir`.
+pub fn finished_path(work_dir: &Path, partition: usize) -> PathBuf {
+    work_dir.join(format!("part-{partition:05}.done"))
+}
+
+impl Finished {
+    /// Writes the record to `path` (synced if `sync`).
+    pub fn store(&self, fs: &dyn Fs, path: &Path, sync: bool) -> Result<()> {
+        let mut bytes = [0u8; FINISHED_BYTES];
+        bytes[..8].copy_from_slice(&self.bytes.to_le_bytes());
+        bytes[8..12].copy_from_slice(&self.checksum.to_le_bytes());
+        let crc = crc32c(&bytes[..12]);
+        bytes[12..].copy_from_slice(&crc.to_le_bytes());
+        let file = fs.create_or_truncate(path)?;
+        file.write_at(&bytes, 0)?;
+        if sync {
+            file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Checks the output at `output` (partition `partition`) against the
+    /// record at `record`: `None` when they match, else why not (no record,
+    /// a damaged one, a length or a checksum that differs).
+    pub fn check(fs: &dyn Fs, record: &Path, output: &Path, partition: usize) -> Result<Option<String>> {
+        if !fs.exists(record)? {
+            return Ok(Some("no record of it was made".into()));
+        }
+        let file = fs.open_read(record)?;
+        let mut bytes = Vec::with_capacity(FINISHED_BYTES);
+        let len = file.len()?;
+        if len != FINISHED_BYTES as u64 {
+            return Ok(Some(format!("its record {} holds {len} bytes", record.display())));
+        }
+        file.read_exact_append(&mut bytes, FINISHED_BYTES, 0)?;
+        let stored = u32::from_le_bytes(bytes[12..].try_into().expect("4 bytes"));
+        if crc32c(&bytes[..12]) != stored {
+            return Ok(Some(format!(
+                "its record {} fails its checksum",
+                record.display()
+            )));
+        }
+        let expected_bytes = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+        let expected_checksum = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+        let output_file = fs.open_read(output)?;
+        let actual_bytes = output_file.len()?;
+        if actual_bytes != expected_bytes {
+            return Ok(Some(format!(
+                "{actual_bytes} bytes where {expected_bytes} were written"
+            )));
+        }
+        let mut checksum = BlockChecksum::new(partition as u64, 0);
+        let mut buffer = Vec::with_capacity(WRITE_BYTES);
+        let mut offset = 0;
+        while offset < actual_bytes {
+            let piece = (actual_bytes - offset).min(WRITE_BYTES as u64) as usize;
+            buffer.clear();
+            output_file.read_exact_append(&mut buffer, piece, offset)?;
+            checksum.update(&buffer);
+            offset += piece as u64;
+        }
+        Ok((checksum.finish() != expected_checksum)
+            .then(|| "its contents changed since it was written".into()))
     }
 }
 

@@ -18,7 +18,7 @@ use crate::driver::{phase_two_quota, radix_budget, JobOptions, Progress};
 use crate::fold::{fold_by_key, FoldScratch};
 use crate::job::{Job, Values};
 use crate::manifest::ShuffleFile;
-use crate::output::{write_output, PartitionWriter};
+use crate::output::{finished_path, write_output, PartitionWriter};
 use crate::record::PairBuf;
 use crate::sort::{
     compare, entries_of, radix_scratch_bytes, radix_sortable, same_key, sort_entries, Entry, SortAlgorithm,
@@ -299,15 +299,16 @@ impl Recycled {
 }
 
 /// Phase two over the `pending` partitions of `files`: each is read,
-/// sorted, reduced and written to its output file, and its partition file
-/// is removed. A partition whose file is lost is reported in
-/// [`Reduced::lost`], not an error.
+/// sorted, reduced and written to its output file, recorded as finished in
+/// `work_dir`, and its partition file is removed. A partition whose file
+/// is lost is reported in [`Reduced::lost`], not an error.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn phase_two(
     fs: &Arc<dyn Fs>,
     job: &Arc<dyn Job>,
     files: &[ShuffleFile],
     pending: &[usize],
+    work_dir: &Path,
     output: &Path,
     options: &JobOptions,
     threads: usize,
@@ -376,7 +377,7 @@ pub(crate) fn phase_two(
     let totals: Arc<Mutex<Reduced>> = Arc::default();
     phase.stage(StageSpec::new("reducer", reducers).reads(&read_consumer), {
         let (fs, job, totals, lost) = (fs.clone(), job.clone(), totals.clone(), lost.clone());
-        let output = output.to_path_buf();
+        let (output, work_dir) = (output.to_path_buf(), work_dir.to_path_buf());
         let (format, sync) = (options.output_format, options.sync);
         let radix_budget = radix_budget(options, reducers);
         move |worker: &mut Worker| {
@@ -395,10 +396,14 @@ pub(crate) fn phase_two(
                     &mut writer,
                 ) {
                     Ok(counts) => {
-                        let (records, bytes) = writer.finish(sync)?;
+                        let finished = writer.finish(sync)?;
+                        // Recorded before the partition file goes: a crash
+                        // between leaves a partition that is made again.
+                        finished.store(&*fs, &finished_path(&work_dir, partition), sync)?;
                         if file.bytes > 0 {
                             fs.remove_file(&file.path)?;
                         }
+                        let (records, bytes) = (finished.records, finished.bytes);
                         worker.count_out(bytes);
                         let mut totals = totals.lock().unwrap();
                         totals.records += records;
@@ -421,7 +426,9 @@ pub(crate) fn phase_two(
             Ok(())
         }
     });
-    let report = phase.build()?.run()?;
+    let mut phase = phase.build()?;
+    phase.set_interrupt(options.interrupt.clone());
+    let report = phase.run()?;
     let mut reduced = std::mem::take(&mut *totals.lock().unwrap());
     reduced.reports.push(report);
     reduced.lost = std::mem::take(&mut *lost.lock().unwrap());

@@ -101,6 +101,7 @@ pub(crate) fn phase_zero(
     let (mut sampled_bytes, mut output_bytes, mut output_records) = (0u64, 0u64, 0u64);
     let mut data = Vec::new();
     for pick in 0..picks {
+        options.interrupt.check()?;
         let block = piece(blocks[pick * blocks.len() / picks]);
         let mut out = MapOutput::new(job, &single, &mut buffers, options.limits).sampling(&mut sample);
         if let Some(combiner) = combiner.as_mut() {

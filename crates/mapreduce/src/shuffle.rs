@@ -271,7 +271,9 @@ pub(crate) fn phase_one(
             Ok(())
         }
     });
-    let report = phase.build()?.run()?;
+    let mut phase = phase.build()?;
+    phase.set_interrupt(options.interrupt.clone());
+    let report = phase.run()?;
     let files = std::mem::take(&mut *files.lock().unwrap());
     Ok((
         report,

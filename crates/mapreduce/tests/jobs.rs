@@ -719,3 +719,98 @@ fn a_block_whose_output_passes_the_mapped_quota_still_goes_through() {
         "{totals:?}"
     );
 }
+
+#[test]
+fn an_edge_past_the_vertex_count_fails_pagerank_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("edges.tsv");
+    std::fs::write(&input, "0\t1\n1\t2\n2\t63\n").unwrap();
+    let output = dir.path().join("ranks");
+    let options = small_options(dir.path());
+    let pagerank = spillway_mapreduce::PageRankParams {
+        vertices: 10,
+        damping: 0.85,
+        iterations: 2,
+    };
+    let error =
+        spillway_mapreduce::run_pagerank(fs(), &[input], &output, pagerank, &options, &quiet()).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    let message = error.to_string();
+    assert!(
+        message.contains("vertex 63") && message.contains("10 vertices"),
+        "{message}"
+    );
+    assert!(
+        message.contains("edges.tsv"),
+        "the message names the file: {message}"
+    );
+    // Neither the state of the first step nor the output is left behind.
+    assert_eq!(std::fs::read_dir(&options.tmp_dir).unwrap().count(), 0);
+    assert!(!output.exists());
+}
+
+#[test]
+fn an_interrupted_job_leaves_no_work_directory_and_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("words.txt");
+    write_text(&input, 4 << 20, 7);
+    let output = dir.path().join("counts");
+    let interrupt = spillway_core::Interrupt::new();
+    let options = JobOptions {
+        interrupt: interrupt.clone(),
+        ..small_options(dir.path())
+    };
+    // Raised once phase two reports progress: partition files exist then,
+    // and outputs may.
+    let progress: spillway_mapreduce::Progress = Arc::new(move |what: &str, done: u64, _: u64| {
+        if what.contains("reduce") && done > 0 {
+            interrupt.raise();
+        }
+    });
+    let error = run(
+        fs(),
+        JobSpec::WordCount.build().unwrap(),
+        &[input],
+        &output,
+        &options,
+        &progress,
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Interrupted, "{error}");
+    assert_eq!(
+        std::fs::read_dir(&options.tmp_dir).unwrap().count(),
+        0,
+        "no work directory"
+    );
+    assert!(!output.exists(), "no output");
+}
+
+#[test]
+fn a_directory_or_a_missing_file_as_input_is_refused_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("counts");
+    let options = small_options(dir.path());
+    let error = run(
+        fs(),
+        JobSpec::WordCount.build().unwrap(),
+        &[dir.path().to_path_buf()],
+        &output,
+        &options,
+        &quiet(),
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.to_string().contains("is a directory"), "{error}");
+    let missing = dir.path().join("missing.txt");
+    let error = run(
+        fs(),
+        JobSpec::WordCount.build().unwrap(),
+        &[missing],
+        &output,
+        &options,
+        &quiet(),
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("missing.txt"), "{error}");
+    assert!(!output.exists());
+}

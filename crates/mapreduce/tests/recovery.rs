@@ -359,3 +359,119 @@ fn a_damaged_manifest_starts_the_job_afresh_and_says_so() {
     );
     assert_eq!(output_of(&output, &report), clean);
 }
+
+/// How a file of a kept work directory (or a kept output) is damaged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Damage {
+    /// One byte flipped in the middle.
+    Flip,
+    /// Cut to half its length.
+    Truncate,
+    /// Gone.
+    Delete,
+    /// Replaced by an older copy: for the manifest, the one written after
+    /// phase zero (no finished phase one). The other files are written
+    /// once, so an older copy of one is a prefix: `Truncate` covers it.
+    Older,
+}
+
+fn damage(path: &Path, how: Damage) {
+    match how {
+        Damage::Flip => {
+            let mut bytes = std::fs::read(path).unwrap();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0x20;
+            std::fs::write(path, bytes).unwrap();
+        }
+        Damage::Truncate => {
+            let len = std::fs::metadata(path).unwrap().len();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .unwrap()
+                .set_len(len / 2)
+                .unwrap();
+        }
+        Damage::Delete => std::fs::remove_file(path).unwrap(),
+        Damage::Older => {
+            let dir = path.parent().unwrap();
+            let mut manifest = spillway_mapreduce::JobManifest::load(&RealFs::new(), dir)
+                .unwrap()
+                .unwrap();
+            manifest.shuffled = None;
+            manifest.store(&RealFs::new(), dir).unwrap();
+        }
+    }
+}
+
+/// The first file in `dir` whose name ends with `suffix`.
+fn file_ending(dir: &Path, suffix: &str) -> PathBuf {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.to_string_lossy().ends_with(suffix))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
+}
+
+/// The damage matrix of a job's work directory, and of the outputs a
+/// resumed job keeps: for every kind of file and every damage, running the
+/// job again either fails with an error that names the damaged file, or
+/// gives exactly a clean run's output. Never a silent loss.
+#[test]
+fn every_damage_to_a_kept_work_directory_is_named_or_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = text_input(dir.path());
+    let clean = clean_run(dir.path(), &input);
+    let kinds = ["job.json", ".shuffle", ".done", ".tsv"];
+    let damages = [Damage::Flip, Damage::Truncate, Damage::Delete, Damage::Older];
+    for kind in kinds {
+        for how in damages {
+            if how == Damage::Older && kind != "job.json" {
+                continue;
+            }
+            let case = dir
+                .path()
+                .join(format!("{}-{how:?}", kind.trim_start_matches('.')));
+            std::fs::create_dir_all(&case).unwrap();
+            let output = case.join("out");
+            // Partition 3's output cannot be put in place: the run fails in
+            // phase two and keeps its work directory and the outputs done.
+            let fs = FaultyFs::new("part-00003.tsv", Fault::RenameError);
+            word_count(fs, &case, &input, &output).unwrap_err();
+            let work = std::fs::read_dir(case.join("tmp"))
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
+            let target = match kind {
+                ".tsv" => file_ending(&output, kind),
+                _ => file_ending(&work, kind),
+            };
+            damage(&target, how);
+            let name = target.file_name().unwrap().to_string_lossy().into_owned();
+            match word_count(Arc::new(RealFs::new()), &case, &input, &output) {
+                Ok(report) => {
+                    eprintln!("{name} {how:?}: made again: {:?}", report.notes);
+                    assert_eq!(
+                        output_of(&output, &report),
+                        clean,
+                        "{name} {how:?}: the output equals a clean run's"
+                    );
+                }
+                Err(error) => {
+                    eprintln!("{name} {how:?}: refused: {error}");
+                    assert!(
+                        error.to_string().contains(&name),
+                        "{name} {how:?}: the error names the damaged file: {error}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -30,6 +30,7 @@ pub(crate) fn with_context(error: Error, context: &str) -> Error {
         Error::ResourcesExhausted(message) => Error::ResourcesExhausted(format!("{context}: {message}")),
         Error::Poisoned(message) => Error::Poisoned(format!("{context}: {message}")),
         Error::Internal(message) => Error::Internal(format!("{context}: {message}")),
+        Error::Interrupted(message) => Error::Interrupted(format!("{context}: {message}")),
         // A kind added to core later: keep the text, and flag it as ours to fix.
         other => Error::Internal(format!("{context}: {other}")),
     }
@@ -59,6 +60,7 @@ pub(crate) fn duplicate(error: &Error, context: &str) -> Error {
         Error::ResourcesExhausted(message) => Error::ResourcesExhausted(message.clone()),
         Error::Poisoned(message) => Error::Poisoned(message.clone()),
         Error::Internal(message) => Error::Internal(message.clone()),
+        Error::Interrupted(message) => Error::Interrupted(message.clone()),
         other => Error::Internal(other.to_string()),
     };
     with_context(copy, context)

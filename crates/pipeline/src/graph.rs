@@ -303,6 +303,7 @@ impl PhaseBuilder {
             queue_order,
             deadlock_timeout: Some(DEADLOCK_TIMEOUT_DEFAULT),
             progress: None,
+            interrupt: None,
         })
     }
 }

@@ -31,7 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
-use spillway_core::{Error, Result};
+use spillway_core::{Error, Interrupt, Result};
 
 use crate::context::{duplicate, panic_message, with_context};
 use crate::graph::{describe, QueueDecl, StageBody, StageDecl};
@@ -118,6 +118,7 @@ pub struct Phase {
     pub(crate) queue_order: Vec<usize>,
     pub(crate) deadlock_timeout: Option<Duration>,
     pub(crate) progress: Option<Progress>,
+    pub(crate) interrupt: Option<Interrupt>,
 }
 
 impl fmt::Debug for Phase {
@@ -184,6 +185,16 @@ impl Phase {
             every: every.max(Duration::from_millis(1)),
             callback: Box::new(callback),
         });
+        self
+    }
+
+    /// Stops the phase with [`Error::Interrupted`] once `interrupt` is
+    /// raised: the monitor looks at it every few tens of milliseconds and
+    /// tears the phase down as it does after a worker's error (blocked
+    /// workers wake at once; a long computation between `recv`/`send`
+    /// calls should poll [`Worker::is_cancelled`](crate::Worker::is_cancelled)).
+    pub fn set_interrupt(&mut self, interrupt: Interrupt) -> &mut Self {
+        self.interrupt = Some(interrupt);
         self
     }
 
@@ -285,6 +296,7 @@ impl Phase {
             queue_order,
             deadlock_timeout,
             progress,
+            interrupt,
             ..
         } = self;
         drop(queue_decls);
@@ -300,6 +312,7 @@ impl Phase {
             queue_order: queue_order.clone(),
             deadlock_timeout,
             progress,
+            interrupt,
             started,
             stuck: None,
         };
@@ -407,6 +420,7 @@ struct Monitor {
     queue_order: Vec<usize>,
     deadlock_timeout: Option<Duration>,
     progress: Option<Progress>,
+    interrupt: Option<Interrupt>,
     started: Instant,
     /// Since when every running worker has been blocked with this signature.
     stuck: Option<(Instant, Vec<u64>)>,
@@ -431,6 +445,13 @@ impl Monitor {
                 Err(RecvTimeoutError::Timeout) => {}
                 // Disconnected: every worker has been joined.
                 Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if let Some(interrupt) = &self.interrupt {
+                if let Err(error) = interrupt.check() {
+                    if !self.shared.is_cancelled() {
+                        self.shared.fail(error);
+                    }
+                }
             }
             if let Some(window) = self.deadlock_timeout {
                 if !self.shared.is_cancelled() {

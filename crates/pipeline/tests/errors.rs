@@ -185,3 +185,39 @@ fn cancellation_wakes_workers_waiting_for_memory_buffers_tokens_and_queues() {
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     drop((held, pooled, written));
 }
+
+#[test]
+fn a_raised_interrupt_stops_an_endless_phase_with_interrupted() {
+    let mut phase = PhaseBuilder::new("endless");
+    let (out, input) = phase.queue::<Vec<u8>>("numbers", 4);
+    phase.stage(StageSpec::new("source", 1).writes(&out), move |worker| {
+        let mut n = 0;
+        loop {
+            worker.send(&out, unit(n))?;
+            n += 1;
+        }
+    });
+    phase.stage(StageSpec::new("sink", 1).reads(&input), move |worker| {
+        while let Some(number) = worker.recv(&input)? {
+            let _ = value(&number);
+            thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    });
+    let mut phase = phase.build().unwrap();
+    let interrupt = spillway_core::Interrupt::new();
+    phase.set_interrupt(interrupt.clone());
+    let raiser = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        interrupt.raise();
+    });
+    let started = std::time::Instant::now();
+    let (result, _) = run_within(phase, LIMIT);
+    raiser.join().unwrap();
+    let error = result.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Interrupted, "{error}");
+    assert!(
+        started.elapsed() < LIMIT,
+        "stopped by the interrupt, not the time limit"
+    );
+}

@@ -9,7 +9,6 @@ use pyo3::prelude::*;
 
 mod agg;
 mod errors;
-#[allow(dead_code)] // used by the calls made interruptible next
 mod interrupt;
 mod kv;
 mod mapreduce;
@@ -27,9 +26,10 @@ fn cli_main(py: Python<'_>, arguments: Vec<std::ffi::OsString>) -> u8 {
 /// `spillway gen`) and returns its summary as a JSON object text.
 #[pyfunction]
 fn generate_workload(py: Python<'_>, arguments: Vec<std::ffi::OsString>) -> PyResult<String> {
-    let report = py
-        .detach(|| spillway_cli::generate_with_arguments(arguments))
-        .map_err(|error| errors::command_error_to_py_err(&error))?;
+    let report = interrupt::interruptible(py, |interrupt| {
+        spillway_cli::generate_with_arguments(arguments, interrupt)
+    })?
+    .map_err(|error| errors::command_error_to_py_err(&error))?;
     Ok(serde_json::Value::Object(report).to_string())
 }
 

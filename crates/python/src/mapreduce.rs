@@ -14,6 +14,7 @@ use spillway_mapreduce::{
 };
 
 use crate::errors::to_py_err;
+use crate::interrupt::interruptible;
 
 /// A job whose map and reduce are Python callables: `map(key, value)` and
 /// `reduce(key, values)` each return an iterable of `(key, value)` pairs
@@ -44,7 +45,16 @@ impl PythonJob {
                 return Ok(Ok(()));
             }
             for pair in returned.try_iter()? {
-                let (key, value): (Vec<u8>, Vec<u8>) = pair?.extract()?;
+                let pair = pair?;
+                let Some((key, value)) = bytes_pair(&pair) else {
+                    return Ok(Err(Error::InvalidArgument(format!(
+                        "the Python {what} of job {} gave {}: {what} must give (key, value) pairs of bytes \
+                         (encode text with .encode())",
+                        self.name,
+                        pair.repr()
+                            .map_or_else(|_| "something".into(), |repr| repr.to_string())
+                    ))));
+                };
                 if let Err(error) = emit(&key, &value) {
                     return Ok(Err(error));
                 }
@@ -91,6 +101,19 @@ impl Job for PythonJob {
     }
 }
 
+/// A `(key, value)` pair of bytes-like objects (bytes, bytearray,
+/// memoryview), or `None` for anything else (text above all).
+fn bytes_pair(pair: &Bound<'_, PyAny>) -> Option<(Vec<u8>, Vec<u8>)> {
+    let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair.extract().ok()?;
+    let bytes = |item: &Bound<'_, PyAny>| {
+        if item.is_instance_of::<pyo3::types::PyString>() {
+            return None;
+        }
+        item.extract::<Vec<u8>>().ok()
+    };
+    Some((bytes(&key)?, bytes(&value)?))
+}
+
 /// Runs a job over `inputs` into `output`; returns the report(s) as JSON
 /// text (a list for PageRank, one report per job it ran).
 ///
@@ -118,7 +141,7 @@ pub fn mapreduce_run(
     sync: bool,
 ) -> PyResult<String> {
     let tmp = tmp.unwrap_or_else(|| spillway_core::fs::parent_directory(&output).to_path_buf());
-    let options = JobOptions {
+    let mut options = JobOptions {
         memory_bytes: memory,
         threads,
         partitions,
@@ -144,32 +167,38 @@ pub fn mapreduce_run(
                 raised: Mutex::new(None),
             });
             let job: Arc<dyn Job> = python.clone();
-            py.detach(|| run(fs, job, &inputs, &output, &options, &progress).and_then(|report| json(&report)))
-                .map_err(|error| {
-                    python
-                        .raised
-                        .lock()
-                        .unwrap()
-                        .take()
-                        .unwrap_or_else(|| to_py_err(error))
-                })
+            interruptible(py, |interrupt| {
+                options.interrupt = interrupt.clone();
+                run(fs, job, &inputs, &output, &options, &progress).and_then(|report| json(&report))
+            })?
+            .map_err(|error| {
+                python
+                    .raised
+                    .lock()
+                    .unwrap()
+                    .take()
+                    .unwrap_or_else(|| to_py_err(error))
+            })
         }
         (None, None) => {
             let spec: JobSpec = serde_json::from_str(job)
                 .map_err(|error| to_py_err(Error::InvalidArgument(format!("job spec {job}: {error}"))))?;
-            py.detach(|| match spec {
-                JobSpec::PageRank { vertices, damping } => {
-                    let params = PageRankParams {
-                        vertices,
-                        damping,
-                        iterations,
-                    };
-                    run_pagerank(fs, &inputs, &output, params, &options, &progress)
-                        .and_then(|reports| json(&reports))
+            interruptible(py, |interrupt| {
+                options.interrupt = interrupt.clone();
+                match spec {
+                    JobSpec::PageRank { vertices, damping } => {
+                        let params = PageRankParams {
+                            vertices,
+                            damping,
+                            iterations,
+                        };
+                        run_pagerank(fs, &inputs, &output, params, &options, &progress)
+                            .and_then(|reports| json(&reports))
+                    }
+                    spec => run(fs, spec.build()?, &inputs, &output, &options, &progress)
+                        .and_then(|report| json(&report)),
                 }
-                spec => run(fs, spec.build()?, &inputs, &output, &options, &progress)
-                    .and_then(|report| json(&report)),
-            })
+            })?
             .map_err(to_py_err)
         }
         _ => Err(to_py_err(Error::InvalidArgument(

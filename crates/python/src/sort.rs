@@ -12,6 +12,7 @@ use spillway_sort::{
 };
 
 use crate::errors::to_py_err;
+use crate::interrupt::interruptible;
 
 /// Generates gensort 1.5 records into `path`; returns a dict report.
 #[pyfunction]
@@ -38,14 +39,16 @@ pub fn gensort<'py>(
         start_record: start,
         records,
     };
-    let options = WriteOptions {
-        threads,
-        checksum,
-        sync,
-    };
-    let report = py
-        .detach(|| generate_file(&RealFs::new(), &path, &spec, &options, &|_| {}))
-        .map_err(to_py_err)?;
+    let report = interruptible(py, |interrupt| {
+        let options = WriteOptions {
+            threads,
+            checksum,
+            sync,
+            interrupt: interrupt.clone(),
+        };
+        generate_file(&RealFs::new(), &path, &spec, &options, &|_| {})
+    })?
+    .map_err(to_py_err)?;
     let dict = PyDict::new(py);
     dict.set_item("records", report.records)?;
     dict.set_item("bytes", report.bytes)?;
@@ -73,19 +76,22 @@ pub fn valsort<'py>(
         KeyOrder::Bytes
     };
     let started = std::time::Instant::now();
-    let summary = py
-        .detach(|| {
-            let options = ValidateOptions { threads, order };
-            validate_path(
-                &RealFs::new(),
-                &path,
-                summaries,
-                summary_file.as_deref(),
-                &options,
-                &|_| {},
-            )
-        })
-        .map_err(to_py_err)?;
+    let summary = interruptible(py, |interrupt| {
+        let options = ValidateOptions {
+            threads,
+            order,
+            interrupt: interrupt.clone(),
+        };
+        validate_path(
+            &RealFs::new(),
+            &path,
+            summaries,
+            summary_file.as_deref(),
+            &options,
+            &|_| {},
+        )
+    })?
+    .map_err(to_py_err)?;
     let dict = PyDict::new(py);
     dict.set_item("records", summary.records)?;
     dict.set_item("checksum", format_checksum(summary.checksum))?;
@@ -120,27 +126,27 @@ pub fn sort(
     direct: bool,
 ) -> PyResult<String> {
     let tmp_dir = tmp.unwrap_or_else(|| parent_directory(&output).to_path_buf());
-    let options = SortOptions {
-        memory_bytes: memory,
-        tmp_dir,
-        partitions,
-        threads,
-        sync,
-        partitioned_output: partitioned,
-        direct_io: direct,
-        ascii,
-    };
-    let report = py
-        .detach(|| {
-            sort_file(
-                std::sync::Arc::new(RealFs::new()),
-                &input,
-                &output,
-                &options,
-                std::sync::Arc::new(|_: &str, _: u64, _: u64| {}),
-            )
-        })
-        .map_err(to_py_err)?;
+    let report = interruptible(py, |interrupt| {
+        let options = SortOptions {
+            memory_bytes: memory,
+            tmp_dir,
+            partitions,
+            threads,
+            sync,
+            partitioned_output: partitioned,
+            direct_io: direct,
+            ascii,
+            interrupt: interrupt.clone(),
+        };
+        sort_file(
+            std::sync::Arc::new(RealFs::new()),
+            &input,
+            &output,
+            &options,
+            std::sync::Arc::new(|_: &str, _: u64, _: u64| {}),
+        )
+    })?
+    .map_err(to_py_err)?;
     serde_json::to_string(&report)
         .map_err(|error| to_py_err(spillway_core::Error::Internal(error.to_string())))
 }

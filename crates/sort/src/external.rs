@@ -33,7 +33,9 @@ use serde::Serialize;
 use spillway_core::fs::{
     parent_directory, start_for_offset, DirectWriter, OpenOptions, DIRECT_IO_ALIGNMENT_BYTES,
 };
-use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, IoCounters, Result};
+use spillway_core::{
+    check_threads, ensure, scratch, worker_threads, Error, Fs, FsFile, Interrupt, IoCounters, Result,
+};
 use spillway_pipeline::{
     Allocation, BufferPool, MemoryQuota, PhaseBuilder, PhaseReport, PooledBuffer, StageSpec, WorkUnit, Worker,
 };
@@ -76,6 +78,30 @@ const PARTITIONS_IN_FLIGHT: u64 = 2;
 /// of output buffers (see [`output_chunk_bytes`]).
 fn sort_bytes(bytes: u64) -> u64 {
     bytes / RECORD_BYTES as u64 * 32
+}
+
+/// The largest partition a two-pass sort under `memory_bytes` makes: two
+/// are sorted at once, each with its 32 bytes of entries per record, in
+/// 7/8 of the budget.
+fn partition_bytes_max(memory_bytes: u64) -> u64 {
+    memory_bytes * 7 / 8 / PARTITIONS_IN_FLIGHT * RECORD_BYTES as u64 / (RECORD_BYTES as u64 + 32)
+}
+
+/// The smallest memory budget under which a two-pass sort of
+/// `input_bytes` makes at most `partitions` partitions: the inverse of
+/// [`partition_bytes_max`] and [`partitions_for`], rounded up to a MiB.
+fn memory_for_partitions(input_bytes: u64, partitions: usize) -> u64 {
+    let mut memory =
+        (input_bytes / partitions as u64 * 5 / 4 * 8 / 7 * PARTITIONS_IN_FLIGHT * (RECORD_BYTES as u64 + 32)
+            / RECORD_BYTES as u64)
+            .next_multiple_of(1 << 20);
+    // The integer divisions above round down; step up to the first budget that holds.
+    while partitions_for(input_bytes, partition_bytes_max(memory), Path::new("")).unwrap_or(usize::MAX)
+        > partitions
+    {
+        memory += 1 << 20;
+    }
+    memory
 }
 
 /// Memory a partition of `bytes` read back from its file needs in phase
@@ -136,6 +162,10 @@ pub struct SortOptions {
     /// with CRLF, so that feeding other data is an error, not a silent
     /// garbage sort. Keys sort the same way in both formats.
     pub ascii: bool,
+    /// Stops the sort when raised (Ctrl-C): it fails with `Interrupted`
+    /// within a few tens of milliseconds and removes its partition files
+    /// and its partial output.
+    pub interrupt: Interrupt,
 }
 
 impl SortOptions {
@@ -150,6 +180,7 @@ impl SortOptions {
             partitioned_output: false,
             direct_io: false,
             ascii: false,
+            interrupt: Interrupt::new(),
         }
     }
 }
@@ -194,6 +225,9 @@ pub struct SortReport {
     /// With partitioned output: the partition files in key order (each with
     /// a `.sum` valsort summary beside it, all concatenated in `all.sum`).
     pub output_files: Vec<PathBuf>,
+    /// Files that sorts killed outright had left in the temporary or the
+    /// output directory (their owner gone), removed before this sort began.
+    pub swept_files: Vec<PathBuf>,
 }
 
 fn seconds<S: serde::Serializer>(duration: &Duration, serializer: S) -> std::result::Result<S::Ok, S::Error> {
@@ -465,15 +499,29 @@ pub fn sort_file(
 ) -> Result<SortReport> {
     let started = Instant::now();
     let io_before = IoCounters::read_self().ok();
+    check_threads(options.threads, "threads")?;
+    ensure!(
+        options.partitioned_output || !fs.is_dir(output)?,
+        InvalidArgument,
+        "the output {} is a directory; give a file name (or ask for partitioned output)",
+        output.display()
+    );
+    let output_parent = parent_directory(output).to_path_buf();
+    let mut swept_files = scratch::sweep(&*fs, &options.tmp_dir)?;
+    if output_parent != options.tmp_dir {
+        swept_files.extend(scratch::sweep(&*fs, &output_parent)?);
+    }
     let partial = partial_path(output);
     let mut cleanup = Cleanup {
         fs: fs.clone(),
         paths: vec![partial.clone()],
         outputs: Vec::new(),
+        directories: Vec::new(),
     };
     let outcome = sort_into(&fs, input, output, &partial, options, progress, &mut cleanup);
     cleanup.run(outcome.is_ok());
     let mut report = outcome?;
+    report.swept_files = swept_files;
     report.elapsed = started.elapsed();
     if let (Some(before), Ok(after)) = (io_before, IoCounters::read_self()) {
         let delta = after.delta(&before);
@@ -484,31 +532,40 @@ pub fn sort_file(
 }
 
 /// Files to remove when the sort ends: intermediate files however it ends,
-/// output files when it failed.
+/// output files (and the directories it created for them) when it failed.
 struct Cleanup {
     fs: Arc<dyn Fs>,
     paths: Vec<PathBuf>,
     outputs: Vec<PathBuf>,
+    directories: Vec<PathBuf>,
 }
 
 impl Cleanup {
     fn run(&mut self, succeeded: bool) {
-        let outputs = if succeeded {
-            Vec::new()
+        let (outputs, directories) = if succeeded {
+            (Vec::new(), Vec::new())
         } else {
-            std::mem::take(&mut self.outputs)
+            (
+                std::mem::take(&mut self.outputs),
+                std::mem::take(&mut self.directories),
+            )
         };
         for path in self.paths.drain(..).chain(outputs) {
             // Best effort: the file may never have been created, or already renamed.
             let _ = self.fs.remove_file(&path);
         }
+        for directory in directories {
+            let _ = self.fs.remove_dir(&directory);
+        }
     }
 }
 
+/// Where `output` is written until it is complete: a scratch name in its
+/// directory, naming this process, so that what a sort killed outright
+/// leaves is recognised and swept by the next one.
 fn partial_path(output: &Path) -> PathBuf {
-    let mut name = output.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    output.with_file_name(name)
+    let name = output.file_name().unwrap_or_default().to_string_lossy();
+    output.with_file_name(scratch::name("partial", &name))
 }
 
 fn sort_into(
@@ -544,17 +601,24 @@ fn sort_into(
     } else if in_memory {
         in_memory_partitions
     } else {
-        let partition_bytes_max = options.memory_bytes * 7 / 8 / PARTITIONS_IN_FLIGHT * RECORD_BYTES as u64
-            / (RECORD_BYTES as u64 + 32);
-        partitions_for(input_bytes, partition_bytes_max, input_path)?
+        partitions_for(input_bytes, partition_bytes_max(options.memory_bytes), input_path)?
     };
+    ensure!(
+        options.partitions <= PARTITIONS_MAX,
+        InvalidArgument,
+        "{} partitions are more than the {PARTITIONS_MAX} that can be open at once; ask for at most \
+         {PARTITIONS_MAX} (0 chooses from the memory budget)",
+        options.partitions
+    );
     ensure!(
         partitions <= PARTITIONS_MAX,
         InvalidArgument,
         "sorting {} ({input_bytes} bytes) with a memory budget of {} bytes needs {partitions} partitions, \
-         more than the {PARTITIONS_MAX} that can be open at once; raise --memory",
+         more than the {PARTITIONS_MAX} that can be open at once; a memory budget of at least {} bytes \
+         keeps them to {PARTITIONS_MAX}",
         input_path.display(),
-        options.memory_bytes
+        options.memory_bytes,
+        memory_for_partitions(input_bytes, PARTITIONS_MAX)
     );
     let phase_two_quota = options.memory_bytes - output_pool_bytes - if in_memory { input_bytes } else { 0 };
     let partition_needs = |bytes| {
@@ -586,7 +650,7 @@ fn sort_into(
         for partition in 0..partitions {
             let path = options
                 .tmp_dir
-                .join(format!("spillway-sort-{}-{partition:05}.ld", std::process::id()));
+                .join(scratch::name("sort", &format!("{partition:05}.ld")));
             cleanup.paths.push(path.clone());
             files.push(Some(WriteFile::create(fs, &path, options.direct_io)?));
             paths.push(path);
@@ -630,6 +694,7 @@ fn sort_into(
         ascii: options.ascii,
         direct: options.direct_io,
         aligned_buffers,
+        interrupt: options.interrupt.clone(),
     };
     let (phase_one, disks, sizes) = phase_one(distribution, disks, &progress)?;
 
@@ -647,6 +712,7 @@ fn sort_into(
             quota_bytes: phase_two_quota,
             chunk_bytes: output_chunk_bytes(options.memory_bytes),
             direct: options.direct_io,
+            interrupt: options.interrupt.clone(),
         },
         threads,
         &progress,
@@ -684,6 +750,7 @@ fn sort_into(
         logical_write_bytes: logical_read_bytes,
         phases: vec![phase_one, phase_two],
         output_files,
+        swept_files: Vec::new(),
     })
 }
 
@@ -709,6 +776,9 @@ impl OutputTarget {
         direct: bool,
         cleanup: &mut Cleanup,
     ) -> Result<Self> {
+        if !fs.exists(directory)? {
+            cleanup.directories.push(directory.to_path_buf());
+        }
         fs.create_dir_all(directory)?;
         cleanup.outputs.push(directory.join(ALL_SUMMARIES));
         cleanup.paths.push(partial_path(&directory.join(ALL_SUMMARIES)));
@@ -839,6 +909,8 @@ struct Distribution {
     /// Logical disks are written with O_DIRECT: buffers start at aligned
     /// addresses and `ld_buffer_bytes` is a whole number of blocks.
     aligned_buffers: bool,
+    /// Stops the phase when raised.
+    interrupt: Interrupt,
 }
 
 /// Phase one: read the input once and route every record to its partition.
@@ -859,6 +931,7 @@ fn phase_one(
         ascii,
         direct,
         aligned_buffers,
+        interrupt,
     } = distribution;
     let partitions = boundaries.partitions();
     let mut phase = PhaseBuilder::new("phase one: read and distribute");
@@ -966,7 +1039,9 @@ fn phase_one(
             disks.finish(sizes)
         }
     });
-    let report = phase.build()?.run()?;
+    let mut phase = phase.build()?;
+    phase.set_interrupt(interrupt);
+    let report = phase.run()?;
     let (disks, sizes) = Arc::try_unwrap(disks)
         .map_err(|_| Error::Internal("phase one still holds the logical disks after it ended".into()))?
         .into_inner()
@@ -991,7 +1066,7 @@ fn check_ascii_records(chunk: &Chunk, path: &Path) -> Result<()> {
 }
 
 /// How phase two uses memory and reads partitions.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct PhaseTwoSettings {
     /// For partitions being read and sorted.
     quota_bytes: u64,
@@ -999,6 +1074,8 @@ struct PhaseTwoSettings {
     chunk_bytes: usize,
     /// Read partition files with O_DIRECT.
     direct: bool,
+    /// Stops the phase (and a partition's sort) when raised.
+    interrupt: Interrupt,
 }
 
 /// Phase two: read each partition once, sort it, write it once at its offset.
@@ -1015,6 +1092,7 @@ fn phase_two(
         quota_bytes,
         chunk_bytes,
         direct,
+        interrupt,
     } = settings;
     let partitions = sizes.len();
     let mut offsets = Vec::with_capacity(partitions);
@@ -1104,11 +1182,14 @@ fn phase_two(
         {
             let sorted_producer = sorted_producer.clone();
             let sorter_target = target.clone();
+            let interrupt = interrupt.clone();
             move |worker: &mut Worker| {
                 let mut scratch = SortScratch::default();
                 while let Some(partition) = worker.recv(&read_consumer)? {
                     let segments: Vec<&[u8]> = partition.segments.iter().map(Segment::records).collect();
-                    scratch.sort(&segments, sort_threads);
+                    scratch.sort(&segments, sort_threads, &interrupt);
+                    // A sort cut short by the interrupt is not a sort.
+                    interrupt.check()?;
                     let chunk_records = chunk_bytes / RECORD_BYTES;
                     let mut summary: Option<Summary> = None;
                     let mut rank = 0;
@@ -1182,7 +1263,9 @@ fn phase_two(
             Ok(())
         },
     );
-    let report = phase.build()?.run();
+    let mut phase = phase.build()?;
+    phase.set_interrupt(interrupt);
+    let report = phase.run();
     // The reader's sender went with the phase, so the closer ends once it
     // has closed the last file.
     closer

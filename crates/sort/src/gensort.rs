@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use spillway_core::fs::parent_directory;
-use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, Result};
+use spillway_core::{check_threads, ensure, scratch, worker_threads, Error, Fs, FsFile, Interrupt, Result};
 
 use crate::lcg;
 use crate::record::{record_crc, KEY_BYTES, RECORD_BYTES};
@@ -276,7 +276,7 @@ fn skew_record(
 }
 
 /// How to write a generated file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Worker threads (0 = all cores).
     pub threads: usize,
@@ -284,6 +284,9 @@ pub struct WriteOptions {
     pub checksum: bool,
     /// fdatasync the file before returning, so the data is on disk.
     pub sync: bool,
+    /// Stops the generation when raised (checked after every block); the
+    /// file is then removed.
+    pub interrupt: Interrupt,
 }
 
 impl Default for WriteOptions {
@@ -292,6 +295,7 @@ impl Default for WriteOptions {
             threads: 0,
             checksum: true,
             sync: true,
+            interrupt: Interrupt::new(),
         }
     }
 }
@@ -311,14 +315,18 @@ pub struct GenerateReport {
     pub threads: usize,
 }
 
-/// Generates `spec` into the file at `path` (created or truncated) of `fs`, on
-/// all cores. The path `/dev/null` generates without writing, as gensort does.
-/// `progress` is called with the records finished so far after each block.
+/// Generates `spec` into the file at `path` (created or replaced) of `fs`,
+/// on all cores. The path `/dev/null` generates without writing, as gensort
+/// does. `progress` is called with the records finished so far after each
+/// block.
 ///
-/// With `sync`, the file's data and its directory entry are durable when
-/// this returns. On failure the file is removed: a worker may have written a
-/// later block after an earlier one failed, and a file of the full length
-/// with a hole in it must not look complete.
+/// The records go to a scratch file beside `path` that names this process
+/// ([`scratch::name`]), renamed over `path` once complete: a run that fails
+/// or is interrupted removes it, and one killed outright leaves a file the
+/// next run recognises and sweeps, never a `path` that looks complete. (A
+/// `path` that exists and is not a regular file, a device or a pipe, is
+/// written in place.) With `sync`, the file's data and its directory entry
+/// are durable when this returns.
 pub fn generate_file(
     fs: &dyn Fs,
     path: &Path,
@@ -328,13 +336,30 @@ pub fn generate_file(
 ) -> Result<GenerateReport> {
     let started = Instant::now();
     spec.bytes()?;
+    check_threads(options.threads, "threads")?;
     if path == Path::new("/dev/null") {
         return generate_into(None, spec, options, progress, started);
     }
-    let file = fs.create_or_truncate(path)?;
+    let in_place = std::fs::metadata(path).is_ok_and(|metadata| !metadata.is_file());
+    let target = if in_place {
+        path.to_path_buf()
+    } else {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        path.with_file_name(scratch::name("partial", &name))
+    };
+    let file = fs.create_or_truncate(&target).map_err(|error| match error {
+        // Name the file asked for: the scratch name means nothing yet.
+        Error::Io { source, .. } => Error::io(format!("creating {}", path.display()), source),
+        other => other,
+    })?;
     let outcome = generate_into(Some(&*file), spec, options, progress, started).and_then(|report| {
         if options.sync {
             file.sync_data()?;
+        }
+        if !in_place {
+            fs.rename(&target, path)?;
+        }
+        if options.sync {
             fs.sync_dir(parent_directory(path))?;
         }
         Ok(GenerateReport {
@@ -345,7 +370,7 @@ pub fn generate_file(
     if outcome.is_err() {
         drop(file);
         // Best effort: the error that matters is the one being returned.
-        let _ = fs.remove_file(path);
+        let _ = fs.remove_file(&target);
     }
     outcome
 }
@@ -421,6 +446,7 @@ fn generate_blocks(
     let mut buffer = vec![0u8; BLOCK_RECORDS as usize * RECORD_BYTES];
     let mut sum = 0u128;
     loop {
+        options.interrupt.check()?;
         let block = next_block.fetch_add(1, Ordering::Relaxed);
         if block >= blocks {
             return Ok(sum);

@@ -28,6 +28,8 @@
 
 use std::ops::Range;
 
+use spillway_core::Interrupt;
+
 use crate::partition::key_value;
 use crate::record::{KEY_BYTES, RECORD_BYTES};
 
@@ -59,8 +61,9 @@ impl SortScratch {
 
     /// Sorts the records held in `segments` (each a multiple of 100 bytes and
     /// at most [`SEGMENT_RECORDS_MAX`] records) by key; afterwards
-    /// [`gather`](Self::gather) copies them out in order.
-    pub fn sort(&mut self, segments: &[&[u8]], threads: usize) {
+    /// [`gather`](Self::gather) copies them out in order. Once `interrupt`
+    /// is raised the buckets left are not sorted: the caller checks it.
+    pub fn sort(&mut self, segments: &[&[u8]], threads: usize, interrupt: &Interrupt) {
         assert!(
             segments.len() <= SEGMENTS_MAX,
             "{} segments exceed {SEGMENTS_MAX}",
@@ -86,7 +89,7 @@ impl SortScratch {
             );
         }
         self.scatter_by_top_bits();
-        sort_buckets(&mut self.sorted, &self.bucket_starts, threads);
+        sort_buckets(&mut self.sorted, &self.bucket_starts, threads, interrupt);
     }
 
     /// Number of records sorted by the last [`sort`](Self::sort).
@@ -166,7 +169,7 @@ pub fn sort_records(input: &[u8], output: &mut [u8], threads: usize, scratch: &m
     assert_eq!(input.len(), output.len(), "output must be as long as the input");
     assert_eq!(input.len() % RECORD_BYTES, 0, "input must hold whole records");
     let segments = segments_of(input);
-    scratch.sort(&segments, threads);
+    scratch.sort(&segments, threads, &Interrupt::new());
     let per_thread = scratch.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|scope| {
         for (part, out) in output.chunks_mut(per_thread * RECORD_BYTES).enumerate() {
@@ -178,8 +181,9 @@ pub fn sort_records(input: &[u8], output: &mut [u8], threads: usize, scratch: &m
 }
 
 /// Step 3: sorts each bucket, in parallel over runs of whole buckets holding
-/// about 1/threads of the entries each.
-fn sort_buckets(sorted: &mut [u128], bucket_starts: &[usize], threads: usize) {
+/// about 1/threads of the entries each; stops between buckets once
+/// `interrupt` is raised (a large partition's sort takes seconds).
+fn sort_buckets(sorted: &mut [u128], bucket_starts: &[usize], threads: usize, interrupt: &Interrupt) {
     std::thread::scope(|scope| {
         let mut rest: &mut [u128] = sorted;
         for buckets in bucket_runs(bucket_starts, threads.max(1)) {
@@ -189,6 +193,9 @@ fn sort_buckets(sorted: &mut [u128], bucket_starts: &[usize], threads: usize) {
             let starts = &bucket_starts[buckets.start..=buckets.end];
             scope.spawn(move || {
                 for bounds in starts.windows(2) {
+                    if interrupt.is_raised() {
+                        return;
+                    }
                     mine[bounds[0] - base..bounds[1] - base].sort_unstable();
                 }
             });

@@ -28,6 +28,12 @@ pub fn format_checksum(checksum: u128) -> String {
 /// Opens a file of records for reading and returns it with its size, which
 /// must be a whole number of records.
 pub(crate) fn open_records(fs: &dyn Fs, path: &Path) -> Result<(Box<dyn FsFile>, u64)> {
+    ensure!(
+        !fs.is_dir(path)?,
+        InvalidArgument,
+        "{} is a directory, not a file of records",
+        path.display()
+    );
     let file = fs.open_read(path)?;
     let bytes = file.len()?;
     ensure!(

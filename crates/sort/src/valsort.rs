@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use spillway_core::{ensure, worker_threads, Error, Fs, FsFile, Result};
+use spillway_core::{check_threads, ensure, worker_threads, Error, Fs, FsFile, Interrupt, Result};
 
 use crate::record::{format_checksum, open_records, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 
@@ -221,12 +221,14 @@ impl Summary {
 }
 
 /// How to validate a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ValidateOptions {
     /// Worker threads (0 = all cores).
     pub threads: usize,
     /// Key comparison.
     pub order: KeyOrder,
+    /// Stops the validation when raised (checked after every read).
+    pub interrupt: Interrupt,
 }
 
 /// Validates the records of the file at `path` of `fs` on all cores.
@@ -237,6 +239,7 @@ pub fn validate_file(
     options: &ValidateOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary> {
+    check_threads(options.threads, "threads")?;
     let (file, bytes) = open_records(fs, path)?;
     ensure!(
         bytes > 0,
@@ -261,15 +264,7 @@ pub fn validate_file(
                     }
                     let start = segment * SEGMENT_BYTES;
                     let end = bytes.min(start + SEGMENT_BYTES);
-                    match summarize_range(
-                        &*file,
-                        start,
-                        end,
-                        options.order,
-                        &mut buffer,
-                        &bytes_done,
-                        progress,
-                    ) {
+                    match summarize_range(&*file, start..end, options, &mut buffer, &bytes_done, progress) {
                         Ok(summary) => *summaries[segment as usize].lock().unwrap() = Some(summary),
                         Err(error) => {
                             next_segment.store(segments, Ordering::Relaxed);
@@ -296,16 +291,17 @@ pub fn validate_file(
 
 fn summarize_range(
     file: &dyn FsFile,
-    start: u64,
-    end: u64,
-    order: KeyOrder,
+    range: std::ops::Range<u64>,
+    options: &ValidateOptions,
     buffer: &mut [u8],
     bytes_done: &AtomicU64,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary> {
+    let (end, order) = (range.end, options.order);
     let mut summary: Option<Summary> = None;
-    let mut offset = start;
+    let mut offset = range.start;
     while offset < end {
+        options.interrupt.check()?;
         let length = (end - offset).min(buffer.len() as u64) as usize;
         let chunk = &mut buffer[..length];
         file.read_exact_at(chunk, offset)?;

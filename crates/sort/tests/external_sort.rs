@@ -264,7 +264,7 @@ fn partitioned_output_validates_through_its_summaries() {
         assert!(all.is_sorted());
         assert_eq!((all.records, all.checksum), (records as u128, checksum));
         let mut names = fs.list_dir(directory).unwrap();
-        names.retain(|name| name.ends_with(".partial"));
+        names.retain(|name| name.starts_with("spillway-"));
         assert!(names.is_empty(), "{names:?}");
     }
 }
@@ -290,11 +290,8 @@ fn failed_partitioned_output_leaves_no_summary_and_no_partition() {
     );
     fs.clear_fault();
     assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
-    assert!(
-        fs.list_dir(directory).unwrap().is_empty(),
-        "{:?}",
-        fs.list_dir(directory)
-    );
+    // The sort made the directory: it takes it away with everything in it.
+    assert!(!fs.exists(directory).unwrap(), "{:?}", fs.list_dir(directory));
 }
 
 #[test]
@@ -377,4 +374,120 @@ fn direct_io_on_the_real_file_system() {
     let summary = validate_file(&*fs, &output, &ValidateOptions::default(), &|_| {}).unwrap();
     assert!(summary.is_sorted());
     assert_eq!(Some(summary.checksum), checksum);
+}
+
+#[test]
+fn an_interrupt_during_phase_two_stops_the_sort_and_leaves_nothing() {
+    let (fs, _) = setup(RecordFormat::Binary, false, 30_000);
+    let interrupt = spillway_core::Interrupt::new();
+    let options = SortOptions {
+        partitions: 16,
+        interrupt: interrupt.clone(),
+        ..options(MIB)
+    };
+    // Raised once phase two has written its first partition: partition
+    // files exist then, and so does the partial output.
+    let raiser = interrupt;
+    let result = sort_file(
+        fs.clone(),
+        Path::new(INPUT),
+        Path::new(OUTPUT),
+        &options,
+        Arc::new(move |phase: &str, done: u64, _: u64| {
+            if phase == "sort and write" && done > 0 {
+                raiser.raise();
+            }
+        }),
+    );
+    let error = result.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Interrupted, "{error}");
+    assert_clean(&fs, false);
+}
+
+#[test]
+fn bad_arguments_are_refused_by_name_before_any_work() {
+    let (fs, _) = setup(RecordFormat::Binary, false, 1_000);
+    let refused = |input: &str, output: &str, options: &SortOptions| {
+        let error = sort_file(
+            fs.clone(),
+            Path::new(input),
+            Path::new(output),
+            options,
+            Arc::new(|_: &str, _: u64, _: u64| {}),
+        )
+        .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+        error.to_string()
+    };
+    let message = refused("/data", OUTPUT, &options(MIB));
+    assert!(message.contains("/data is a directory"), "{message}");
+    fs.create_dir_all(Path::new("/data/out")).unwrap();
+    let message = refused(INPUT, "/data/out", &options(MIB));
+    assert!(message.contains("/data/out is a directory"), "{message}");
+    let many_threads = SortOptions {
+        threads: 100_000,
+        ..options(MIB)
+    };
+    let message = refused(INPUT, OUTPUT, &many_threads);
+    assert!(message.contains("100000"), "{message}");
+    // Asked for too many partitions: more memory would not help.
+    let many_partitions = SortOptions {
+        partitions: 2_000,
+        ..options(MIB)
+    };
+    let message = refused(INPUT, OUTPUT, &many_partitions);
+    assert!(message.contains("ask for at most 1000"), "{message}");
+    assert!(!message.contains("raise"), "{message}");
+    // Nothing was made for any of them.
+    assert!(!fs.exists(Path::new("/data/tmp")).unwrap());
+    let mut names = fs.list_dir(Path::new("/data")).unwrap();
+    names.sort();
+    assert_eq!(names, vec!["input.dat".to_string(), "out".to_string()]);
+}
+
+#[test]
+fn too_many_partitions_for_the_budget_name_a_budget_that_works() {
+    // 300 MB (sparse zeros: nothing is read before the count is checked)
+    // under 1 MiB needs more than 1000 partitions.
+    let fs = Arc::new(SimFs::new());
+    fs.create_dir_all(Path::new("/data")).unwrap();
+    let file = fs.create(Path::new(INPUT)).unwrap();
+    file.set_len(3_000_000 * RECORD_BYTES as u64).unwrap();
+    let partition_count_error = |memory: u64| -> Option<String> {
+        let message = sort(&fs, &options(memory)).unwrap_err().to_string();
+        message.contains("that can be open at once").then_some(message)
+    };
+    let message = partition_count_error(MIB).expect("too many partitions at 1 MiB");
+    let budget: u64 = message
+        .split("a memory budget of at least ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("no budget in: {message}"));
+    // The budget named gets past the count (the sort then fails on the
+    // zeros, all one key, for another reason), and is the smallest to a MiB.
+    assert_eq!(partition_count_error(budget), None);
+    assert!(partition_count_error(budget - MIB).is_some());
+}
+
+#[test]
+fn files_left_by_a_sort_that_is_gone_are_swept_and_named() {
+    let (fs, checksum) = setup(RecordFormat::Binary, false, 1_000);
+    fs.create_dir_all(Path::new("/data/tmp")).unwrap();
+    // Process ids above the kernel's largest are never alive.
+    let left = [
+        Path::new("/data/tmp/spillway-sort.p4294967294s5.00003.ld"),
+        Path::new("/data/spillway-partial.p4294967294s5.sorted.dat"),
+    ];
+    for path in left {
+        fs.create(path).unwrap();
+    }
+    let report = sort(&fs, &options(64 * MIB)).unwrap();
+    let mut swept = report.swept_files;
+    swept.sort();
+    let mut expected: Vec<_> = left.iter().map(|path| path.to_path_buf()).collect();
+    expected.sort();
+    assert_eq!(swept, expected);
+    assert_eq!(validate(&fs).checksum, checksum);
+    assert_clean(&fs, true);
 }

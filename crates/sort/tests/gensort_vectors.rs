@@ -122,6 +122,7 @@ fn file_generation_matches_memory_across_threads_and_blocks() {
                 threads,
                 checksum: true,
                 sync: false,
+                ..WriteOptions::default()
             };
             let report = generate_file(&RealFs::new(), &path, &spec, &options, &|_| {}).unwrap();
             assert_eq!(

@@ -144,6 +144,7 @@ fn files_validate_in_parallel_and_bad_files_get_clear_errors() {
     let options = ValidateOptions {
         threads: 2,
         order: KeyOrder::Bytes,
+        ..ValidateOptions::default()
     };
     let summary = validate_file(&RealFs::new(), &good, &options, &|_| {}).unwrap();
     assert_eq!(summary, Summary::of_records(&records, KeyOrder::Bytes));
@@ -210,6 +211,7 @@ fn large_file_segments_combine_like_one_pass() {
         let options = ValidateOptions {
             threads,
             order: KeyOrder::Bytes,
+            ..ValidateOptions::default()
         };
         assert_eq!(
             validate_file(&RealFs::new(), &path, &options, &|_| {}).unwrap(),
