@@ -109,7 +109,9 @@ def valsort(
 @dataclass(frozen=True)
 class SortReport:
     """What :func:`sort` did. ``phases`` holds each pipeline phase's stage
-    table as a dict (``name``, ``elapsed``, ``stages``)."""
+    table as a dict (``name``, ``elapsed``, ``stages``); ``swept_files`` the
+    files that sorts killed outright had left in the temporary or output
+    directory, removed before this one began."""
 
     records: int
     input_bytes: int
@@ -123,6 +125,7 @@ class SortReport:
     logical_write_bytes: int
     phases: List[Dict[str, Any]]
     output_files: List[str]
+    swept_files: List[str]
 
     @property
     def megabytes_per_second(self) -> float:

@@ -107,7 +107,8 @@ def test_one_path_is_one_input_and_sizes_take_units(tmp_path):
 
 
 def test_job_names_take_hyphens_and_underscores(tmp_path):
-    path, _ = corpus(tmp_path)
+    path = tmp_path / "documents.tsv"
+    write_text(path, [f"{i}\tw{i % 7} w{i % 11} w{i % 13}" for i in range(500)])
     first = mr.run("inverted_index", [path], tmp_path / "a", memory="64M", sync=False)
     second = mr.run("inverted-index", [path], tmp_path / "b", memory="64M", sync=False)
     assert first.output_records == second.output_records > 0

@@ -74,7 +74,7 @@ def test_bad_input_raises_the_matching_exception(tmp_path):
     assert isinstance(missing.value, OSError)
     with pytest.raises(spillway.SpillwayIOError, match="no-such-directory"):
         spillway.gensort(tmp_path / "no-such-directory" / "out.dat", 10)
-    with pytest.raises(OverflowError):
+    with pytest.raises(spillway.InvalidArgumentError, match="records"):
         spillway.gensort(tmp_path / "negative.dat", -1)
 
 
@@ -231,3 +231,14 @@ def test_bad_numbers_are_invalid_argument_errors_naming_the_parameter(tmp_path, 
         call(path)
     assert parameter in str(raised.value)
     assert sorted(os.listdir(tmp_path)) == ["input.dat"]
+
+
+def test_the_package_declares_what_its_functions_need():
+    from importlib.metadata import requires
+
+    requirements = requires("spillway") or []
+    plain = [r for r in requirements if "extra ==" not in r]
+    assert any(r.startswith("numpy") for r in plain), requirements
+    assert any(r.startswith("pyarrow") and "extra" in r and "arrow" in r.split("extra")[1] for r in requirements), (
+        requirements
+    )
