@@ -340,6 +340,12 @@ pub fn generate_file(
     if path == Path::new("/dev/null") {
         return generate_into(None, spec, options, progress, started);
     }
+    ensure!(
+        !fs.is_dir(path)?,
+        InvalidArgument,
+        "the output {} is a directory; give a file name",
+        path.display()
+    );
     let in_place = std::fs::metadata(path).is_ok_and(|metadata| !metadata.is_file());
     let target = if in_place {
         path.to_path_buf()

@@ -86,3 +86,19 @@ fn eio_while_validating_is_an_error_not_a_summary() {
     // The disk recovered: the next validation succeeds.
     assert!(validate_file(&fs, path, &ValidateOptions::default(), &|_| {}).is_ok());
 }
+
+#[test]
+fn a_directory_as_output_is_refused_before_any_work() {
+    let (fs, _) = setup();
+    let error = generate_file(
+        &fs,
+        Path::new("/data"),
+        &GenerateSpec::binary(BLOCK_RECORDS),
+        &WriteOptions::default(),
+        &|_| panic!("nothing is generated"),
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.to_string().contains("/data is a directory"), "{error}");
+    assert_eq!(fs.list_dir(Path::new("/data")).unwrap(), Vec::<String>::new());
+}
