@@ -154,28 +154,16 @@ def test_pagerank_refuses_a_vertex_past_the_count_and_leaves_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.tsv"]
 
 
-def test_ctrl_c_stops_a_job_and_leaves_nothing(tmp_path):
-    import os
-    import signal
-    import threading
+def test_ctrl_c_stops_a_job_and_leaves_nothing(tmp_path, ctrl_c):
     import time
 
     path = tmp_path / "corpus.txt"
     spillway.workload.text(path, bytes="128M", seed=3)
-    sent = []
-
-    def fire():
-        time.sleep(0.5)
-        sent.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)
-
-    thread = threading.Thread(target=fire, daemon=True)
-    thread.start()
+    signal = ctrl_c(after=0.3)
     with pytest.raises(KeyboardInterrupt):
         mr.run("wordcount", path, tmp_path / "counts", memory="64M", sync=False)
         time.sleep(30)  # reached only if the job ended before the signal
-    stopped = time.monotonic()
-    thread.join()
-    print(f"mapreduce raised KeyboardInterrupt {stopped - sent[0]:.3f} s after SIGINT")
-    assert stopped - sent[0] < 2.0
+    latency = signal.latency()
+    print(f"mapreduce raised KeyboardInterrupt {latency:.3f} s after SIGINT")
+    assert latency < 2.0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]

@@ -153,62 +153,36 @@ def test_sort_direct_io(tmp_path):
     assert check.sorted and check.checksum == generated.checksum
 
 
-def _interrupt_after(seconds: float, ready=lambda: True):
-    """Sends SIGINT to this process once ``ready()`` holds, ``seconds`` after
-    the start at the earliest; returns the thread and a list that gets the
-    time the signal was sent."""
-    import signal
-    import threading
-    import time
-
-    sent = []
-
-    def fire():
-        started = time.monotonic()
-        while time.monotonic() - started < 60:
-            if time.monotonic() - started >= seconds and ready():
-                sent.append(time.monotonic())
-                os.kill(os.getpid(), signal.SIGINT)
-                return
-            time.sleep(0.005)
-
-    thread = threading.Thread(target=fire, daemon=True)
-    thread.start()
-    return thread, sent
-
-
 def _scratch(directory):
     return sorted(name for name in os.listdir(directory) if name.startswith("spillway-"))
 
 
-def test_ctrl_c_stops_a_sort_and_leaves_nothing(tmp_path):
+def test_ctrl_c_stops_a_sort_and_leaves_nothing(tmp_path, ctrl_c):
     import time
 
     spillway.gensort(tmp_path / "input.dat", 2_000_000, sync=False)
     tmp = tmp_path / "tmp"
-    thread, sent = _interrupt_after(0.0, ready=lambda: tmp.exists() and _scratch(tmp))
+    signal = ctrl_c(ready=lambda: tmp.exists() and _scratch(tmp))
     with pytest.raises(KeyboardInterrupt):
         spillway.sort(tmp_path / "input.dat", tmp_path / "sorted.dat", memory="16M", tmp=tmp, sync=False)
         time.sleep(30)  # reached only if the sort ended before the signal
-    stopped = time.monotonic()
-    thread.join()
-    print(f"sort raised KeyboardInterrupt {stopped - sent[0]:.3f} s after SIGINT")
-    assert stopped - sent[0] < 2.0
+    latency = signal.latency()
+    print(f"sort raised KeyboardInterrupt {latency:.3f} s after SIGINT")
+    assert latency < 2.0
     assert _scratch(tmp) == []
     assert sorted(os.listdir(tmp_path)) == ["input.dat", "tmp"]
 
 
-def test_ctrl_c_stops_gensort_and_leaves_no_output(tmp_path):
+def test_ctrl_c_stops_gensort_and_leaves_no_output(tmp_path, ctrl_c):
     import time
 
-    thread, sent = _interrupt_after(0.0, ready=lambda: _scratch(tmp_path))
+    signal = ctrl_c(ready=lambda: _scratch(tmp_path))
     with pytest.raises(KeyboardInterrupt):
         spillway.gensort(tmp_path / "big.dat", 50_000_000, sync=False)
-        time.sleep(30)
-    stopped = time.monotonic()
-    thread.join()
-    print(f"gensort raised KeyboardInterrupt {stopped - sent[0]:.3f} s after SIGINT")
-    assert stopped - sent[0] < 2.0
+        time.sleep(30)  # reached only if generation ended before the signal
+    latency = signal.latency()
+    print(f"gensort raised KeyboardInterrupt {latency:.3f} s after SIGINT")
+    assert latency < 2.0
     assert os.listdir(tmp_path) == []
 
 

@@ -81,26 +81,14 @@ def test_a_misspelled_option_names_it_and_the_options_taken(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ctrl_c_stops_a_generator_and_leaves_no_output(tmp_path):
-    import os
-    import signal
-    import threading
+def test_ctrl_c_stops_a_generator_and_leaves_no_output(tmp_path, ctrl_c):
     import time
 
-    sent = []
-
-    def fire():
-        time.sleep(0.3)
-        sent.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)
-
-    thread = threading.Thread(target=fire, daemon=True)
-    thread.start()
+    signal = ctrl_c(after=0.3)
     with pytest.raises(KeyboardInterrupt):
         workload.text(tmp_path / "big.txt", bytes="20G", threads=1)
         time.sleep(30)  # reached only if generation ended before the signal
-    stopped = time.monotonic()
-    thread.join()
-    print(f"text() raised KeyboardInterrupt {stopped - sent[0]:.3f} s after SIGINT")
-    assert stopped - sent[0] < 2.0
+    latency = signal.latency()
+    print(f"text() raised KeyboardInterrupt {latency:.3f} s after SIGINT")
+    assert latency < 2.0
     assert list(tmp_path.iterdir()) == []

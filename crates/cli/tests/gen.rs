@@ -6,6 +6,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+
+use common::entries;
+
 fn spillway(arguments: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spillway"))
         .args(arguments)
@@ -442,16 +446,6 @@ fn an_unwritable_output_names_the_file() {
     assert!(message.contains("/nonexistent-directory/words.txt"), "{message}");
 }
 
-/// The names in `directory`, sorted.
-fn entries(directory: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_failed_run_leaves_an_existing_output_untouched() {
     let directory = tempfile::tempdir().unwrap();
@@ -499,11 +493,6 @@ fn a_failed_run_leaves_an_existing_output_untouched() {
         );
         assert_eq!(entries(directory.path()), ["keep.txt"], "{arguments:?}");
     }
-    // The temporary file cannot be created: the error names the output.
-    std::fs::create_dir(directory.path().join("keep.txt.partial")).unwrap();
-    let message = failure(&["gen", "text", "--lines", "3", "-o", path_str(&file)]);
-    assert!(message.contains(path_str(&file)), "{message}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious\n");
 }
 
 #[test]
@@ -511,9 +500,21 @@ fn a_successful_run_replaces_the_output_and_leaves_no_partial_file() {
     let directory = tempfile::tempdir().unwrap();
     let file = directory.path().join("words.txt");
     std::fs::write(&file, "x".repeat(100_000)).unwrap();
-    // A partial file left by a killed run is overwritten, then renamed.
-    std::fs::write(directory.path().join("words.txt.partial"), "stale").unwrap();
-    let report = summary(&["gen", "text", "--lines", "3", "--json", "-o", path_str(&file)]);
+    // A partial file left by a run killed outright names its process
+    // (process ids this high never run): it is swept, and the run says so.
+    let stale = directory.path().join("spillway-partial.p4294967294s1.words.txt");
+    std::fs::write(&stale, "stale").unwrap();
+    let output = spillway(&["gen", "text", "--lines", "3", "--json", "-o", path_str(&file)]);
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "removed {}, left by a run that is gone",
+            stale.display()
+        )),
+        "{stderr}"
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     let text = std::fs::read_to_string(&file).unwrap();
     assert_eq!(text.lines().count(), 3);
     assert_eq!(report["bytes"].as_u64().unwrap(), text.len() as u64);

@@ -3,23 +3,13 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::{interrupted, path_str, scratch_files, success};
+use common::{entries, interrupted, path_str, scratch_files, success};
 
 /// Long enough a wait for a stopped command that it never fails a slow
 /// machine; the time each took is printed for the record.
 const EXIT_WITHIN: Duration = Duration::from_secs(5);
-
-fn names(directory: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 #[test]
 fn a_sort_stopped_by_sigint_removes_its_partitions_and_exits_130() {
@@ -48,7 +38,7 @@ fn a_sort_stopped_by_sigint_removes_its_partitions_and_exits_130() {
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(after < EXIT_WITHIN, "{after:?}");
     assert!(scratch_files(&tmp).is_empty(), "{:?}", scratch_files(&tmp));
-    assert_eq!(names(directory.path()), vec!["input.dat", "tmp"]);
+    assert_eq!(entries(directory.path()), vec!["input.dat", "tmp"]);
 }
 
 #[test]
@@ -64,7 +54,7 @@ fn gensort_stopped_by_sigterm_leaves_no_output_and_exits_143() {
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert_eq!(result.status.code(), Some(143), "{stderr}");
     assert!(after < EXIT_WITHIN, "{after:?}");
-    assert_eq!(names(directory.path()), Vec::<String>::new());
+    assert_eq!(entries(directory.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -91,7 +81,7 @@ fn a_job_stopped_by_sigint_leaves_no_work_and_no_output() {
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert_eq!(result.status.code(), Some(130), "{stderr}");
     assert!(after < EXIT_WITHIN, "{after:?}");
-    assert_eq!(names(directory.path()), vec!["text.txt"]);
+    assert_eq!(entries(directory.path()), vec!["text.txt"]);
 }
 
 #[test]
@@ -107,5 +97,5 @@ fn a_generator_stopped_by_sigint_leaves_no_output() {
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert_eq!(result.status.code(), Some(130), "{stderr}");
     assert!(after < EXIT_WITHIN, "{after:?}");
-    assert_eq!(names(directory.path()), Vec::<String>::new());
+    assert_eq!(entries(directory.path()), Vec::<String>::new());
 }

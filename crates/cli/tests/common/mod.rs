@@ -77,3 +77,13 @@ pub fn scratch_files(directory: &Path) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// The names in `directory`, sorted.
+pub fn entries(directory: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
