@@ -193,6 +193,9 @@ impl Phase {
     /// tears the phase down as it does after a worker's error (blocked
     /// workers wake at once; a long computation between `recv`/`send`
     /// calls should poll [`Worker::is_cancelled`](crate::Worker::is_cancelled)).
+    /// A phase that ends with the interrupt raised fails with it even if
+    /// its workers finished first, so an interrupted caller never takes
+    /// the phase's work for done.
     pub fn set_interrupt(&mut self, interrupt: Interrupt) -> &mut Self {
         self.interrupt = Some(interrupt);
         self
@@ -304,6 +307,9 @@ impl Phase {
 
         // 3. The monitor, then the workers.
         let (done_sender, done_receiver) = crossbeam_channel::bounded::<()>(0);
+        // Looked at once more when the phase is over: one that ends between
+        // two of the monitor's looks is interrupted all the same.
+        let interrupt_at_end = interrupt.clone();
         let monitor = Monitor {
             shared: Arc::clone(&shared),
             slots: slots.clone(),
@@ -370,7 +376,10 @@ impl Phase {
         let report = collect(&name, started.elapsed(), &layouts, &slots, &queues, &queue_order);
         match shared.take_error() {
             Some(error) => (report, Err(error)),
-            None => (report, Ok(())),
+            None => match interrupt_at_end.map(|interrupt| interrupt.check()) {
+                Some(Err(error)) => (report, Err(error)),
+                _ => (report, Ok(())),
+            },
         }
     }
 

@@ -221,3 +221,19 @@ fn a_raised_interrupt_stops_an_endless_phase_with_interrupted() {
         "stopped by the interrupt, not the time limit"
     );
 }
+
+#[test]
+fn a_phase_that_ends_with_its_interrupt_raised_is_interrupted() {
+    let interrupt = spillway_core::Interrupt::new();
+    let mut phase = PhaseBuilder::new("quick");
+    let raiser = interrupt.clone();
+    phase.stage(StageSpec::new("only", 1), move |_worker| {
+        // Done long before the monitor's next look.
+        raiser.raise();
+        Ok(())
+    });
+    let mut phase = phase.build().unwrap();
+    phase.set_interrupt(interrupt);
+    let (result, _) = run_within(phase, LIMIT);
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::Interrupted);
+}
