@@ -334,6 +334,7 @@ fn format_output(output: &Output, line: &mut Vec<u8>) {
     match output {
         Output::Null => line.extend_from_slice(b"null"),
         Output::Int(value) => write!(line, "{value}").expect("writing to a Vec"),
+        Output::Int128(value) => write!(line, "{value}").expect("writing to a Vec"),
         Output::Float(value) => write!(line, "{value}").expect("writing to a Vec"),
         Output::Bytes(bytes) => line.extend_from_slice(bytes),
         Output::List(items) => {

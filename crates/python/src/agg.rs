@@ -57,6 +57,7 @@ pub(crate) fn output_to_py(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>
     Ok(match output {
         Output::Null => py.None(),
         Output::Int(value) => value.into_pyobject(py)?.into_any().unbind(),
+        Output::Int128(value) => value.into_pyobject(py)?.into_any().unbind(),
         Output::Float(value) => value.into_pyobject(py)?.into_any().unbind(),
         Output::Bytes(bytes) => PyBytes::new(py, &bytes).into_any().unbind(),
         Output::List(items) => {
