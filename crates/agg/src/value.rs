@@ -122,6 +122,15 @@ impl Value<'_> {
         }
     }
 
+    /// [`check`](Self::check), naming the function only on failure (a
+    /// name is a `String`, and checks run once per value).
+    pub(crate) fn check_named(&self, function: impl FnOnce() -> String) -> Result<()> {
+        match *self {
+            Value::Float(value) if !value.is_finite() => self.check(&function()),
+            _ => Ok(()),
+        }
+    }
+
     /// The value as a float, for the numeric moments; byte strings are
     /// refused with an error naming `function`.
     pub(crate) fn number(&self, function: &str) -> Result<f64> {

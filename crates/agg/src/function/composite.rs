@@ -7,7 +7,7 @@ use std::sync::Arc;
 use spillway_core::{ensure, varint, Error, Result};
 
 use super::{AggregateFunction, Input};
-use crate::value::Output;
+use crate::value::{Output, Value};
 
 /// The functions' states, each but the last behind its length (a varint);
 /// the last one runs to the end.
@@ -147,6 +147,14 @@ impl AggregateFunction for Composite {
         })
     }
 
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        self.parts.iter().try_for_each(|part| part.check_value(value))
+    }
+
+    fn orders_values(&self) -> bool {
+        self.parts.iter().any(|part| part.orders_values())
+    }
+
     fn finalize_bytes(&self, state: &[u8]) -> Result<Output> {
         let ranges = self.parts_of(state)?;
         let outputs = self
@@ -163,7 +171,6 @@ impl AggregateFunction for Composite {
 mod tests {
     use super::super::function;
     use super::*;
-    use crate::value::Value;
 
     #[test]
     fn parts_of_128_bytes_or_more_keep_their_longer_length() {

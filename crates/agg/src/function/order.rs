@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use spillway_core::{ensure, varint, DecodeError, Result};
 
 use super::{Aggregate, Input};
-use crate::value::{expect_end, read_u64, Output, Scalar};
+use crate::value::{expect_end, read_u64, Output, Scalar, Value};
 
 /// The smallest or the largest value: numbers by value (integers and
 /// floats compared exactly), byte strings lexicographically; a number and a
@@ -56,6 +56,14 @@ impl Aggregate for Extreme {
 
     fn finalize(&self, state: Scalar) -> Result<Output> {
         Ok(state.into())
+    }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        value.check_named(|| self.name())
+    }
+
+    fn orders_values(&self) -> bool {
+        true
     }
 }
 
@@ -112,6 +120,10 @@ impl Aggregate for Positional {
 
     fn finalize(&self, state: (u64, Scalar)) -> Result<Output> {
         Ok(state.1.into())
+    }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        value.check_named(|| self.name())
     }
 }
 
@@ -182,6 +194,14 @@ impl Aggregate for TopK {
 
     fn finalize(&self, state: Vec<Scalar>) -> Result<Output> {
         Ok(Output::List(state.into_iter().map(Output::from).collect()))
+    }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        value.check_named(|| self.name())
+    }
+
+    fn orders_values(&self) -> bool {
+        true
     }
 }
 
