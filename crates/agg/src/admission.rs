@@ -102,7 +102,7 @@ pub(crate) fn insert_pairs<'a>(
     mut insert: impl FnMut(&'a [u8], Value<'a>) -> Result<()>,
 ) -> Result<()> {
     for (position, (key, value)) in pairs.into_iter().enumerate() {
-        if position % INTERRUPT_CHECK_PAIRS == 0 {
+        if position.is_multiple_of(INTERRUPT_CHECK_PAIRS) {
             interrupt.check()?;
         }
         insert(key, value).map_err(|error| match error.kind() {

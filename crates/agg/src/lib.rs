@@ -26,7 +26,7 @@ pub mod hash;
 pub mod value;
 
 pub use admission::{key_text, Admission};
-pub use aggregator::{Aggregator, AggregatorOptions, AggregatorStats, Engine, Results};
+pub use aggregator::{Aggregator, AggregatorOptions, AggregatorStats, Engine, Results, THREADS_MAX};
 pub use cbt::{CbtIter, CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt};
 pub use function::{function, Aggregate, AggregateFunction, Input, FUNCTION_NAMES};
 pub use hash::{HashAggregator, HashStats};
