@@ -94,8 +94,9 @@ pub(crate) const INTERRUPT_CHECK_PAIRS: usize = 4096;
 
 /// Inserts every pair with `insert`, in order, checking `interrupt` every
 /// [`INTERRUPT_CHECK_PAIRS`] pairs. Stops at the first error, which names
-/// the pair's position and key (an interrupt names neither: it stops the
-/// batch wherever it is).
+/// the pair's position and key; an interrupt names neither (it stops the
+/// batch wherever it is), nor does a failure of records accepted earlier
+/// (`Poisoned`).
 pub(crate) fn insert_pairs<'a>(
     pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>,
     interrupt: &Interrupt,
@@ -106,7 +107,7 @@ pub(crate) fn insert_pairs<'a>(
             interrupt.check()?;
         }
         insert(key, value).map_err(|error| match error.kind() {
-            ErrorKind::Interrupted => error,
+            ErrorKind::Interrupted | ErrorKind::Poisoned => error,
             _ => at_position(error, position, key, true),
         })?;
     }

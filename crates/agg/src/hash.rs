@@ -131,7 +131,6 @@ impl HashAggregator {
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         self.clock.tick();
         self.insert_one(key, value)
-            .map_err(|error| naming_key(error, key))
     }
 
     /// Inserts every pair in order, checking the interrupt every few
@@ -147,7 +146,14 @@ impl HashAggregator {
         outcome
     }
 
+    /// Every error of an insert into the table is about its pair, so each
+    /// names the key.
     fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+        self.insert_or_refuse(key, value)
+            .map_err(|error| naming_key(error, key))
+    }
+
+    fn insert_or_refuse(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         check_key(key)?;
         self.admission.check(&*self.function, value)?;
         let memory = self.memory_bytes();

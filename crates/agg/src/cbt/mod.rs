@@ -418,7 +418,6 @@ impl CompressedBufferTree {
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         self.clock.tick();
         self.insert_one(key, value)
-            .map_err(|error| naming_key(error, key))
     }
 
     /// Inserts every pair in order, checking the interrupt every few
@@ -444,16 +443,18 @@ impl CompressedBufferTree {
         }
     }
 
-    /// Runs an emptying step; a failure makes the tree unusable, but for
+    /// Runs an emptying step; a failure makes the tree unusable and is
+    /// reported as `Poisoned` from the start (it is about records already
+    /// accepted, not about the insert that started the emptying), but for
     /// an interrupt, which stops emptying only where the tree is whole.
     fn emptying<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
-        let outcome = step(self);
-        if let Err(error) = &outcome {
-            if error.kind() != ErrorKind::Interrupted {
-                self.failed = Some(error.to_string());
+        step(self).map_err(|error| {
+            if error.kind() == ErrorKind::Interrupted {
+                return error;
             }
-        }
-        outcome
+            self.failed = Some(error.to_string());
+            self.check_usable().expect_err("just failed")
+        })
     }
 
     fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
@@ -467,10 +468,12 @@ impl CompressedBufferTree {
             self.fragment_bytes,
             self.options.memory_bytes
         );
-        self.admission.check(&*self.function, value)?;
         let hash = self.hash(key);
         let input = Input::new(value, self.next_sequence);
-        self.root.push(&*self.function, hash, key, input)?;
+        self.admission
+            .check(&*self.function, value)
+            .and_then(|()| self.root.push(&*self.function, hash, key, input))
+            .map_err(|error| naming_key(error, key))?;
         self.admission.accepted(key, value);
         self.next_sequence += 1;
         self.stats.inserts += 1;

@@ -221,7 +221,6 @@ impl ParallelCbt {
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         self.clock.tick();
         self.insert_one(key, value)
-            .map_err(|error| naming_key(error, key))
     }
 
     /// Inserts every pair in order, checking the interrupt every few
@@ -239,7 +238,9 @@ impl ParallelCbt {
 
     fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         self.check_usable()?;
-        self.admission.check(&*self.function, value)?;
+        self.admission
+            .check(&*self.function, value)
+            .map_err(|error| naming_key(error, key))?;
         let full_hash = hash64(key);
         let tree = self.tree_of(full_hash);
         if self.filling[tree].is_full(self.options.buffer_bytes) {
@@ -247,7 +248,9 @@ impl ParallelCbt {
         }
         let hash = super::tree_hash(full_hash, self.options.hash_bits);
         let input = Input::new(value, self.next_sequence);
-        self.filling[tree].push(&*self.function, hash, key, input)?;
+        self.filling[tree]
+            .push(&*self.function, hash, key, input)
+            .map_err(|error| naming_key(error, key))?;
         self.admission.accepted(key, value);
         self.next_sequence += 1;
         self.finalized = false;
@@ -263,13 +266,18 @@ impl ParallelCbt {
         }
     }
 
-    /// Records the first failure of a worker: the trees are unusable. An
-    /// interrupt is not one: workers stop only where their tree is whole.
+    /// Records the first failure of a worker: the trees are unusable, and
+    /// the error is `Poisoned` from the start (it is about records already
+    /// accepted). An interrupt is not a failure: workers stop only where
+    /// their tree is whole.
     fn fail(&mut self, error: Error) -> Error {
-        if self.failed.is_none() && error.kind() != ErrorKind::Interrupted {
+        if error.kind() == ErrorKind::Interrupted {
+            return error;
+        }
+        if self.failed.is_none() {
             self.failed = Some(error.to_string());
         }
-        error
+        self.check_usable().expect_err("just failed")
     }
 
     /// Starts the workers if the trees are here.
