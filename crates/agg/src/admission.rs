@@ -172,14 +172,19 @@ impl Admission {
     /// Checks a batch as inserting it in order would, inserting nothing:
     /// each key's length, each value on its own
     /// ([`AggregateFunction::check_value`]) and each value's class. The
-    /// error names the first refused pair's position and key.
+    /// error names the first refused pair's position and key. Checks
+    /// `interrupt` every [`INTERRUPT_CHECK_PAIRS`] pairs.
     pub fn check_batch<'a>(
         &self,
         function: &dyn AggregateFunction,
         pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>,
+        interrupt: &Interrupt,
     ) -> Result<()> {
         let mut first = self.first.clone();
         for (position, (key, value)) in pairs.into_iter().enumerate() {
+            if position.is_multiple_of(INTERRUPT_CHECK_PAIRS) {
+                interrupt.check()?;
+            }
             let checked = check_key(key)
                 .and_then(|()| function.check_value(value))
                 .and_then(|()| match &first {
@@ -275,7 +280,7 @@ mod tests {
             (b"b", Value::Bytes(b"y")),
             (b"c", Value::Int(1)),
         ];
-        let error = door.check_batch(&*top, pairs).unwrap_err();
+        let error = door.check_batch(&*top, pairs, &Interrupt::new()).unwrap_err();
         let message = error.to_string();
         assert!(
             message.contains(
@@ -294,6 +299,7 @@ mod tests {
             .check_batch(
                 &*sum,
                 [(&b"a"[..], Value::Int(1)), (b"b", Value::Float(f64::NAN))],
+                &Interrupt::new(),
             )
             .unwrap_err();
         assert!(
@@ -301,7 +307,9 @@ mod tests {
             "{error}"
         );
         let long = vec![0; KEY_BYTES_MAX + 1];
-        let error = door.check_batch(&*sum, [(&long[..], Value::Int(1))]).unwrap_err();
+        let error = door
+            .check_batch(&*sum, [(&long[..], Value::Int(1))], &Interrupt::new())
+            .unwrap_err();
         assert!(error.to_string().contains("longer than"), "{error}");
     }
 }

@@ -122,9 +122,11 @@ enum Inner {
 /// - an interrupted [`finalize`](Self::finalize) leaves the aggregator
 ///   whole: every value inserted is still in it, results need another
 ///   finalize, which completes the work;
-/// - an interrupted [`insert_batch`](Self::insert_batch) inserted part of
-///   its batch, which nobody could tell apart from a complete one later,
-///   so the aggregator then refuses every call (`Poisoned`, saying why).
+/// - an [`insert_batch`](Self::insert_batch) interrupted while it checks
+///   its batch (before inserting any of it) leaves the aggregator as it
+///   was; interrupted later, it inserted part of its batch, which nobody
+///   could tell apart from a complete one later, so the aggregator then
+///   refuses every call (`Poisoned`, saying why).
 #[derive(Debug)]
 pub struct Aggregator {
     inner: Inner,
@@ -177,6 +179,14 @@ impl Aggregator {
         }
     }
 
+    fn interrupt(&self) -> &Interrupt {
+        match &self.inner {
+            Inner::Cbt(tree) => tree.interrupt(),
+            Inner::Parallel(trees) => trees.interrupt(),
+            Inner::Hash(table) => table.interrupt(),
+        }
+    }
+
     /// Makes the long calls that follow ([`insert_batch`](Self::insert_batch),
     /// [`finalize`](Self::finalize), and an [`insert`](Self::insert) that
     /// empties the CBT's root) stop soon after `interrupt` is raised; see
@@ -219,7 +229,10 @@ impl Aggregator {
         I: IntoIterator<Item = (&'a [u8], Value<'a>)> + Clone,
     {
         self.check_usable()?;
-        self.admission().check_batch(&**self.function(), pairs.clone())?;
+        // Interrupted here, nothing was inserted: the aggregator is as it
+        // was, and stays usable.
+        self.admission()
+            .check_batch(&**self.function(), pairs.clone(), self.interrupt())?;
         let outcome = match &mut self.inner {
             Inner::Cbt(tree) => tree.insert_batch(pairs),
             Inner::Parallel(trees) => trees.insert_batch(pairs),

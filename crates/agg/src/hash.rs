@@ -125,6 +125,11 @@ impl HashAggregator {
         self.interrupt = interrupt;
     }
 
+    /// The interrupt long work checks (see [`Self::set_interrupt`]).
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
     /// Folds `value` into `key`'s state; the value's sequence number is the
     /// count of inserts before it. A refused value changes nothing, and the
     /// error names the key.

@@ -407,6 +407,11 @@ impl CompressedBufferTree {
         self.interrupt = interrupt;
     }
 
+    /// The interrupt long work checks (see [`Self::set_interrupt`]).
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
     fn hash(&self, key: &[u8]) -> u64 {
         tree_hash(hash64(key), self.options.hash_bits)
     }

@@ -215,6 +215,11 @@ impl ParallelCbt {
         self.interrupt = interrupt;
     }
 
+    /// The interrupt long work checks (see [`Self::set_interrupt`]).
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
     /// Appends `value` as a PAO of `key` to its tree's root buffer, handing
     /// the buffer to the tree's worker when it is full. A refused value
     /// changes nothing, and the error names the key.
