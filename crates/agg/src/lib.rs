@@ -28,6 +28,6 @@ pub mod value;
 pub use admission::{key_text, Admission};
 pub use aggregator::{Aggregator, AggregatorOptions, AggregatorStats, Engine, Results, THREADS_MAX};
 pub use cbt::{CbtIter, CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt};
-pub use function::{function, Aggregate, AggregateFunction, Input, FUNCTION_NAMES};
+pub use function::{function, Aggregate, AggregateFunction, Input, Takes, FUNCTION_NAMES};
 pub use hash::{HashAggregator, HashStats};
 pub use value::{Comparable, Output, Scalar, Value};

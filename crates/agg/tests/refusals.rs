@@ -147,20 +147,23 @@ fn values_no_function_takes_are_refused_naming_the_key() {
 }
 
 #[test]
-fn a_batch_with_a_bad_pair_is_refused_whole_naming_its_position() {
+fn a_bad_pair_of_a_batch_is_named_by_its_position_and_a_checked_batch_is_refused_whole() {
     for (engine, threads) in ENGINES {
         let mut min = aggregator("min", engine, threads);
         min.insert(b"a", Value::Int(10)).unwrap();
         let keys: Vec<String> = (0..10_000).map(|index| format!("k{index}")).collect();
-        let pairs = keys.iter().enumerate().map(|(index, key)| {
-            let value = if index == 6_543 {
-                Value::Bytes(b"oops")
-            } else {
-                Value::Int(index as i64)
-            };
-            (key.as_bytes(), value)
-        });
-        let error = min.insert_batch(pairs).unwrap_err();
+        let pairs = || {
+            keys.iter().enumerate().map(|(index, key)| {
+                let value = if index == 6_543 {
+                    Value::Bytes(b"oops")
+                } else {
+                    Value::Int(index as i64)
+                };
+                (key.as_bytes(), value)
+            })
+        };
+        // Checked first: refused whole.
+        let error = min.check_batch(pairs()).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidArgument);
         assert!(
             error.to_string().contains(
@@ -169,7 +172,7 @@ fn a_batch_with_a_bad_pair_is_refused_whole_naming_its_position() {
             "{error}"
         );
         let nan = [(&b"b"[..], Value::Int(1)), (b"c", Value::Float(f64::NAN))];
-        let error = min.insert_batch(nan).unwrap_err();
+        let error = min.check_batch(nan).unwrap_err();
         assert!(
             error.to_string().contains("at position 1") && error.to_string().contains("NaN"),
             "{error}"
@@ -177,10 +180,22 @@ fn a_batch_with_a_bad_pair_is_refused_whole_naming_its_position() {
         assert_eq!(
             min.stats().inserts,
             1,
-            "{engine:?}/{threads}: nothing of either batch"
+            "{engine:?}/{threads}: checking inserts nothing"
         );
+        // Inserted in one pass: up to the bad pair, which the error names.
+        let error = min.insert_batch(pairs()).unwrap_err();
+        assert!(
+            error.to_string().contains(
+                "at position 6543 of the batch (counted from 0), key \"k6543\"; the 6543 pairs before it were \
+                 inserted, it and those after it were not"
+            ) && error.to_string().contains("min cannot take a byte string"),
+            "{error}"
+        );
+        assert_eq!(min.stats().inserts, 1 + 6_543);
         min.finalize().unwrap();
-        assert_eq!(results(&min).len(), 1);
+        assert_eq!(results(&min).len(), 1 + 6_543);
+        assert_eq!(min.get(b"k6542").unwrap(), Some(Output::Int(6_542)));
+        assert_eq!(min.get(b"k6544").unwrap(), None);
     }
 }
 

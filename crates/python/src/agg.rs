@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyTuple};
 use spillway_agg::{
     function as builtin, AggregateFunction, Aggregator, AggregatorOptions, CbtOptions, Engine, Input, Output,
-    Value,
+    Takes, Value,
 };
 use spillway_core::{Error, Interrupt, Result};
 
@@ -165,11 +165,14 @@ impl PyAggregator {
         self.changed();
         check_lengths(keys.len(), values.len())?;
         self.run(py, |aggregator| {
-            aggregator.insert_batch(
-                keys.iter()
-                    .zip(&values)
-                    .map(|(key, value)| (&key[..], value.as_value())),
-            )
+            let pairs = keys
+                .iter()
+                .zip(&values)
+                .map(|(key, value)| (&key[..], value.as_value()));
+            // Checked whole first, so a refused pair inserts none of the
+            // batch: a pass that costs little next to the values' conversion.
+            aggregator.check_batch(pairs.clone())?;
+            aggregator.insert_batch(pairs)
         })
     }
 
@@ -220,6 +223,18 @@ impl PyAggregator {
                     };
                     (key, value)
                 });
+            // A column has one kind, so a refusal of its class or kind
+            // comes at its first pair, before anything is inserted; only a
+            // float that is not finite can come later, and a scan for one
+            // is cheap. Found, the whole check names it and nothing is
+            // inserted.
+            let not_finite = float
+                && values
+                    .chunks_exact(8)
+                    .any(|value| !f64::from_le_bytes(value.try_into().expect("8-byte chunks")).is_finite());
+            if not_finite {
+                aggregator.check_batch(pairs.clone())?;
+            }
             aggregator.insert_batch(pairs)
         })
     }
@@ -443,6 +458,8 @@ impl AggregateFunction for PythonAggregate {
     }
 
     fn init_into(&self, input: Input<'_>, out: &mut Vec<u8>) -> Result<()> {
+        // The built-ins' one rule: floats must be finite.
+        input.value.check(&self.name)?;
         Python::attach(|py| {
             let state = self.init_state(py, input)?;
             self.store(py, "init", &state, out)
@@ -457,6 +474,7 @@ impl AggregateFunction for PythonAggregate {
     }
 
     fn update_tail(&self, states: &mut Vec<u8>, start: usize, input: Input<'_>) -> Result<()> {
+        input.value.check(&self.name)?;
         Python::attach(|py| {
             let other = self.init_state(py, input)?;
             self.merge_with(py, states, start, other)
@@ -476,6 +494,11 @@ impl AggregateFunction for PythonAggregate {
     /// Anything may go to `init`, which decides; it is not called twice.
     fn check_value(&self, _value: Value<'_>) -> Result<()> {
         Ok(())
+    }
+
+    /// Any value with a finite float: the engines' one rule.
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 
     fn orders_values(&self) -> bool {

@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use spillway_core::{varint, DecodeError, Result};
 
 use super::order::{decode_scalars, encode_scalars};
-use super::{Aggregate, Input};
+use super::{Aggregate, Input, Takes};
 use crate::value::{expect_end, read_u64, Output, Scalar, Value};
 
 /// Every value of the key, in input (sequence) order.
@@ -74,6 +74,10 @@ impl Aggregate for CollectList {
     fn check_value(&self, value: Value<'_>) -> Result<()> {
         value.check_named(|| self.name())
     }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
+    }
 }
 
 /// The key's distinct values, in [`Scalar::total_cmp`] order (integers,
@@ -119,6 +123,10 @@ impl Aggregate for CollectSet {
 
     fn check_value(&self, value: Value<'_>) -> Result<()> {
         value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 }
 

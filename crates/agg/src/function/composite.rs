@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use spillway_core::{ensure, varint, Error, Result};
 
-use super::{AggregateFunction, Input};
+use super::{AggregateFunction, Input, Takes};
 use crate::value::{Output, Value};
 
 /// The functions' states, each but the last behind its length (a varint);
@@ -149,6 +149,16 @@ impl AggregateFunction for Composite {
 
     fn check_value(&self, value: Value<'_>) -> Result<()> {
         self.parts.iter().try_for_each(|part| part.check_value(value))
+    }
+
+    fn takes(&self) -> Takes {
+        self.parts
+            .iter()
+            .fold(Takes::Anything, |takes, part| match (takes, part.takes()) {
+                (Takes::Checked, _) | (_, Takes::Checked) => Takes::Checked,
+                (Takes::Numbers, _) | (_, Takes::Numbers) => Takes::Numbers,
+                _ => Takes::Anything,
+            })
     }
 
     fn orders_values(&self) -> bool {

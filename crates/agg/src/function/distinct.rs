@@ -12,7 +12,7 @@
 
 use spillway_core::{ensure, hash64, varint, DecodeError, Result};
 
-use super::{Aggregate, Input};
+use super::{Aggregate, Input, Takes};
 use crate::value::{expect_end, Output, Value};
 
 /// The smallest precision accepted.
@@ -209,6 +209,10 @@ impl Aggregate for ApproxDistinct {
 
     fn check_value(&self, value: Value<'_>) -> Result<()> {
         value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 }
 

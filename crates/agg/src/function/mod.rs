@@ -86,6 +86,13 @@ pub trait Aggregate: Send + Sync + fmt::Debug + 'static {
         self.init(Input::new(value, 0)).map(drop)
     }
 
+    /// Which values the function takes, where a rule says it all: engines
+    /// then check a batch without calling [`check_value`](Self::check_value)
+    /// per value. The default, [`Takes::Checked`], calls it.
+    fn takes(&self) -> Takes {
+        Takes::Checked
+    }
+
     /// Whether the function compares a key's values with each other (min,
     /// max, top_k), so that they must all be comparable: numbers with
     /// numbers, byte strings with byte strings
@@ -136,9 +143,25 @@ pub trait AggregateFunction: Send + Sync + fmt::Debug {
     /// [`Aggregate::check_value`]).
     fn check_value(&self, value: Value<'_>) -> Result<()>;
 
+    /// Which values the function takes (see [`Aggregate::takes`]).
+    fn takes(&self) -> Takes;
+
     /// Whether all of a key's values must be comparable (see
     /// [`Aggregate::orders_values`]).
     fn orders_values(&self) -> bool;
+}
+
+/// Which values a function takes, as far as a rule can say without
+/// calling it. Every function refuses floats that are not finite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takes {
+    /// Integers, finite floats and byte strings.
+    Anything,
+    /// Integers and finite floats (`sum`, the moments).
+    Numbers,
+    /// Only [`AggregateFunction::check_value`] knows (a user-defined
+    /// function).
+    Checked,
 }
 
 impl<A: Aggregate> AggregateFunction for A {
@@ -148,6 +171,10 @@ impl<A: Aggregate> AggregateFunction for A {
 
     fn check_value(&self, value: Value<'_>) -> Result<()> {
         Aggregate::check_value(self, value)
+    }
+
+    fn takes(&self) -> Takes {
+        Aggregate::takes(self)
     }
 
     fn orders_values(&self) -> bool {

@@ -7,7 +7,7 @@
 
 use spillway_core::{bail, DecodeError, Result};
 
-use super::{Aggregate, Input};
+use super::{Aggregate, Input, Takes};
 use crate::value::{expect_end, read_f64, read_u64, Output};
 
 /// Which statistic [`Moments`] finalizes to.
@@ -107,6 +107,10 @@ impl Aggregate for Moments {
             mean: read_f64(&bytes[8..], "a mean")?,
             m2: read_f64(&bytes[16..], "a sum of squares")?,
         })
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Numbers
     }
 
     fn finalize(&self, state: MomentsState) -> Result<Output> {

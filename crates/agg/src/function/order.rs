@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 
 use spillway_core::{ensure, varint, DecodeError, Result};
 
-use super::{Aggregate, Input};
+use super::{Aggregate, Input, Takes};
 use crate::value::{expect_end, read_u64, Output, Scalar, Value};
 
 /// The smallest or the largest value: numbers by value (integers and
@@ -60,6 +60,10 @@ impl Aggregate for Extreme {
 
     fn check_value(&self, value: Value<'_>) -> Result<()> {
         value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 
     fn orders_values(&self) -> bool {
@@ -124,6 +128,10 @@ impl Aggregate for Positional {
 
     fn check_value(&self, value: Value<'_>) -> Result<()> {
         value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 }
 
@@ -198,6 +206,10 @@ impl Aggregate for TopK {
 
     fn check_value(&self, value: Value<'_>) -> Result<()> {
         value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 
     fn orders_values(&self) -> bool {

@@ -2,7 +2,7 @@
 
 use spillway_core::{bail, varint, DecodeError, Result};
 
-use super::{Aggregate, Input};
+use super::{Aggregate, Input, Takes};
 use crate::value::{expect_end, read_f64, Output, Value};
 
 /// The number of values.
@@ -55,6 +55,10 @@ impl Aggregate for Count {
 
     fn update(&self, state: &mut u64, input: Input<'_>) -> Result<()> {
         self.merge(state, self.init(input)?)
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 }
 
@@ -226,6 +230,10 @@ impl Aggregate for Sum {
                 Err(_) => Output::Int128(state.integers),
             }),
         }
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Numbers
     }
 
     fn update(&self, state: &mut SumState, input: Input<'_>) -> Result<()> {
