@@ -9,9 +9,13 @@
 {'apples': 7, 'pears': 2}
 
 Keys may be ``str``, ``bytes`` or ``int`` (one kind per aggregator); values
-``int``, ``float``, ``str`` or ``bytes``. ``insert_batch`` takes lists, NumPy
-arrays or Arrow arrays; integer keys with numeric NumPy values go to the engine
-as two flat buffers, without a Python object per record.
+``int`` (64-bit), ``float`` (finite), ``str`` or ``bytes``. ``insert_batch``
+takes lists, NumPy arrays or Arrow arrays; integer keys with numeric NumPy
+values go to the engine as two flat buffers, without a Python object per
+record. A refused value (NaN, a string given to ``sum``, a string given to
+``min`` after numbers) raises :class:`InvalidArgumentError` naming the key, or
+its position in the batch, and changes nothing. Ctrl-C stops ``insert_batch``
+and ``finalize`` with ``KeyboardInterrupt``; see :class:`Aggregator`.
 
 A function of your own is an object with ``init(value)``, ``merge(a, b)``
 and ``finalize(state)`` methods (merge must be commutative and associative).
@@ -22,29 +26,79 @@ every call takes the GIL. See ``docs/aggregate.md``.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, Iterator, Optional, Tuple, Union
+import re
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Union
 
 from . import _native
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, PoisonedError, ResourcesExhaustedError
 
 _SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _INT_KEY_BYTES = 8
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+
+# The engine's limits, checked here so that a bad number is an error naming
+# its parameter rather than an OverflowError from the conversion.
+_BUFFER_MIN, _BUFFER_MAX = 4096, 2**30
+_FAN_OUT_MIN, _FAN_OUT_MAX = 2, 4096
+_THREADS_MAX = 256
 
 
 # Results handed over per call to the engine while iterating.
 _RESULTS_PAGE = 65536
 
 
-def _size(value: Union[int, str], what: str) -> int:
-    """``4G`` -> 4 GiB; ints pass through."""
+def _size(value: Union[int, str], what: str, low: int = 1, high: int = 2**64 - 1) -> int:
+    """``4G`` -> 4 GiB; ints pass through; from ``low`` to ``high`` bytes."""
+    allowed = f"{what} must be a size such as 512M or 4G, or a whole number of bytes, from {low} to {high}"
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{allowed}; not {value!r}")
     if isinstance(value, int):
-        return value
-    text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
-    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
-    number = text[: len(text) - len(unit)]
-    if not number.isdigit():
-        raise InvalidArgumentError(f"{what} must be a size such as 512M or 4G, not {value!r}")
-    return int(number) * _SIZE_UNITS[unit]
+        size = value
+    elif isinstance(value, str):
+        text = value.strip().upper().removesuffix("IB").removesuffix("B")
+        unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
+        number = text[: len(text) - len(unit)]
+        if not number.isdigit():
+            raise InvalidArgumentError(f"{allowed}; not {value!r}")
+        size = int(number) * _SIZE_UNITS[unit]
+    else:
+        raise InvalidArgumentError(f"{allowed}; not {type(value).__name__}")
+    if not low <= size <= high:
+        raise InvalidArgumentError(f"{allowed}; not {value!r}")
+    return size
+
+
+def _whole(value: Any, what: str, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high`` (bools are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgumentError(f"{what} must be a whole number from {low} to {high}, not {value!r}")
+    return value
+
+
+def _check_int_value(value: int, where: str) -> None:
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise InvalidArgumentError(
+            f"{where}the integer {value} is outside the 64-bit range ({_INT_MIN} to {_INT_MAX}); "
+            "values must be 64-bit integers, finite floats, str or bytes"
+        )
+
+
+# Integer keys travel as 8 bytes, which the engine's messages show in hex.
+_HEX_KEY = re.compile(r"key 0x([0-9a-f]{16})\b")
+
+
+def _numpy_range_check(array: Any, what: str) -> None:
+    """Unsigned 64-bit integers above the int64 range would wrap: refuse them."""
+    if array.dtype.kind == "u" and array.dtype.itemsize == 8 and len(array) > 0:
+        import numpy
+
+        too_big = array > numpy.uint64(_INT_MAX)
+        if too_big.any():
+            position = int(numpy.argmax(too_big))
+            raise InvalidArgumentError(
+                f"{what}: at position {position} of the batch (counted from 0), {int(array[position])} is "
+                f"outside the 64-bit signed range; {what} must fit int64 ({_INT_MIN} to {_INT_MAX})"
+            )
 
 
 def _is_numpy(values: Any) -> bool:
@@ -70,10 +124,18 @@ class Aggregator:
     ``"cbt"`` (least memory; results after :meth:`finalize`) or ``"hash"``.
     ``memory`` bounds the engine's memory: the CBT compacts as it nears
     it, and inserts beyond it raise
-    :class:`spillway.ResourcesExhaustedError`; ``buffer`` and ``fan_out``
-    shape the CBT; ``threads`` is the number of CBT worker threads, each
-    with a tree of its own (0 empties one tree on the inserting thread, as
-    user-defined aggregates always do).
+    :class:`spillway.ResourcesExhaustedError`; ``buffer`` (4K to 1G) and
+    ``fan_out`` (2 to 4096) shape the CBT; ``threads`` (0 to 256) is the
+    number of CBT worker threads, each with a tree of its own (0 empties
+    one tree on the inserting thread, as user-defined aggregates always do).
+
+    Ctrl-C during :meth:`insert_batch` or :meth:`finalize` raises
+    ``KeyboardInterrupt`` within a fraction of a second. An interrupted
+    ``finalize`` leaves every value in the aggregator: call it again to
+    complete it. An ``insert_batch`` interrupted while it checks its batch
+    inserted none of it; interrupted later, it inserted part of its batch,
+    so the aggregator then refuses every call with
+    :class:`spillway.PoisonedError`; make a new one.
     """
 
     def __init__(
@@ -86,11 +148,29 @@ class Aggregator:
         threads: int = 2,
     ) -> None:
         name, user = (function, None) if isinstance(function, str) else (None, function)
-        self._native = _native.Aggregator(
-            name, engine, _size(memory, "memory"), _size(buffer, "buffer"), fan_out, threads, user
-        )
+        if not isinstance(engine, str):
+            raise InvalidArgumentError(f"engine must be 'cbt' or 'hash', not {engine!r}")
         self._key_kind: Optional[type] = None
         self._text_values = False
+        self._native = _native.Aggregator(
+            name,
+            engine,
+            _size(memory, "memory"),
+            _size(buffer, "buffer", _BUFFER_MIN, _BUFFER_MAX),
+            _whole(fan_out, "fan_out", _FAN_OUT_MIN, _FAN_OUT_MAX),
+            _whole(threads, "threads", 0, _THREADS_MAX),
+            user,
+        )
+
+    def _call(self, method: Callable[..., Any], *arguments: Any) -> Any:
+        """Calls the engine; its messages name integer keys as the integers they are."""
+        try:
+            return method(*arguments)
+        except (InvalidArgumentError, ResourcesExhaustedError, PoisonedError) as error:
+            if self._key_kind is not int:
+                raise
+            message = _HEX_KEY.sub(lambda match: f"key {int(match.group(1), 16) - 2**63}", str(error))
+            raise type(error)(message) from None
 
     # Keys travel as bytes: text as UTF-8, integers as 8 big-endian bytes
     # with the sign bit flipped.
@@ -111,8 +191,10 @@ class Aggregator:
         if kind is str:
             return key.encode()
         if kind is int:
-            if not -(2**63) <= key < 2**63:
-                raise InvalidArgumentError(f"integer key {key} does not fit 64 bits")
+            if not _INT_MIN <= key <= _INT_MAX:
+                raise InvalidArgumentError(
+                    f"the integer key {key} is outside the 64-bit range; keys must be from {_INT_MIN} to {_INT_MAX}"
+                )
             return (key + 2**63).to_bytes(_INT_KEY_BYTES, "big")
         return key
 
@@ -123,13 +205,15 @@ class Aggregator:
             return int.from_bytes(key, "big") - 2**63
         return key
 
-    def _value(self, value: Any) -> Any:
+    def _value(self, value: Any, where: str = "") -> Any:
         if isinstance(value, str):
             self._text_values = True
         elif isinstance(value, bool) or not isinstance(value, (int, float, bytes)):
             if hasattr(value, "item"):  # a NumPy scalar
-                return self._value(value.item())
-            raise InvalidArgumentError(f"a value must be int, float, str or bytes, not {type(value).__name__}")
+                return self._value(value.item(), where)
+            raise InvalidArgumentError(f"{where}a value must be int, float, str or bytes, not {type(value).__name__}")
+        elif isinstance(value, int):
+            _check_int_value(value, where)
         return value
 
     def _output(self, value: Any) -> Any:
@@ -140,35 +224,65 @@ class Aggregator:
         return value
 
     def insert(self, key: Any, value: Any = 1) -> None:
-        """Folds ``value`` into ``key``'s result (``count`` ignores the value)."""
-        self._native.insert(self._key(key), self._value(value))
+        """Folds ``value`` into ``key``'s result (``count`` ignores the value).
+
+        A refused value raises :class:`InvalidArgumentError` naming the key
+        and changes nothing.
+        """
+        self._call(self._native.insert, self._key(key), self._value(value))
 
     def insert_batch(self, keys: Iterable[Any], values: Iterable[Any]) -> None:
-        """Inserts ``keys[i], values[i]`` for every i: lists, NumPy or Arrow arrays."""
+        """Inserts ``keys[i], values[i]`` for every i: lists, NumPy or Arrow arrays.
+
+        All or nothing: a refused pair raises :class:`InvalidArgumentError`
+        naming its position (counted from 0) and key, and inserts none of the
+        batch. Ctrl-C raises ``KeyboardInterrupt`` (see :class:`Aggregator`).
+        """
         keys, values = _from_arrow(keys), _from_arrow(values)
         if _is_numpy(keys) and _is_numpy(values) and keys.dtype.kind in "iu" and values.dtype.kind in "iuf":
             import numpy
 
+            _numpy_range_check(keys, "keys")
+            _numpy_range_check(values, "values")
+            if len(keys) != len(values):
+                raise InvalidArgumentError(f"{len(keys)} keys but {len(values)} values; give one value per key")
             self._check_key_kind(int)
             flipped = keys.astype(">i8").view(numpy.uint8).reshape(-1, _INT_KEY_BYTES).copy()
             flipped[:, 0] ^= 0x80
             kind = "f8" if values.dtype.kind == "f" else "i8"
             packed = numpy.ascontiguousarray(values.astype("<" + kind))
-            self._native.insert_columns(flipped.tobytes(), _INT_KEY_BYTES, packed.tobytes(), kind)
+            self._call(self._native.insert_columns, flipped.tobytes(), _INT_KEY_BYTES, packed.tobytes(), kind)
             return
         keys = keys.tolist() if _is_numpy(keys) else list(keys)
         values = values.tolist() if _is_numpy(values) else list(values)
         if len(keys) != len(values):
             raise InvalidArgumentError(f"{len(keys)} keys but {len(values)} values; give one value per key")
-        self._native.insert_lists([self._key(key) for key in keys], [self._value(value) for value in values])
+        where = "at position {} of the batch (counted from 0), key {!r}; nothing in the batch was inserted: "
+        encoded_keys = []
+        for position, key in enumerate(keys):
+            try:
+                encoded_keys.append(self._key(key))
+            except InvalidArgumentError as error:
+                raise InvalidArgumentError(where.format(position, key) + str(error)) from None
+        encoded_values = []
+        for position, value in enumerate(values):
+            try:
+                encoded_values.append(self._value(value))
+            except InvalidArgumentError as error:
+                raise InvalidArgumentError(where.format(position, keys[position]) + str(error)) from None
+        self._call(self._native.insert_lists, encoded_keys, encoded_values)
 
     def finalize(self) -> None:
-        """Makes the results readable; inserting afterwards needs another finalize."""
-        self._native.finalize()
+        """Makes the results readable; inserting afterwards needs another finalize.
+
+        Ctrl-C raises ``KeyboardInterrupt`` and leaves every value in the
+        aggregator: call ``finalize`` again to complete it.
+        """
+        self._call(self._native.finalize)
 
     def get(self, key: Any) -> Any:
         """``key``'s result, or None if nothing was inserted for it."""
-        return self._output(self._native.get(self._key(key)))
+        return self._output(self._call(self._native.get, self._key(key)))
 
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
         """(key, result) pairs: the CBT's in hash order, after :meth:`finalize`.
@@ -182,7 +296,7 @@ class Aggregator:
         epoch = self._native.epoch()
         position = 0
         while True:
-            page = self._native.results_page(position, _RESULTS_PAGE, epoch)
+            page = self._call(self._native.results_page, position, _RESULTS_PAGE, epoch)
             if not page:
                 return
             position += len(page)

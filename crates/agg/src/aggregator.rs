@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use spillway_core::{bail, Result};
+use spillway_core::{bail, ensure, Error, ErrorKind, Interrupt, Result};
 
+use crate::admission::Admission;
 use crate::cbt::{CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt};
 use crate::function::{function, AggregateFunction};
 use crate::hash::HashAggregator;
@@ -22,7 +23,7 @@ pub enum Engine {
 }
 
 impl std::str::FromStr for Engine {
-    type Err = spillway_core::Error;
+    type Err = Error;
 
     fn from_str(text: &str) -> Result<Engine> {
         match text.to_ascii_lowercase().as_str() {
@@ -48,9 +49,13 @@ pub struct AggregatorOptions {
     pub cbt: CbtOptions,
     /// Worker threads of the CBT, each emptying a tree of its own with a
     /// slice of the keys (see [`ParallelCbt`]); 0 empties one tree on the
-    /// inserting thread. The hash engine ignores it.
+    /// inserting thread. At most [`THREADS_MAX`]. The hash engine ignores
+    /// it.
     pub threads: usize,
 }
+
+/// The most CBT worker threads an [`Aggregator`] starts.
+pub const THREADS_MAX: usize = 256;
 
 impl Default for AggregatorOptions {
     fn default() -> Self {
@@ -103,9 +108,30 @@ enum Inner {
 
 /// GroupBy-Aggregate: insert (key, value) pairs, finalize, read one result
 /// per key.
+///
+/// # Bad values
+/// A value the function refuses (a string given to `sum`, a float that is
+/// not finite, a string given to `min` after numbers: see
+/// [`Admission`]) is refused at its insert with `InvalidArgument` naming the
+/// key, and changes nothing; in a batch, the error names the pair's
+/// position too ([`check_batch`](Self::check_batch) refuses a batch
+/// whole). Every other key is as it was.
+///
+/// # Interrupts
+/// With [`set_interrupt`](Self::set_interrupt), long calls stop soon after
+/// the token is raised, failing with `Interrupted`:
+/// - an interrupted [`finalize`](Self::finalize) leaves the aggregator
+///   whole: every value inserted is still in it, results need another
+///   finalize, which completes the work;
+/// - an interrupted [`check_batch`](Self::check_batch) changed nothing;
+/// - an interrupted [`insert_batch`](Self::insert_batch) inserted part of
+///   its batch, which nobody could tell apart from a complete one later,
+///   so the aggregator then refuses every call (`Poisoned`, saying why).
 #[derive(Debug)]
 pub struct Aggregator {
     inner: Inner,
+    /// Why the aggregator refuses every call, once it does.
+    broken: Option<String>,
 }
 
 impl Aggregator {
@@ -117,6 +143,13 @@ impl Aggregator {
 
     /// An aggregator of any function, a user-defined one included.
     pub fn with_function(function: Arc<dyn AggregateFunction>, options: AggregatorOptions) -> Result<Self> {
+        ensure!(
+            options.threads <= THREADS_MAX,
+            InvalidArgument,
+            "threads must be from 0 to {THREADS_MAX} (CBT worker threads; 0 runs one tree on the inserting \
+             thread), got {}",
+            options.threads
+        );
         let cbt = CbtOptions {
             memory_bytes: options.memory_bytes,
             ..options.cbt
@@ -126,30 +159,112 @@ impl Aggregator {
             Engine::Cbt => Inner::Parallel(ParallelCbt::new(function, cbt, options.threads)?),
             Engine::Hash => Inner::Hash(HashAggregator::new(function, options.memory_bytes)),
         };
-        Ok(Aggregator { inner })
+        Ok(Aggregator { inner, broken: None })
     }
 
-    /// Folds `value` into `key`'s result.
-    pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+    /// The function aggregated.
+    pub fn function(&self) -> &Arc<dyn AggregateFunction> {
+        match &self.inner {
+            Inner::Cbt(tree) => tree.function(),
+            Inner::Parallel(trees) => trees.function(),
+            Inner::Hash(table) => table.function(),
+        }
+    }
+
+    fn admission(&self) -> &Admission {
+        match &self.inner {
+            Inner::Cbt(tree) => tree.admission(),
+            Inner::Parallel(trees) => trees.admission(),
+            Inner::Hash(table) => table.admission(),
+        }
+    }
+
+    fn interrupt(&self) -> &Interrupt {
+        match &self.inner {
+            Inner::Cbt(tree) => tree.interrupt(),
+            Inner::Parallel(trees) => trees.interrupt(),
+            Inner::Hash(table) => table.interrupt(),
+        }
+    }
+
+    /// Makes the long calls that follow ([`insert_batch`](Self::insert_batch),
+    /// [`finalize`](Self::finalize), and an [`insert`](Self::insert) that
+    /// empties the CBT's root) stop soon after `interrupt` is raised; see
+    /// the type's docs for what an interrupted call leaves.
+    pub fn set_interrupt(&mut self, interrupt: Interrupt) {
         match &mut self.inner {
+            Inner::Cbt(tree) => tree.set_interrupt(interrupt),
+            Inner::Parallel(trees) => trees.set_interrupt(interrupt),
+            Inner::Hash(table) => table.set_interrupt(interrupt),
+        }
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.broken {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Folds `value` into `key`'s result. A refused value changes nothing;
+    /// the error names the key.
+    pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+        self.check_usable()?;
+        let outcome = match &mut self.inner {
             Inner::Cbt(tree) => tree.insert(key, value),
             Inner::Parallel(trees) => trees.insert(key, value),
             Inner::Hash(table) => table.insert(key, value),
-        }
+        };
+        self.note_interrupt(outcome, "insert")
     }
 
-    /// Inserts every pair in order; stops at the first error.
+    /// Checks a batch as [`insert_batch`](Self::insert_batch) would take
+    /// it, inserting nothing: key lengths, each value, and the class of
+    /// values that min, max and top_k need. The error names the first
+    /// refused pair's position and key. A caller that wants a batch taken
+    /// whole or not at all calls this first: only the memory budget and an
+    /// interrupt can then stop the insert part-way. Checks the interrupt
+    /// every few thousand pairs; stopped, it changed nothing.
+    pub fn check_batch<'a>(&self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
+        self.check_usable()?;
+        self.admission()
+            .check_batch(&**self.function(), pairs, self.interrupt())
+    }
+
+    /// Inserts every pair in order, in one pass (a second pass to check
+    /// the batch first costs the hash engine about 2% more instructions;
+    /// see [`check_batch`](Self::check_batch) for callers that want it). Stops at the first refused pair, with an error naming its
+    /// position and key: the pairs before it were inserted, it and those
+    /// after it were not. An interrupt stops it too (see the type's docs).
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        match &mut self.inner {
+        self.check_usable()?;
+        let outcome = match &mut self.inner {
             Inner::Cbt(tree) => tree.insert_batch(pairs),
             Inner::Parallel(trees) => trees.insert_batch(pairs),
             Inner::Hash(table) => table.insert_batch(pairs),
+        };
+        self.note_interrupt(outcome, "insert_batch")
+    }
+
+    /// After an interrupted insert, refuses further use: see the type's
+    /// docs.
+    fn note_interrupt(&mut self, outcome: Result<()>, call: &str) -> Result<()> {
+        if let Err(error) = &outcome {
+            if error.kind() == ErrorKind::Interrupted {
+                self.broken = Some(format!(
+                    "this aggregator was interrupted part-way through {call} and holds only part of what it was \
+                     given; make a new one"
+                ));
+            }
         }
+        outcome
     }
 
     /// Makes the results readable (the CBT empties every node; the hash
-    /// engine has nothing to do).
+    /// engine has nothing to do). Interrupted, it leaves every value in
+    /// the aggregator, and a later finalize completes the work.
     pub fn finalize(&mut self) -> Result<()> {
+        self.check_usable()?;
         match &mut self.inner {
             Inner::Cbt(tree) => tree.finalize(),
             Inner::Parallel(trees) => trees.finalize(),
@@ -159,6 +274,7 @@ impl Aggregator {
 
     /// `key`'s result, if it has one; the CBT needs a finalize first.
     pub fn get(&self, key: &[u8]) -> Result<Option<Output>> {
+        self.check_usable()?;
         match &self.inner {
             Inner::Cbt(tree) => tree.get(key),
             Inner::Parallel(trees) => trees.get(key),
@@ -175,6 +291,7 @@ impl Aggregator {
     /// take the results a page at a time (Python). The CBT skips whole
     /// leaves by their counts; the hash engine steps over `skip` entries.
     pub fn iter_from(&self, skip: usize) -> Result<Results<'_>> {
+        self.check_usable()?;
         Ok(match &self.inner {
             Inner::Cbt(tree) => Box::new(tree.iter_from(skip)?),
             Inner::Parallel(trees) => trees.iter_from(skip)?,

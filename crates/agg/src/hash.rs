@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hashbrown::HashTable;
-use spillway_core::{ensure, hash64, Result};
+use spillway_core::{ensure, hash64, Interrupt, Result};
 
+use crate::admission::{check_key, insert_pairs, naming_key, Admission};
 use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
 use crate::value::{Output, Value};
@@ -77,6 +78,11 @@ pub struct HashAggregator {
     memory_budget: u64,
     next_sequence: u64,
     scratch: Vec<u8>,
+    /// Holds the table to one class of values where the function orders
+    /// them, as the CBT is, so both engines take the same values.
+    admission: Admission,
+    /// Checked every few thousand pairs of a batch.
+    interrupt: Interrupt,
     stats: HashStats,
     clock: InsertClock,
 }
@@ -88,6 +94,8 @@ impl HashAggregator {
     /// spill, so the caller must stop or switch to the CBT.
     pub fn new(function: Arc<dyn AggregateFunction>, memory_budget: u64) -> Self {
         HashAggregator {
+            admission: Admission::new(&*function),
+            interrupt: Interrupt::new(),
             function,
             table: HashTable::new(),
             keys: Vec::new(),
@@ -106,30 +114,53 @@ impl HashAggregator {
         &self.function
     }
 
+    /// The door values pass (see [`Admission`]).
+    pub fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
+    /// Makes batches of inserts stop at their next check (every few
+    /// thousand pairs) once `interrupt` is raised.
+    pub fn set_interrupt(&mut self, interrupt: Interrupt) {
+        self.interrupt = interrupt;
+    }
+
+    /// The interrupt long work checks (see [`Self::set_interrupt`]).
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
     /// Folds `value` into `key`'s state; the value's sequence number is the
-    /// count of inserts before it.
+    /// count of inserts before it. A refused value changes nothing, and the
+    /// error names the key.
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         self.clock.tick();
         self.insert_one(key, value)
     }
 
-    /// Inserts every pair in order; stops at the first error, after the
-    /// pairs before it were inserted.
+    /// Inserts every pair in order, checking the interrupt every few
+    /// thousand; stops at the first error, which names the pair's position
+    /// in the batch and its key (the pairs before it were inserted).
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        let outcome = pairs
-            .into_iter()
-            .try_for_each(|(key, value)| self.insert(key, value));
+        let interrupt = self.interrupt.clone();
+        let outcome = insert_pairs(pairs, &interrupt, |key, value| {
+            self.clock.tick();
+            self.insert_one(key, value)
+        });
         self.clock.read();
         outcome
     }
 
+    /// Every error of an insert into the table is about its pair, so each
+    /// names the key.
     fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        ensure!(
-            key.len() <= KEY_BYTES_MAX,
-            InvalidArgument,
-            "a key of {} bytes is longer than the {KEY_BYTES_MAX} bytes allowed",
-            key.len()
-        );
+        self.insert_or_refuse(key, value)
+            .map_err(|error| naming_key(error, key))
+    }
+
+    fn insert_or_refuse(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+        check_key(key)?;
+        self.admission.check(&*self.function, value)?;
         let memory = self.memory_bytes();
         ensure!(
             memory <= self.memory_budget,
@@ -177,6 +208,7 @@ impl HashAggregator {
                 self.table.insert_unique(hash, slot, |slot| slot.hash);
             }
         }
+        self.admission.accepted(key, value);
         self.next_sequence += 1;
         self.stats.inserts += 1;
         if self.garbage > self.states.len() / 2 && self.garbage > 1 << 16 {
@@ -218,7 +250,11 @@ impl HashAggregator {
         match self.table.find(hash, |slot| {
             slot.hash == hash && slot_key(&self.keys, slot) == key
         }) {
-            Some(slot) => Ok(Some(self.function.finalize_bytes(self.state_of(slot))?)),
+            Some(slot) => Ok(Some(
+                self.function
+                    .finalize_bytes(self.state_of(slot))
+                    .map_err(|error| naming_key(error, key))?,
+            )),
             None => Ok(None),
         }
     }
@@ -232,8 +268,12 @@ impl HashAggregator {
     /// while the table is unchanged); skipped entries are not finalized.
     pub fn iter_from(&self, skip: usize) -> impl Iterator<Item = Result<(&[u8], Output)>> + '_ {
         self.table.iter().skip(skip).map(move |slot| {
-            let output = self.function.finalize_bytes(self.state_of(slot))?;
-            Ok((slot_key(&self.keys, slot), output))
+            let key = slot_key(&self.keys, slot);
+            let output = self
+                .function
+                .finalize_bytes(self.state_of(slot))
+                .map_err(|error| naming_key(error, key))?;
+            Ok((key, output))
         })
     }
 

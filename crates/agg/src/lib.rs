@@ -17,6 +17,7 @@
 //! and hash-sorted and merges them lazily, and the [`HashAggregator`], which
 //! updates one state per key in place.
 
+pub mod admission;
 pub mod aggregator;
 pub mod cbt;
 mod clock;
@@ -24,8 +25,9 @@ pub mod function;
 pub mod hash;
 pub mod value;
 
-pub use aggregator::{Aggregator, AggregatorOptions, AggregatorStats, Engine, Results};
+pub use admission::{key_text, Admission};
+pub use aggregator::{Aggregator, AggregatorOptions, AggregatorStats, Engine, Results, THREADS_MAX};
 pub use cbt::{CbtIter, CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt};
-pub use function::{function, Aggregate, AggregateFunction, Input, FUNCTION_NAMES};
+pub use function::{function, Aggregate, AggregateFunction, Input, Takes, FUNCTION_NAMES};
 pub use hash::{HashAggregator, HashStats};
-pub use value::{Output, Scalar, Value};
+pub use value::{Comparable, Output, Scalar, Value};

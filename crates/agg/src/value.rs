@@ -1,10 +1,16 @@
 //! The values aggregate functions take, keep and return.
 //!
-//! Three kinds: 64-bit integers, 64-bit floats and byte strings. NaN is
-//! refused wherever a value enters an aggregate: it has no place in an order
-//! (min, max, top-k, sets) and would make "the same result in any order"
-//! untestable for sums. Functions that order values (min, max, top-k) refuse
-//! to compare values of different kinds rather than guess a conversion.
+//! Three kinds: 64-bit integers, 64-bit floats and byte strings. Floats
+//! must be finite wherever a value enters an aggregate ([`Value::check`]):
+//! NaN has no place in an order (min, max, top-k, sets) and a sum that
+//! becomes NaN hides the bad record; an infinity makes a sum depend on the
+//! order of its terms (`inf + -inf` is NaN) and is almost always the trace
+//! of a division by zero upstream.
+//!
+//! Functions that order values (min, max, top-k) compare numbers with
+//! numbers, integers with floats exactly by value, and byte strings with
+//! byte strings; a number and a byte string are not comparable
+//! ([`Comparable`]).
 
 use std::cmp::Ordering;
 
@@ -40,12 +46,37 @@ pub enum Output {
     Null,
     /// An integer result (count, integer sum, integer min...).
     Int(i64),
+    /// An integer result outside the 64-bit range: only a sum of integers
+    /// gives one, since sums are exact (see [`Sum`](crate::function::Sum)).
+    /// Results that fit 64 bits are always [`Output::Int`].
+    Int128(i128),
     /// A float result (mean, variance, float sum...).
     Float(f64),
     /// A byte-string result (min of strings, first of strings...).
     Bytes(Vec<u8>),
     /// A list result (top-k, collect list, collect set).
     List(Vec<Output>),
+}
+
+/// What a value can be compared with by the functions that order values
+/// (min, max, top-k): numbers with numbers, byte strings with byte
+/// strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparable {
+    /// Integers and floats, compared exactly by value.
+    Numbers,
+    /// Byte strings, compared lexicographically.
+    ByteStrings,
+}
+
+impl Comparable {
+    /// The class's name, for error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Comparable::Numbers => "numbers",
+            Comparable::ByteStrings => "byte strings",
+        }
+    }
 }
 
 const TAG_INT: u8 = 0;
@@ -59,6 +90,44 @@ impl Value<'_> {
             Value::Int(_) => "an integer",
             Value::Float(_) => "a float",
             Value::Bytes(_) => "a byte string",
+        }
+    }
+
+    /// What the value can be compared with (see [`Comparable`]).
+    pub fn comparable(&self) -> Comparable {
+        match self {
+            Value::Int(_) | Value::Float(_) => Comparable::Numbers,
+            Value::Bytes(_) => Comparable::ByteStrings,
+        }
+    }
+
+    /// Fails unless the value may enter an aggregate: floats must be
+    /// finite (see the module docs). `function` names the refuser.
+    pub fn check(&self, function: &str) -> Result<()> {
+        match *self {
+            Value::Float(value) if !value.is_finite() => {
+                let what = if value.is_nan() {
+                    "NaN"
+                } else if value > 0.0 {
+                    "inf"
+                } else {
+                    "-inf"
+                };
+                bail!(
+                    InvalidArgument,
+                    "{function}: {what} is not a value that can be aggregated; floats must be finite"
+                )
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// [`check`](Self::check), naming the function only on failure (a
+    /// name is a `String`, and checks run once per value).
+    pub(crate) fn check_named(&self, function: impl FnOnce() -> String) -> Result<()> {
+        match *self {
+            Value::Float(value) if !value.is_finite() => self.check(&function()),
+            _ => Ok(()),
         }
     }
 
@@ -76,16 +145,12 @@ impl Value<'_> {
         }
     }
 
-    /// The owned copy of the value, refusing NaN (see the module docs).
+    /// The owned copy of the value, refusing floats that are not finite
+    /// (see the module docs).
     pub(crate) fn to_scalar(self, function: &str) -> Result<Scalar> {
+        self.check(function)?;
         Ok(match self {
             Value::Int(value) => Scalar::Int(value),
-            Value::Float(value) if value.is_nan() => {
-                bail!(
-                    InvalidArgument,
-                    "{function}: NaN is not a value that can be aggregated"
-                )
-            }
             Value::Float(value) => Scalar::Float(value),
             Value::Bytes(bytes) => Scalar::Bytes(bytes.to_vec()),
         })
@@ -127,18 +192,25 @@ impl Scalar {
         }
     }
 
-    /// The order of two values of the same kind; values of different kinds
-    /// are an error naming `function`.
-    pub(crate) fn cmp_same_kind(&self, other: &Scalar, function: &str) -> Result<Ordering> {
-        if self.tag() != other.tag() {
-            bail!(
+    /// The order that min, max and top-k use: numbers by value (an
+    /// integer and a float compared exactly; when equal, the integer
+    /// first, so that the result does not depend on the merge order), byte
+    /// strings lexicographically. A number and a byte string are not
+    /// comparable: an error naming `function`.
+    pub(crate) fn cmp_comparable(&self, other: &Scalar, function: &str) -> Result<Ordering> {
+        Ok(match (self, other) {
+            (Scalar::Int(a), Scalar::Float(b)) => cmp_int_float(*a, *b).then(Ordering::Less),
+            (Scalar::Float(a), Scalar::Int(b)) => cmp_int_float(*b, *a).reverse().then(Ordering::Greater),
+            (Scalar::Bytes(_), Scalar::Bytes(_))
+            | (Scalar::Int(_), Scalar::Int(_))
+            | (Scalar::Float(_), Scalar::Float(_)) => self.total_cmp(other),
+            _ => bail!(
                 InvalidArgument,
-                "{function} cannot compare {} with {}; give it values of one kind",
+                "{function} cannot compare {} with {}; give it numbers or byte strings, not both",
                 self.kind_name(),
                 other.kind_name()
-            );
-        }
-        Ok(self.total_cmp(other))
+            ),
+        })
     }
 
     /// Appends the scalar's encoding: a kind byte, then 8 little-endian bytes
@@ -195,6 +267,33 @@ impl From<Scalar> for Output {
             Scalar::Bytes(bytes) => Output::Bytes(bytes),
         }
     }
+}
+
+/// An integer against a float, exactly: converting either to the other's
+/// type would round (integers past 2^53, floats with fractions). NaN,
+/// which no accepted value is, orders as zero.
+fn cmp_int_float(int: i64, float: f64) -> Ordering {
+    // 2^63 is a float exactly; every float at or past it is beyond every
+    // i64, and every float from -2^63 up to it truncates to an i64 exactly.
+    const TWO_TO_63: f64 = 9_223_372_036_854_775_808.0;
+    if float >= TWO_TO_63 {
+        return Ordering::Less;
+    }
+    if float < -TWO_TO_63 {
+        return Ordering::Greater;
+    }
+    let whole = float.trunc();
+    int.cmp(&(whole as i64)).then_with(|| {
+        // Equal whole parts: the float's fraction decides.
+        let fraction = float - whole;
+        if fraction > 0.0 {
+            Ordering::Less
+        } else if fraction < 0.0 {
+            Ordering::Greater
+        } else {
+            Ordering::Equal
+        }
+    })
 }
 
 /// Reads a little-endian `u64` at the start of `input`.
@@ -263,14 +362,47 @@ mod tests {
             Ordering::Less
         );
         let error = Scalar::Int(1)
-            .cmp_same_kind(&Scalar::Float(1.0), "max")
+            .cmp_comparable(&Scalar::Bytes(b"1".to_vec()), "max")
             .unwrap_err();
         assert!(
             error
                 .to_string()
-                .contains("max cannot compare an integer with a float"),
+                .contains("max cannot compare an integer with a byte string"),
             "{error}"
         );
-        assert!(Value::Float(f64::NAN).to_scalar("min").is_err());
+        for value in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let error = Value::Float(value).to_scalar("min").unwrap_err();
+            assert!(error.to_string().contains("floats must be finite"), "{error}");
+        }
+    }
+
+    #[test]
+    fn integers_and_floats_compare_exactly() {
+        let cmp = |a: Scalar, b: Scalar| a.cmp_comparable(&b, "min").unwrap();
+        // 2^53 + 1 is not a float: a conversion would call these equal.
+        let big = (1i64 << 53) + 1;
+        assert_eq!(
+            cmp(Scalar::Int(big), Scalar::Float((1i64 << 53) as f64)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            cmp(Scalar::Float((1i64 << 53) as f64), Scalar::Int(big)),
+            Ordering::Less
+        );
+        assert_eq!(cmp(Scalar::Int(i64::MAX), Scalar::Float(9.3e18)), Ordering::Less);
+        assert_eq!(
+            cmp(Scalar::Int(i64::MIN), Scalar::Float(-9.3e18)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            cmp(Scalar::Int(i64::MIN), Scalar::Float(-9_223_372_036_854_775_808.0)),
+            Ordering::Less
+        );
+        assert_eq!(cmp(Scalar::Int(2), Scalar::Float(2.5)), Ordering::Less);
+        assert_eq!(cmp(Scalar::Int(-2), Scalar::Float(-2.5)), Ordering::Greater);
+        assert_eq!(cmp(Scalar::Int(-3), Scalar::Float(-2.5)), Ordering::Less);
+        // Equal values: the integer first, whichever is asked first.
+        assert_eq!(cmp(Scalar::Int(0), Scalar::Float(-0.0)), Ordering::Less);
+        assert_eq!(cmp(Scalar::Float(1.0), Scalar::Int(1)), Ordering::Greater);
     }
 }

@@ -3,10 +3,11 @@
 //! growth and hash collisions.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use spillway_agg::{
-    function, CbtOptions, CbtStats, CompressedBufferTree, HashAggregator, Output, ParallelCbt, Value,
-    FUNCTION_NAMES,
+    function, Aggregate, AggregateFunction, CbtOptions, CbtStats, CompressedBufferTree, HashAggregator,
+    Input, Output, ParallelCbt, Value, FUNCTION_NAMES,
 };
 use spillway_core::Codec;
 use spillway_workload::{Rng, Zipf};
@@ -282,13 +283,65 @@ fn several_trees_read_in_hash_order_and_reopen_after_finalize() {
     assert!(stats.root_empties >= 4 && stats.leaves >= 4, "{stats:?}");
 }
 
+/// A user-defined sum whose merge refuses two states that are both 13:
+/// built-in functions refuse at the insert whatever their merge would
+/// refuse, so only a function like this one can fail inside an emptying.
+#[derive(Debug)]
+struct UnluckyMerge;
+
+impl Aggregate for UnluckyMerge {
+    type State = i64;
+
+    fn name(&self) -> String {
+        "unlucky".into()
+    }
+
+    fn init(&self, input: Input<'_>) -> spillway_core::Result<i64> {
+        match input.value {
+            Value::Int(value) => Ok(value),
+            _ => Err(spillway_core::Error::InvalidArgument("integers only".into())),
+        }
+    }
+
+    fn merge(&self, into: &mut i64, other: i64) -> spillway_core::Result<()> {
+        if *into == 13 && other == 13 {
+            return Err(spillway_core::Error::InvalidArgument(
+                "unlucky merge of 13 and 13".into(),
+            ));
+        }
+        *into += other;
+        Ok(())
+    }
+
+    fn serialize(&self, state: &i64, out: &mut Vec<u8>) {
+        out.extend_from_slice(&state.to_le_bytes());
+    }
+
+    fn deserialize(&self, bytes: &[u8]) -> Result<i64, spillway_core::DecodeError> {
+        let bytes: [u8; 8] = bytes
+            .try_into()
+            .map_err(|_| spillway_core::DecodeError::new("8 bytes"))?;
+        Ok(i64::from_le_bytes(bytes))
+    }
+
+    fn finalize(&self, state: i64) -> spillway_core::Result<Output> {
+        Ok(Output::Int(state))
+    }
+}
+
 #[test]
 fn a_merge_that_fails_part_way_leaves_the_trees_refusing_work() {
     // One tree on this thread, and two on workers.
     for count in [0, 2] {
-        let mut trees = Trees::new("max", 64, Codec::Lz4, count);
-        trees.insert(b"k", Value::Int(1)).unwrap();
-        trees.insert(b"k", Value::Bytes(b"one")).unwrap();
+        let options = small_options(64, Codec::Lz4);
+        let function: Arc<dyn AggregateFunction> = Arc::new(UnluckyMerge);
+        let mut trees = if count == 0 {
+            Trees::One(Box::new(CompressedBufferTree::new(function, options).unwrap()))
+        } else {
+            Trees::Many(Box::new(ParallelCbt::new(function, options, count).unwrap()))
+        };
+        trees.insert(b"k", Value::Int(13)).unwrap();
+        trees.insert(b"k", Value::Int(13)).unwrap();
         // Enough other keys to fill and empty every root buffer.
         let mut error = None;
         for index in 0..100_000u32 {
@@ -298,8 +351,17 @@ fn a_merge_that_fails_part_way_leaves_the_trees_refusing_work() {
             }
         }
         let error = error.unwrap_or_else(|| trees.finalize().unwrap_err());
+        // Poisoned from the first report, naming the key whose merge
+        // failed, not the key whose insert happened to start the emptying.
+        assert_eq!(
+            error.kind(),
+            spillway_core::ErrorKind::Poisoned,
+            "{count} trees: {error}"
+        );
         assert!(
-            error.to_string().contains("max cannot compare"),
+            error
+                .to_string()
+                .ends_with("emptying failed: invalid argument: key \"k\": unlucky merge of 13 and 13"),
             "{count} trees: {error}"
         );
         for error in [
@@ -313,7 +375,7 @@ fn a_merge_that_fails_part_way_leaves_the_trees_refusing_work() {
                 "{count} trees: {error}"
             );
             assert!(
-                error.to_string().contains("max cannot compare"),
+                error.to_string().contains("unlucky merge"),
                 "{count} trees: {error}"
             );
         }

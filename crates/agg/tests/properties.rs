@@ -130,6 +130,14 @@ fn number_of(scalar: &Scalar) -> f64 {
     }
 }
 
+/// An exact integer result as the sum gives it.
+fn exact_integer(value: i128) -> Output {
+    match i64::try_from(value) {
+        Ok(value) => Output::Int(value),
+        Err(_) => Output::Int128(value),
+    }
+}
+
 /// The result computed directly from all the values, without the function.
 fn oracle(spec: &str, inputs: &[(u64, Scalar)]) -> Output {
     if spec.contains('+') {
@@ -149,18 +157,38 @@ fn oracle(spec: &str, inputs: &[(u64, Scalar)]) -> Output {
         sorted.sort_by(Scalar::total_cmp);
         sorted
     };
+    // min, max and top_k's order: numbers by value, an integer before an
+    // equal float. The test's integers are below 2^53, so converting them
+    // to floats is exact here.
+    let ordered = || {
+        let mut ordered: Vec<Scalar> = values.iter().map(|&scalar| scalar.clone()).collect();
+        ordered.sort_by(|a, b| match (a, b) {
+            (Scalar::Bytes(_), _) | (_, Scalar::Bytes(_)) => a.total_cmp(b),
+            _ => number_of(a)
+                .total_cmp(&number_of(b))
+                .then(matches!(a, Scalar::Float(_)).cmp(&matches!(b, Scalar::Float(_))))
+                .then(a.total_cmp(b)),
+        });
+        ordered
+    };
     match spec {
         "count" => Output::Int(values.len() as i64),
         "sum" => {
             if values.iter().all(|scalar| matches!(scalar, Scalar::Int(_))) {
-                let exact: i128 = values.iter().map(|scalar| number_of(scalar) as i128).sum();
-                Output::Int(exact as i64)
+                let exact: i128 = values
+                    .iter()
+                    .map(|scalar| match scalar {
+                        Scalar::Int(value) => i128::from(*value),
+                        _ => unreachable!("integers only"),
+                    })
+                    .sum();
+                exact_integer(exact)
             } else {
                 Output::Float(values.iter().map(|scalar| number_of(scalar)).sum())
             }
         }
-        "min" => sorted().remove(0).into(),
-        "max" => sorted().pop().unwrap().into(),
+        "min" => ordered().remove(0).into(),
+        "max" => ordered().pop().unwrap().into(),
         "mean" => Output::Float(mean()),
         "variance" if values.len() < 2 => Output::Null,
         "variance" => Output::Float(m2() / (n - 1.0)),
@@ -182,7 +210,7 @@ fn oracle(spec: &str, inputs: &[(u64, Scalar)]) -> Output {
             .1
             .clone()
             .into(),
-        "top_k(5)" => Output::List(sorted().into_iter().rev().take(5).map(Output::from).collect()),
+        "top_k(5)" => Output::List(ordered().into_iter().rev().take(5).map(Output::from).collect()),
         "collect_list" => {
             let mut ordered = inputs.to_vec();
             ordered.sort_by_key(|(sequence, _)| *sequence);
@@ -207,8 +235,14 @@ fn any_grouping_and_order_gives_the_same_result() {
     let cases: &[(&str, &[Kinds])] = &[
         ("count", &[Kinds::Everything]),
         ("sum", &[Kinds::Ints, Kinds::Floats, Kinds::Numbers]),
-        ("min", &[Kinds::Ints, Kinds::Floats, Kinds::Strings]),
-        ("max", &[Kinds::Ints, Kinds::Floats, Kinds::Strings]),
+        (
+            "min",
+            &[Kinds::Ints, Kinds::Floats, Kinds::Numbers, Kinds::Strings],
+        ),
+        (
+            "max",
+            &[Kinds::Ints, Kinds::Floats, Kinds::Numbers, Kinds::Strings],
+        ),
         ("mean", &[Kinds::Ints, Kinds::Floats, Kinds::Numbers]),
         ("variance", &[Kinds::Ints, Kinds::Floats]),
         ("variance_pop", &[Kinds::Ints, Kinds::Numbers]),
@@ -216,12 +250,18 @@ fn any_grouping_and_order_gives_the_same_result() {
         ("stddev_pop", &[Kinds::Ints, Kinds::Floats]),
         ("first", &[Kinds::Everything]),
         ("last", &[Kinds::Everything]),
-        ("top_k(5)", &[Kinds::Ints, Kinds::Floats, Kinds::Strings]),
+        (
+            "top_k(5)",
+            &[Kinds::Ints, Kinds::Floats, Kinds::Numbers, Kinds::Strings],
+        ),
         ("approx_distinct", &[Kinds::Everything]),
         ("collect_list", &[Kinds::Everything]),
         ("collect_set", &[Kinds::Everything]),
         ("sum+count", &[Kinds::Ints, Kinds::Floats]),
-        ("min+max+count+first+collect_list", &[Kinds::Ints, Kinds::Strings]),
+        (
+            "min+max+count+first+collect_list",
+            &[Kinds::Ints, Kinds::Numbers, Kinds::Strings],
+        ),
     ];
     let mut rng = Rng::new(0x5EED);
     for &(spec, kinds) in cases {
@@ -298,14 +338,37 @@ fn fold(spec: &str, values: &[Value<'_>]) -> spillway_core::Result<Output> {
 }
 
 #[test]
-fn integer_sums_report_overflow_instead_of_wrapping() {
-    let error = fold("sum", &[Value::Int(i64::MAX), Value::Int(1)]).unwrap_err();
-    assert!(error.to_string().contains("integer sum overflow"), "{error}");
-    // A partial sum beyond 64 bits is fine when the total fits.
+fn integer_sums_are_exact_beyond_64_bits() {
+    let max = i128::from(i64::MAX);
+    assert_eq!(
+        fold("sum", &[Value::Int(i64::MAX), Value::Int(1)]).unwrap(),
+        Output::Int128(max + 1)
+    );
+    assert_eq!(
+        fold(
+            "sum",
+            &[Value::Int(i64::MIN), Value::Int(i64::MIN), Value::Int(-1)]
+        )
+        .unwrap(),
+        Output::Int128(2 * i128::from(i64::MIN) - 1)
+    );
+    // A partial sum beyond 64 bits gives a 64-bit result when the total fits.
     assert_eq!(
         fold("sum", &[Value::Int(i64::MAX), Value::Int(1), Value::Int(-2)]).unwrap(),
         Output::Int(i64::MAX - 1)
     );
+    // Merged states beyond 64 bits (the wide state encoding) stay exact.
+    let sum = function("sum").unwrap();
+    let mut state = Vec::new();
+    sum.init_into(Input::new(Value::Int(i64::MAX), 0), &mut state)
+        .unwrap();
+    for sequence in 1..1000 {
+        let mut other = Vec::new();
+        sum.init_into(Input::new(Value::Int(i64::MAX), sequence), &mut other)
+            .unwrap();
+        sum.merge_into(&mut state, &other).unwrap();
+    }
+    assert_eq!(sum.finalize_bytes(&state).unwrap(), Output::Int128(1000 * max));
     assert_eq!(
         fold("sum", &[Value::Int(2), Value::Float(0.5)]).unwrap(),
         Output::Float(2.5)
@@ -313,8 +376,54 @@ fn integer_sums_report_overflow_instead_of_wrapping() {
 }
 
 #[test]
+fn float_results_beyond_the_float_range_are_errors_not_infinities_or_nan() {
+    for (spec, values) in [
+        ("sum", vec![Value::Float(1.5e308), Value::Float(1.5e308)]),
+        // Partial sums of both signs overflow: once inf + -inf gave NaN.
+        (
+            "sum",
+            vec![
+                Value::Float(1.5e308),
+                Value::Float(1.5e308),
+                Value::Float(-1.5e308),
+                Value::Float(-1.5e308),
+            ],
+        ),
+        ("variance", vec![Value::Float(1.5e308), Value::Float(-1.5e308)]),
+        ("stddev_pop", vec![Value::Float(1e200), Value::Float(-1e200)]),
+    ] {
+        let error = fold(spec, &values).unwrap_err();
+        assert!(
+            error.to_string().contains("passes the range of a 64-bit float"),
+            "{spec}: {error}"
+        );
+    }
+    // Merged out of order, the two-signed sum is refused too.
+    let sum = function("sum").unwrap();
+    let state_of = |values: &[f64]| {
+        let mut state = Vec::new();
+        sum.init_into(Input::new(Value::Float(values[0]), 0), &mut state)
+            .unwrap();
+        for value in &values[1..] {
+            sum.update_into(&mut state, Input::new(Value::Float(*value), 1))
+                .unwrap();
+        }
+        state
+    };
+    let mut up = state_of(&[1.5e308, 1.5e308]);
+    sum.merge_into(&mut up, &state_of(&[-1.5e308, -1.5e308])).unwrap();
+    assert!(sum.finalize_bytes(&up).is_err());
+    // The mean of values whose difference overflows is still their mean.
+    assert_eq!(
+        fold("mean", &[Value::Float(1.5e308), Value::Float(-1.5e308)]).unwrap(),
+        Output::Float(0.0)
+    );
+}
+
+#[test]
 fn bad_values_get_clear_errors() {
     for spec in [
+        "count",
         "sum",
         "min",
         "mean",
@@ -322,9 +431,21 @@ fn bad_values_get_clear_errors() {
         "collect_set",
         "first",
         "approx_distinct",
+        "sum+count",
     ] {
-        let error = fold(spec, &[Value::Float(f64::NAN)]).unwrap_err();
-        assert!(error.to_string().contains("NaN"), "{spec}: {error}");
+        for value in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let error = fold(spec, &[Value::Float(value)]).unwrap_err();
+            assert!(
+                error.to_string().contains("floats must be finite"),
+                "{spec}: {error}"
+            );
+            // After a good value too (the update path).
+            let error = fold(spec, &[Value::Float(1.0), Value::Float(value)]).unwrap_err();
+            assert!(
+                error.to_string().contains("floats must be finite"),
+                "{spec}: {error}"
+            );
+        }
     }
     for (spec, values, message) in [
         (
@@ -349,8 +470,8 @@ fn bad_values_get_clear_errors() {
         ),
         (
             "top_k(3)",
-            vec![Value::Float(1.0), Value::Int(1)],
-            "top_k(3) cannot compare",
+            vec![Value::Float(1.0), Value::Bytes(b"1")],
+            "top_k(3) cannot compare a float with a byte string",
         ),
     ] {
         let error = fold(spec, &values).unwrap_err();

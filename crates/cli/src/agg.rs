@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use serde_json::json;
-use spillway_agg::{Aggregator, AggregatorOptions, CbtOptions, Engine, Output, Value};
+use spillway_agg::{Aggregator, AggregatorOptions, CbtOptions, Engine, Output, Value, THREADS_MAX};
+use spillway_core::Interrupt;
 use spillway_workload::{Rng, Zipf};
 
 use crate::units::parse_count;
@@ -45,7 +46,8 @@ pub struct Args {
     #[arg(long)]
     header: bool,
     /// How values are read: auto (integer, else float, else text), int,
-    /// float or text.
+    /// float or text. Integers must fit 64 bits and floats be finite (NaN
+    /// and infinities are errors, in auto too).
     #[arg(long, default_value = "auto")]
     value_type: String,
     /// Aggregate this many generated records instead of a file.
@@ -73,8 +75,9 @@ pub struct Args {
     /// emptied on the reading thread).
     #[arg(long, value_name = "N", default_value_t = 2)]
     threads: usize,
-    /// Write the results here (atomically, when complete) instead of to
-    /// standard output; `-` discards them (for measuring).
+    /// Write the results here (atomically, when complete: an error or
+    /// Ctrl-C leaves no FILE and no FILE.partial) instead of to standard
+    /// output; `-` discards them (for measuring).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Print the report as JSON to standard output (results need --output).
@@ -105,6 +108,20 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             "--json prints the report to standard output, so the results need --output FILE (or --output -)"
         );
     }
+    if args.threads > THREADS_MAX {
+        bail!(
+            "--threads must be from 0 to {THREADS_MAX} (0 runs one tree on the reading thread), not {}",
+            args.threads
+        );
+    }
+    if let Some(path) = &args.input {
+        if path.is_dir() {
+            bail!("{} is a directory; give a delimited text file", path.display());
+        }
+    }
+    if let Some(path) = args.output.as_deref().filter(|path| *path != Path::new("-")) {
+        check_output(path)?;
+    }
     let options = AggregatorOptions {
         engine,
         memory_bytes: args.memory,
@@ -116,14 +133,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         threads: args.threads,
     };
     let mut aggregator = Aggregator::new(&args.function, options)?;
+    // Ctrl-C and SIGTERM stop the reading, the engine's emptying and
+    // finalize, and the writing, which removes its partial output.
+    let interrupt = Interrupt::on_signals();
+    aggregator.set_interrupt(interrupt.clone());
     let started = Instant::now();
     let records = match &args.input {
-        Some(path) => aggregate_file(&mut aggregator, path, &args, value_type)?,
-        None => aggregate_generated(&mut aggregator, &args)?,
+        Some(path) => aggregate_file(&mut aggregator, path, &args, value_type, &interrupt)?,
+        None => aggregate_generated(&mut aggregator, &args, &interrupt)?,
     };
     aggregator.finalize()?;
     let aggregated = started.elapsed();
-    let keys = write_results(&aggregator, args.output.as_deref())?;
+    let keys = write_results(&aggregator, args.output.as_deref(), &interrupt)?;
     let elapsed = started.elapsed();
     let stats = aggregator.stats();
     if args.json {
@@ -159,6 +180,30 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Records (or results) between two checks for Ctrl-C: a check is an
+/// atomic load, this many records take about a millisecond.
+const INTERRUPT_CHECK_RECORDS: u64 = 4096;
+
+/// Refuses an output path where the results could not go, before any work:
+/// a directory, or a file in a directory that does not exist.
+fn check_output(path: &Path) -> anyhow::Result<()> {
+    if path.is_dir() {
+        bail!("--output {} is a directory; give a file name", path.display());
+    }
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        bail!(
+            "--output {}: the directory {} does not exist",
+            path.display(),
+            parent.display()
+        );
+    }
+    Ok(())
+}
+
 fn delimiter_byte(text: &str) -> anyhow::Result<u8> {
     match text {
         "\\t" | "\t" => Ok(b'\t'),
@@ -173,6 +218,7 @@ fn aggregate_file(
     path: &Path,
     args: &Args,
     value_type: ValueType,
+    interrupt: &Interrupt,
 ) -> anyhow::Result<u64> {
     let delimiter = delimiter_byte(&args.delimiter)?;
     if args.key == 0 || args.value == Some(0) {
@@ -200,6 +246,9 @@ fn aggregate_file(
             return Ok(records);
         }
         number += 1;
+        if number.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
+            interrupt.check()?;
+        }
         if number == 1 && args.header {
             continue;
         }
@@ -236,43 +285,76 @@ fn aggregate_file(
                 .with_context(|| format!("{} line {number}, column {}", path.display(), column + 1))?,
             None => Value::Int(1),
         };
-        aggregator
-            .insert(key, value)
-            .with_context(|| format!("{} line {number}", path.display()))?;
+        // A refused value is about the value's column (a key too long, the
+        // key's; counting, there is no value).
+        aggregator.insert(key, value).with_context(|| {
+            format!(
+                "{} line {number}, column {}",
+                path.display(),
+                value_column.unwrap_or(key_column) + 1
+            )
+        })?;
         records += 1;
     }
 }
 
+/// A field as a value. Numbers are what they look like, with two rules
+/// that hold in auto mode too, so that no number silently becomes
+/// something else: an integer must fit 64 bits (one that does not is an
+/// error, not a float), and a float must be finite (`NaN`, `inf`, `1e999`
+/// are errors, not text). See docs/aggregate.md.
 fn parse_value(field: &[u8], value_type: ValueType) -> anyhow::Result<Value<'_>> {
+    if value_type == ValueType::Text {
+        return Ok(Value::Bytes(field));
+    }
+    let shown = || String::from_utf8_lossy(field);
     let text = std::str::from_utf8(field).ok().map(str::trim);
-    let int = || text.and_then(|text| text.parse::<i64>().ok());
-    let float = || text.and_then(|text| text.parse::<f64>().ok());
-    Ok(match value_type {
-        ValueType::Text => Value::Bytes(field),
-        ValueType::Int => match int() {
-            Some(value) => Value::Int(value),
-            None => bail!("'{}' is not an integer", String::from_utf8_lossy(field)),
-        },
-        ValueType::Float => match float() {
-            Some(value) => Value::Float(value),
-            None => bail!("'{}' is not a number", String::from_utf8_lossy(field)),
-        },
-        ValueType::Auto => match (int(), float()) {
-            (Some(value), _) => Value::Int(value),
-            (None, Some(value)) if value.is_finite() => Value::Float(value),
-            _ => Value::Bytes(field),
-        },
-    })
+    let integer = text.filter(|text| value_type != ValueType::Float && looks_like_integer(text));
+    if let Some(text) = integer {
+        return match text.parse::<i64>() {
+            Ok(value) => Ok(Value::Int(value)),
+            Err(_) => bail!(
+                "'{}' is an integer outside the 64-bit range ({} to {}); sums of 64-bit integers are exact,                  but each value must fit 64 bits",
+                shown(),
+                i64::MIN,
+                i64::MAX
+            ),
+        };
+    }
+    let float = text.and_then(|text| text.parse::<f64>().ok());
+    match (float, value_type) {
+        (Some(value), ValueType::Float | ValueType::Auto) if value.is_finite() => Ok(Value::Float(value)),
+        (Some(_), ValueType::Float | ValueType::Auto) => bail!(
+            "'{}' is not a finite number; NaN and infinities are refused (floats must be finite)",
+            shown()
+        ),
+        (_, ValueType::Int) => bail!("'{}' is not an integer", shown()),
+        (None, ValueType::Float) => bail!("'{}' is not a number", shown()),
+        _ => Ok(Value::Bytes(field)),
+    }
+}
+
+/// An optional sign and one or more ASCII digits.
+fn looks_like_integer(text: &str) -> bool {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit())
 }
 
 /// Aggregates `--generate` records with Zipf keys `key-RANK` and random
 /// values below 1000; returns the number of records.
-fn aggregate_generated(aggregator: &mut Aggregator, args: &Args) -> anyhow::Result<u64> {
+fn aggregate_generated(
+    aggregator: &mut Aggregator,
+    args: &Args,
+    interrupt: &Interrupt,
+) -> anyhow::Result<u64> {
     let records = args.generate.unwrap_or(0);
     let zipf = Zipf::new(args.keys, args.zipf)?;
     let mut rng = Rng::new(args.seed);
     let mut key = Vec::with_capacity(32);
-    for _ in 0..records {
+    for record in 0..records {
+        if record.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
+            interrupt.check()?;
+        }
         key.clear();
         write!(key, "key-{}", zipf.sample(&mut rng)).expect("writing to a Vec");
         aggregator.insert(&key, Value::Int(rng.next_below(1000) as i64))?;
@@ -282,12 +364,20 @@ fn aggregate_generated(aggregator: &mut Aggregator, args: &Args) -> anyhow::Resu
 
 /// Writes `key<TAB>result` lines to `output` (through `.partial` and a
 /// rename), to standard output when there is none, nowhere for `-`;
-/// returns the number of keys.
-fn write_results(aggregator: &Aggregator, output: Option<&Path>) -> anyhow::Result<u64> {
+/// returns the number of keys. An error or an interrupt removes the
+/// partial file, so `output` appears complete or not at all.
+fn write_results(
+    aggregator: &Aggregator,
+    output: Option<&Path>,
+    interrupt: &Interrupt,
+) -> anyhow::Result<u64> {
     let mut keys = 0u64;
     let mut line = Vec::with_capacity(256);
     let mut emit = |out: &mut dyn Write| -> anyhow::Result<()> {
         for result in aggregator.iter()? {
+            if keys.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
+                interrupt.check()?;
+            }
             let (key, value) = result?;
             line.clear();
             line.extend_from_slice(&key);
@@ -334,6 +424,7 @@ fn format_output(output: &Output, line: &mut Vec<u8>) {
     match output {
         Output::Null => line.extend_from_slice(b"null"),
         Output::Int(value) => write!(line, "{value}").expect("writing to a Vec"),
+        Output::Int128(value) => write!(line, "{value}").expect("writing to a Vec"),
         Output::Float(value) => write!(line, "{value}").expect("writing to a Vec"),
         Output::Bytes(bytes) => line.extend_from_slice(bytes),
         Output::List(items) => {
@@ -346,5 +437,57 @@ fn format_output(output: &Output, line: &mut Vec<u8>) {
             }
             line.push(b']');
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_write_leaves_neither_the_output_nor_its_partial_file() {
+        let mut aggregator = Aggregator::new("count", AggregatorOptions::default()).unwrap();
+        for index in 0..10_000u32 {
+            aggregator
+                .insert(format!("k{index}").as_bytes(), Value::Int(1))
+                .unwrap();
+        }
+        aggregator.finalize().unwrap();
+        let directory = tempfile::tempdir().unwrap();
+        let output = directory.path().join("out.tsv");
+        let interrupt = Interrupt::new();
+        interrupt.raise();
+        let error = write_results(&aggregator, Some(&output), &interrupt).unwrap_err();
+        assert!(crate::is_interrupted(&error), "{error:#}");
+        assert_eq!(std::fs::read_dir(directory.path()).unwrap().count(), 0);
+        // Not interrupted, the same call writes every result.
+        let keys = write_results(&aggregator, Some(&output), &Interrupt::new()).unwrap();
+        assert_eq!(keys, 10_000);
+        assert_eq!(std::fs::read_to_string(&output).unwrap().lines().count(), 10_000);
+    }
+
+    #[test]
+    fn numbers_are_what_they_look_like_within_range() {
+        assert_eq!(parse_value(b" -12 ", ValueType::Auto).unwrap(), Value::Int(-12));
+        assert_eq!(parse_value(b"+7", ValueType::Auto).unwrap(), Value::Int(7));
+        assert_eq!(parse_value(b"2.5", ValueType::Auto).unwrap(), Value::Float(2.5));
+        assert_eq!(parse_value(b"7", ValueType::Float).unwrap(), Value::Float(7.0));
+        assert_eq!(
+            parse_value(b"99999999999999999999", ValueType::Float).unwrap(),
+            Value::Float(1e20)
+        );
+        assert_eq!(
+            parse_value(b"0x10", ValueType::Auto).unwrap(),
+            Value::Bytes(b"0x10")
+        );
+        assert_eq!(parse_value(b"-", ValueType::Auto).unwrap(), Value::Bytes(b"-"));
+        for field in [&b"NaN"[..], b"nan", b"inf", b"-Infinity", b"1e400"] {
+            let error = parse_value(field, ValueType::Auto).unwrap_err();
+            assert!(error.to_string().contains("is not a finite number"), "{error}");
+        }
+        let error = parse_value(b"9223372036854775808", ValueType::Auto).unwrap_err();
+        assert!(error.to_string().contains("outside the 64-bit range"), "{error}");
+        let error = parse_value(b"1.5", ValueType::Int).unwrap_err();
+        assert!(error.to_string().contains("'1.5' is not an integer"), "{error}");
     }
 }

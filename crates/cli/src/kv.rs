@@ -433,6 +433,7 @@ pub fn output_text(output: &Output) -> String {
     match output {
         Output::Null => "null".into(),
         Output::Int(value) => value.to_string(),
+        Output::Int128(value) => value.to_string(),
         Output::Float(value) => value.to_string(),
         Output::Bytes(bytes) => String::from_utf8_lossy(bytes).into_owned(),
         Output::List(items) => format!(

@@ -148,3 +148,187 @@ fn bad_input_gets_errors_naming_the_line() {
         assert!(stderr.contains(message), "{arguments:?}: {stderr}");
     }
 }
+
+fn run_on(contents: &str, arguments: &[&str]) -> (Output, tempfile::TempDir) {
+    let directory = tempfile::tempdir().unwrap();
+    let input = directory.path().join("data.csv");
+    std::fs::write(&input, contents).unwrap();
+    let mut all = vec!["agg", input.to_str().unwrap()];
+    all.extend_from_slice(arguments);
+    (spillway(&all), directory)
+}
+
+#[test]
+fn mixed_types_and_values_out_of_range_are_errors_naming_file_line_and_column() {
+    for (contents, arguments, messages) in [
+        (
+            // Once accepted, then "the CBTs lost records" at finalize.
+            "a,1\nb,2\nc,3\na,seven\n",
+            &["--value", "2", "-f", "min"][..],
+            &[
+                "data.csv line 4, column 2",
+                "key \"a\": min cannot take a byte string here",
+                "values are numbers (the first was an integer for key \"a\")",
+            ][..],
+        ),
+        (
+            "a,x\nb,2\n",
+            &["--value", "2", "-f", "top_k(2)", "--engine", "hash"],
+            &[
+                "data.csv line 2, column 2",
+                "top_k(2) cannot take an integer here",
+            ],
+        ),
+        (
+            // Once read as a float, silently.
+            "a,1\nb,99999999999999999999\n",
+            &["--value", "2", "-f", "sum"],
+            &[
+                "data.csv line 2, column 2",
+                "'99999999999999999999' is an integer outside the 64-bit range",
+            ],
+        ),
+        (
+            "a,1\nb,-99999999999999999999\n",
+            &["--value", "2", "-f", "max", "--value-type", "int"],
+            &["data.csv line 2, column 2", "outside the 64-bit range"],
+        ),
+        (
+            // Once read as text.
+            "a,1\nb,NaN\n",
+            &["--value", "2", "-f", "mean"],
+            &["data.csv line 2, column 2", "'NaN' is not a finite number"],
+        ),
+        (
+            "a,1\nb,-inf\n",
+            &["--value", "2", "-f", "sum", "--value-type", "float"],
+            &["data.csv line 2, column 2", "'-inf' is not a finite number"],
+        ),
+        (
+            "a,1\nb,1e999\n",
+            &["--value", "2", "-f", "first"],
+            &["data.csv line 2, column 2", "'1e999' is not a finite number"],
+        ),
+        (
+            "a,1\nb,text\n",
+            &["--value", "2", "-f", "sum"],
+            &[
+                "data.csv line 2, column 2",
+                "key \"b\": sum takes numbers, not a byte string",
+            ],
+        ),
+    ] {
+        let directory = tempfile::tempdir().unwrap();
+        let input = directory.path().join("data.csv");
+        std::fs::write(&input, contents).unwrap();
+        let output = directory.path().join("out.tsv");
+        let mut all = vec!["agg", input.to_str().unwrap(), "-o", output.to_str().unwrap()];
+        all.extend_from_slice(arguments);
+        let run = spillway(&all);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{arguments:?}: {stderr}");
+        for message in messages {
+            assert!(stderr.contains(message), "{arguments:?}: {stderr}");
+        }
+        assert!(!output.exists(), "{arguments:?}: a failed run writes no results");
+        assert!(!directory.path().join("out.tsv.partial").exists());
+    }
+}
+
+#[test]
+fn integer_sums_past_64_bits_are_exact_and_text_stays_text() {
+    let (run, _directory) = run_on(
+        "k,9223372036854775807\nk,9223372036854775807\nk,2\nm,-9223372036854775808\nm,-1\n",
+        &["--value", "2", "-f", "sum"],
+    );
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let got = results(&run.stdout);
+    assert_eq!(got["k"], "18446744073709551616");
+    assert_eq!(got["m"], "-9223372036854775809");
+    // In text mode a NaN is a word like any other.
+    let (run, _directory) = run_on(
+        "k,NaN\nk,inf\n",
+        &["--value", "2", "-f", "collect_list", "--value-type", "text"],
+    );
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(results(&run.stdout)["k"], "[NaN,inf]");
+}
+
+#[test]
+fn impossible_options_are_refused_before_any_work() {
+    let directory = tempfile::tempdir().unwrap();
+    let input = directory.path().join("data.csv");
+    std::fs::write(&input, "a,1\n").unwrap();
+    let path = input.to_str().unwrap();
+    let folder = directory.path().to_str().unwrap();
+    let nowhere = directory.path().join("missing/out.tsv");
+    for (arguments, message) in [
+        (
+            vec!["agg", path, "--threads", "100000"],
+            "--threads must be from 0 to 256",
+        ),
+        (
+            vec!["agg", path, "-o", folder],
+            "is a directory; give a file name",
+        ),
+        (
+            vec!["agg", path, "-o", nowhere.to_str().unwrap()],
+            "missing does not exist",
+        ),
+        (vec!["agg", folder], "is a directory; give a delimited text file"),
+    ] {
+        let run = spillway(&arguments);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{arguments:?}: {stderr}");
+        assert!(stderr.contains(message), "{arguments:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_signal_stops_the_run_removes_its_output_and_exits_130_or_143() {
+    for (signal, status) in [("-INT", 130), ("-TERM", 143)] {
+        let directory = tempfile::tempdir().unwrap();
+        let output = directory.path().join("out.tsv");
+        // Far more records than the run gets through before the signal.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .args([
+                "agg",
+                "--generate",
+                "10000M",
+                "--keys",
+                "1M",
+                "-o",
+                output.to_str().unwrap(),
+            ])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let killed = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        // Generous: it stops within milliseconds; a run that ignores the
+        // signal would take hours.
+        let mut waited = 0;
+        let exit = loop {
+            if let Some(exit) = child.try_wait().unwrap() {
+                break exit;
+            }
+            if waited >= 30_000 {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{signal}: still running 30 s after the signal");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            waited += 20;
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(exit.code(), Some(status), "{signal}: {stderr}");
+        assert!(stderr.contains("interrupted"), "{signal}: {stderr}");
+        let left: Vec<_> = std::fs::read_dir(directory.path()).unwrap().collect();
+        assert!(left.is_empty(), "{signal}: left {left:?}");
+    }
+}

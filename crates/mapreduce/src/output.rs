@@ -277,6 +277,7 @@ pub fn write_output(output: &Output, out: &mut Vec<u8>) {
         Output::Null => {}
         Output::Int(value) if *value >= 0 => push_decimal(out, value.unsigned_abs()),
         Output::Int(value) => write!(out, "{value}").expect("writing to memory"),
+        Output::Int128(value) => write!(out, "{value}").expect("writing to memory"),
         Output::Float(value) => write!(out, "{value}").expect("writing to memory"),
         Output::Bytes(bytes) => out.extend_from_slice(bytes),
         Output::List(items) => {

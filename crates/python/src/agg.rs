@@ -6,22 +6,57 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyInt, PyList, PyTuple};
 use spillway_agg::{
-    function as builtin, Aggregate, AggregateFunction, Aggregator, AggregatorOptions, CbtOptions, Engine,
-    Input, Output, Value,
+    function as builtin, AggregateFunction, Aggregator, AggregatorOptions, CbtOptions, Engine, Input, Output,
+    Takes, Value,
 };
-use spillway_core::{DecodeError, Error, Result};
+use spillway_core::{Error, Interrupt, Result};
 
 use crate::errors::to_py_err;
+use crate::interrupt::interruptible;
 
 /// A value from Python: integers, floats, text (as UTF-8) or bytes.
-#[derive(Debug, FromPyObject)]
+#[derive(Debug)]
 pub(crate) enum PyValue {
     Int(i64),
     Float(f64),
     Text(String),
     Bytes(Vec<u8>),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for PyValue {
+    type Error = PyErr;
+
+    /// An integer must fit 64 bits: one that does not is an
+    /// `InvalidArgumentError`, where it once became a float silently.
+    fn extract(value: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(integer) = value.extract::<i64>() {
+            return Ok(PyValue::Int(integer));
+        }
+        if value.is_instance_of::<PyInt>() {
+            let value = &*value;
+            return Err(to_py_err(Error::InvalidArgument(format!(
+                "the integer {value} is outside the 64-bit range ({} to {}); values must be 64-bit integers, \
+                 finite floats, str or bytes",
+                i64::MIN,
+                i64::MAX
+            ))));
+        }
+        if let Ok(float) = value.extract::<f64>() {
+            return Ok(PyValue::Float(float));
+        }
+        if let Ok(text) = value.extract::<String>() {
+            return Ok(PyValue::Text(text));
+        }
+        if let Ok(bytes) = value.extract::<Vec<u8>>() {
+            return Ok(PyValue::Bytes(bytes));
+        }
+        Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "a value must be int, float, str or bytes, not {}",
+            value.get_type().name()?
+        )))
+    }
 }
 
 impl PyValue {
@@ -57,6 +92,7 @@ pub(crate) fn output_to_py(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>
     Ok(match output {
         Output::Null => py.None(),
         Output::Int(value) => value.into_pyobject(py)?.into_any().unbind(),
+        Output::Int128(value) => value.into_pyobject(py)?.into_any().unbind(),
         Output::Float(value) => value.into_pyobject(py)?.into_any().unbind(),
         Output::Bytes(bytes) => PyBytes::new(py, &bytes).into_any().unbind(),
         Output::List(items) => {
@@ -122,18 +158,22 @@ impl PyAggregator {
             .map_err(to_py_err)
     }
 
-    /// Inserts pairs: `keys` a list of bytes, `values` a list of values.
+    /// Inserts pairs: `keys` a list of bytes, `values` a list of values;
+    /// all of them or, if one is refused, none (the error names its
+    /// position). Ctrl-C stops it (see [`Self::run`]).
     fn insert_lists(&self, py: Python<'_>, keys: Vec<Vec<u8>>, values: Vec<PyValue>) -> PyResult<()> {
         self.changed();
         check_lengths(keys.len(), values.len())?;
-        py.detach(|| {
-            lock(&self.inner).insert_batch(
-                keys.iter()
-                    .zip(&values)
-                    .map(|(key, value)| (&key[..], value.as_value())),
-            )
+        self.run(py, |aggregator| {
+            let pairs = keys
+                .iter()
+                .zip(&values)
+                .map(|(key, value)| (&key[..], value.as_value()));
+            // Checked whole first, so a refused pair inserts none of the
+            // batch: a pass that costs little next to the values' conversion.
+            aggregator.check_batch(pairs.clone())?;
+            aggregator.insert_batch(pairs)
         })
-        .map_err(to_py_err)
     }
 
     /// Inserts pairs from columns: keys as one buffer of fixed-width keys
@@ -170,7 +210,7 @@ impl PyAggregator {
             ))));
         }
         check_lengths(keys.len() / key_width, values.len() / 8)?;
-        py.detach(|| {
+        self.run(py, |aggregator| {
             let pairs = keys
                 .chunks_exact(key_width)
                 .zip(values.chunks_exact(8))
@@ -183,15 +223,28 @@ impl PyAggregator {
                     };
                     (key, value)
                 });
-            lock(&self.inner).insert_batch(pairs)
+            // A column has one kind, so a refusal of its class or kind
+            // comes at its first pair, before anything is inserted; only a
+            // float that is not finite can come later, and a scan for one
+            // is cheap. Found, the whole check names it and nothing is
+            // inserted.
+            let not_finite = float
+                && values
+                    .chunks_exact(8)
+                    .any(|value| !f64::from_le_bytes(value.try_into().expect("8-byte chunks")).is_finite());
+            if not_finite {
+                aggregator.check_batch(pairs.clone())?;
+            }
+            aggregator.insert_batch(pairs)
         })
-        .map_err(to_py_err)
     }
 
     /// Makes the results readable (the CBT merges everything down).
+    /// Ctrl-C stops it, leaving every value in the aggregator: calling it
+    /// again completes the work.
     fn finalize(&self, py: Python<'_>) -> PyResult<()> {
         self.changed();
-        py.detach(|| lock(&self.inner).finalize()).map_err(to_py_err)
+        self.run(py, Aggregator::finalize)
     }
 
     /// `key`'s result, or None.
@@ -254,6 +307,22 @@ impl PyAggregator {
     fn changed(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
     }
+
+    /// Runs a long call on the aggregator off the GIL, where Ctrl-C
+    /// raises `KeyboardInterrupt` within about 50 ms: the engine checks
+    /// the call's interrupt every few thousand values and between node
+    /// emptyings. The token is the call's own, so a raised one never
+    /// reaches a later call.
+    fn run(&self, py: Python<'_>, call: impl FnOnce(&mut Aggregator) -> Result<()> + Send) -> PyResult<()> {
+        let outcome = interruptible(py, |interrupt| {
+            let mut aggregator = lock(&self.inner);
+            aggregator.set_interrupt(interrupt.clone());
+            let outcome = call(&mut aggregator);
+            aggregator.set_interrupt(Interrupt::new());
+            outcome
+        })?;
+        outcome.map_err(to_py_err)
+    }
 }
 
 fn check_lengths(keys: usize, values: usize) -> PyResult<()> {
@@ -267,16 +336,14 @@ fn check_lengths(keys: usize, values: usize) -> PyResult<()> {
 
 /// A user-defined aggregate written in Python: the slow path. Its states
 /// are Python objects, pickled into the engine's buffers, and every
-/// operation takes the GIL.
+/// operation takes the GIL. It implements the engines' byte-level
+/// interface itself, so that a state that cannot be pickled is an error
+/// of the call that made it.
 #[derive(Debug)]
 struct PythonAggregate {
     user: Py<PyAny>,
     name: String,
     pickle: Py<PyModule>,
-    /// Why the last state that could not be pickled failed: `serialize`
-    /// cannot return an error, so it is reported when the empty state it
-    /// left is read back.
-    pickle_error: Mutex<Option<String>>,
 }
 
 impl PythonAggregate {
@@ -286,7 +353,8 @@ impl PythonAggregate {
             for method in ["init", "merge", "finalize"] {
                 if !bound.hasattr(method)? {
                     return Err(to_py_err(Error::InvalidArgument(format!(
-                        "a user-defined aggregate needs an '{method}' method"
+                        "function: a user-defined aggregate needs an '{method}' method (init(value), \
+                         merge(a, b) and finalize(state))"
                     ))));
                 }
             }
@@ -301,82 +369,140 @@ impl PythonAggregate {
                 pickle: py.import("pickle")?.unbind(),
                 user,
                 name,
-                pickle_error: Mutex::new(None),
             })
         })
     }
 
     /// Runs `call` with the GIL, turning a Python exception into an error
-    /// that names the aggregate.
-    fn call<T>(&self, what: &str, call: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T> {
-        Python::attach(|py| {
-            call(py).map_err(|error| Error::InvalidArgument(format!("{}.{what} raised {error}", self.name)))
-        })
-    }
-}
-
-impl Aggregate for PythonAggregate {
-    type State = Py<PyAny>;
-
-    fn name(&self) -> String {
-        self.name.clone()
+    /// that names the aggregate's method.
+    fn call<'py, T>(
+        &self,
+        py: Python<'py>,
+        what: &str,
+        call: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
+    ) -> Result<T> {
+        call(self.user.bind(py))
+            .map_err(|error| Error::InvalidArgument(format!("{}.{what} raised {error}", self.name)))
     }
 
-    fn init(&self, input: Input<'_>) -> Result<Py<PyAny>> {
-        self.call("init", |py| {
+    /// The state `method` returned, pickled onto `out`: a state that
+    /// cannot be pickled is the caller's error, naming what is allowed.
+    fn store(&self, py: Python<'_>, method: &str, state: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> Result<()> {
+        let pickled = self
+            .pickle
+            .bind(py)
+            .call_method1("dumps", (state,))
+            .and_then(|bytes| bytes.extract::<Vec<u8>>());
+        match pickled {
+            Ok(bytes) => {
+                out.extend_from_slice(&bytes);
+                Ok(())
+            }
+            Err(error) => Err(Error::InvalidArgument(format!(
+                "function: {}.{method} returned a state that cannot be pickled ({error}); the states of a \
+                 Python aggregate must be picklable: numbers, str, bytes, and tuples, lists or dicts of them, \
+                 or objects of module-level classes",
+                self.name
+            ))),
+        }
+    }
+
+    /// A state this aggregate pickled, loaded back. Engines hand back the
+    /// bytes they were given, so one that does not load is a bug.
+    fn load<'py>(&self, py: Python<'py>, bytes: &[u8]) -> Result<Bound<'py, PyAny>> {
+        self.pickle
+            .bind(py)
+            .call_method1("loads", (PyBytes::new(py, bytes),))
+            .map_err(|error| {
+                Error::Internal(format!(
+                    "{}: a pickled state of {} bytes does not load: {error}",
+                    self.name,
+                    bytes.len()
+                ))
+            })
+    }
+
+    fn init_state<'py>(&self, py: Python<'py>, input: Input<'_>) -> Result<Bound<'py, PyAny>> {
+        self.call(py, "init", |user| {
             let value = match input.value {
                 Value::Int(value) => value.into_pyobject(py)?.into_any(),
                 Value::Float(value) => value.into_pyobject(py)?.into_any(),
                 Value::Bytes(bytes) => PyBytes::new(py, bytes).into_any(),
             };
-            Ok(self.user.bind(py).call_method1("init", (value,))?.unbind())
+            user.call_method1("init", (value,))
         })
     }
 
-    fn merge(&self, into: &mut Py<PyAny>, other: Py<PyAny>) -> Result<()> {
-        *into = self.call("merge", |py| {
-            Ok(self
-                .user
-                .bind(py)
-                .call_method1("merge", (into.bind(py), other.bind(py)))?
-                .unbind())
-        })?;
+    /// Replaces the state at `states[start..]` by `user.merge(it, other)`;
+    /// on error `states` is unchanged.
+    fn merge_with<'py>(
+        &self,
+        py: Python<'py>,
+        states: &mut Vec<u8>,
+        start: usize,
+        other: Bound<'py, PyAny>,
+    ) -> Result<()> {
+        let state = self.load(py, &states[start..])?;
+        let merged = self.call(py, "merge", |user| user.call_method1("merge", (state, other)))?;
+        let mut pickled = Vec::new();
+        self.store(py, "merge", &merged, &mut pickled)?;
+        states.truncate(start);
+        states.extend_from_slice(&pickled);
+        Ok(())
+    }
+}
+
+impl AggregateFunction for PythonAggregate {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn init_into(&self, input: Input<'_>, out: &mut Vec<u8>) -> Result<()> {
+        // The built-ins' one rule: floats must be finite.
+        input.value.check(&self.name)?;
+        Python::attach(|py| {
+            let state = self.init_state(py, input)?;
+            self.store(py, "init", &state, out)
+        })
+    }
+
+    fn merge_tail(&self, states: &mut Vec<u8>, start: usize, other: &[u8]) -> Result<()> {
+        Python::attach(|py| {
+            let other = self.load(py, other)?;
+            self.merge_with(py, states, start, other)
+        })
+    }
+
+    fn update_tail(&self, states: &mut Vec<u8>, start: usize, input: Input<'_>) -> Result<()> {
+        input.value.check(&self.name)?;
+        Python::attach(|py| {
+            let other = self.init_state(py, input)?;
+            self.merge_with(py, states, start, other)
+        })
+    }
+
+    fn finalize_bytes(&self, state: &[u8]) -> Result<Output> {
+        Python::attach(|py| {
+            let state = self.load(py, state)?;
+            self.call(py, "finalize", |user| {
+                let result = user.call_method1("finalize", (state,))?;
+                python_to_output(&result)
+            })
+        })
+    }
+
+    /// Anything may go to `init`, which decides; it is not called twice.
+    fn check_value(&self, _value: Value<'_>) -> Result<()> {
         Ok(())
     }
 
-    fn serialize(&self, state: &Py<PyAny>, out: &mut Vec<u8>) {
-        let pickled = Python::attach(|py| -> PyResult<Vec<u8>> {
-            self.pickle
-                .bind(py)
-                .call_method1("dumps", (state.bind(py),))?
-                .extract()
-        });
-        match pickled {
-            Ok(bytes) => out.extend_from_slice(&bytes),
-            Err(error) => *lock(&self.pickle_error) = Some(error.to_string()),
-        }
+    /// Any value with a finite float: the engines' one rule.
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 
-    fn deserialize(&self, bytes: &[u8]) -> Result<Py<PyAny>, DecodeError> {
-        Python::attach(|py| {
-            self.pickle
-                .bind(py)
-                .call_method1("loads", (PyBytes::new(py, bytes),))
-                .map(Bound::unbind)
-                .map_err(|error| match &*lock(&self.pickle_error) {
-                    Some(cause) if bytes.is_empty() => {
-                        DecodeError::new(format!("a state could not be pickled: {cause}"))
-                    }
-                    _ => DecodeError::new(format!("a pickled state does not load: {error}")),
-                })
-        })
-    }
-
-    fn finalize(&self, state: Py<PyAny>) -> Result<Output> {
-        self.call("finalize", |py| {
-            let result = self.user.bind(py).call_method1("finalize", (state.bind(py),))?;
-            python_to_output(&result)
-        })
+    fn orders_values(&self) -> bool {
+        false
     }
 }
 
@@ -384,6 +510,18 @@ impl Aggregate for PythonAggregate {
 fn python_to_output(value: &Bound<'_, PyAny>) -> PyResult<Output> {
     if value.is_none() {
         return Ok(Output::Null);
+    }
+    if value.is_instance_of::<PyInt>() {
+        // Exact: a result beyond 64 bits once came back as a float.
+        if let Ok(value) = value.extract::<i64>() {
+            return Ok(Output::Int(value));
+        }
+        return match value.extract::<i128>() {
+            Ok(value) => Ok(Output::Int128(value)),
+            Err(_) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "finalize returned {value}, an integer beyond 128 bits; return at most 128-bit integers"
+            ))),
+        };
     }
     if let Ok(value) = value.extract::<i64>() {
         return Ok(Output::Int(value));

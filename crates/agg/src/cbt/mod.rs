@@ -30,8 +30,9 @@ mod run;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use spillway_core::{bail, ensure, hash64, Codec, Error, Result};
+use spillway_core::{bail, ensure, hash64, Codec, Error, ErrorKind, Interrupt, Result};
 
+use crate::admission::{insert_pairs, naming_key, Admission};
 use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
 use crate::value::{Output, Value};
@@ -348,10 +349,16 @@ pub struct CompressedBufferTree {
     compacted_bytes: usize,
     next_sequence: u64,
     finalized: bool,
-    /// Set when an emptying failed part-way (a merge refused two states,
-    /// such as `max` over an integer and a string of one key): records may
-    /// be missing from the tree, so it refuses all further work.
+    /// Set when an emptying failed part-way (a merge refused two states:
+    /// a user-defined function's merge that raised, since built-in
+    /// functions refuse at the insert whatever a merge would refuse):
+    /// records may be missing from the tree, so it refuses all further
+    /// work. An interrupt does not set it (see [`Self::set_interrupt`]).
     failed: Option<String>,
+    /// Holds the tree to one class of values where the function orders them.
+    admission: Admission,
+    /// Checked between node emptyings.
+    interrupt: Interrupt,
     scratch: Vec<u8>,
     stats: CbtStats,
     clock: InsertClock,
@@ -362,6 +369,8 @@ impl CompressedBufferTree {
     pub fn new(function: Arc<dyn AggregateFunction>, options: CbtOptions) -> Result<Self> {
         options.validate()?;
         Ok(CompressedBufferTree {
+            admission: Admission::new(&*function),
+            interrupt: Interrupt::new(),
             function,
             options,
             root: RootBuffer::default(),
@@ -383,23 +392,48 @@ impl CompressedBufferTree {
         &self.function
     }
 
+    /// The door values pass (see [`Admission`]).
+    pub fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
+    /// Makes the tree's long work (emptying nodes, which an insert may
+    /// start and finalize always does; batches of inserts) stop at its
+    /// next check once `interrupt` is raised, failing with
+    /// `Error::Interrupted`. Checks come between node emptyings, where the
+    /// tree is whole: an interrupted finalize leaves every record in the
+    /// tree, unfinalized, and a later finalize completes it.
+    pub fn set_interrupt(&mut self, interrupt: Interrupt) {
+        self.interrupt = interrupt;
+    }
+
+    /// The interrupt long work checks (see [`Self::set_interrupt`]).
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
     fn hash(&self, key: &[u8]) -> u64 {
         tree_hash(hash64(key), self.options.hash_bits)
     }
 
     /// Appends `value` as a PAO of `key` to the root buffer, emptying the
     /// root when it is full; the value's sequence number is the count of
-    /// inserts before it.
+    /// inserts before it. A refused value changes nothing, and the error
+    /// names the key.
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         self.clock.tick();
         self.insert_one(key, value)
     }
 
-    /// Inserts every pair in order; stops at the first error.
+    /// Inserts every pair in order, checking the interrupt every few
+    /// thousand; stops at the first error, which names the pair's position
+    /// in the batch and its key (the pairs before it were inserted).
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        let outcome = pairs
-            .into_iter()
-            .try_for_each(|(key, value)| self.insert(key, value));
+        let interrupt = self.interrupt.clone();
+        let outcome = insert_pairs(pairs, &interrupt, |key, value| {
+            self.clock.tick();
+            self.insert_one(key, value)
+        });
         self.clock.read();
         outcome
     }
@@ -414,13 +448,18 @@ impl CompressedBufferTree {
         }
     }
 
-    /// Runs an emptying step; a failure makes the tree unusable.
+    /// Runs an emptying step; a failure makes the tree unusable and is
+    /// reported as `Poisoned` from the start (it is about records already
+    /// accepted, not about the insert that started the emptying), but for
+    /// an interrupt, which stops emptying only where the tree is whole.
     fn emptying<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
-        let outcome = step(self);
-        if let Err(error) = &outcome {
+        step(self).map_err(|error| {
+            if error.kind() == ErrorKind::Interrupted {
+                return error;
+            }
             self.failed = Some(error.to_string());
-        }
-        outcome
+            self.check_usable().expect_err("just failed")
+        })
     }
 
     fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
@@ -436,7 +475,11 @@ impl CompressedBufferTree {
         );
         let hash = self.hash(key);
         let input = Input::new(value, self.next_sequence);
-        self.root.push(&*self.function, hash, key, input)?;
+        self.admission
+            .check(&*self.function, value)
+            .and_then(|()| self.root.push(&*self.function, hash, key, input))
+            .map_err(|error| naming_key(error, key))?;
+        self.admission.accepted(key, value);
         self.next_sequence += 1;
         self.stats.inserts += 1;
         self.finalized = false;
@@ -560,6 +603,10 @@ impl CompressedBufferTree {
             let pending = node.fragments.len() > 1 || !node.children.is_empty();
             index += 1;
             if full || (force && pending) {
+                // Between emptyings every record is in exactly one place
+                // (a node's fragments or a run already cut into them), so
+                // stopping here loses nothing.
+                self.interrupt.check()?;
                 let siblings = self.empty_node(id, force)?;
                 let added = siblings.len();
                 children.splice(index..index, siblings);
@@ -583,7 +630,9 @@ impl CompressedBufferTree {
         }
         let mut children = std::mem::take(&mut self.nodes[id].children);
         let outcome = self.spill_into(run, &mut children, force);
-        let siblings = if children.len() > self.options.fan_out {
+        // A spill stopped part-way (an interrupt) keeps every child here;
+        // the node splits at its next emptying.
+        let siblings = if outcome.is_ok() && children.len() > self.options.fan_out {
             self.stats.node_splits += 1;
             let upper = children.split_off(children.len() / 2);
             let low = upper[0].low;
@@ -748,7 +797,11 @@ impl CompressedBufferTree {
         let mut index = run.lower_bound(hash);
         while index < run.len() && run.hashes[index] == hash {
             if run.key(index) == key {
-                return self.function.finalize_bytes(run.state(index)).map(Some);
+                return self
+                    .function
+                    .finalize_bytes(run.state(index))
+                    .map(Some)
+                    .map_err(|error| naming_key(error, key));
             }
             index += 1;
         }
@@ -874,11 +927,10 @@ impl Iterator for CbtIter<'_> {
         }
         let index = self.index;
         self.index += 1;
-        Some(
-            self.tree
-                .function
-                .finalize_bytes(self.run.state(index))
-                .map(|output| (self.run.key(index).to_vec(), output)),
-        )
+        let key = self.run.key(index);
+        Some(match self.tree.function.finalize_bytes(self.run.state(index)) {
+            Ok(output) => Ok((key.to_vec(), output)),
+            Err(error) => Err(naming_key(error, key)),
+        })
     }
 }

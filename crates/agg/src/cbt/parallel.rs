@@ -20,9 +20,10 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use spillway_core::{bail, ensure, hash64, Error, Result};
+use spillway_core::{bail, ensure, hash64, Error, ErrorKind, Interrupt, Result};
 
 use super::{CbtOptions, CbtStats, CompressedBufferTree, Emptying, RootBuffer};
+use crate::admission::{insert_pairs, naming_key, Admission};
 use crate::aggregator::Results;
 use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
@@ -32,10 +33,12 @@ use crate::value::{Output, Value};
 pub const ROOT_BUFFERS: usize = 2;
 
 /// Work for a tree's worker: empty `buffer` into the tree as `how` says
-/// and send it back; stop after a finalize.
+/// and send it back; stop after a finalize. The emptying stops at its next
+/// check once `interrupt` is raised.
 struct Job {
     buffer: RootBuffer,
     how: Emptying,
+    interrupt: Interrupt,
 }
 
 /// A tree being worked on by its thread.
@@ -60,7 +63,13 @@ impl Worker {
         let thread = std::thread::Builder::new()
             .name(format!("cbt-{index}"))
             .spawn(move || {
-                for Job { mut buffer, how } in job_queue {
+                for Job {
+                    mut buffer,
+                    how,
+                    interrupt,
+                } in job_queue
+                {
+                    tree.set_interrupt(interrupt);
                     let outcome = tree.empty_buffer(&mut buffer, how);
                     *published.lock().unwrap_or_else(PoisonError::into_inner) = tree.stats();
                     // The inserter may be gone (dropped); the tree goes
@@ -136,6 +145,11 @@ pub struct ParallelCbt {
     finalized: bool,
     /// Why the trees are unusable (an emptying failed), if they are.
     failed: Option<String>,
+    /// Holds the trees to one class of values where the function orders
+    /// them (checked here, on the inserting thread).
+    admission: Admission,
+    /// Sent with every job; the workers check it between node emptyings.
+    interrupt: Interrupt,
     clock: InsertClock,
 }
 
@@ -162,6 +176,8 @@ impl ParallelCbt {
             .map(|_| CompressedBufferTree::new(Arc::clone(&function), options))
             .collect::<Result<Vec<_>>>()?;
         Ok(ParallelCbt {
+            admission: Admission::new(&*function),
+            interrupt: Interrupt::new(),
             function,
             options,
             trees: Trees::Here(built),
@@ -186,24 +202,50 @@ impl ParallelCbt {
         ((u128::from(full_hash) * self.filling.len() as u128) >> 64) as usize
     }
 
+    /// The door values pass (see [`Admission`]).
+    pub fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
+    /// Makes the workers' emptyings (and batches of inserts) stop at their
+    /// next check once `interrupt` is raised, as
+    /// [`CompressedBufferTree::set_interrupt`] describes: an interrupted
+    /// finalize leaves every record in the trees, unfinalized.
+    pub fn set_interrupt(&mut self, interrupt: Interrupt) {
+        self.interrupt = interrupt;
+    }
+
+    /// The interrupt long work checks (see [`Self::set_interrupt`]).
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
     /// Appends `value` as a PAO of `key` to its tree's root buffer, handing
-    /// the buffer to the tree's worker when it is full.
+    /// the buffer to the tree's worker when it is full. A refused value
+    /// changes nothing, and the error names the key.
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         self.clock.tick();
         self.insert_one(key, value)
     }
 
-    /// Inserts every pair in order; stops at the first error.
+    /// Inserts every pair in order, checking the interrupt every few
+    /// thousand; stops at the first error, which names the pair's position
+    /// in the batch and its key (the pairs before it were inserted).
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        let outcome = pairs
-            .into_iter()
-            .try_for_each(|(key, value)| self.insert(key, value));
+        let interrupt = self.interrupt.clone();
+        let outcome = insert_pairs(pairs, &interrupt, |key, value| {
+            self.clock.tick();
+            self.insert_one(key, value)
+        });
         self.clock.read();
         outcome
     }
 
     fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
         self.check_usable()?;
+        self.admission
+            .check(&*self.function, value)
+            .map_err(|error| naming_key(error, key))?;
         let full_hash = hash64(key);
         let tree = self.tree_of(full_hash);
         if self.filling[tree].is_full(self.options.buffer_bytes) {
@@ -211,7 +253,10 @@ impl ParallelCbt {
         }
         let hash = super::tree_hash(full_hash, self.options.hash_bits);
         let input = Input::new(value, self.next_sequence);
-        self.filling[tree].push(&*self.function, hash, key, input)?;
+        self.filling[tree]
+            .push(&*self.function, hash, key, input)
+            .map_err(|error| naming_key(error, key))?;
+        self.admission.accepted(key, value);
         self.next_sequence += 1;
         self.finalized = false;
         Ok(())
@@ -226,12 +271,18 @@ impl ParallelCbt {
         }
     }
 
-    /// Records the first failure of a worker: the trees are unusable.
+    /// Records the first failure of a worker: the trees are unusable, and
+    /// the error is `Poisoned` from the start (it is about records already
+    /// accepted). An interrupt is not a failure: workers stop only where
+    /// their tree is whole.
     fn fail(&mut self, error: Error) -> Error {
+        if error.kind() == ErrorKind::Interrupted {
+            return error;
+        }
         if self.failed.is_none() {
             self.failed = Some(error.to_string());
         }
-        error
+        self.check_usable().expect_err("just failed")
     }
 
     /// Starts the workers if the trees are here.
@@ -268,11 +319,13 @@ impl ParallelCbt {
         let fragment_budget = super::fragment_budget(&self.options, self.buffer_bytes(), self.filling.len());
         let buffer = std::mem::take(&mut self.filling[tree]);
         let mut spare = std::mem::take(&mut self.spare[tree]);
+        let interrupt = self.interrupt.clone();
         let outcome = self.workers().and_then(|workers| {
             let worker = &mut workers[tree];
             worker.send(Job {
                 buffer,
                 how: Emptying::Spill { fragment_budget },
+                interrupt: interrupt.clone(),
             })?;
             while worker.in_flight >= ROOT_BUFFERS {
                 spare.push(worker.receive()?);
@@ -301,7 +354,8 @@ impl ParallelCbt {
     }
 
     fn finalize_trees(&mut self) -> Result<()> {
-        let mut first_error = None;
+        let mut first_error: Option<Error> = None;
+        let interrupt = self.interrupt.clone();
         let workers = std::mem::take(self.workers()?);
         self.trees = Trees::Gone;
         let mut trees = Vec::with_capacity(workers.len());
@@ -310,6 +364,7 @@ impl ParallelCbt {
             let mut sent = worker.send(Job {
                 buffer: last,
                 how: Emptying::Finalize,
+                interrupt: interrupt.clone(),
             });
             while sent.is_ok() && worker.in_flight > 0 {
                 match worker.receive() {
@@ -318,7 +373,17 @@ impl ParallelCbt {
                 }
             }
             if let Err(error) = sent {
-                first_error.get_or_insert(error);
+                // A worker's failure outranks another's interrupt: it is
+                // what makes the trees unusable.
+                let outranks = match &first_error {
+                    None => true,
+                    Some(first) => {
+                        first.kind() == ErrorKind::Interrupted && error.kind() != ErrorKind::Interrupted
+                    }
+                };
+                if outranks {
+                    first_error = Some(error);
+                }
             }
             trees.push(worker.join()?);
         }

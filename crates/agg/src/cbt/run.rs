@@ -154,7 +154,9 @@ impl Run {
         if let Some(last) = self.len().checked_sub(1) {
             if self.hashes[last] == hash && self.key(last) == key {
                 let start = self.state_start(last);
-                function.merge_tail(&mut self.states, start, state)?;
+                function
+                    .merge_tail(&mut self.states, start, state)
+                    .map_err(|error| crate::admission::naming_key(error, key))?;
                 self.state_ends[last] = self.states.len() as u32;
                 return Ok(());
             }

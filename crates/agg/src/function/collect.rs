@@ -9,8 +9,8 @@ use std::cmp::Ordering;
 use spillway_core::{varint, DecodeError, Result};
 
 use super::order::{decode_scalars, encode_scalars};
-use super::{Aggregate, Input};
-use crate::value::{expect_end, read_u64, Output, Scalar};
+use super::{Aggregate, Input, Takes};
+use crate::value::{expect_end, read_u64, Output, Scalar, Value};
 
 /// Every value of the key, in input (sequence) order.
 #[derive(Debug, Clone, Copy)]
@@ -70,6 +70,14 @@ impl Aggregate for CollectList {
             state.into_iter().map(|(_, scalar)| scalar.into()).collect(),
         ))
     }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
+    }
 }
 
 /// The key's distinct values, in [`Scalar::total_cmp`] order (integers,
@@ -111,6 +119,14 @@ impl Aggregate for CollectSet {
 
     fn finalize(&self, state: Vec<Scalar>) -> Result<Output> {
         Ok(Output::List(state.into_iter().map(Output::from).collect()))
+    }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 }
 

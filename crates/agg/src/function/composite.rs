@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use spillway_core::{ensure, varint, Error, Result};
 
-use super::{AggregateFunction, Input};
-use crate::value::Output;
+use super::{AggregateFunction, Input, Takes};
+use crate::value::{Output, Value};
 
 /// The functions' states, each but the last behind its length (a varint);
 /// the last one runs to the end.
@@ -147,6 +147,24 @@ impl AggregateFunction for Composite {
         })
     }
 
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        self.parts.iter().try_for_each(|part| part.check_value(value))
+    }
+
+    fn takes(&self) -> Takes {
+        self.parts
+            .iter()
+            .fold(Takes::Anything, |takes, part| match (takes, part.takes()) {
+                (Takes::Checked, _) | (_, Takes::Checked) => Takes::Checked,
+                (Takes::Numbers, _) | (_, Takes::Numbers) => Takes::Numbers,
+                _ => Takes::Anything,
+            })
+    }
+
+    fn orders_values(&self) -> bool {
+        self.parts.iter().any(|part| part.orders_values())
+    }
+
     fn finalize_bytes(&self, state: &[u8]) -> Result<Output> {
         let ranges = self.parts_of(state)?;
         let outputs = self
@@ -163,7 +181,6 @@ impl AggregateFunction for Composite {
 mod tests {
     use super::super::function;
     use super::*;
-    use crate::value::Value;
 
     #[test]
     fn parts_of_128_bytes_or_more_keep_their_longer_length() {

@@ -12,8 +12,8 @@
 
 use spillway_core::{ensure, hash64, varint, DecodeError, Result};
 
-use super::{Aggregate, Input};
-use crate::value::{expect_end, Output};
+use super::{Aggregate, Input, Takes};
+use crate::value::{expect_end, Output, Value};
 
 /// The smallest precision accepted.
 pub const PRECISION_MIN: u8 = 4;
@@ -205,6 +205,14 @@ impl Aggregate for ApproxDistinct {
             estimate = m * (m / zeros as f64).ln();
         }
         Ok(Output::Int(estimate.round() as i64))
+    }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
     }
 }
 

@@ -77,6 +77,32 @@ pub trait Aggregate: Send + Sync + fmt::Debug + 'static {
         let other = self.init(input)?;
         self.merge(state, other)
     }
+
+    /// Fails if `init` would refuse `value`, without building a state:
+    /// engines check a whole batch before inserting any of it. The default
+    /// builds the state and drops it; a function whose state allocates
+    /// does better.
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        self.init(Input::new(value, 0)).map(drop)
+    }
+
+    /// Which values the function takes, where a rule says it all: engines
+    /// then check a batch without calling [`check_value`](Self::check_value)
+    /// per value. The default, [`Takes::Checked`], calls it.
+    fn takes(&self) -> Takes {
+        Takes::Checked
+    }
+
+    /// Whether the function compares a key's values with each other (min,
+    /// max, top_k), so that they must all be comparable: numbers with
+    /// numbers, byte strings with byte strings
+    /// ([`Comparable`](crate::value::Comparable)). A merge of states holding
+    /// both would fail, and the CBT merges long after the insert, so
+    /// engines refuse at the insert any value of another class than their
+    /// first (see [`Admission`](crate::admission::Admission)).
+    fn orders_values(&self) -> bool {
+        false
+    }
 }
 
 /// An aggregate function as engines use it: states are serialized bytes (a
@@ -112,11 +138,47 @@ pub trait AggregateFunction: Send + Sync + fmt::Debug {
 
     /// The result a serialized state stands for.
     fn finalize_bytes(&self, state: &[u8]) -> Result<Output>;
+
+    /// Fails if `init_into` would refuse `value` (see
+    /// [`Aggregate::check_value`]).
+    fn check_value(&self, value: Value<'_>) -> Result<()>;
+
+    /// Which values the function takes (see [`Aggregate::takes`]).
+    fn takes(&self) -> Takes;
+
+    /// Whether all of a key's values must be comparable (see
+    /// [`Aggregate::orders_values`]).
+    fn orders_values(&self) -> bool;
+}
+
+/// Which values a function takes, as far as a rule can say without
+/// calling it. Every function refuses floats that are not finite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takes {
+    /// Integers, finite floats and byte strings.
+    Anything,
+    /// Integers and finite floats (`sum`, the moments).
+    Numbers,
+    /// Only [`AggregateFunction::check_value`] knows (a user-defined
+    /// function).
+    Checked,
 }
 
 impl<A: Aggregate> AggregateFunction for A {
     fn name(&self) -> String {
         Aggregate::name(self)
+    }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        Aggregate::check_value(self, value)
+    }
+
+    fn takes(&self) -> Takes {
+        Aggregate::takes(self)
+    }
+
+    fn orders_values(&self) -> bool {
+        Aggregate::orders_values(self)
     }
 
     fn init_into(&self, input: Input<'_>, out: &mut Vec<u8>) -> Result<()> {

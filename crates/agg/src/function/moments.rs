@@ -7,7 +7,7 @@
 
 use spillway_core::{bail, DecodeError, Result};
 
-use super::{Aggregate, Input};
+use super::{Aggregate, Input, Takes};
 use crate::value::{expect_end, read_f64, read_u64, Output};
 
 /// Which statistic [`Moments`] finalizes to.
@@ -74,10 +74,18 @@ impl Aggregate for Moments {
                 self.name()
             );
         };
-        let (a, b) = (into.count as f64, other.count as f64);
+        let (a, b, n) = (into.count as f64, other.count as f64, count as f64);
         let delta = other.mean - into.mean;
-        into.mean += delta * b / count as f64;
-        into.m2 += other.m2 + delta * delta * a * b / count as f64;
+        if delta.is_finite() {
+            into.mean += delta * b / n;
+        } else {
+            // Means of opposite signs near the float range: their
+            // difference overflows, a weighted average of them does not.
+            into.mean = into.mean * (a / n) + other.mean * (b / n);
+        }
+        // M2 overflows only when the spread itself passes the float range;
+        // finalize reports that for the statistics that need M2.
+        into.m2 += other.m2 + delta * delta * a * b / n;
         into.count = count;
         Ok(())
     }
@@ -101,7 +109,20 @@ impl Aggregate for Moments {
         })
     }
 
+    fn takes(&self) -> Takes {
+        Takes::Numbers
+    }
+
     fn finalize(&self, state: MomentsState) -> Result<Output> {
+        let spread_needed = self.0 != Moment::Mean;
+        if !state.mean.is_finite() || (spread_needed && !state.m2.is_finite()) {
+            bail!(
+                InvalidArgument,
+                "{}: the values' {} passes the range of a 64-bit float (about ±1.8e308)",
+                self.name(),
+                if state.mean.is_finite() { "spread" } else { "mean" }
+            );
+        }
         let n = state.count as f64;
         // Rounding can leave M2 a hair below zero for equal values.
         let m2 = state.m2.max(0.0);

@@ -4,11 +4,12 @@ use std::cmp::Ordering;
 
 use spillway_core::{ensure, varint, DecodeError, Result};
 
-use super::{Aggregate, Input};
-use crate::value::{expect_end, read_u64, Output, Scalar};
+use super::{Aggregate, Input, Takes};
+use crate::value::{expect_end, read_u64, Output, Scalar, Value};
 
-/// The smallest or the largest value: numbers by value, byte strings
-/// lexicographically; values of different kinds are an error.
+/// The smallest or the largest value: numbers by value (integers and
+/// floats compared exactly), byte strings lexicographically; a number and a
+/// byte string are not comparable, an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Extreme {
     /// The smallest value.
@@ -37,7 +38,7 @@ impl Aggregate for Extreme {
             Extreme::Min => Ordering::Less,
             Extreme::Max => Ordering::Greater,
         };
-        if other.cmp_same_kind(into, &self.name())? == wanted {
+        if other.cmp_comparable(into, &self.name())? == wanted {
             *into = other;
         }
         Ok(())
@@ -55,6 +56,18 @@ impl Aggregate for Extreme {
 
     fn finalize(&self, state: Scalar) -> Result<Output> {
         Ok(state.into())
+    }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
+    }
+
+    fn orders_values(&self) -> bool {
+        true
     }
 }
 
@@ -112,10 +125,19 @@ impl Aggregate for Positional {
     fn finalize(&self, state: (u64, Scalar)) -> Result<Output> {
         Ok(state.1.into())
     }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
+    }
 }
 
 /// The `k` largest values, largest first (repeated values count as often as
-/// they occur). Values of different kinds are an error.
+/// they occur), in the order of [`Extreme`]: a number and a byte string
+/// are an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopK {
     k: usize,
@@ -156,15 +178,16 @@ impl Aggregate for TopK {
         let mut right = other.into_iter().peekable();
         while merged.len() < self.k {
             let take_left = match (left.peek(), right.peek()) {
-                (Some(a), Some(b)) => a.cmp_same_kind(b, &name)? != Ordering::Less,
+                (Some(a), Some(b)) => a.cmp_comparable(b, &name)? != Ordering::Less,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
             };
             merged.extend(if take_left { left.next() } else { right.next() });
         }
-        // Both states hold one kind each, and their first values were
-        // compared above whenever both had any: so mixed kinds never pass.
+        // Each state holds values of one class (numbers or byte strings),
+        // and their first values were compared above whenever both had
+        // any: so a mix of classes never passes.
         *into = merged;
         Ok(())
     }
@@ -179,6 +202,18 @@ impl Aggregate for TopK {
 
     fn finalize(&self, state: Vec<Scalar>) -> Result<Output> {
         Ok(Output::List(state.into_iter().map(Output::from).collect()))
+    }
+
+    fn check_value(&self, value: Value<'_>) -> Result<()> {
+        value.check_named(|| self.name())
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
+    }
+
+    fn orders_values(&self) -> bool {
+        true
     }
 }
 

@@ -2,7 +2,7 @@
 
 use spillway_core::{bail, varint, DecodeError, Result};
 
-use super::{Aggregate, Input};
+use super::{Aggregate, Input, Takes};
 use crate::value::{expect_end, read_f64, Output, Value};
 
 /// The number of values.
@@ -16,7 +16,10 @@ impl Aggregate for Count {
         "count".into()
     }
 
-    fn init(&self, _input: Input<'_>) -> Result<u64> {
+    fn init(&self, input: Input<'_>) -> Result<u64> {
+        // A count ignores its values but refuses the ones no function
+        // takes, so that one rule holds for every function.
+        input.value.check("count")?;
         Ok(1)
     }
 
@@ -53,12 +56,19 @@ impl Aggregate for Count {
     fn update(&self, state: &mut u64, input: Input<'_>) -> Result<()> {
         self.merge(state, self.init(input)?)
     }
+
+    fn takes(&self) -> Takes {
+        Takes::Anything
+    }
 }
 
-/// The sum of numbers. Integers are summed exactly in 128 bits, so partial
-/// sums never overflow whatever the order, and a total that does not fit 64
-/// bits is reported at finalize instead of wrapping. Floats are summed with
-/// Neumaier's compensation; a mix of both gives a float.
+/// The sum of numbers. Integers are summed exactly in 128 bits, so no
+/// partial sum overflows whatever the order (that would take 2^64 values),
+/// and the result is the exact sum: [`Output::Int`] when it fits 64 bits,
+/// [`Output::Int128`] when it does not. Floats are summed with Neumaier's
+/// compensation; a mix of both gives a float. A float sum that leaves the
+/// range of a 64-bit float is an error at finalize, never an infinity or
+/// NaN.
 #[derive(Debug, Clone, Copy)]
 pub struct Sum;
 
@@ -81,6 +91,12 @@ struct Compensated {
 impl Compensated {
     fn add(&mut self, value: f64) {
         let total = self.sum + value;
+        if !total.is_finite() {
+            // Overflowed: the compensation would turn the infinity into
+            // NaN; the sum stays non-finite and finalize reports it.
+            self.sum = total;
+            return;
+        }
         self.compensation += if self.sum.abs() >= value.abs() {
             (self.sum - total) + value
         } else {
@@ -94,8 +110,13 @@ impl Compensated {
         self.compensation += other.compensation;
     }
 
+    /// The sum; not finite once it overflowed.
     fn value(&self) -> f64 {
-        self.sum + self.compensation
+        if self.sum.is_finite() {
+            self.sum + self.compensation
+        } else {
+            self.sum
+        }
     }
 }
 
@@ -114,14 +135,12 @@ impl Aggregate for Sum {
     }
 
     fn init(&self, input: Input<'_>) -> Result<SumState> {
+        input.value.check("sum")?;
         Ok(match input.value {
             Value::Int(value) => SumState {
                 integers: value.into(),
                 floats: None,
             },
-            Value::Float(value) if value.is_nan() => {
-                bail!(InvalidArgument, "sum: NaN is not a value that can be aggregated")
-            }
             Value::Float(value) => SumState {
                 integers: 0,
                 floats: Some(Compensated {
@@ -196,16 +215,25 @@ impl Aggregate for Sum {
 
     fn finalize(&self, state: SumState) -> Result<Output> {
         match state.floats {
-            Some(floats) => Ok(Output::Float(state.integers as f64 + floats.value())),
-            None => match i64::try_from(state.integers) {
-                Ok(sum) => Ok(Output::Int(sum)),
-                Err(_) => bail!(
-                    InvalidArgument,
-                    "integer sum overflow: the sum {} does not fit a 64-bit signed integer",
-                    state.integers
-                ),
-            },
+            Some(floats) => {
+                let sum = state.integers as f64 + floats.value();
+                if !sum.is_finite() {
+                    bail!(
+                        InvalidArgument,
+                        "sum: the float sum passes the range of a 64-bit float (about ±1.8e308)"
+                    );
+                }
+                Ok(Output::Float(sum))
+            }
+            None => Ok(match i64::try_from(state.integers) {
+                Ok(sum) => Output::Int(sum),
+                Err(_) => Output::Int128(state.integers),
+            }),
         }
+    }
+
+    fn takes(&self) -> Takes {
+        Takes::Numbers
     }
 
     fn update(&self, state: &mut SumState, input: Input<'_>) -> Result<()> {
@@ -214,7 +242,7 @@ impl Aggregate for Sum {
                 Some(integers) => state.integers = integers,
                 None => bail!(InvalidArgument, "sum overflows 128 bits"),
             },
-            (Value::Float(value), Some(floats)) if !value.is_nan() => floats.add(value),
+            (Value::Float(value), Some(floats)) if value.is_finite() => floats.add(value),
             _ => self.merge(state, self.init(input)?)?,
         }
         Ok(())
