@@ -30,9 +30,9 @@ import re
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Union
 
 from . import _native
+from ._args import count, size, threads as thread_count
 from .errors import InvalidArgumentError, PoisonedError, ResourcesExhaustedError
 
-_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _INT_KEY_BYTES = 8
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 
@@ -40,39 +40,10 @@ _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 # its parameter rather than an OverflowError from the conversion.
 _BUFFER_MIN, _BUFFER_MAX = 4096, 2**30
 _FAN_OUT_MIN, _FAN_OUT_MAX = 2, 4096
-_THREADS_MAX = 256
 
 
 # Results handed over per call to the engine while iterating.
 _RESULTS_PAGE = 65536
-
-
-def _size(value: Union[int, str], what: str, low: int = 1, high: int = 2**64 - 1) -> int:
-    """``4G`` -> 4 GiB; ints pass through; from ``low`` to ``high`` bytes."""
-    allowed = f"{what} must be a size such as 512M or 4G, or a whole number of bytes, from {low} to {high}"
-    if isinstance(value, bool):
-        raise InvalidArgumentError(f"{allowed}; not {value!r}")
-    if isinstance(value, int):
-        size = value
-    elif isinstance(value, str):
-        text = value.strip().upper().removesuffix("IB").removesuffix("B")
-        unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
-        number = text[: len(text) - len(unit)]
-        if not number.isdigit():
-            raise InvalidArgumentError(f"{allowed}; not {value!r}")
-        size = int(number) * _SIZE_UNITS[unit]
-    else:
-        raise InvalidArgumentError(f"{allowed}; not {type(value).__name__}")
-    if not low <= size <= high:
-        raise InvalidArgumentError(f"{allowed}; not {value!r}")
-    return size
-
-
-def _whole(value: Any, what: str, low: int, high: int) -> int:
-    """A whole number from ``low`` to ``high`` (bools are not numbers here)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidArgumentError(f"{what} must be a whole number from {low} to {high}, not {value!r}")
-    return value
 
 
 def _check_int_value(value: int, where: str) -> None:
@@ -155,10 +126,10 @@ class Aggregator:
         self._native = _native.Aggregator(
             name,
             engine,
-            _size(memory, "memory"),
-            _size(buffer, "buffer", _BUFFER_MIN, _BUFFER_MAX),
-            _whole(fan_out, "fan_out", _FAN_OUT_MIN, _FAN_OUT_MAX),
-            _whole(threads, "threads", 0, _THREADS_MAX),
+            size(memory, "memory", 1),
+            size(buffer, "buffer", _BUFFER_MIN, _BUFFER_MAX),
+            count(fan_out, "fan_out", _FAN_OUT_MIN, _FAN_OUT_MAX),
+            thread_count(threads),
             user,
         )
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _native
-from ._args import count, size
+from ._args import count, size, threads as thread_count
 
 PathLike = Union[str, "os.PathLike[str]"]
 Pairs = Optional[Iterable[Tuple[bytes, bytes]]]
@@ -158,7 +158,7 @@ def run(
             iterations=count(iterations, "iterations"),
             memory=size(memory, "memory"),
             tmp=None if tmp is None else os.fspath(tmp),
-            threads=count(threads, "threads"),
+            threads=thread_count(threads),
             partitions=count(partitions, "partitions"),
             partitioning=partitioning,
             input_format=input_format,

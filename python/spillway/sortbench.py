@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
 from . import _native
-from ._args import count, size
+from ._args import count, size, threads as thread_count
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -71,11 +71,11 @@ def gensort(
         **_native.gensort(
             os.fspath(path),
             count(records, "records"),
-            start=count(start, "start", bits=128),
+            start=count(start, "start", high=(1 << 128) - 1),
             ascii=ascii,
             skew=skew,
             checksum=checksum,
-            threads=count(threads, "threads"),
+            threads=thread_count(threads),
             sync=sync,
         )
     )
@@ -101,7 +101,7 @@ def valsort(
             summaries=summaries,
             summary_file=None if summary_file is None else os.fspath(summary_file),
             case_insensitive=case_insensitive,
-            threads=count(threads, "threads"),
+            threads=thread_count(threads),
         )
     )
 
@@ -161,7 +161,7 @@ def sort(
         memory=size(memory, "memory"),
         tmp=None if tmp is None else os.fspath(tmp),
         partitions=count(partitions, "partitions"),
-        threads=count(threads, "threads"),
+        threads=thread_count(threads),
         ascii=ascii,
         sync=sync,
         partitioned=partitioned,

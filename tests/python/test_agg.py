@@ -293,8 +293,8 @@ def test_nan_and_infinities_are_refused_by_every_function(function, engine):
 
 def test_numeric_parameters_are_checked_naming_what_is_allowed():
     for arguments, message in [
-        ({"threads": -1}, "threads must be a whole number from 0 to 256, not -1"),
-        ({"threads": 100_000}, "threads must be a whole number from 0 to 256"),
+        ({"threads": -1}, "threads must be a whole number from 0 to 1024, not -1"),
+        ({"threads": 100_000}, "threads must be a whole number from 0 to 1024"),
         ({"threads": 1.5}, "threads must be a whole number"),
         ({"threads": True}, "threads must be a whole number"),
         ({"fan_out": -4}, "fan_out must be a whole number from 2 to 4096, not -4"),

@@ -168,7 +168,7 @@ def test_ctrl_c_stops_a_sort_and_leaves_nothing(tmp_path, ctrl_c):
         time.sleep(30)  # reached only if the sort ended before the signal
     latency = signal.latency()
     print(f"sort raised KeyboardInterrupt {latency:.3f} s after SIGINT")
-    assert latency < 2.0
+    assert latency < 0.5, f"KeyboardInterrupt {latency:.3f} s after SIGINT"
     assert _scratch(tmp) == []
     assert sorted(os.listdir(tmp_path)) == ["input.dat", "tmp"]
 
@@ -182,7 +182,7 @@ def test_ctrl_c_stops_gensort_and_leaves_no_output(tmp_path, ctrl_c):
         time.sleep(30)  # reached only if generation ended before the signal
     latency = signal.latency()
     print(f"gensort raised KeyboardInterrupt {latency:.3f} s after SIGINT")
-    assert latency < 2.0
+    assert latency < 0.5, f"KeyboardInterrupt {latency:.3f} s after SIGINT"
     assert os.listdir(tmp_path) == []
 
 

@@ -90,5 +90,5 @@ def test_ctrl_c_stops_a_generator_and_leaves_no_output(tmp_path, ctrl_c):
         time.sleep(30)  # reached only if generation ended before the signal
     latency = signal.latency()
     print(f"text() raised KeyboardInterrupt {latency:.3f} s after SIGINT")
-    assert latency < 2.0
+    assert latency < 0.5, f"KeyboardInterrupt {latency:.3f} s after SIGINT"
     assert list(tmp_path.iterdir()) == []

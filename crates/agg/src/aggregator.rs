@@ -54,8 +54,9 @@ pub struct AggregatorOptions {
     pub threads: usize,
 }
 
-/// The most CBT worker threads an [`Aggregator`] starts.
-pub const THREADS_MAX: usize = 256;
+/// The most CBT worker threads an [`Aggregator`] starts: the limit of
+/// every `threads` option in Spillway.
+pub use spillway_core::THREADS_MAX;
 
 impl Default for AggregatorOptions {
     fn default() -> Self {

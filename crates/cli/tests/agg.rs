@@ -265,7 +265,7 @@ fn impossible_options_are_refused_before_any_work() {
     for (arguments, message) in [
         (
             vec!["agg", path, "--threads", "100000"],
-            "--threads must be from 0 to 256",
+            "--threads must be from 0 to 1024",
         ),
         (
             vec!["agg", path, "-o", folder],
