@@ -27,7 +27,7 @@ fn image(name: &str, bytes: &[u8]) -> Result<(Arc<SimFs>, &'static Path)> {
 pub fn check_log(number: u64, bytes: &[u8]) -> Result<u64> {
     let (fs, dir) = image(&wal::file_name(number), bytes)?;
     let mut writes = 0;
-    wal::replay(fs.as_ref(), dir, number, |batch, _| {
+    wal::read(fs.as_ref(), dir, number, |batch, _| {
         writes += batch.len() as u64;
         Ok(())
     })?;
@@ -47,7 +47,7 @@ pub fn check_list(number: u64, bytes: &[u8]) -> Result<u64> {
     let (fs, dir) = image(&list::file_name(number), bytes)?;
     let file = ListFile::open(fs.as_ref(), dir, number)?;
     let handle = fs.open_read(file.path())?;
-    file.verify(handle.as_ref())
+    file.verify(handle.as_ref(), &spillway_core::Interrupt::new())
 }
 
 /// Reads a manifest numbered `number` (its lists are not opened: a
@@ -57,7 +57,7 @@ pub fn check_manifest(number: u64, bytes: &[u8]) -> Result<usize> {
     let (fs, dir) = image(&manifest::file_name(number), bytes)?;
     let current = fs.create_or_truncate(&dir.join(manifest::CURRENT))?;
     current.write_at(format!("{}\n", manifest::file_name(number)).as_bytes(), 0)?;
-    let recovered = manifest::recover(fs.as_ref(), dir, |file| {
+    let recovered = manifest::recover(fs.as_ref(), dir, |file, _| {
         Err(Error::InvalidArgument(format!(
             "the manifest names list {file}; lists are not part of the image"
         )))

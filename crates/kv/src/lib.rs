@@ -39,6 +39,7 @@ mod manifest;
 mod merge;
 mod options;
 mod record;
+mod recovery;
 mod root;
 mod scan;
 mod spill;
