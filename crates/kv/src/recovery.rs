@@ -282,38 +282,6 @@ fn check_inner(fs: &dyn Fs, dir: &Path, read_only: bool, replay: bool) -> Result
             None => break,
         }
     }
-    let newest = *chain.last().expect("the chain holds the manifest's log");
-    // A log below the log number is in the tree already: root spills
-    // since the open moved past it.
-    if counters.newest_log >= counters.log_number && !chain.contains(&counters.newest_log) {
-        return Err(Error::corruption(
-            dir.join(wal::file_name(counters.newest_log)),
-            0,
-            format!(
-                "{manifest_name} records it as the log its last open started, but the chain of logs from {} ends at {}: \
-                 it is missing or does not follow",
-                wal::file_name(counters.log_number),
-                wal::file_name(newest)
-            ),
-        ));
-    }
-    if let Some(closed_seq) = counters.closed_seq {
-        let trailer = trailers.get(&counters.newest_log).copied().flatten();
-        if trailer.is_none_or(|trailer| trailer.next != 0 || trailer.end_seq != closed_seq) {
-            return Err(Error::corruption(
-                dir.join(wal::file_name(counters.newest_log)),
-                0,
-                format!(
-                    "{manifest_name} records that the store was closed with this log ending at write {closed_seq}, \
-                     but it ends {}: it was cut short or replaced by an older copy",
-                    match trailer {
-                        Some(trailer) => format!("at write {} (trailer next {})", trailer.end_seq, trailer.next),
-                        None => "without its closing trailer".to_string(),
-                    }
-                ),
-            ));
-        }
-    }
     for &number in &logs {
         let name = wal::file_name(number);
         if number < counters.log_number {
@@ -346,6 +314,38 @@ fn check_inner(fs: &dyn Fs, dir: &Path, read_only: bool, replay: bool) -> Result
         }
     }
 
+    let newest = *chain.last().expect("the chain holds the manifest's log");
+    // A log below the log number is in the tree already: root spills
+    // since the open moved past it.
+    if counters.newest_log >= counters.log_number && !chain.contains(&counters.newest_log) {
+        return Err(Error::corruption(
+            dir.join(wal::file_name(counters.newest_log)),
+            0,
+            format!(
+                "{manifest_name} records it as the log its last open started, but the chain of logs from {} ends at {}: \
+                 it is missing or does not follow",
+                wal::file_name(counters.log_number),
+                wal::file_name(newest)
+            ),
+        ));
+    }
+    if let Some(closed_seq) = counters.closed_seq {
+        let trailer = trailers.get(&counters.newest_log).copied().flatten();
+        if trailer.is_none_or(|trailer| trailer.next != 0 || trailer.end_seq != closed_seq) {
+            return Err(Error::corruption(
+                dir.join(wal::file_name(counters.newest_log)),
+                0,
+                format!(
+                    "{manifest_name} records that the store was closed with this log ending at write {closed_seq}, \
+                     but it ends {}: it was cut short or replaced by an older copy",
+                    match trailer {
+                        Some(trailer) => format!("at write {} (trailer next {})", trailer.end_seq, trailer.next),
+                        None => "without its closing trailer".to_string(),
+                    }
+                ),
+            ));
+        }
+    }
     // List files and the rest.
     let live = recovered.tree.files();
     for name in &names {
