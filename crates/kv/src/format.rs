@@ -66,6 +66,30 @@ pub fn check_manifest(number: u64, bytes: &[u8]) -> Result<usize> {
     Ok(recovered.tree.len())
 }
 
+/// The keys of the records in every good block of the list file image
+/// `bytes` (numbered `number`), read as repair reads them: what a damage
+/// to the file can take.
+pub fn list_keys(number: u64, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let path = Path::new("/image").join(list::file_name(number));
+    let footer = list::read_footer(&path, number, bytes)?;
+    let salvaged = list::salvage_blocks(&path, number, bytes, footer.block_bytes, footer.blocks_end);
+    Ok(salvaged.records.into_iter().map(|(_, _, key, _)| key).collect())
+}
+
+/// The keys written in every good frame of the log image `bytes`
+/// (numbered `number`), read as repair reads them.
+pub fn log_keys(number: u64, bytes: &[u8]) -> Vec<Vec<u8>> {
+    let (frames, _) = wal::salvage(number, bytes);
+    frames
+        .iter()
+        .filter_map(|(_, frame)| match frame {
+            wal::SalvagedFrame::Batch(_, batch) => Some(batch.iter().map(|record| record.key.to_vec())),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 /// Rewrites every checksum of a list file image whose structure allows it
 /// (footer, sections, blocks), so that a fuzzer's mutations reach the
 /// checks behind the checksums.

@@ -686,11 +686,6 @@ impl ListFile {
         self.footer.meta
     }
 
-    /// The block size the file was written with.
-    pub fn block_bytes(&self) -> u32 {
-        self.footer.block_bytes
-    }
-
     /// The index must ascend in hashes and pages and stay within the blocks.
     fn check_index(&self) -> Result<()> {
         let pages_end = self.footer.filter_offset / u64::from(self.footer.block_bytes);
@@ -854,11 +849,14 @@ fn check_block_at(
     Ok(start + BLOCK_HEADER_BYTES..end)
 }
 
+/// A record owned outside any buffer: hash, kind, key, value.
+pub type OwnedRecord = (Hash64, Kind, Vec<u8>, Vec<u8>);
+
 /// What [`salvage_blocks`] found in a list file's blocks.
 #[derive(Debug, Default)]
 pub struct Salvaged {
     /// The records of every block whose checksum holds, in file order.
-    pub records: Vec<(Hash64, Kind, Vec<u8>, Vec<u8>)>,
+    pub records: Vec<OwnedRecord>,
     /// The byte ranges of blocks that failed, `start..end`.
     pub bad: Vec<(u64, u64)>,
     /// Bytes of the blocks that held.
@@ -925,11 +923,23 @@ pub fn footer_meta(path: &Path, number: FileNumber, offset: u64, bytes: &[u8]) -
     Footer::decode(path, number, offset, bytes).map(|footer| footer.meta)
 }
 
+/// What a list's footer says, for repair.
+#[derive(Debug, Clone, Copy)]
+pub struct FooterSummary {
+    /// Bytes of a block.
+    pub block_bytes: u32,
+    /// Where the blocks end (the filter's offset).
+    pub blocks_end: u64,
+    /// Records in the file.
+    pub records: u64,
+    /// Where the records came from.
+    pub meta: ListMeta,
+}
+
 /// Reads the footer of the list file in `bytes` (number `number`, at
 /// `path`): what repair needs to place a file whose sections may be
-/// damaged. Returns its block size, where its blocks end, its records and
-/// its [`ListMeta`].
-pub fn read_footer(path: &Path, number: FileNumber, bytes: &[u8]) -> Result<(u32, u64, u64, ListMeta)> {
+/// damaged.
+pub fn read_footer(path: &Path, number: FileNumber, bytes: &[u8]) -> Result<FooterSummary> {
     let Some(footer_offset) = bytes.len().checked_sub(FOOTER_BYTES) else {
         return Err(Error::corruption(
             path,
@@ -938,12 +948,12 @@ pub fn read_footer(path: &Path, number: FileNumber, bytes: &[u8]) -> Result<(u32
         ));
     };
     let footer = Footer::decode(path, number, footer_offset as u64, &bytes[footer_offset..])?;
-    Ok((
-        footer.block_bytes,
-        footer.filter_offset,
-        footer.records,
-        footer.meta,
-    ))
+    Ok(FooterSummary {
+        block_bytes: footer.block_bytes,
+        blocks_end: footer.filter_offset,
+        records: footer.records,
+        meta: footer.meta,
+    })
 }
 
 impl ListFile {

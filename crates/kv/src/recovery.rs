@@ -63,8 +63,6 @@ pub(crate) struct Checked {
     pub removable: Vec<String>,
     /// Files that cannot be accounted for, with why: reported and kept.
     pub unaccounted: Vec<String>,
-    /// List files a read-only open could not open (stand-ins in the tree).
-    pub damaged: Vec<String>,
 }
 
 /// Whether `name` looks like a file a store writes: a name recovery must
@@ -99,15 +97,14 @@ pub(crate) fn check(fs: &dyn Fs, dir: &Path, read_only: bool, replay: bool) -> R
 }
 
 fn check_inner(fs: &dyn Fs, dir: &Path, read_only: bool, replay: bool) -> Result<Option<Checked>> {
-    if manifest::current(fs, dir)?.is_none() {
+    let Some(current) = manifest::current(fs, dir)? else {
         return Ok(None);
-    }
+    };
     let names = fs.list_dir(dir)?;
-    let mut damaged = Vec::new();
+    let named_by = manifest::file_name(current);
     let recovered = manifest::recover(fs, dir, |number, store_id| {
-        open_named_list(fs, dir, number, store_id).or_else(|error| {
+        open_named_list(fs, dir, number, store_id, &named_by).or_else(|error| {
             if read_only && matches!(error, Error::Corruption { .. }) {
-                damaged.push(list::file_name(number));
                 Ok(ListFile::damaged(dir, number, &error))
             } else {
                 Err(error)
@@ -378,19 +375,25 @@ fn check_inner(fs: &dyn Fs, dir: &Path, read_only: bool, replay: bool) -> Result
         chain,
         removable,
         unaccounted,
-        damaged,
     }))
 }
 
-/// Opens list `number`, which the manifest names, checking that store
-/// `store_id` wrote it. A missing file is corruption naming it.
-fn open_named_list(fs: &dyn Fs, dir: &Path, number: FileNumber, store_id: u64) -> Result<Arc<ListFile>> {
+/// Opens list `number`, which the manifest `named_by` names, checking
+/// that store `store_id` wrote it. A missing file is corruption naming it
+/// and the manifest.
+fn open_named_list(
+    fs: &dyn Fs,
+    dir: &Path,
+    number: FileNumber,
+    store_id: u64,
+    named_by: &str,
+) -> Result<Arc<ListFile>> {
     let path = dir.join(list::file_name(number));
     if !fs.exists(&path)? {
         return Err(Error::corruption(
             &path,
             0,
-            "missing: the manifest names it (a list of the tree)",
+            format!("missing: {named_by} names it as a list of the tree"),
         ));
     }
     let file = ListFile::open(fs, dir, number)?;
@@ -399,7 +402,7 @@ fn open_named_list(fs: &dyn Fs, dir: &Path, number: FileNumber, store_id: u64) -
         return Err(Error::corruption(
             &path,
             file.file_bytes() - FOOTER_BYTES as u64,
-            format!("a list file of another store ({id:016x}; this store is {store_id:016x})"),
+            format!("a list file of another store ({id:016x}; this store, whose {named_by} names it, is {store_id:016x})"),
         ));
     }
     Ok(file)

@@ -50,9 +50,11 @@ use crate::cache::FileCache;
 use crate::collapse::Folded;
 use crate::list::{self, FileNumber, ListFile};
 use crate::manifest::{self, Counters, ManifestWriter};
+use crate::merge::{AggregateMerge, MergeOperator};
 use crate::options::{Options, SyncMode};
 use crate::record::Kind;
 use crate::recovery::{self, Checked};
+use crate::repair::{self, RepairReport};
 use crate::root::RootBuffer;
 use crate::spill::{self, Job};
 use crate::split::{self, SlowSplit};
@@ -500,11 +502,26 @@ impl Store {
                 )
             }
             None if read_only => {
+                let names = if fs.is_dir(dir)? {
+                    fs.list_dir(dir)?
+                } else {
+                    Vec::new()
+                };
+                if let Some(name) = names.iter().find(|name| recovery::looks_like_store_file(name)) {
+                    return Err(Error::corruption(
+                        dir.join(manifest::CURRENT),
+                        0,
+                        format!(
+                            "missing, but the directory holds {name}: the store lost the file that names its manifest \
+                             (run `spillway kv repair` to rebuild it)"
+                        ),
+                    ));
+                }
                 return Err(Error::InvalidArgument(format!(
                     "{} holds no key-value store (no {} file)",
                     dir.display(),
                     manifest::CURRENT
-                )))
+                )));
             }
             None => {
                 clear_interrupted_creation(fs.as_ref(), dir)?;
@@ -605,6 +622,47 @@ impl Store {
             _lock: None,
         };
         Ok(store)
+    }
+
+    /// Repairs the store in `path` (repair.rs), as LevelDB's and RocksDB's
+    /// `RepairDB` do: a store that passes every check (an open's, and every
+    /// block read) is left as it is; otherwise its metadata is rebuilt from
+    /// what its files' footers and checksums prove, every record that can
+    /// be read is kept, what cannot be used is moved into `lost/` (never
+    /// deleted), and the report says what was lost. The store must not be
+    /// open. Its merge operator is the one it recorded (an aggregate); a
+    /// store of another operator is repaired with [`Store::repair_on`].
+    pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
+        Self::repair_interruptible(path, &Interrupt::new())
+    }
+
+    /// [`Store::repair`], stopping with `Interrupted` (having changed
+    /// nothing) if `interrupt` is raised before its new files are in place.
+    pub fn repair_interruptible(path: impl AsRef<Path>, interrupt: &Interrupt) -> Result<RepairReport> {
+        let dir = path.as_ref();
+        if !dir.is_dir() {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not a directory holding a key-value store",
+                dir.display()
+            )));
+        }
+        let _lock = DirectoryLock::acquire(dir, false, "the key-value store")?;
+        let fs = RealFs::new();
+        let merge = repair::stored_merge_name(&fs, dir)
+            .and_then(|name| AggregateMerge::from_stored_name(&name).ok().flatten())
+            .map(|merge| Arc::new(merge) as Arc<dyn MergeOperator>);
+        repair::repair(&fs, dir, merge, interrupt)
+    }
+
+    /// [`Store::repair`] of the store in `dir` on `fs` (no lock is taken),
+    /// folding merge operands with `merge` (the store's operator).
+    pub fn repair_on(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        merge: Option<Arc<dyn MergeOperator>>,
+        interrupt: &Interrupt,
+    ) -> Result<RepairReport> {
+        repair::repair(fs.as_ref(), dir, merge, interrupt)
     }
 
     /// The name of the merge operator the store in `path` was written with
@@ -1102,11 +1160,6 @@ impl Store {
         &self.shared.cache
     }
 
-    /// The file system the store is on.
-    pub(crate) fn fs(&self) -> &Arc<dyn Fs> {
-        &self.shared.fs
-    }
-
     /// Statistics.
     pub fn stats(&self) -> KvStats {
         let shared = &*self.shared;
@@ -1194,7 +1247,7 @@ fn highest_file_number(fs: &dyn Fs, dir: &Path) -> Result<u64> {
 
 /// A new store's identity: random enough that two stores never share one
 /// (the time, the process, the directory and a counter, hashed).
-fn new_store_id(dir: &Path) -> u64 {
+pub(crate) fn new_store_id(dir: &Path) -> u64 {
     static CREATED: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1258,7 +1311,7 @@ impl Lookup {
         !self.done
     }
 
-    fn resolve(self, key: &[u8], merge: Option<&dyn crate::merge::MergeOperator>) -> Result<Option<Vec<u8>>> {
+    fn resolve(self, key: &[u8], merge: Option<&dyn MergeOperator>) -> Result<Option<Vec<u8>>> {
         let mut records = self.found.into_iter().rev();
         let Some((kind, value)) = records.next() else {
             return Ok(None);

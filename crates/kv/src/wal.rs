@@ -408,6 +408,10 @@ pub enum SalvagedFrame {
     Trailer(LogTrailer),
 }
 
+/// What [`salvage`] found: each good frame with its offset, and the byte
+/// ranges of the bad ones.
+pub type Salvage = (Vec<(u64, SalvagedFrame)>, Vec<(u64, u64)>);
+
 /// Every frame of log `number` (`bytes`, the whole file) that passes its
 /// checksum and decodes, with its offset, and the byte ranges between
 /// them that do not (beyond the zeros at the end): repair keeps the
@@ -415,7 +419,7 @@ pub enum SalvagedFrame {
 /// is looked for where the bad frame's length says it ends, then at every
 /// offset (cheap tests first: a frame's tag, a batch's sequence number
 /// following the last one's).
-pub fn salvage(number: u64, bytes: &[u8]) -> (Vec<(u64, SalvagedFrame)>, Vec<(u64, u64)>) {
+pub fn salvage(number: u64, bytes: &[u8]) -> Salvage {
     let written = bytes
         .iter()
         .rposition(|&byte| byte != 0)
@@ -500,7 +504,9 @@ mod tests {
         }
     }
 
-    fn batches(fs: &SimFs, dir: &Path, number: u64) -> Result<(Vec<(WriteBatch, u64)>, Option<LogContents>)> {
+    type Replayed = (Vec<(WriteBatch, u64)>, Option<LogContents>);
+
+    fn batches(fs: &SimFs, dir: &Path, number: u64) -> Result<Replayed> {
         let mut replayed = Vec::new();
         let contents = read(fs, dir, number, |batch, seq| {
             replayed.push((batch, seq));
