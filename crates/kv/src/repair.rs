@@ -271,17 +271,23 @@ fn rebuild(
     let lost_dir = dir.join(LOST_DIR);
     let mut names = fs.list_dir(dir)?;
     // A salvaged copy an earlier repair left: put in place if its original
-    // already went into lost/, else set aside (this repair makes its own).
-    let mut to_lost: Vec<String> = Vec::new();
+    // already went into lost/, else set aside now (this repair writes its
+    // own under that name).
+    let mut moved_early = Vec::new();
     for name in names.clone() {
         if let Some(target) = name.strip_suffix(".salvage") {
             if list::parse_name(target).is_some() && !names.iter().any(|other| other == target) {
                 fs.rename(&dir.join(&name), &dir.join(target))?;
             } else {
-                to_lost.push(name);
+                fs.create_dir_all(&lost_dir)?;
+                let moved = free_name(fs, &lost_dir, &name)?;
+                fs.rename(&dir.join(&name), &lost_dir.join(&moved))?;
+                moved_early.push(format!("{LOST_DIR}/{moved}"));
             }
         }
     }
+    let to_lost: Vec<String> = Vec::new();
+    report.moved_to_lost = moved_early;
     names = fs.list_dir(dir)?;
 
     // The store's identity and merge operator.
