@@ -635,7 +635,7 @@ fn a_repair_cut_short_by_a_crash_is_finished_by_the_next_one() {
 #[test]
 fn an_interrupted_repair_changes_nothing() {
     let built = build();
-    let mut damaged = built.image.clone();
+    let mut damaged = built.image;
     damaged.remove("CURRENT");
     let fs = restore(&damaged);
     let interrupt = Interrupt::new();
