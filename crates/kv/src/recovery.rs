@@ -76,7 +76,7 @@ pub(crate) fn looks_like_store_file(name: &str) -> bool {
 }
 
 /// Adds the hint to run repair to a corruption error.
-fn with_hint(error: Error) -> Error {
+pub(crate) fn with_hint(error: Error) -> Error {
     match error {
         Error::Corruption { file, offset, what } if !what.contains("spillway kv repair") => {
             Error::Corruption {

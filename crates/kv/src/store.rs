@@ -669,7 +669,7 @@ impl Store {
     /// ("" for none), so that a tool can open it with the same one; `None`
     /// when `path` holds no store. Reads the manifest, nothing else.
     pub fn merge_operator_name(path: impl AsRef<Path>) -> Result<Option<String>> {
-        manifest::merge_name(&RealFs::new(), path.as_ref())
+        manifest::merge_name(&RealFs::new(), path.as_ref()).map_err(recovery::with_hint)
     }
 
     fn check_open(&self) -> Result<()> {
