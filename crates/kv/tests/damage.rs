@@ -72,6 +72,8 @@ fn restore(image: &Image) -> Arc<SimFs> {
 type History = BTreeMap<Vec<u8>, Vec<Option<Vec<u8>>>>;
 
 struct Built {
+    /// The sync mode it was written with (padded logs or not).
+    sync: SyncMode,
     image: Image,
     /// Copies of the files taken earlier in the run, oldest first.
     earlier: Vec<Image>,
@@ -99,18 +101,32 @@ fn write_round(store: &Store, keys: std::ops::Range<u64>, round: u64, built: &mu
     }
 }
 
+impl Built {
+    fn options(&self) -> Options {
+        Options {
+            sync: self.sync,
+            ..options()
+        }
+    }
+}
+
 /// A store with several levels of lists and several live logs, closed
 /// cleanly, and copies of its files taken along the way.
 fn build() -> Built {
+    build_with(SyncMode::Always)
+}
+
+fn build_with(sync: SyncMode) -> Built {
     let fs = Arc::new(SimFs::new());
     let dir = Path::new(DIR);
     let mut built = Built {
+        sync,
         image: Image::new(),
         earlier: Vec::new(),
         acknowledged: BTreeMap::new(),
         history: History::new(),
     };
-    let store = Store::open_on(fs.clone(), dir, options()).unwrap();
+    let store = Store::open_on(fs.clone(), dir, built.options()).unwrap();
     write_round(&store, 0..12_000, 0, &mut built);
     built.earlier.push(image(&fs));
     store.settle().unwrap();
@@ -125,7 +141,7 @@ fn build() -> Built {
     assert!(stats.height >= 2, "{stats:?}");
     store.close().unwrap();
     for round in 4..6 {
-        let store = Store::open_on(fs.clone(), dir, options()).unwrap();
+        let store = Store::open_on(fs.clone(), dir, built.options()).unwrap();
         let from = round * 500;
         write_round(&store, from..from + 50, round, &mut built);
         built.earlier.push(image(&fs));
@@ -271,7 +287,9 @@ fn run_cell(kind: Kind, damage: Damage, built: &Built) -> Option<Outcome> {
     let before = names(&fs);
 
     // A read-only open deletes nothing, whatever it finds.
-    let read_only = Store::open_read_only_on(fs.clone(), dir, options());
+    let what = format!("{what} ({:?})", built.sync);
+    let options = built.options();
+    let read_only = Store::open_read_only_on(fs.clone(), dir, options.clone());
     let verified = read_only
         .as_ref()
         .map_err(clone_error)
@@ -286,7 +304,7 @@ fn run_cell(kind: Kind, damage: Damage, built: &Built) -> Option<Outcome> {
         "{what}: a read-only open changed the directory"
     );
 
-    let opened = Store::open_on(fs.clone(), dir, options());
+    let opened = Store::open_on(fs.clone(), dir, options.clone());
     let outcome = match (&opened, &verified) {
         (Err(open), Err(verify)) => {
             assert!(names_file(open, &name), "{what}: open: {open}");
@@ -342,7 +360,7 @@ fn run_cell(kind: Kind, damage: Damage, built: &Built) -> Option<Outcome> {
         );
     }
     let unit = unit(kind, &name, built);
-    let store = Store::open_on(fs.clone(), dir, options())
+    let store = Store::open_on(fs.clone(), dir, options.clone())
         .unwrap_or_else(|error| panic!("{what}: open after repair: {error}"));
     let report_verify = store
         .verify()
@@ -358,7 +376,7 @@ fn run_cell(kind: Kind, damage: Damage, built: &Built) -> Option<Outcome> {
     let again = Store::repair_on(fs.clone(), dir, None, &Interrupt::new()).unwrap();
     assert!(!again.repaired, "{what}: a second repair rebuilt: {again:?}");
     for _ in 0..2 {
-        let store = Store::open_on(fs.clone(), dir, options()).unwrap();
+        let store = Store::open_on(fs.clone(), dir, options.clone()).unwrap();
         assert_eq!(contents(&store, built), after, "{what}: a later open lost data");
         store.close().unwrap();
     }
@@ -430,7 +448,17 @@ fn names_loss(report: &RepairReport, name: &str) -> bool {
 
 #[test]
 fn every_damage_to_every_file_is_refused_naming_it_or_harmless_and_repair_keeps_the_rest() {
-    let built = build();
+    matrix(&build());
+}
+
+#[test]
+fn the_matrix_holds_for_unpadded_logs_too() {
+    // `SyncMode::None`: logs without padding; a clean close still records
+    // where the newest ends, and every older log is sealed by a trailer.
+    matrix(&build_with(SyncMode::None));
+}
+
+fn matrix(built: &Built) {
     let allowed = |kind: Kind, damage: Damage| -> &'static [Outcome] {
         use Damage::*;
         use Kind::*;
@@ -462,12 +490,13 @@ fn every_damage_to_every_file_is_refused_naming_it_or_harmless_and_repair_keeps_
         Kind::List,
     ] {
         for damage in [Damage::Flip, Damage::Half, Damage::Delete, Damage::Older] {
-            let Some(outcome) = run_cell(kind, damage, &built) else {
+            let Some(outcome) = run_cell(kind, damage, built) else {
                 continue;
             };
             assert!(
                 allowed(kind, damage).contains(&outcome),
-                "{kind:?} {damage:?}: {outcome:?}"
+                "{kind:?} {damage:?} ({:?}): {outcome:?}",
+                built.sync
             );
             ran.push((kind, damage, outcome));
         }
