@@ -24,7 +24,7 @@
 //! - [`Options`] and [`SyncMode`]: the tree's shape and the log's durability;
 //! - [`MergeOperator`] and [`AggregateMerge`]: merge mode (the external
 //!   online aggregator);
-//! - [`format`]: the decoders of the files, over byte images.
+//! - [`format`](mod@format): the decoders of the files, over byte images.
 //!
 //! The formats, invariants, recovery, repair and costs are in the crate's
 //! DESIGN.md.
