@@ -14,13 +14,15 @@ In merge mode the store aggregates values by key (the external online
 aggregator): ``spillway.KV("counts", merge="sum")`` then ``db.merge(word, 1)``,
 and ``db[word]`` is the sum so far, while writes go on. Keys and values are
 bytes (text is encoded as UTF-8); iteration is in hash order, since the
-store keeps no key order. See ``docs/kv.md``.
+store keeps no key order. A damaged store is rebuilt by ``KV.repair(path)``.
+See ``docs/kv.md``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _native
@@ -57,6 +59,17 @@ def _value(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidArgumentError(f"a value must be a finite number, not {value}")
     return value
+
+
+def _path(path: Any) -> str:
+    """The store's directory as text, or an error naming what is allowed."""
+    if isinstance(path, bool) or not isinstance(path, (str, bytes, os.PathLike)):
+        raise InvalidArgumentError(
+            f"path must be a str or os.PathLike naming the store's directory, not {type(path).__name__} ({path!r})")
+    text = os.fsdecode(os.fspath(path))
+    if not text:
+        raise InvalidArgumentError("path must name the store's directory, not be empty")
+    return text
 
 
 def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
@@ -152,14 +165,29 @@ class KV:
     (True: sync the log before each write returns; False: never; seconds: in
     the background), ``merge`` (an aggregate function: ``sum``, ``count``,
     ``sum+count``, ``max``, ...), ``max_key_bytes``, ``max_value_bytes``,
-    ``read_only`` (share the store with other readers; writes refused).
-    Sizes take suffixes: ``"64M"``.
+    ``read_only`` (share the store with other readers; writes refused; list
+    files that are missing or damaged fail only the reads that need them).
+    Sizes take suffixes: ``"64M"``. An open that fails leaves nothing it
+    created. Long calls (``flush``, ``settle``, ``verify``, a large batch,
+    ``repair``) stop on Ctrl-C with ``KeyboardInterrupt``.
     """
 
     def __init__(self, path: Any, **options: Any) -> None:
-        self._path = str(path)
+        self._path = _path(path)
         self._merge = options.get("merge")
         self._native = _native.KV(self._path, _check_options(options))
+
+    @staticmethod
+    def repair(path: Any) -> Dict[str, Any]:
+        """Repairs the damaged store in ``path`` (not open anywhere), as LevelDB's ``RepairDB`` does.
+
+        A store that passes every check is left as it is (``repaired`` is False). Otherwise its
+        metadata is rebuilt from what its files' footers and checksums prove, every record that
+        can be read is kept, what cannot be used is moved into ``path/lost/`` (never deleted), and
+        the report says what was lost: ``lost`` (file, byte ranges, estimated records, why),
+        ``records_lost``, ``moved_to_lost``, ``problem`` (what an open reported).
+        """
+        return json.loads(_native.KV.repair(_path(path)))
 
     # Writes ----------------------------------------------------------------
 
@@ -242,7 +270,11 @@ class KV:
         return json.loads(self._native.stats())
 
     def verify(self) -> Dict[str, Any]:
-        """Reads every list file whole and checks it; raises CorruptionError naming a damaged file."""
+        """Runs the checks an open runs, then reads every list file whole; raises CorruptionError naming a damaged file.
+
+        The report lists ``unreferenced_files`` (redundant; the next open for writing removes them),
+        ``unaccounted_files`` (kept), the chain of ``logs``, and ``damage`` found by background work.
+        """
         return json.loads(self._native.verify())
 
     def close(self) -> None:

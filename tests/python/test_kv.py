@@ -2,9 +2,11 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -182,3 +184,97 @@ def test_the_command_line_loads_reads_and_checks_a_store(tmp_path):
     key, value = pairs[0]
     got = subprocess.run(spillway_cli + ["kv", "get", "--dir", str(path), "--hex", key, "00"], capture_output=True, text=True)
     assert got.returncode == 1 and got.stdout == f"{key}\t{value}\n" and "00: not found" in got.stderr
+
+
+def test_a_path_that_names_no_directory_is_refused_and_nothing_is_created(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for bad in (None, 5, b"", ""):
+        with pytest.raises(InvalidArgumentError, match="path"):
+            KV(bad)
+    with pytest.raises(InvalidArgumentError, match="path"):
+        KV.repair(None)
+    assert os.listdir(tmp_path) == [], "a refused path created something"
+
+
+def test_a_failed_open_leaves_nothing_it_created(tmp_path):
+    path = tmp_path / "db"
+    with pytest.raises(InvalidArgumentError, match="root_bytes"):
+        KV(path, root_bytes="1K")
+    assert not path.exists(), "a failed open left a directory (holding LOCK)"
+    with KV(path, **SMALL) as db:
+        db[b"k"] = b"v"
+    before = sorted(os.listdir(path))
+    with pytest.raises(InvalidArgumentError, match="merge operator"):
+        KV(path, merge="sum", **SMALL)
+    assert sorted(os.listdir(path)) == before
+
+
+def test_repair_rebuilds_a_damaged_store_and_reports_what_was_lost(tmp_path):
+    path = tmp_path / "db"
+    model = {}
+    with KV(path, **SMALL) as db:
+        for i in range(8000):
+            key, value = f"key-{i}".encode(), f"value-{i}".encode()
+            db[key] = value
+            model[key] = value
+        db.settle()
+    assert KV.repair(path)["repaired"] is False, "a sound store is left as it is"
+    os.remove(path / "CURRENT")
+    with pytest.raises(CorruptionError, match="CURRENT"):
+        KV(path, **SMALL)
+    report = KV.repair(path)
+    assert report["repaired"] and report["records_lost"] == 0 and "CURRENT" in report["problem"]
+    with KV(path, **SMALL) as db:
+        assert dict(db.items()) == model
+        db.verify()
+    # A list file cut to half: its records are named as lost, the rest stay.
+    victim = max((name for name in os.listdir(path) if name.endswith(".list")), key=lambda name: os.path.getsize(path / name))
+    with open(path / victim, "r+b") as file:
+        file.truncate(os.path.getsize(path / victim) // 2)
+    with pytest.raises(CorruptionError, match=victim):
+        KV(path, **SMALL)
+    with KV(path, read_only=True) as reader:  # a read-only open still serves the rest
+        served = failed = 0
+        for key, value in model.items():
+            try:
+                assert reader.get(key) == value
+                served += 1
+            except CorruptionError as error:
+                assert victim in str(error)
+                failed += 1
+        assert served > 0 and failed > 0
+    report = KV.repair(path)
+    lost = [loss for loss in report["lost"] if loss["file"] == victim]
+    assert lost and lost[0]["records"] > 0, report
+    assert os.path.exists(path / "lost" / victim)
+    with KV(path, **SMALL) as db:
+        kept = dict(db.items())
+    assert 0 < len(model) - len(kept) <= lost[0]["records"] * 2
+    assert all(model[key] == value for key, value in kept.items())
+    assert KV.repair(path)["repaired"] is False
+
+
+def test_long_calls_stop_on_ctrl_c(tmp_path):
+    path = tmp_path / "big"
+    subprocess.run(
+        [sys.executable, "-m", "spillway", "kv", "load", "--dir", str(path), "--generate", "4M", "--key-bytes", "8",
+         "--value-bytes", "8", "--sync", "none"],
+        check=True, capture_output=True,
+    )
+    with KV(path, read_only=True) as db:
+        timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+        started = time.monotonic()
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                db.verify()  # reads 4 M records
+            interrupted = time.monotonic() - started
+        finally:
+            timer.cancel()
+        # The store is still there for the next call, which runs to its end.
+        started = time.monotonic()
+        assert db.verify()["records"] > 0
+        whole = time.monotonic() - started
+    # Stopped at the interrupt, not at its end (the same call, its files
+    # cached the second time): a bound relative to the call itself.
+    assert interrupted < whole / 2, (interrupted, whole)

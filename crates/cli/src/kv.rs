@@ -5,18 +5,21 @@
 //! spillway kv load --dir D (--input OPS.txt | --generate N [--key-bytes 16] [--value-bytes 100] [--keys uniform|sequential|zipfian])
 //!     [--batch 1000] [--sync always|periodic|none] [--root-mib 64] [--node-mib 256] [--fan-out 64] [--merge FUNC] [--json]
 //! spillway kv get --dir D KEY... [--hex] [--json]
-//! spillway kv scan --dir D [--limit N] [--hex] [--json]
+//! spillway kv scan --dir D [--limit N] [--hex | --raw] [--json]
 //! spillway kv stats --dir D [--json]
 //! spillway kv verify --dir D [--json]
 //! spillway kv dump --dir D [--json]
+//! spillway kv repair [--dir] D [--json]
 //! ```
 //!
 //! The read commands open the store read-only (beside no writer) and with
-//! the merge operator it was written with. [`stats_json`] and
-//! [`verify_json`] are shared with the Python binding.
+//! the merge operator it was written with. `load` stops between batches on
+//! SIGINT or SIGTERM: what it wrote is a store, closed cleanly, and the
+//! command exits with 130 or 143. [`stats_json`], [`verify_json`] and
+//! [`repair_json`] are shared with the Python binding.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,9 +29,10 @@ use clap::{Subcommand, ValueEnum};
 use serde_json::{json, Map, Value as Json};
 use spillway_agg::{Output, Value};
 use spillway_core::stats::HistogramSnapshot;
+use spillway_core::Interrupt;
 use spillway_kv::{
-    AggregateMerge, KvStats, MergeOperator, NodeDescription, Options, Store, SyncMode, VerifyReport,
-    WriteBatch,
+    AggregateMerge, KvStats, MergeOperator, NodeDescription, Options, RepairReport, Store, SyncMode,
+    VerifyReport, WriteBatch,
 };
 use spillway_workload::{KeyDistribution, KvGenerator, KvParams, OperationKind, Preset};
 
@@ -46,8 +50,10 @@ pub struct Args {
 enum Command {
     /// Write operations from a file (`spillway gen kv` text format) or generated ones.
     ///
-    /// Examples: `spillway kv load --dir db --generate 10M --key-bytes 8 --value-bytes 8`,
-    /// `spillway gen kv --preset fillrandom -n 1M -o ops.txt && spillway kv load --dir db --input ops.txt`.
+    /// Examples: `spillway kv load --dir db --generate 1M --key-bytes 8 --value-bytes 8`,
+    /// `spillway gen kv --preset fillrandom --ops 1M --output ops.txt && spillway kv load --dir db --input ops.txt`.
+    /// SIGINT or SIGTERM stops it between batches: what it wrote is kept, the
+    /// store closed cleanly, and the exit status is 130 or 143.
     Load(LoadArgs),
     /// Print the values of keys (exit 1 if any is missing).
     Get(GetArgs),
@@ -55,11 +61,30 @@ enum Command {
     Scan(ScanArgs),
     /// Print the store's counters and sizes.
     Stats(ReadArgs),
-    /// Read every list file whole and check every block, record, index,
-    /// filter and sketch; exit 1 with the damaged file named if one fails.
+    /// Run the checks an open runs (the manifest, the list files it names,
+    /// the chain of logs, every file accounted for), then read every list
+    /// file whole and check every block, record, index, filter and sketch;
+    /// exit 1 with the damaged file named if one fails.
     Verify(ReadArgs),
     /// Print the tree: every node with its hash range and lists.
     Dump(ReadArgs),
+    /// Rebuild a damaged store from what its files prove: keep every record
+    /// that can be read, move what cannot be used into DIR/lost/, and report
+    /// what was lost. A store that passes every check is left as it is.
+    Repair(RepairArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RepairArgs {
+    /// The store's directory.
+    #[arg(value_name = "DIR", required_unless_present = "dir_flag")]
+    dir: Option<PathBuf>,
+    /// The store's directory (as the other commands take it).
+    #[arg(long = "dir", value_name = "DIR", conflicts_with = "dir")]
+    dir_flag: Option<PathBuf>,
+    /// Print the report as JSON to standard output.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
@@ -172,8 +197,13 @@ struct ScanArgs {
     #[command(flatten)]
     read: ReadArgs,
     /// Keys and values printed in hexadecimal instead of as text.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "raw")]
     hex: bool,
+    /// Keys and values written as their raw bytes even to a terminal (on a
+    /// terminal they are printed with bytes that are not printable text
+    /// escaped as \xNN; piped, they are raw).
+    #[arg(long)]
+    raw: bool,
     /// Print at most this many entries (the count of all goes to standard error).
     #[arg(long, value_name = "N")]
     limit: Option<u64>,
@@ -188,6 +218,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Command::Stats(args) => stats(args),
         Command::Verify(args) => verify(args),
         Command::Dump(args) => dump(args),
+        Command::Repair(args) => repair(args),
     }
 }
 
@@ -239,21 +270,34 @@ fn load(args: LoadArgs) -> anyhow::Result<u8> {
         merge_operator: merge.clone().map(|merge| merge as Arc<dyn MergeOperator>),
         ..Options::default()
     };
+    // A missing or unreadable input is refused before a store is created.
+    let input = match &args.input {
+        Some(path) => {
+            if path.is_dir() {
+                bail!("{} is a directory, not a file of operations", path.display());
+            }
+            Some(File::open(path).with_context(|| format!("opening {}", path.display()))?)
+        }
+        None => None,
+    };
     let dir = &args.dir;
     let store = Store::open(dir, options)
         .with_context(|| format!("opening the key-value store in {}", dir.display()))?;
+    let interrupt = Interrupt::on_signals();
     let started = Instant::now();
-    let written = match &args.input {
-        Some(path) => load_file(&store, path, merge.as_deref(), args.batch),
-        None => load_generated(&store, &args, merge.as_deref()),
+    let written = match (input, &args.input) {
+        (Some(file), Some(path)) => load_file(&store, file, path, merge.as_deref(), args.batch, &interrupt),
+        _ => load_generated(&store, &args, merge.as_deref(), &interrupt),
     };
-    // What was written before a failure is kept, and made durable.
+    // What was written before a failure or an interrupt is kept, made
+    // durable and closed cleanly: a valid store.
     let synced = store.sync().context("syncing the log");
+    let closed = store.close().context("closing the key-value store");
     let operations = written?;
     synced?;
+    closed?;
     let elapsed = started.elapsed().as_secs_f64();
     let stats = store.stats();
-    store.close().context("closing the key-value store")?;
     let per_second = operations as f64 / elapsed.max(1e-9);
     if args.json {
         let report = json!({
@@ -299,7 +343,24 @@ fn push(
     Ok(())
 }
 
-fn load_generated(store: &Store, args: &LoadArgs, merge: Option<&AggregateMerge>) -> anyhow::Result<u64> {
+/// Writes `batch` unless an interrupt came; the batch is then dropped
+/// whole (nothing of it reached the log), and the error says how many
+/// operations, `written` before it, the store keeps.
+fn write_batch(store: &Store, batch: &WriteBatch, interrupt: &Interrupt, written: u64) -> anyhow::Result<()> {
+    store.write_interruptible(batch, interrupt).with_context(|| {
+        format!(
+            "kv load: stopped after {written} operations, which the store in {} keeps",
+            store.dir().display()
+        )
+    })
+}
+
+fn load_generated(
+    store: &Store,
+    args: &LoadArgs,
+    merge: Option<&AggregateMerge>,
+    interrupt: &Interrupt,
+) -> anyhow::Result<u64> {
     let operations = args.generate.expect("clap requires --input or --generate");
     let mut params = KvParams::preset(Preset::FillRandom, operations);
     params.key_bytes = args.key_bytes;
@@ -321,13 +382,13 @@ fn load_generated(store: &Store, args: &LoadArgs, merge: Option<&AggregateMerge>
     while let Some(operation) = generator.next_op() {
         push(&mut batch, operation.kind, operation.key, operation.value, merge)?;
         if batch.len() >= args.batch {
-            store.write(&batch)?;
+            write_batch(store, &batch, interrupt, written)?;
             written += batch.len() as u64;
             batch.clear();
             bar.set_position(written);
         }
     }
-    store.write(&batch)?;
+    write_batch(store, &batch, interrupt, written)?;
     written += batch.len() as u64;
     bar.finish_and_clear();
     Ok(written)
@@ -345,11 +406,12 @@ fn hex_decode(text: &str) -> Option<Vec<u8>> {
 
 fn load_file(
     store: &Store,
+    file: File,
     path: &Path,
     merge: Option<&AggregateMerge>,
     batch_len: usize,
+    interrupt: &Interrupt,
 ) -> anyhow::Result<u64> {
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let bar = progress::bar(file.metadata().map(|meta| meta.len()).unwrap_or(0), "load");
     let mut batch = WriteBatch::new();
     let mut written = 0;
@@ -370,7 +432,7 @@ fn load_file(
             parsed.and_then(|(kind, key, value)| Some((kind, hex_decode(key)?, hex_decode(value)?)));
         let Some((kind, key, value)) = decoded else {
             // Every line before the bad one is written.
-            store.write(&batch)?;
+            write_batch(store, &batch, interrupt, written)?;
             written += batch.len() as u64;
             bail!(
                 "{} line {}: expected PUT/MERGE<TAB>hex key<TAB>hex value or DELETE/GET<TAB>hex key (the {written} operations before it were written)",
@@ -380,13 +442,13 @@ fn load_file(
         };
         push(&mut batch, kind, &key, &value, merge)?;
         if batch.len() >= batch_len {
-            store.write(&batch)?;
+            write_batch(store, &batch, interrupt, written)?;
             written += batch.len() as u64;
             batch.clear();
             bar.set_position(read);
         }
     }
-    store.write(&batch)?;
+    write_batch(store, &batch, interrupt, written)?;
     written += batch.len() as u64;
     bar.finish_and_clear();
     Ok(written)
@@ -398,6 +460,14 @@ fn open_existing(dir: &Path) -> anyhow::Result<(Store, Option<Arc<AggregateMerge
     let Some(name) =
         Store::merge_operator_name(dir).with_context(|| format!("reading the store in {}", dir.display()))?
     else {
+        // Store files without CURRENT are a damaged store, which an open
+        // names as such.
+        if let Err(error) = Store::open_read_only(dir, Options::default()) {
+            if error.kind() == spillway_core::ErrorKind::Corruption {
+                return Err(anyhow::Error::new(error)
+                    .context(format!("opening the key-value store in {}", dir.display())));
+            }
+        }
         bail!(
             "{} holds no key-value store (no CURRENT file); create one with `spillway kv load --dir {}`",
             dir.display(),
@@ -422,6 +492,31 @@ fn shown(value: &[u8], merge: Option<&AggregateMerge>, hex: bool) -> anyhow::Res
         None if hex => hex_encode(value),
         None => String::from_utf8_lossy(value).into_owned(),
     })
+}
+
+/// `bytes` as text a terminal shows as it is: printable ASCII and valid
+/// UTF-8 text stay, a backslash is doubled, every other byte (control
+/// characters, NUL, bytes of no character) is `\xNN`.
+pub fn escaped(bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for character in chunk.valid().chars() {
+            match character {
+                '\\' => text.push_str("\\\\"),
+                character if character.is_control() => {
+                    let mut buffer = [0u8; 4];
+                    for byte in character.encode_utf8(&mut buffer).bytes() {
+                        text.push_str(&format!("\\x{byte:02x}"));
+                    }
+                }
+                character => text.push(character),
+            }
+        }
+        for byte in chunk.invalid() {
+            text.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    text
 }
 
 fn hex_encode(bytes: &[u8]) -> String {
@@ -458,6 +553,8 @@ fn get(args: GetArgs) -> anyhow::Result<u8> {
                 let value = shown(&value, merge.as_deref(), args.hex)?;
                 if args.read.json {
                     found.insert(text.clone(), json!(value));
+                } else if std::io::stdout().is_terminal() {
+                    println!("{text}\t{}", escaped(value.as_bytes()));
                 } else {
                     println!("{text}\t{value}");
                 }
@@ -483,23 +580,43 @@ fn scan(args: ScanArgs) -> anyhow::Result<u8> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut count = 0u64;
+    // Binary keys and values reach a terminal escaped (a NUL or an escape
+    // sequence would garble it); piped, or with --raw, they are written as
+    // they are.
+    let escape = !args.raw && std::io::stdout().is_terminal();
     for entry in store.scan()? {
         let (key, value) = entry?;
         count += 1;
         if args.limit.is_some_and(|limit| count > limit) {
             continue;
         }
-        let key = if args.hex {
-            hex_encode(&key)
-        } else {
-            String::from_utf8_lossy(&key).into_owned()
-        };
-        let value = shown(&value, merge.as_deref(), args.hex)?;
         if args.read.json {
+            let key = if args.hex {
+                hex_encode(&key)
+            } else {
+                String::from_utf8_lossy(&key).into_owned()
+            };
+            let value = shown(&value, merge.as_deref(), args.hex)?;
             writeln!(out, "{}", json!({"key": key, "value": value}))?;
-        } else {
-            writeln!(out, "{key}\t{value}")?;
+            continue;
         }
+        let value = match merge.as_deref() {
+            Some(merge) => output_text(&merge.finalize(&value)?).into_bytes(),
+            None => value,
+        };
+        for (index, bytes) in [key, value].iter().enumerate() {
+            if index == 1 {
+                out.write_all(b"\t")?;
+            }
+            if args.hex {
+                out.write_all(hex_encode(bytes).as_bytes())?;
+            } else if escape {
+                out.write_all(escaped(bytes).as_bytes())?;
+            } else {
+                out.write_all(bytes)?;
+            }
+        }
+        out.write_all(b"\n")?;
     }
     out.flush()?;
     eprintln!("kv scan: {count} keys");
@@ -526,22 +643,90 @@ fn verify(args: ReadArgs) -> anyhow::Result<u8> {
         println!("{}", verify_json(&report));
     } else {
         println!(
-            "kv verify: OK: {} nodes ({} leaves), {} lists in {} files, {} records in lists, {} in the log{}",
+            "kv verify: OK: {} nodes ({} leaves), {} lists in {} files, {} records in lists, {} in {} logs{}",
             report.nodes,
             report.leaves,
             report.lists,
             report.files,
             report.records,
             report.root_records,
+            report.logs.len(),
             if report.unreferenced_files.is_empty() {
                 String::new()
             } else {
                 format!(
-                    "; {} unreferenced files (removed at the next open for writing)",
+                    "; {} files the store no longer needs (removed at the next open for writing)",
                     report.unreferenced_files.len()
                 )
             }
         );
+        for file in &report.unaccounted_files {
+            eprintln!("kv verify: kept, not accounted for: {file}");
+        }
+    }
+    Ok(0)
+}
+
+fn repair(args: RepairArgs) -> anyhow::Result<u8> {
+    let dir = args.dir.or(args.dir_flag).expect("clap requires a directory");
+    let report = Store::repair_interruptible(&dir, &Interrupt::on_signals())
+        .with_context(|| format!("repairing the key-value store in {}", dir.display()))?;
+    if args.json {
+        println!("{}", repair_json(&report));
+        return Ok(0);
+    }
+    if !report.repaired {
+        println!(
+            "kv repair: {} passed every check ({} records in {} list files): nothing changed",
+            dir.display(),
+            report.records,
+            report.lists_kept.len()
+        );
+    } else {
+        println!(
+            "kv repair: rebuilt {}: {} records in lists ({} files kept, {} salvaged, {} written from logs); {} records lost",
+            dir.display(),
+            report.records,
+            report.lists_kept.len(),
+            report.lists_salvaged.len(),
+            report.lists_written.len(),
+            report.records_lost
+        );
+        if let Some(problem) = &report.problem {
+            println!("kv repair: it was: {problem}");
+        }
+        for loss in &report.lost {
+            let ranges: Vec<String> = loss
+                .ranges
+                .iter()
+                .map(|(start, end)| format!("{start}..{end}"))
+                .collect();
+            println!(
+                "kv repair: lost: {}{}: {} records ({})",
+                if loss.file.is_empty() {
+                    "(no file)"
+                } else {
+                    &loss.file
+                },
+                if ranges.is_empty() {
+                    String::new()
+                } else {
+                    format!(" bytes {}", ranges.join(", "))
+                },
+                loss.records,
+                loss.what
+            );
+        }
+        if !report.moved_to_lost.is_empty() {
+            println!(
+                "kv repair: moved into {}: {}",
+                dir.join(spillway_kv::LOST_DIR).display(),
+                report.moved_to_lost.join(", ")
+            );
+        }
+    }
+    for file in &report.unaccounted {
+        println!("kv repair: left alone: {file}");
     }
     Ok(0)
 }
@@ -654,6 +839,8 @@ pub fn stats_json(stats: &KvStats) -> Json {
         "logs_over_spares": stats.logs_over_spares,
         "files_removed": stats.files_removed,
         "file_opens": stats.file_opens,
+        "damaged_nodes": stats.damaged_nodes,
+        "damage": stats.damage,
         "write_latency_us": histogram_json(&stats.write_latency_us),
         "get_latency_us": histogram_json(&stats.get_latency_us),
         "spill_latency_us": histogram_json(&stats.spill_latency_us),
@@ -670,7 +857,16 @@ pub fn verify_json(report: &VerifyReport) -> Json {
         "records": report.records,
         "root_records": report.root_records,
         "unreferenced_files": report.unreferenced_files,
+        "unaccounted_files": report.unaccounted_files,
+        "logs": report.logs,
+        "damage": report.damage,
     })
+}
+
+/// A repair report as a JSON object (the CLI's `--json` and Python's
+/// `KV.repair`).
+pub fn repair_json(report: &RepairReport) -> Json {
+    serde_json::to_value(report).expect("a repair report serializes")
 }
 
 /// One line of the main statistics.

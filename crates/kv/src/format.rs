@@ -27,7 +27,7 @@ fn image(name: &str, bytes: &[u8]) -> Result<(Arc<SimFs>, &'static Path)> {
 pub fn check_log(number: u64, bytes: &[u8]) -> Result<u64> {
     let (fs, dir) = image(&wal::file_name(number), bytes)?;
     let mut writes = 0;
-    wal::replay(fs.as_ref(), dir, number, |batch, _| {
+    wal::read(fs.as_ref(), dir, number, |batch, _| {
         writes += batch.len() as u64;
         Ok(())
     })?;
@@ -47,7 +47,7 @@ pub fn check_list(number: u64, bytes: &[u8]) -> Result<u64> {
     let (fs, dir) = image(&list::file_name(number), bytes)?;
     let file = ListFile::open(fs.as_ref(), dir, number)?;
     let handle = fs.open_read(file.path())?;
-    file.verify(handle.as_ref())
+    file.verify(handle.as_ref(), &spillway_core::Interrupt::new())
 }
 
 /// Reads a manifest numbered `number` (its lists are not opened: a
@@ -57,13 +57,37 @@ pub fn check_manifest(number: u64, bytes: &[u8]) -> Result<usize> {
     let (fs, dir) = image(&manifest::file_name(number), bytes)?;
     let current = fs.create_or_truncate(&dir.join(manifest::CURRENT))?;
     current.write_at(format!("{}\n", manifest::file_name(number)).as_bytes(), 0)?;
-    let recovered = manifest::recover(fs.as_ref(), dir, |file| {
+    let recovered = manifest::recover(fs.as_ref(), dir, |file, _| {
         Err(Error::InvalidArgument(format!(
             "the manifest names list {file}; lists are not part of the image"
         )))
     })?;
     let recovered = recovered.ok_or_else(|| Error::Internal("the image lost its CURRENT".into()))?;
     Ok(recovered.tree.len())
+}
+
+/// The keys of the records in every good block of the list file image
+/// `bytes` (numbered `number`), read as repair reads them: what a damage
+/// to the file can take.
+pub fn list_keys(number: u64, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let path = Path::new("/image").join(list::file_name(number));
+    let footer = list::read_footer(&path, number, bytes)?;
+    let salvaged = list::salvage_blocks(&path, number, bytes, footer.block_bytes, footer.blocks_end);
+    Ok(salvaged.records.into_iter().map(|(_, _, key, _)| key).collect())
+}
+
+/// The keys written in every good frame of the log image `bytes`
+/// (numbered `number`), read as repair reads them.
+pub fn log_keys(number: u64, bytes: &[u8]) -> Vec<Vec<u8>> {
+    let (frames, _) = wal::salvage(number, bytes);
+    frames
+        .iter()
+        .filter_map(|(_, frame)| match frame {
+            wal::SalvagedFrame::Batch(_, batch) => Some(batch.iter().map(|record| record.key.to_vec())),
+            _ => None,
+        })
+        .flatten()
+        .collect()
 }
 
 /// Rewrites every checksum of a list file image whose structure allows it

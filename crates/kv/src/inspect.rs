@@ -1,9 +1,11 @@
 //! Looking inside a store: `verify` (a consistency check of everything it
 //! holds) and `describe` (the tree's shape, for `spillway kv dump`).
 
-use spillway_core::{Hash64, Result};
+use std::collections::BTreeSet;
 
-use crate::list::{self, FileNumber};
+use spillway_core::{Error, Hash64, Interrupt, Result};
+
+use crate::list::FileNumber;
 use crate::store::Store;
 use crate::tree::{NodeId, ROOT};
 
@@ -54,10 +56,19 @@ pub struct VerifyReport {
     pub records: u64,
     /// Records in the root buffers.
     pub root_records: u64,
-    /// List files in the directory that the tree does not refer to (left
-    /// by a crash or by files still read when they became obsolete; the
-    /// next open removes them).
+    /// Files in the directory that the tree and the chain of logs make
+    /// redundant (list files the tree does not name, logs already in the
+    /// tree, older manifests: left by a crash, or still read when they
+    /// became obsolete): the next open for writing removes them.
     pub unreferenced_files: Vec<String>,
+    /// Files that cannot be accounted for (another store's, logs off the
+    /// chain, names that look like store files but are not), each with
+    /// why: reported, and kept by every open.
+    pub unaccounted_files: Vec<String>,
+    /// The logs of the chain, oldest first.
+    pub logs: Vec<String>,
+    /// Nodes that background work found damaged (see `KvStats::damage`).
+    pub damage: Vec<String>,
 }
 
 impl Store {
@@ -91,37 +102,54 @@ impl Store {
         nodes
     }
 
-    /// Checks the tree's structure and reads every list file whole,
-    /// checking every block, record, index, filter and sketch (see
-    /// `ListFile::verify`). The logs were checked when the store opened.
-    /// Damage is a `Corruption` error naming the file and offset.
+    /// Runs the checks an open runs (recovery.rs: the manifest, the list
+    /// files it names, the chain of logs, every other file accounted for)
+    /// on the directory as it is now, then checks the tree's structure and
+    /// reads every list file whole, checking every block, record, index,
+    /// filter and sketch (see `ListFile::verify`). Damage is a `Corruption`
+    /// error naming the file and offset, the same error an open reports.
     pub fn verify(&self) -> Result<VerifyReport> {
-        let (active, frozen, tree) = self.snapshot();
+        self.verify_interruptible(&Interrupt::new())
+    }
+
+    /// [`verify`](Self::verify), stopping with `Interrupted` once
+    /// `interrupt` is raised (checked between blocks).
+    pub fn verify_interruptible(&self, interrupt: &Interrupt) -> Result<VerifyReport> {
+        let (checked, (active, frozen, tree)) = self.check_directory()?;
         tree.check_invariants()?;
         let files = tree.files();
+        let named: BTreeSet<FileNumber> = checked.recovered.tree.files().into_keys().collect();
+        let held: BTreeSet<FileNumber> = files.keys().copied().collect();
+        if named != held {
+            return Err(Error::Internal(format!(
+                "the manifest names list files {named:?}, the store in memory holds {held:?}"
+            )));
+        }
         let mut report = VerifyReport {
             nodes: tree.len() as u64,
             leaves: tree.leaves().len() as u64,
             lists: tree.nodes().map(|node| node.lists.len() as u64).sum(),
             root_records: (active.len() + frozen.as_ref().map_or(0, |root| root.len())) as u64,
+            unreferenced_files: checked.removable,
+            unaccounted_files: checked.unaccounted,
+            logs: checked
+                .chain
+                .iter()
+                .map(|&number| crate::wal::file_name(number))
+                .collect(),
+            damage: self.stats().damage,
             ..VerifyReport::default()
         };
-        let mut numbers: Vec<_> = files.keys().copied().collect();
-        numbers.sort_unstable();
-        for number in numbers {
+        for number in held {
             let file = &files[&number];
+            interrupt.check()?;
+            if let Some(error) = file.damage_error() {
+                return Err(error);
+            }
             let handle = self.cache().handle(file)?;
-            report.records += file.verify(handle.as_ref())?;
+            report.records += file.verify(handle.as_ref(), interrupt)?;
             report.files += 1;
         }
-        let mut unreferenced: Vec<String> = self
-            .fs()
-            .list_dir(self.dir())?
-            .into_iter()
-            .filter(|name| list::parse_name(name).is_some_and(|number| !files.contains_key(&number)))
-            .collect();
-        unreferenced.sort();
-        report.unreferenced_files = unreferenced;
         Ok(report)
     }
 }

@@ -19,13 +19,15 @@
 //! ```
 //!
 //! - [`Store`]: open, write (`put`, `delete`, `merge`, batches), `get`,
-//!   `scan`, `flush`, `sync`, `stats`, `verify`, `close`;
+//!   `scan`, `flush`, `sync`, `stats`, `verify`, `close`, and
+//!   [`Store::repair`] for a damaged store ([`RepairReport`]);
 //! - [`Options`] and [`SyncMode`]: the tree's shape and the log's durability;
 //! - [`MergeOperator`] and [`AggregateMerge`]: merge mode (the external
 //!   online aggregator);
-//! - [`format`]: the decoders of the files, over byte images.
+//! - [`format`](mod@format): the decoders of the files, over byte images.
 //!
-//! The formats, invariants, recovery and costs are in the crate's DESIGN.md.
+//! The formats, invariants, recovery, repair and costs are in the crate's
+//! DESIGN.md.
 
 mod batch;
 mod bloom;
@@ -39,6 +41,8 @@ mod manifest;
 mod merge;
 mod options;
 mod record;
+mod recovery;
+mod repair;
 mod root;
 mod scan;
 mod spill;
@@ -52,5 +56,6 @@ pub use inspect::{ListDescription, NodeDescription, VerifyReport};
 pub use merge::{AggregateMerge, MergeOperator};
 pub use options::{Options, SyncMode};
 pub use record::Kind;
+pub use repair::{Loss, RepairReport, LOST_DIR};
 pub use scan::Scan;
 pub use store::{KvStats, Store};

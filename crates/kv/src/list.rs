@@ -11,10 +11,18 @@
 //!   index:  per block: first hash u64 LE | first page u32 LE (bit 31: the block starts
 //!           with the hash the previous block ends with)
 //!   sketch: the KMV sketch (kmv.rs)
-//! footer  = magic "SPWLIST1" | version u32 | block_bytes u32 | records u64 | blocks u32 |
+//! footer  = magic "SPWLIST1" | version u32 (2) | block_bytes u32 | records u64 | blocks u32 |
 //!           index offset u64 | sketch offset u64 | filter offset u64 (= end of the blocks) |
-//!           lowest hash u64 | highest hash u64 | crc u32 (block_crc(file number, footer offset, ...))
+//!           lowest hash u64 | highest hash u64 | store id u64 | first write u64 | last write u64 |
+//!           cover low u64 | cover high u64 | crc u32 (block_crc(file number, footer offset, ...))
 //! ```
+//!
+//! The footer's [`ListMeta`] says where the records came from: the store
+//! (its random identity), the sequence numbers of the writes they hold
+//! (a root spill's lists take the frozen root's; a rewrite's, the union of
+//! its inputs') and the hashes the list was written for (the child or
+//! node it was written into). Repair orders lists by them when the
+//! manifest cannot be trusted (repair.rs).
 //!
 //! Records are sorted by (hash, key), at most one per key. A block holds
 //! whole records; a record longer than a block gets a block of its own,
@@ -45,9 +53,12 @@ use crate::record::{self, Kind, RecordRef, RecordSpan};
 pub type FileNumber = u64;
 
 const MAGIC: &[u8; 8] = b"SPWLIST1";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Bytes of the footer at the end of every list file.
-pub const FOOTER_BYTES: usize = 72;
+pub const FOOTER_BYTES: usize = 112;
+/// Bytes of the footer of version 1 (without [`ListMeta`]), told apart
+/// to name the format in the error.
+const FOOTER_V1_BYTES: usize = 72;
 const BLOCK_HEADER_BYTES: usize = 4;
 const BLOCK_TRAILER_BYTES: usize = 4;
 const INDEX_ENTRY_BYTES: usize = 12;
@@ -67,7 +78,27 @@ pub fn file_name(number: FileNumber) -> String {
 
 /// The number a list file name stands for.
 pub fn parse_name(name: &str) -> Option<FileNumber> {
-    name.strip_suffix(".list")?.parse().ok()
+    let digits = name.strip_suffix(".list")?;
+    (!digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Where a list's records came from, as its footer records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ListMeta {
+    /// The identity of the store that wrote it.
+    pub store_id: u64,
+    /// The lowest sequence number of the writes its records may hold.
+    pub seq_min: u64,
+    /// The highest sequence number of the writes its records may hold.
+    pub seq_max: u64,
+    /// The lowest hash it was written for: its records are all of the
+    /// writes `seq_min..=seq_max` in `cover_low..=cover_high` (collapsed;
+    /// tombstones dropped if written at a leaf).
+    pub cover_low: Hash64,
+    /// The highest hash it was written for.
+    pub cover_high: Hash64,
 }
 
 /// Writes one list file, records in (hash, key) order.
@@ -98,18 +129,41 @@ pub struct ListWriter {
     pages: Vec<u32>,
     /// Every record's hash, for the filter and the sketch.
     hashes: Vec<Hash64>,
+    meta: ListMeta,
 }
 
 impl ListWriter {
-    /// Creates list `number` in `dir`.
+    /// Creates list `number` in `dir`, its footer recording `meta`.
     pub fn create(
         fs: &dyn Fs,
         dir: &Path,
         number: FileNumber,
         block_bytes: u32,
         filter_bits: FilterBits,
+        meta: ListMeta,
     ) -> Result<Self> {
-        let path = dir.join(file_name(number));
+        Self::create_at(
+            fs,
+            &dir.join(file_name(number)),
+            number,
+            block_bytes,
+            filter_bits,
+            meta,
+        )
+    }
+
+    /// Creates list `number` at `path` (a name it is renamed from later:
+    /// repair's salvaged copies).
+    pub fn create_at(
+        fs: &dyn Fs,
+        path: &Path,
+        number: FileNumber,
+        block_bytes: u32,
+        filter_bits: FilterBits,
+        meta: ListMeta,
+    ) -> Result<Self> {
+        debug_assert!(meta.seq_min <= meta.seq_max && meta.cover_low <= meta.cover_high);
+        let path = path.to_path_buf();
         let (file, direct) = create_or_truncate_preferring_direct(fs, &path)?;
         let staging = (WRITE_CHUNK_BYTES + block_bytes as usize).next_multiple_of(ALIGNMENT);
         let direct = direct.then(|| AlignedBuffer::zeroed(staging));
@@ -126,6 +180,7 @@ impl ListWriter {
             first_hashes: Vec::new(),
             pages: Vec::new(),
             hashes: Vec::new(),
+            meta,
         })
     }
 
@@ -265,6 +320,7 @@ impl ListWriter {
             filter_offset,
             lowest_hash: self.hashes[0],
             highest_hash: *self.hashes.last().expect("a list has records"),
+            meta: self.meta,
         };
         let footer_offset = self.bytes();
         footer.encode(self.number, footer_offset, &mut self.out);
@@ -287,6 +343,7 @@ impl ListWriter {
             false_positive_rate: bloom.false_positive_rate(footer.records),
             bloom,
             sketch,
+            damage: None,
         }))
     }
 }
@@ -319,6 +376,7 @@ struct Footer {
     filter_offset: u64,
     lowest_hash: Hash64,
     highest_hash: Hash64,
+    meta: ListMeta,
 }
 
 impl Footer {
@@ -329,12 +387,18 @@ impl Footer {
         out.extend_from_slice(&self.block_bytes.to_le_bytes());
         out.extend_from_slice(&self.records.to_le_bytes());
         out.extend_from_slice(&self.blocks.to_le_bytes());
+        let meta = &self.meta;
         for field in [
             self.index_offset,
             self.sketch_offset,
             self.filter_offset,
             self.lowest_hash,
             self.highest_hash,
+            meta.store_id,
+            meta.seq_min,
+            meta.seq_max,
+            meta.cover_low,
+            meta.cover_high,
         ] {
             out.extend_from_slice(&field.to_le_bytes());
         }
@@ -347,6 +411,14 @@ impl Footer {
         let corrupt = |what: String| Error::corruption(path, offset, format!("list footer: {what}"));
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let v1 = bytes.len().checked_sub(FOOTER_V1_BYTES).map(|at| &bytes[at..]);
+        if v1.is_some_and(|v1| &v1[..8] == MAGIC && v1[8..12] == 1u32.to_le_bytes()) {
+            return Err(corrupt(
+                "a list file of format version 1, written by an older Spillway: this build reads version 2 \
+                 (stores with store identities and log chains); load the data into a new store"
+                    .into(),
+            ));
+        }
         if bytes.len() != FOOTER_BYTES || &bytes[..8] != MAGIC {
             return Err(corrupt("not a list file (bad magic)".into()));
         }
@@ -366,6 +438,13 @@ impl Footer {
             filter_offset: u64_at(44),
             lowest_hash: u64_at(52),
             highest_hash: u64_at(60),
+            meta: ListMeta {
+                store_id: u64_at(68),
+                seq_min: u64_at(76),
+                seq_max: u64_at(84),
+                cover_low: u64_at(92),
+                cover_high: u64_at(100),
+            },
         };
         let block_bytes = u64::from(footer.block_bytes);
         let sections_in_order = footer.filter_offset <= footer.index_offset
@@ -380,6 +459,9 @@ impl Footer {
             || footer.sketch_offset - footer.index_offset
                 != footer.blocks as u64 * INDEX_ENTRY_BYTES as u64 + 4
             || footer.lowest_hash > footer.highest_hash
+            || footer.meta.seq_min > footer.meta.seq_max
+            || footer.meta.cover_low > footer.lowest_hash
+            || footer.meta.cover_high < footer.highest_hash
         {
             return Err(corrupt(format!("inconsistent fields {footer:?}")));
         }
@@ -400,6 +482,17 @@ pub struct ListFile {
     /// does not need it, the worker sums it over nodes' lists).
     false_positive_rate: f64,
     sketch: Sketch,
+    /// For a file a read-only store could not open (missing, or its
+    /// footer or sections damaged): what was wrong, returned by every read
+    /// that needs it. Such a file has no blocks, filter or index.
+    damage: Option<Damage>,
+}
+
+/// Why a list file cannot be read, and where.
+#[derive(Debug, Clone)]
+struct Damage {
+    offset: u64,
+    what: String,
 }
 
 /// Each block's index entry beside its first hash: its first page, with
@@ -473,6 +566,7 @@ impl fmt::Debug for ListFile {
             .field("number", &self.number)
             .field("records", &self.footer.records)
             .field("blocks", &self.footer.blocks)
+            .field("damage", &self.damage)
             .finish()
     }
 }
@@ -532,9 +626,64 @@ impl ListFile {
             false_positive_rate: bloom.false_positive_rate(footer.records),
             bloom,
             sketch,
+            damage: None,
         };
         list.check_index()?;
         Ok(Arc::new(list))
+    }
+
+    /// A stand-in for list `number` in `dir` that could not be opened,
+    /// `error` saying why (a `Corruption`, or the I/O error of a missing
+    /// file): a read-only store keeps serving the hashes it does not
+    /// cover, and every read that needs it fails with a `Corruption`
+    /// naming the file.
+    pub fn damaged(dir: &Path, number: FileNumber, error: &Error) -> Arc<ListFile> {
+        let path = dir.join(file_name(number));
+        let (offset, what) = match error {
+            Error::Corruption { offset, what, .. } => (*offset, what.clone()),
+            other => (0, format!("cannot be read: {other}")),
+        };
+        Arc::new(ListFile {
+            number,
+            path,
+            footer: Footer {
+                block_bytes: 4096,
+                records: 0,
+                // Any run of blocks a manifest names: the file's own
+                // count is unknown.
+                blocks: u32::MAX,
+                index_offset: 0,
+                sketch_offset: 0,
+                filter_offset: 0,
+                lowest_hash: 0,
+                highest_hash: u64::MAX,
+                meta: ListMeta::default(),
+            },
+            file_bytes: 0,
+            first_hashes: Vec::new(),
+            pages: BlockPages::Listed(Vec::new()),
+            false_positive_rate: 1.0,
+            bloom: Bloom::build(&[], 0),
+            sketch: Sketch::build(&[], SKETCH_ENTRIES),
+            damage: Some(Damage { offset, what }),
+        })
+    }
+
+    /// Whether this is a stand-in for a file that could not be opened.
+    pub fn is_damaged(&self) -> bool {
+        self.damage.is_some()
+    }
+
+    /// The `Corruption` error every read of a damaged stand-in returns.
+    pub fn damage_error(&self) -> Option<Error> {
+        self.damage
+            .as_ref()
+            .map(|damage| Error::corruption(&self.path, damage.offset, damage.what.clone()))
+    }
+
+    /// Where the records came from: store, writes, hashes.
+    pub fn meta(&self) -> ListMeta {
+        self.footer.meta
     }
 
     /// The index must ascend in hashes and pages and stay within the blocks.
@@ -669,23 +818,142 @@ impl ListFile {
     /// Checks the block at `bytes[start..]` (file offset `offset`); returns
     /// the range of its records in `bytes`.
     fn check_block(&self, bytes: &[u8], start: usize, offset: u64) -> Result<std::ops::Range<usize>> {
-        let corrupt = |what: String| Error::corruption(&self.path, offset, format!("list block: {what}"));
-        let header = bytes
-            .get(start..start + BLOCK_HEADER_BYTES)
-            .ok_or_else(|| corrupt("truncated".into()))?;
-        let payload_len = u32::from_le_bytes(header.try_into().expect("4 bytes")) as usize;
-        let end = start + BLOCK_HEADER_BYTES + payload_len;
-        let Some(crc) = bytes.get(end..end + BLOCK_TRAILER_BYTES) else {
-            return Err(corrupt(format!(
-                "payload of {payload_len} bytes runs past the block"
-            )));
-        };
-        let crc = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
-        if block_crc(self.number, offset, &bytes[start..end]) != crc {
-            return Err(corrupt("checksum mismatch".into()));
-        }
-        Ok(start + BLOCK_HEADER_BYTES..end)
+        check_block_at(&self.path, self.number, bytes, start, offset)
     }
+}
+
+/// Checks the block at `bytes[start..]` (file offset `offset`) of list
+/// `number` at `path`; returns the range of its records in `bytes`.
+fn check_block_at(
+    path: &Path,
+    number: FileNumber,
+    bytes: &[u8],
+    start: usize,
+    offset: u64,
+) -> Result<std::ops::Range<usize>> {
+    let corrupt = |what: String| Error::corruption(path, offset, format!("list block: {what}"));
+    let header = bytes
+        .get(start..start + BLOCK_HEADER_BYTES)
+        .ok_or_else(|| corrupt("truncated".into()))?;
+    let payload_len = u32::from_le_bytes(header.try_into().expect("4 bytes")) as usize;
+    let end = start + BLOCK_HEADER_BYTES + payload_len;
+    let Some(crc) = bytes.get(end..end + BLOCK_TRAILER_BYTES) else {
+        return Err(corrupt(format!(
+            "payload of {payload_len} bytes runs past the block"
+        )));
+    };
+    let crc = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
+    if block_crc(number, offset, &bytes[start..end]) != crc {
+        return Err(corrupt("checksum mismatch".into()));
+    }
+    Ok(start + BLOCK_HEADER_BYTES..end)
+}
+
+/// A record owned outside any buffer: hash, kind, key, value.
+pub type OwnedRecord = (Hash64, Kind, Vec<u8>, Vec<u8>);
+
+/// What [`salvage_blocks`] found in a list file's blocks.
+#[derive(Debug, Default)]
+pub struct Salvaged {
+    /// The records of every block whose checksum holds, in file order.
+    pub records: Vec<OwnedRecord>,
+    /// The byte ranges of blocks that failed, `start..end`.
+    pub bad: Vec<(u64, u64)>,
+    /// Bytes of the blocks that held.
+    pub good_bytes: u64,
+}
+
+/// Reads the blocks of list `number` (`bytes`, the whole file; blocks of
+/// `block_bytes` up to `blocks_end`) without its index, as repair does: a
+/// block that fails its checksum is skipped to the next page boundary
+/// where a good block starts, so that the records of every good block
+/// are kept.
+pub fn salvage_blocks(
+    path: &Path,
+    number: FileNumber,
+    bytes: &[u8],
+    block_bytes: u32,
+    blocks_end: u64,
+) -> Salvaged {
+    let mut salvaged = Salvaged::default();
+    let page = u64::from(block_bytes.max(1));
+    let end = blocks_end.min(bytes.len() as u64);
+    let mut at = 0u64;
+    while at < end {
+        let checked =
+            check_block_at(path, number, &bytes[..end as usize], at as usize, at).and_then(|records| {
+                let mut found = Vec::new();
+                let mut offset = records.start;
+                while offset < records.end {
+                    let (record, used) =
+                        record::decode(&bytes[offset..records.end]).map_err(|error| error.at(path, at))?;
+                    found.push((
+                        record.hash,
+                        record.kind,
+                        record.key.to_vec(),
+                        record.value.to_vec(),
+                    ));
+                    offset += used;
+                }
+                Ok((records.end + BLOCK_TRAILER_BYTES, found))
+            });
+        match checked {
+            Ok((block_end, found)) => {
+                let next = (block_end as u64).next_multiple_of(page);
+                salvaged.records.extend(found);
+                salvaged.good_bytes += next.min(end) - at;
+                at = next;
+            }
+            Err(_) => {
+                let next = (at + page).min(end);
+                match salvaged.bad.last_mut() {
+                    Some(last) if last.1 == at => last.1 = next,
+                    _ => salvaged.bad.push((at, next)),
+                }
+                at = next;
+            }
+        }
+    }
+    salvaged
+}
+
+/// The [`ListMeta`] of the footer `bytes` of list `number` at `path`,
+/// which starts at `offset`: a footer read alone.
+pub fn footer_meta(path: &Path, number: FileNumber, offset: u64, bytes: &[u8]) -> Result<ListMeta> {
+    Footer::decode(path, number, offset, bytes).map(|footer| footer.meta)
+}
+
+/// What a list's footer says, for repair.
+#[derive(Debug, Clone, Copy)]
+pub struct FooterSummary {
+    /// Bytes of a block.
+    pub block_bytes: u32,
+    /// Where the blocks end (the filter's offset).
+    pub blocks_end: u64,
+    /// Records in the file.
+    pub records: u64,
+    /// Where the records came from.
+    pub meta: ListMeta,
+}
+
+/// Reads the footer of the list file in `bytes` (number `number`, at
+/// `path`): what repair needs to place a file whose sections may be
+/// damaged.
+pub fn read_footer(path: &Path, number: FileNumber, bytes: &[u8]) -> Result<FooterSummary> {
+    let Some(footer_offset) = bytes.len().checked_sub(FOOTER_BYTES) else {
+        return Err(Error::corruption(
+            path,
+            0,
+            format!("list file of {} bytes has no footer", bytes.len()),
+        ));
+    };
+    let footer = Footer::decode(path, number, footer_offset as u64, &bytes[footer_offset..])?;
+    Ok(FooterSummary {
+        block_bytes: footer.block_bytes,
+        blocks_end: footer.filter_offset,
+        records: footer.records,
+        meta: footer.meta,
+    })
 }
 
 impl ListFile {
@@ -694,11 +962,17 @@ impl ListFile {
     /// hashes that match their keys, the first-hash index, the filter
     /// (no false negatives), the record count, the hash range and the
     /// sketch. Returns the number of records.
-    pub fn verify(&self, handle: &dyn FsFile) -> Result<u64> {
+    pub fn verify(&self, handle: &dyn FsFile, interrupt: &spillway_core::Interrupt) -> Result<u64> {
+        if let Some(error) = self.damage_error() {
+            return Err(error);
+        }
         let mut buffer = Vec::new();
         let mut hashes = Vec::with_capacity(self.footer.records.min(1 << 24) as usize);
         let mut previous_key = Vec::new();
         for block in 0..self.footer.blocks {
+            if block % 1024 == 0 {
+                interrupt.check()?;
+            }
             let records = self.read_block(handle, block, &mut buffer)?;
             let offset = self.block_offset(block);
             let corrupt =
@@ -825,6 +1099,14 @@ impl ListRef {
             return None;
         }
         let file = &self.file;
+        if file.is_damaged() {
+            // No index to cut by: the run stays, its hashes narrow.
+            return Some(ListRef {
+                low,
+                high,
+                ..self.clone()
+            });
+        }
         let first = file
             .block_for(low, self.first_block, self.end_block)
             .unwrap_or(self.first_block);
@@ -844,6 +1126,9 @@ impl ListRef {
     /// first-hash index without touching the disk). `None` if the run
     /// cannot be cut so that both sides keep a hash.
     pub fn median_hash(&self) -> Option<Hash64> {
+        if self.file.is_damaged() {
+            return None;
+        }
         let middle = (self.first_block + self.end_block) / 2;
         let hash = self.file.first_hashes[middle as usize];
         (hash > self.low && hash <= self.high).then_some(hash)
@@ -869,7 +1154,13 @@ impl ListRef {
         buffer: &mut Vec<u8>,
         mut found: impl FnMut(Kind, &[u8]),
     ) -> Result<u32> {
-        if hash < self.low || hash > self.high || !self.file.may_contain(hash) {
+        if hash < self.low || hash > self.high {
+            return Ok(0);
+        }
+        if let Some(error) = self.file.damage_error() {
+            return Err(error);
+        }
+        if !self.file.may_contain(hash) {
             return Ok(0);
         }
         let Some(mut block) = self.file.block_for(hash, self.first_block, self.end_block) else {
@@ -904,6 +1195,9 @@ impl ListRef {
 
     /// A cursor over the list's records in `low..=high`.
     pub fn cursor(&self, cache: &FileCache) -> Result<ListCursor> {
+        if let Some(error) = self.file.damage_error() {
+            return Err(error);
+        }
         Ok(ListCursor {
             handle: cache.handle(&self.file)?,
             list: self.clone(),
@@ -1050,8 +1344,22 @@ pub(crate) mod tests {
             })
             .collect();
         records.sort();
-        let mut writer =
-            ListWriter::create(fs.as_ref(), Path::new("/l"), number, 512, FilterBits::fixed(10)).unwrap();
+        let meta = ListMeta {
+            store_id: 7,
+            seq_min: number * 100,
+            seq_max: number * 100 + 99,
+            cover_low: 0,
+            cover_high: u64::MAX,
+        };
+        let mut writer = ListWriter::create(
+            fs.as_ref(),
+            Path::new("/l"),
+            number,
+            512,
+            FilterBits::fixed(10),
+            meta,
+        )
+        .unwrap();
         for (hash, key, value) in &records {
             let record = RecordRef {
                 hash: *hash,

@@ -3,11 +3,13 @@
 //!
 //! ```text
 //! CURRENT          = "MANIFEST-" number (6+ digits) "\n"   (replaced by write, sync, rename, directory sync)
-//! MANIFEST-NNNNNN  = frame*   (spillway_core::log framing, the manifest's number in each checksum)
-//! frame payload    = tag u8 (1: snapshot, 2: edit) | next file varint | next node varint | log number varint |
-//!                    [snapshot: merge operator name: length varint | bytes] |
-//!                    removed nodes: count varint | id varint* |
-//!                    nodes: count varint | node*
+//! MANIFEST-NNNNNN  = frame* zeros  (spillway_core::log framing, the manifest's number in each checksum; padded)
+//! snapshot payload = 3 u8 | format version u32 LE (2) | store id u64 LE | counters |
+//!                    merge operator name: length varint | bytes | removed nodes: 0 varint | nodes
+//! edit payload     = 4 u8 | counters | removed nodes: count varint | id varint* | nodes
+//! counters         = next file varint | next node varint | log number varint | log's first write varint |
+//!                    newest log varint | closed u8 (0, 1) | [closed: end write varint]
+//! nodes            = count varint | node*
 //! node             = id varint | low u64 LE | high u64 LE | fast splits varint |
 //!                    children: count varint | (low u64 LE | id varint)* |
 //!                    lists: count varint | (file varint | first block varint | end block varint | low u64 LE | high u64 LE)*
@@ -16,15 +18,26 @@
 //! A manifest starts with a snapshot (the whole tree); each later frame
 //! replaces the nodes it names and drops the ones it removes. The log
 //! number says which write-ahead logs hold records not yet in the tree
-//! (those numbered from it on). When a manifest has grown well past its
+//! (those numbered from it on) and the sequence number the first of them
+//! starts at; the newest log is the one the last open started (a clean
+//! close records where it ended). When a manifest has grown well past its
 //! snapshot the worker writes a new one, starting with a snapshot, and
 //! points CURRENT at it.
+//!
+//! The manifest is padded ([`LogWriter::padded`]): zeros always follow
+//! its last frame, so a crash leaves it ending in zeros or a torn edit
+//! with zeros after it. A manifest that ends at or inside a frame was cut
+//! short or replaced, and is corruption: an edit it lost may have made
+//! list files obsolete that later edits deleted, or named files that
+//! recovery would otherwise take for leftovers and delete. Stores of the
+//! first format (snapshot tag 1, no store identity) are refused with an
+//! error that names the format.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use spillway_core::log::{read_log, LogWriter};
+use spillway_core::log::{read_log, LogEnd, LogWriter};
 use spillway_core::varint;
 use spillway_core::{Error, Fs, Hash64, Result};
 
@@ -33,10 +46,16 @@ use crate::tree::{Child, Edit, Node, NodeId, Tree};
 
 /// The file naming the current manifest.
 pub const CURRENT: &str = "CURRENT";
-const CURRENT_TEMPORARY: &str = "CURRENT.tmp";
+/// CURRENT's next contents, before they are renamed over it.
+pub const CURRENT_TEMPORARY: &str = "CURRENT.tmp";
 const PREFIX: &str = "MANIFEST-";
-const TAG_SNAPSHOT: u8 = 1;
-const TAG_EDIT: u8 = 2;
+/// The snapshot tag of the first format, refused with a clear error.
+const TAG_SNAPSHOT_V1: u8 = 1;
+const TAG_EDIT_V1: u8 = 2;
+const TAG_SNAPSHOT: u8 = 3;
+const TAG_EDIT: u8 = 4;
+/// The store format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 2;
 /// A manifest is rewritten once it passes this size and four times its snapshot.
 const REWRITE_BYTES_MIN: u64 = 4 << 20;
 
@@ -60,13 +79,25 @@ pub struct Counters {
     pub next_file: FileNumber,
     /// Every node number below this has been handed out.
     pub next_node: NodeId,
-    /// Logs numbered below this hold nothing the tree lacks.
+    /// Logs numbered below this hold nothing the tree lacks; the log of
+    /// this number exists (it was created before any manifest named it).
     pub log_number: u64,
+    /// The sequence number of the first write of log `log_number`: every
+    /// write before it is in the tree.
+    pub log_seq: u64,
+    /// The log the store's last open (or creation) started.
+    pub newest_log: u64,
+    /// Set by a clean close: the sequence number after the last write,
+    /// where log `newest_log` (then the newest) ends with a closing
+    /// trailer.
+    pub closed_seq: Option<u64>,
 }
 
 /// Appends a snapshot of `tree` to `out`.
-pub fn encode_snapshot(tree: &Tree, counters: Counters, merge_name: &str, out: &mut Vec<u8>) {
+pub fn encode_snapshot(tree: &Tree, store_id: u64, counters: Counters, merge_name: &str, out: &mut Vec<u8>) {
     out.push(TAG_SNAPSHOT);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&store_id.to_le_bytes());
     encode_counters(counters, out);
     varint::encode_u64(merge_name.len() as u64, out);
     out.extend_from_slice(merge_name.as_bytes());
@@ -97,6 +128,15 @@ fn encode_counters(counters: Counters, out: &mut Vec<u8>) {
     varint::encode_u64(counters.next_file, out);
     varint::encode_u64(counters.next_node, out);
     varint::encode_u64(counters.log_number, out);
+    varint::encode_u64(counters.log_seq, out);
+    varint::encode_u64(counters.newest_log, out);
+    match counters.closed_seq {
+        None => out.push(0),
+        Some(seq) => {
+            out.push(1);
+            varint::encode_u64(seq, out);
+        }
+    }
 }
 
 fn encode_node(node: &Node, out: &mut Vec<u8>) {
@@ -166,6 +206,34 @@ impl Reader<'_> {
         Ok(value)
     }
 
+    fn counters(&mut self) -> Result<Counters, String> {
+        Ok(Counters {
+            next_file: self.varint()?,
+            next_node: self.varint()?,
+            log_number: self.varint()?,
+            log_seq: self.varint()?,
+            newest_log: self.varint()?,
+            closed_seq: match self.u8()? {
+                0 => None,
+                1 => Some(self.varint()?),
+                other => return Err(format!("closed flag {other}")),
+            },
+        })
+    }
+
+    /// The format and store identity at the front of a snapshot.
+    fn snapshot_head(&mut self) -> Result<u64, String> {
+        let bytes = self.bytes.get(self.at..self.at + 12).ok_or("truncated")?;
+        self.at += 12;
+        let version = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+        if version != FORMAT_VERSION {
+            return Err(format!(
+                "store format version {version}, this build reads version {FORMAT_VERSION}"
+            ));
+        }
+        Ok(u64::from_le_bytes(bytes[4..].try_into().expect("8 bytes")))
+    }
+
     fn u32_varint(&mut self) -> Result<u32, String> {
         let value = self.varint()?;
         u32::try_from(value).map_err(|_| format!("{value} does not fit 32 bits"))
@@ -226,12 +294,24 @@ pub struct Recovered {
     pub counters: Counters,
     /// The merge operator's name ("" for none).
     pub merge_name: String,
+    /// The store's identity.
+    pub store_id: u64,
     /// The manifest's number.
     pub manifest_number: u64,
-    /// The end of its last whole frame.
-    pub manifest_end: u64,
+    /// Where its frames end and what follows them.
+    pub manifest_end: LogEnd,
     /// Bytes of its snapshot frame.
     pub snapshot_bytes: u64,
+}
+
+/// The error for a store of the first format, which this build does not read.
+fn old_format(path: &Path, offset: u64) -> Error {
+    Error::corruption(
+        path,
+        offset,
+        "a manifest of store format 1, written by an older Spillway (no store identity, no log chain): \
+         this build reads format 2 only; load the data into a new store with the older version's `kv scan`",
+    )
 }
 
 /// The manifest CURRENT names, or `None` for a directory without one.
@@ -280,20 +360,24 @@ pub fn merge_name(fs: &dyn Fs, dir: &Path) -> Result<Option<String>> {
                 at: 0,
             };
             let mut decode = || -> Result<String, String> {
-                if reader.u8()? != TAG_SNAPSHOT {
-                    return Err("the first frame is not a snapshot".into());
+                match reader.u8()? {
+                    TAG_SNAPSHOT => {}
+                    TAG_SNAPSHOT_V1 => return Err(String::new()),
+                    _ => return Err("the first frame is not a snapshot".into()),
                 }
-                for _ in 0..3 {
-                    reader.varint()?;
-                }
+                reader.snapshot_head()?;
+                reader.counters()?;
                 let len = reader.count(1)?;
                 String::from_utf8(reader.bytes[reader.at..reader.at + len].to_vec())
                     .map_err(|_| "merge operator name is not UTF-8".into())
             };
-            name = Some(
-                decode()
-                    .map_err(|what| Error::corruption(&path, offset, format!("manifest frame: {what}")))?,
-            );
+            name = Some(decode().map_err(|what| {
+                if what.is_empty() {
+                    old_format(&path, offset)
+                } else {
+                    Error::corruption(&path, offset, format!("manifest frame: {what}"))
+                }
+            })?);
         }
         Ok(())
     })?;
@@ -301,12 +385,46 @@ pub fn merge_name(fs: &dyn Fs, dir: &Path) -> Result<Option<String>> {
         .ok_or_else(|| Error::corruption(&path, 0, "manifest holds no snapshot"))
 }
 
+/// The store identity and merge operator's name in the snapshot that
+/// starts manifest `number` (`bytes`, its file), and how many valid
+/// frames follow it before the first bad one: what repair and recovery
+/// need of a manifest they do not replay. `None` if its first frame is
+/// no snapshot of this format.
+pub fn snapshot_head(number: u64, bytes: &[u8]) -> Option<(u64, String, usize)> {
+    let mut head = None;
+    let mut frames = 0;
+    let _ = spillway_core::log::read_frames(Path::new(""), number, bytes, |_, payload| {
+        if head.is_none() {
+            let mut reader = Reader {
+                bytes: payload,
+                at: 0,
+            };
+            let mut decode = || -> Result<(u64, String), String> {
+                if reader.u8()? != TAG_SNAPSHOT {
+                    return Err(String::new());
+                }
+                let store_id = reader.snapshot_head()?;
+                reader.counters()?;
+                let len = reader.count(1)?;
+                let name = String::from_utf8(reader.bytes[reader.at..reader.at + len].to_vec())
+                    .map_err(|_| String::new())?;
+                Ok((store_id, name))
+            };
+            head = Some(decode().map_err(|_| Error::Internal(String::new()))?);
+        }
+        frames += 1;
+        Ok(())
+    });
+    head.map(|(store_id, name)| (store_id, name, frames))
+}
+
 /// Reads the manifest CURRENT names and opens the list files its tree
-/// refers to with `open_file`. `None` for a directory without CURRENT.
+/// refers to with `open_file` (given the store's identity). `None` for a
+/// directory without CURRENT.
 pub fn recover(
     fs: &dyn Fs,
     dir: &Path,
-    mut open_file: impl FnMut(FileNumber) -> Result<Arc<ListFile>>,
+    mut open_file: impl FnMut(FileNumber, u64) -> Result<Arc<ListFile>>,
 ) -> Result<Option<Recovered>> {
     let Some(number) = current(fs, dir)? else {
         return Ok(None);
@@ -322,6 +440,7 @@ pub fn recover(
     let mut nodes: HashMap<NodeId, NodeRecord> = HashMap::new();
     let mut counters = None;
     let mut merge_name = None;
+    let mut store_id = 0;
     let mut snapshot_bytes = 0;
     let manifest_end = read_log(fs, &path, number, |offset, payload| {
         let corrupt = |what: String| Error::corruption(&path, offset, format!("manifest frame: {what}"));
@@ -333,16 +452,17 @@ pub fn recover(
         match (tag, merge_name.is_some()) {
             (TAG_SNAPSHOT, false) => {}
             (TAG_EDIT, true) => {}
+            (TAG_SNAPSHOT_V1, false) => return Err(old_format(&path, offset)),
             (TAG_SNAPSHOT, true) => return Err(corrupt("a second snapshot".into())),
             (TAG_EDIT, false) => return Err(corrupt("an edit before the snapshot".into())),
+            (TAG_EDIT_V1, _) => return Err(corrupt("an edit of store format 1".into())),
             (other, _) => return Err(corrupt(format!("unknown tag {other}"))),
         }
         let mut decode = || -> Result<(), String> {
-            counters = Some(Counters {
-                next_file: reader.varint()?,
-                next_node: reader.varint()?,
-                log_number: reader.varint()?,
-            });
+            if tag == TAG_SNAPSHOT {
+                store_id = reader.snapshot_head()?;
+            }
+            counters = Some(reader.counters()?);
             if tag == TAG_SNAPSHOT {
                 let len = reader.count(1)?;
                 let name = &reader.bytes[reader.at..reader.at + len];
@@ -367,11 +487,22 @@ pub fn recover(
             Ok(())
         };
         decode().map_err(corrupt)
-    })?
-    .end;
+    })?;
     let (Some(counters), Some(merge_name)) = (counters, merge_name) else {
         return Err(Error::corruption(&path, 0, "manifest holds no snapshot"));
     };
+    if !manifest_end.padded_crash_tail() {
+        return Err(Error::corruption(
+            &path,
+            manifest_end.end,
+            format!(
+                "the manifest ends at byte {} of {} without the zeros that follow its last edit even after a crash: \
+                 it was cut short or replaced, and edits it lost may name files that are still needed \
+                 (run `spillway kv repair` to rebuild it from the files)",
+                manifest_end.end, manifest_end.len
+            ),
+        ));
+    }
     let mut files: HashMap<FileNumber, Arc<ListFile>> = HashMap::new();
     let mut tree_nodes = Vec::with_capacity(nodes.len());
     for record in nodes.into_values() {
@@ -389,7 +520,7 @@ pub fn recover(
             let file = match files.get(&list.file) {
                 Some(file) => file.clone(),
                 None => {
-                    let file = open_file(list.file)?;
+                    let file = open_file(list.file, store_id)?;
                     files.insert(list.file, file.clone());
                     file
                 }
@@ -425,6 +556,7 @@ pub fn recover(
         tree,
         counters,
         merge_name,
+        store_id,
         manifest_number: number,
         manifest_end,
         snapshot_bytes,
@@ -442,7 +574,7 @@ impl ManifestWriter {
     /// Writes manifest `number` in `dir` holding `snapshot` alone, makes it
     /// durable and points CURRENT at it.
     pub fn create(fs: &dyn Fs, dir: &Path, number: u64, snapshot: &[u8]) -> Result<ManifestWriter> {
-        let mut log = LogWriter::create(fs, &dir.join(file_name(number)), number)?;
+        let mut log = LogWriter::create(fs, &dir.join(file_name(number)), number)?.padded(0);
         log.append(snapshot)?;
         log.sync_all()?;
         fs.sync_dir(dir)?;
@@ -459,12 +591,13 @@ impl ManifestWriter {
         })
     }
 
-    /// Appends to manifest `number`, whose valid frames end at `end`.
+    /// Appends to the manifest `recovered` was read from (a torn edit at
+    /// its end becomes padding).
     pub fn reopen(fs: &dyn Fs, dir: &Path, recovered: &Recovered) -> Result<ManifestWriter> {
         let number = recovered.manifest_number;
         let file = fs.open_read_write(&dir.join(file_name(number)))?;
         Ok(ManifestWriter {
-            log: LogWriter::reopen(file, number, recovered.manifest_end)?,
+            log: LogWriter::reopen_padded(file, number, recovered.manifest_end)?,
             snapshot_bytes: recovered.snapshot_bytes,
         })
     }
@@ -497,6 +630,9 @@ mod tests {
             next_file: 10,
             next_node: 3,
             log_number: 4,
+            log_seq: 100,
+            newest_log: 5,
+            closed_seq: None,
         }
     }
 
@@ -505,10 +641,10 @@ mod tests {
         let fs = SimFs::new();
         let dir = Path::new("/kv");
         fs.create_dir_all(dir).unwrap();
-        assert!(recover(&fs, dir, |_| unreachable!()).unwrap().is_none());
+        assert!(recover(&fs, dir, |_, _| unreachable!()).unwrap().is_none());
         let tree = Tree::empty();
         let mut snapshot = Vec::new();
-        encode_snapshot(&tree, counters(), "aggregate:sum", &mut snapshot);
+        encode_snapshot(&tree, 77, counters(), "aggregate:sum", &mut snapshot);
         let mut writer = ManifestWriter::create(&fs, dir, 7, &snapshot).unwrap();
         let mut root = (**tree.root()).clone();
         root.children.push(Child { low: 1 << 63, id: 2 });
@@ -523,28 +659,30 @@ mod tests {
         let mut payload = Vec::new();
         let later = Counters {
             next_node: 5,
+            closed_seq: Some(150),
             ..counters()
         };
         encode_edit(&edit, later, &mut payload);
         writer.append(&payload).unwrap();
-        let recovered = recover(&fs, dir, |_| unreachable!()).unwrap().unwrap();
+        let recovered = recover(&fs, dir, |_, _| unreachable!()).unwrap().unwrap();
         assert_eq!(recovered.counters, later);
         assert_eq!(recovered.merge_name, "aggregate:sum");
+        assert_eq!(recovered.store_id, 77);
         assert_eq!(recovered.manifest_number, 7);
         assert_eq!(recovered.tree.leaves(), vec![1, 2]);
         assert_eq!(merge_name(&fs, dir).unwrap().as_deref(), Some("aggregate:sum"));
 
-        // A torn last edit is not part of the manifest.
+        // A torn last edit (its end never written) is not part of the manifest.
         let file = fs.open_read_write(&dir.join(file_name(7))).unwrap();
-        let len = file.len().unwrap();
-        file.set_len(len - 3).unwrap();
-        let recovered = recover(&fs, dir, |_| unreachable!()).unwrap().unwrap();
+        let end = recovered.manifest_end.end;
+        file.write_at(&[0xff; 3], end - 3).unwrap();
+        let recovered = recover(&fs, dir, |_, _| unreachable!()).unwrap().unwrap();
         assert_eq!(recovered.tree.leaves(), vec![1]);
         assert_eq!(recovered.counters, counters());
         let mut writer = ManifestWriter::reopen(&fs, dir, &recovered).unwrap();
         writer.append(&payload).unwrap();
         assert_eq!(
-            recover(&fs, dir, |_| unreachable!())
+            recover(&fs, dir, |_, _| unreachable!())
                 .unwrap()
                 .unwrap()
                 .tree
@@ -560,16 +698,16 @@ mod tests {
         fs.create_dir_all(dir).unwrap();
         let file = fs.create(&dir.join(CURRENT)).unwrap();
         file.write_at(b"MANIFEST-000001\n", 0).unwrap();
-        let error = recover(&fs, dir, |_| unreachable!()).unwrap_err();
+        let error = recover(&fs, dir, |_, _| unreachable!()).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Corruption);
         assert!(error.to_string().contains("which is missing"), "{error}");
         file.write_at(b"garbage!!!!!!!!!", 0).unwrap();
-        let error = recover(&fs, dir, |_| unreachable!()).unwrap_err();
+        let error = recover(&fs, dir, |_, _| unreachable!()).unwrap_err();
         assert!(error.to_string().contains("CURRENT"), "{error}");
 
         // An edit that removes a node the tree never had.
         let mut snapshot = Vec::new();
-        encode_snapshot(&Tree::empty(), counters(), "", &mut snapshot);
+        encode_snapshot(&Tree::empty(), 77, counters(), "", &mut snapshot);
         let mut writer = ManifestWriter::create(&fs, dir, 8, &snapshot).unwrap();
         let mut payload = Vec::new();
         encode_edit(
@@ -582,9 +720,55 @@ mod tests {
         );
         writer.append(&payload).unwrap();
         writer.append(b"\x02more").unwrap();
-        let error = recover(&fs, dir, |_| unreachable!()).unwrap_err();
+        let error = recover(&fs, dir, |_, _| unreachable!()).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Corruption);
         assert!(error.to_string().contains("MANIFEST-000008"), "{error}");
         assert!(error.to_string().contains("removes node 42"), "{error}");
+    }
+
+    #[test]
+    fn a_manifest_cut_short_is_corruption_not_a_torn_tail() {
+        let fs = SimFs::new();
+        let dir = Path::new("/kv");
+        fs.create_dir_all(dir).unwrap();
+        let mut snapshot = Vec::new();
+        encode_snapshot(&Tree::empty(), 77, counters(), "", &mut snapshot);
+        let mut writer = ManifestWriter::create(&fs, dir, 9, &snapshot).unwrap();
+        let mut payload = Vec::new();
+        encode_edit(&Edit::default(), counters(), &mut payload);
+        for _ in 0..10 {
+            writer.append(&payload).unwrap();
+        }
+        let recovered = recover(&fs, dir, |_, _| unreachable!()).unwrap().unwrap();
+        assert!(recovered.manifest_end.padded_crash_tail());
+        let path = dir.join(file_name(9));
+        let file = fs.open_read_write(&path).unwrap();
+        for cut in [recovered.manifest_end.end, recovered.manifest_end.end / 2] {
+            file.set_len(cut).unwrap();
+            let error = recover(&fs, dir, |_, _| unreachable!()).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Corruption);
+            assert!(error.to_string().contains("MANIFEST-000009"), "{error}");
+            assert!(error.to_string().contains("cut short or replaced"), "{error}");
+        }
+        let mut bytes = Vec::new();
+        file.read_exact_append(&mut bytes, file.len().unwrap() as usize, 0)
+            .unwrap();
+        let (store_id, name, frames) = snapshot_head(9, &bytes).unwrap();
+        assert_eq!((store_id, name.as_str()), (77, ""));
+        assert!(frames >= 1);
+    }
+
+    #[test]
+    fn a_store_of_the_first_format_is_named_as_such() {
+        let fs = SimFs::new();
+        let dir = Path::new("/kv");
+        fs.create_dir_all(dir).unwrap();
+        // A first-format snapshot: tag 1, three counters, no name, no nodes.
+        let mut writer = ManifestWriter::create(&fs, dir, 1, &[1, 2, 2, 0, 0, 0, 0]).unwrap();
+        writer.append(&[2, 2, 2, 0, 0, 0]).unwrap();
+        let error = recover(&fs, dir, |_, _| unreachable!()).unwrap_err();
+        assert!(error.to_string().contains("store format 1"), "{error}");
+        let error = merge_name(&fs, dir).unwrap_err();
+        assert!(error.to_string().contains("store format 1"), "{error}");
     }
 }

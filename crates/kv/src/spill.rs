@@ -11,13 +11,13 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use spillway_core::{Fs, Hash64, Result};
 
 use crate::cache::FileCache;
 use crate::collapse::{Merger, Source};
-use crate::list::{ListFile, ListRef, ListWriter};
+use crate::list::{FileNumber, ListFile, ListMeta, ListRef, ListWriter};
 use crate::merge::MergeOperator;
 use crate::options::Options;
 use crate::record::{Kind, RecordRef};
@@ -36,6 +36,11 @@ pub struct Job<'a> {
     pub cache: &'a FileCache,
     /// The store's next file number.
     pub next_file: &'a AtomicU64,
+    /// The store's identity, for the lists' footers.
+    pub store_id: u64,
+    /// Every file number this job (and its parts) took, finished or not:
+    /// the files to remove if it fails.
+    pub allocated: Arc<Mutex<Vec<FileNumber>>>,
     /// The merge operator.
     pub merge: Option<Arc<dyn MergeOperator>>,
     /// Files this job wrote, in order.
@@ -56,15 +61,27 @@ impl std::fmt::Debug for Job<'_> {
 }
 
 impl<'a> Job<'a> {
-    /// A writer for a new list file.
-    pub fn list_writer(&self) -> Result<ListWriter> {
+    /// A writer for a new list file written for the hashes `cover`, of the
+    /// writes `seqs` (first and last sequence numbers).
+    pub fn list_writer(&self, cover: (Hash64, Hash64), seqs: (u64, u64)) -> Result<ListWriter> {
         let number = self.next_file.fetch_add(1, Ordering::Relaxed);
+        self.allocated
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(number);
         ListWriter::create(
             self.fs,
             self.dir,
             number,
             self.options.block_bytes,
             self.options.filter_bits(),
+            ListMeta {
+                store_id: self.store_id,
+                seq_min: seqs.0,
+                seq_max: seqs.1,
+                cover_low: cover.0,
+                cover_high: cover.1,
+            },
         )
     }
 
@@ -90,6 +107,7 @@ impl<'a> Job<'a> {
     fn part(&self) -> Job<'a> {
         Job {
             merge: self.merge.clone(),
+            allocated: self.allocated.clone(),
             written: Vec::new(),
             records_in: 0,
             bytes_read: 0,
@@ -115,9 +133,29 @@ impl<'a> Job<'a> {
     }
 }
 
-/// Writes a merged sequence into one new list per child of `node` that
-/// gets records; returns the children that got one, with their files.
-fn partition(job: &mut Job<'_>, merger: &mut Merger, node: &Node) -> Result<Vec<(usize, Arc<ListFile>)>> {
+/// The first and last sequence numbers of the writes `lists` may hold:
+/// what a list merged from them records (list.rs).
+pub fn seqs_of(lists: &[ListRef]) -> (u64, u64) {
+    lists
+        .iter()
+        .map(|list| list.file.meta())
+        .fold(None, |seqs: Option<(u64, u64)>, meta| {
+            Some(seqs.map_or((meta.seq_min, meta.seq_max), |(low, high)| {
+                (low.min(meta.seq_min), high.max(meta.seq_max))
+            }))
+        })
+        .unwrap_or((0, 0))
+}
+
+/// Writes a merged sequence of the writes `seqs` into one new list per
+/// child of `node` that gets records; returns the children that got one,
+/// with their files.
+fn partition(
+    job: &mut Job<'_>,
+    merger: &mut Merger,
+    node: &Node,
+    seqs: (u64, u64),
+) -> Result<Vec<(usize, Arc<ListFile>)>> {
     let mut files = Vec::new();
     let mut child = 0;
     let mut high = node.child_high(0);
@@ -131,7 +169,8 @@ fn partition(job: &mut Job<'_>, merger: &mut Merger, node: &Node) -> Result<Vec<
             high = node.child_high(child);
         }
         if writer.is_none() {
-            writer = Some(job.list_writer()?);
+            let cover = (node.children[child].low, node.child_high(child));
+            writer = Some(job.list_writer(cover, seqs)?);
         }
         writer.as_mut().expect("a writer is open").add(&record)?;
     }
@@ -160,14 +199,15 @@ fn append_to_children(tree: &Tree, node: &Node, files: Vec<(usize, Arc<ListFile>
 /// about as many records as the others'. On 2 cores the root spill is
 /// most of the worker's time, and the writer leaves a core idle while it
 /// waits for each sync.
-pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>) -> Result<Edit> {
+/// `seqs` are the first and last sequence numbers of the writes it holds.
+pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>, seqs: (u64, u64)) -> Result<Edit> {
     let node = tree.root();
     let order = Arc::new(root.sorted());
     let parts = part_ranges(&order, node, job.threads());
     let files = in_parts(job, &parts, |job, &(low, high)| {
         let run = SortedRun::new(root.clone(), order.clone(), low, high, job.merge.clone());
         let mut merger = Merger::new(vec![Box::new(run)], job.merge.clone())?;
-        partition(job, &mut merger, node)
+        partition(job, &mut merger, node, seqs)
     })?
     .concat();
     Ok(Edit {
@@ -241,7 +281,7 @@ pub fn spill_node(job: &mut Job<'_>, tree: &Tree, id: NodeId) -> Result<Edit> {
     let node = tree.node(id);
     debug_assert!(!node.is_leaf() && id != crate::tree::ROOT);
     let mut merger = job.merge_lists(node)?;
-    let files = partition(job, &mut merger, node)?;
+    let files = partition(job, &mut merger, node, seqs_of(&node.lists))?;
     let mut nodes = append_to_children(tree, node, files);
     let mut emptied = (**node).clone();
     emptied.lists.clear();

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use spillway_core::{Hash64, Result};
 
 use crate::list::{ListFile, ListRef};
-use crate::spill::{in_parts, kept_at_leaf, Job};
+use crate::spill::{in_parts, kept_at_leaf, seqs_of, Job};
 use crate::tree::{Child, Edit, Node, NodeId, Tree, ROOT};
 
 /// `node` given the hashes `low..=high` and the parts of its lists that
@@ -130,10 +130,11 @@ pub fn slow_split(job: &mut Job<'_>, tree: &Tree, id: NodeId, new_id: NodeId) ->
 fn rewrite(job: &mut Job<'_>, node: &Node) -> Result<Option<Arc<ListFile>>> {
     let mut merger = job.merge_lists(node)?;
     let mut writer = None;
+    let seqs = seqs_of(&node.lists);
     while let Some(record) = merger.next_record()? {
         if kept_at_leaf(&record) {
             if writer.is_none() {
-                writer = Some(job.list_writer()?);
+                writer = Some(job.list_writer((node.low, node.high), seqs)?);
             }
             writer.as_mut().expect("a writer is open").add(&record)?;
         }

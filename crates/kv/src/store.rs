@@ -32,7 +32,7 @@
 //! Lock order: writer → spare log, writer → active → view; control alone
 //! (nothing is taken while it is held but the view, for reading).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -41,23 +41,30 @@ use std::time::{Duration, Instant};
 
 use spillway_core::log::LogSync;
 use spillway_core::stats::HistogramSnapshot;
-use spillway_core::{ensure, hash64, DirectoryLock, Error, Fs, Histogram, Poison, RealFs, Result};
+use spillway_core::{
+    ensure, hash64, DirectoryLock, Error, ErrorKind, Fs, Histogram, Interrupt, Poison, RealFs, Result,
+};
 
 use crate::batch::WriteBatch;
 use crate::cache::FileCache;
 use crate::collapse::Folded;
-use crate::list::{self, ListFile};
-use crate::manifest::{self, Counters, ManifestWriter, Recovered};
+use crate::list::{self, FileNumber, ListFile};
+use crate::manifest::{self, Counters, ManifestWriter};
+use crate::merge::{AggregateMerge, MergeOperator};
 use crate::options::{Options, SyncMode};
 use crate::record::Kind;
+use crate::recovery::{self, Checked};
+use crate::repair::{self, RepairReport};
 use crate::root::RootBuffer;
 use crate::spill::{self, Job};
 use crate::split::{self, SlowSplit};
 use crate::tree::{Edit, Node, NodeId, Tree, ROOT};
-use crate::wal::{self, Wal};
+use crate::wal::{self, LogHeader, LogTrailer, Wal};
 
 /// How long the idle worker sleeps before it looks for files to delete.
 const IDLE_WAKE: Duration = Duration::from_millis(200);
+/// How often a caller waiting for the worker looks at its interrupt.
+const INTERRUPT_POLL: Duration = Duration::from_millis(20);
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing guarded here is left half-updated by a panic.
@@ -79,8 +86,17 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 #[derive(Debug)]
 pub struct Store {
     shared: Arc<Shared>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    /// The worker; it hands back the manifest when it stops cleanly, for
+    /// the close's edit.
+    worker: Mutex<Option<JoinHandle<Option<WorkerExit>>>>,
     _lock: Option<DirectoryLock>,
+}
+
+/// What the worker hands back when it stops without a failure.
+#[derive(Debug)]
+struct WorkerExit {
+    manifest: ManifestWriter,
+    counters: Counters,
 }
 
 /// A root buffer being spilled.
@@ -90,6 +106,9 @@ struct Frozen {
     /// The log started when it froze: logs below it hold only its records
     /// (and older ones already in the tree).
     log_number: u64,
+    /// The sequence numbers of the writes it holds, first and last: its
+    /// lists record them (list.rs).
+    seqs: (u64, u64),
 }
 
 /// What readers see besides the active root.
@@ -104,6 +123,8 @@ struct Writer {
     /// `None` for a read-only store and once closed.
     wal: Option<Wal>,
     next_seq: u64,
+    /// The sequence number of the first write the active root may hold.
+    root_seq_first: u64,
 }
 
 /// The next log, prepared ahead of the freeze that needs it (wal.rs).
@@ -126,6 +147,10 @@ struct Control {
     idle_passes: u64,
     /// The rewrite thread has ended (its result waits to be installed).
     rewrite_ended: bool,
+    /// Callers (`verify`) that want the worker to stop between changes.
+    pause_requests: u32,
+    /// The worker is stopped between changes for them.
+    paused: bool,
 }
 
 #[derive(Debug)]
@@ -133,7 +158,14 @@ struct Shared {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     options: Options,
+    /// The store's identity, in its manifest, logs and list files.
+    store_id: u64,
+    /// The merge operator's name ("" for none), in every log header.
+    merge_name: String,
     read_only: bool,
+    /// What background work found damaged (a corrupt block met by a
+    /// spill or a rewrite): the node and the error, one entry each.
+    damage: Mutex<Vec<String>>,
     closed: AtomicBool,
     poison: Poison,
     cache: Arc<FileCache>,
@@ -281,6 +313,12 @@ pub struct KvStats {
     pub files_removed: u64,
     /// List files opened by reads.
     pub file_opens: u64,
+    /// Nodes that background work found damaged (a corrupt block): they
+    /// are spilled and split no more until the store is repaired, and
+    /// reads that need the damaged block fail.
+    pub damaged_nodes: u64,
+    /// What was found damaged, one line per node.
+    pub damage: Vec<String>,
     /// Write latency, in microseconds.
     pub write_latency_us: HistogramSnapshot,
     /// GET latency, in microseconds.
@@ -303,20 +341,65 @@ impl KvStats {
 
 impl Store {
     /// Opens (creating if need be) the store in `path` on the real file
-    /// system, locking it against other processes.
+    /// system, locking it against other processes. An open that fails
+    /// leaves nothing it created: neither the directory nor the `LOCK`
+    /// file nor the files of a store it began to create.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
         let dir = path.as_ref();
+        options.check()?;
+        let existed = dir.exists();
+        if existed && !dir.is_dir() {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not a directory: a key-value store is a directory",
+                dir.display()
+            )));
+        }
         std::fs::create_dir_all(dir)
             .map_err(|error| Error::io(format!("creating {}", dir.display()), error))?;
-        let lock = DirectoryLock::acquire(dir, false, "the key-value store")?;
-        let mut store = Self::open_with(Arc::new(RealFs::new()), dir, options, false)?;
-        store._lock = lock;
-        Ok(store)
+        let before: HashSet<String> = if existed {
+            RealFs::new().list_dir(dir)?.into_iter().collect()
+        } else {
+            HashSet::new()
+        };
+        let opened = DirectoryLock::acquire(dir, false, "the key-value store").and_then(|lock| {
+            let mut store = Self::open_with(Arc::new(RealFs::new()), dir, options, false)?;
+            store._lock = lock;
+            Ok(store)
+        });
+        if opened.is_err() {
+            Self::remove_created(dir, existed, &before);
+        }
+        opened
+    }
+
+    /// After a failed open: removes what it created in `dir` (the `LOCK`
+    /// file, the files of a store it began to create, the directory if it
+    /// made it). A store that existed keeps every file it had; the files
+    /// an open of it made are the chain's and the next open accounts for
+    /// them.
+    fn remove_created(dir: &Path, existed: bool, before: &HashSet<String>) {
+        let fs = RealFs::new();
+        let had_store = before.contains(manifest::CURRENT);
+        let Ok(names) = fs.list_dir(dir) else {
+            return;
+        };
+        for name in names {
+            let created_by_us = !before.contains(&name)
+                && (name == "LOCK" || (!had_store && recovery::looks_like_store_file(&name)));
+            if created_by_us {
+                let _ = fs.remove_file(&dir.join(&name));
+            }
+        }
+        if !existed {
+            let _ = fs.remove_dir(dir);
+        }
     }
 
     /// Opens the existing store in `path` for reading only: the logs are
     /// replayed into memory and nothing in the directory changes; other
-    /// readers may share it, a writer may not.
+    /// readers may share it, a writer may not. List files that are missing
+    /// or damaged do not stop it: the reads that need them fail with a
+    /// `Corruption` error naming the file, the others are served.
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Store> {
         let dir = path.as_ref();
         let lock = DirectoryLock::acquire(dir, true, "the key-value store")?;
@@ -335,23 +418,32 @@ impl Store {
         Self::open_with(fs, dir, options, true)
     }
 
-    /// Recovery: reads the manifest (and the footers of the list files it
-    /// names), removes files nothing refers to, replays the logs into the
-    /// root buffer, and starts a new log and the worker.
+    /// Recovery (recovery.rs): checks that the manifest, the list files it
+    /// names and the chain of logs account for every write, and only then
+    /// removes the files they make redundant; replays the logs into the
+    /// root buffer, starts a new log (recorded in the manifest) and the
+    /// worker.
     fn open_with(fs: Arc<dyn Fs>, dir: &Path, options: Options, read_only: bool) -> Result<Store> {
         options.check()?;
-        if !read_only {
-            fs.create_dir_all(dir)?;
-        }
         let merge_name = options
             .merge_operator
             .as_ref()
             .map_or(String::new(), |merge| merge.name());
-        let recovered = manifest::recover(fs.as_ref(), dir, |number| {
-            ListFile::open(fs.as_ref(), dir, number)
-        })?;
-        let (recovered, manifest) = match recovered {
-            Some(recovered) => {
+        let padded = options.sync != SyncMode::None;
+        if !read_only {
+            fs.create_dir_all(dir)?;
+        }
+        let checked = recovery::check(fs.as_ref(), dir, read_only, true)?;
+        let (tree, root, counters, store_id, next_seq, wal, manifest) = match checked {
+            Some(checked) => {
+                let Checked {
+                    recovered,
+                    root,
+                    next_seq,
+                    chain,
+                    removable,
+                    ..
+                } = checked;
                 if recovered.merge_name != merge_name {
                     return Err(Error::InvalidArgument(format!(
                         "the store in {} was written with merge operator {:?}, it is opened with {:?}",
@@ -360,115 +452,140 @@ impl Store {
                         merge_name
                     )));
                 }
-                let manifest = if read_only {
-                    None
+                let mut counters = recovered.counters;
+                let (wal, manifest) = if read_only {
+                    (None, None)
                 } else {
-                    Some(ManifestWriter::reopen(fs.as_ref(), dir, &recovered)?)
+                    // The checks passed: the tree and the chain hold every
+                    // write, so these hold nothing needed.
+                    for name in &removable {
+                        fs.remove_file(&dir.join(name))?;
+                    }
+                    if !removable.is_empty() {
+                        fs.sync_dir(dir)?;
+                    }
+                    let newest = *chain.last().expect("a chain holds a log");
+                    // Its writes were read, maybe from the page cache
+                    // alone: durable before a log that follows them is.
+                    fs.open_read_write(&dir.join(wal::file_name(newest)))?
+                        .sync_data()?;
+                    let mut manifest = ManifestWriter::reopen(fs.as_ref(), dir, &recovered)?;
+                    let number = counters.next_file.max(highest_file_number(fs.as_ref(), dir)? + 1);
+                    let wal = Wal::create(
+                        fs.as_ref(),
+                        dir,
+                        &LogHeader {
+                            store_id: recovered.store_id,
+                            number,
+                            previous: newest,
+                            first_seq: next_seq,
+                            padded,
+                            merge_name: merge_name.clone(),
+                        },
+                    )?;
+                    counters.next_file = number + 1;
+                    counters.newest_log = number;
+                    counters.closed_seq = None;
+                    let mut payload = Vec::new();
+                    manifest::encode_edit(&Edit::default(), counters, &mut payload);
+                    manifest.append(&payload)?;
+                    (Some(wal), Some(manifest))
                 };
-                (recovered, manifest)
+                (
+                    recovered.tree,
+                    root,
+                    counters,
+                    recovered.store_id,
+                    next_seq,
+                    wal,
+                    manifest,
+                )
             }
             None if read_only => {
+                let names = if fs.is_dir(dir)? {
+                    fs.list_dir(dir)?
+                } else {
+                    Vec::new()
+                };
+                if let Some(name) = names.iter().find(|name| recovery::looks_like_store_file(name)) {
+                    return Err(Error::corruption(
+                        dir.join(manifest::CURRENT),
+                        0,
+                        format!(
+                            "missing, but the directory holds {name}: the store lost the file that names its manifest \
+                             (run `spillway kv repair` to rebuild it)"
+                        ),
+                    ));
+                }
                 return Err(Error::InvalidArgument(format!(
                     "{} holds no key-value store (no {} file)",
                     dir.display(),
                     manifest::CURRENT
-                )))
+                )));
             }
             None => {
-                if let Some(name) = fs.list_dir(dir)?.iter().find(|name| is_store_file(name)) {
-                    return Err(Error::corruption(
-                        dir.join(manifest::CURRENT),
-                        0,
-                        format!("missing, but the directory holds {name}"),
-                    ));
-                }
+                clear_interrupted_creation(fs.as_ref(), dir)?;
+                let store_id = new_store_id(dir);
+                let log_number = 2;
+                let wal = Wal::create(
+                    fs.as_ref(),
+                    dir,
+                    &LogHeader {
+                        store_id,
+                        number: log_number,
+                        previous: 0,
+                        first_seq: 0,
+                        padded,
+                        merge_name: merge_name.clone(),
+                    },
+                )?;
                 let counters = Counters {
-                    next_file: 2,
+                    next_file: log_number + 1,
                     next_node: 2,
-                    log_number: 0,
+                    log_number,
+                    log_seq: 0,
+                    newest_log: log_number,
+                    closed_seq: None,
                 };
                 let tree = Tree::empty();
                 let mut snapshot = Vec::new();
-                manifest::encode_snapshot(&tree, counters, &merge_name, &mut snapshot);
-                let writer = ManifestWriter::create(fs.as_ref(), dir, 1, &snapshot)?;
-                let recovered = Recovered {
+                manifest::encode_snapshot(&tree, store_id, counters, &merge_name, &mut snapshot);
+                let manifest = ManifestWriter::create(fs.as_ref(), dir, 1, &snapshot)?;
+                (
                     tree,
+                    RootBuffer::new(),
                     counters,
-                    merge_name,
-                    manifest_number: 1,
-                    manifest_end: 0,
-                    snapshot_bytes: snapshot.len() as u64,
-                };
-                (recovered, Some(writer))
+                    store_id,
+                    0,
+                    Some(wal),
+                    Some(manifest),
+                )
             }
         };
-        let names = fs.list_dir(dir)?;
-        let highest_file = names
-            .iter()
-            .filter_map(|name| {
-                list::parse_name(name)
-                    .or_else(|| wal::parse_name(name))
-                    .or_else(|| manifest::parse_name(name))
-            })
-            .max()
-            .unwrap_or(0);
-        let next_file = recovered.counters.next_file.max(highest_file + 1);
-        if !read_only {
-            remove_unreferenced(fs.as_ref(), dir, &names, &recovered)?;
-        }
-        let mut logs: Vec<u64> = names
-            .iter()
-            .filter_map(|name| wal::parse_name(name))
-            .filter(|&number| number >= recovered.counters.log_number)
-            .collect();
-        logs.sort_unstable();
-        let mut root = RootBuffer::new();
-        let mut next_seq = 0;
-        for (index, &number) in logs.iter().enumerate() {
-            let end = wal::replay(fs.as_ref(), dir, number, |batch, first_seq| {
-                if next_seq != 0 && first_seq != next_seq {
-                    return Err(Error::corruption(
-                        dir.join(wal::file_name(number)),
-                        0,
-                        format!("log starts at write {first_seq}, the previous log ended at {next_seq}"),
-                    ));
-                }
-                root.insert_batch(&batch);
-                next_seq = first_seq + batch.len() as u64;
-                Ok(())
-            })?;
-            let path = dir.join(wal::file_name(number));
-            if end < fs.file_len(&path)? {
-                if index + 1 < logs.len() {
-                    return Err(Error::corruption(
-                        &path,
-                        end,
-                        "log ends torn, but newer logs follow it",
-                    ));
-                }
-                if !read_only {
-                    // Point-in-time recovery: the torn frame was never acknowledged.
-                    let file = fs.open_read_write(&path)?;
-                    file.set_len(end)?;
-                    file.sync_data()?;
-                }
-            }
-        }
+        let next_file = counters.next_file.max(highest_file_number(fs.as_ref(), dir)? + 1);
         let cache = Arc::new(FileCache::new(fs.clone(), options.limits.open_files_max));
         let view = View {
             frozen: None,
-            tree: Arc::new(recovered.tree),
+            tree: Arc::new(tree),
         };
+        let current_log = wal.as_ref().map(|wal| wal.sync().clone());
         let shared = Arc::new(Shared {
             fs: fs.clone(),
             dir: dir.to_path_buf(),
+            store_id,
+            merge_name,
             read_only,
+            damage: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
             poison: Poison::default(),
             cache,
             next_file: AtomicU64::new(next_file),
-            writer: Mutex::new(Writer { wal: None, next_seq }),
-            current_log: Mutex::new(None),
+            writer: Mutex::new(Writer {
+                wal,
+                next_seq,
+                root_seq_first: counters.log_seq,
+            }),
+            current_log: Mutex::new(current_log),
             spare_root: Mutex::new(None),
             spare_log: Mutex::new(SpareLog::default()),
             active: RwLock::new(root),
@@ -481,16 +598,13 @@ impl Store {
         });
         let worker = match manifest {
             Some(manifest) => {
-                let number = shared.next_file.fetch_add(1, Ordering::Relaxed);
-                let wal = Wal::create(fs.as_ref(), dir, number)?;
-                *lock(&shared.current_log) = Some(wal.sync().clone());
-                lock(&shared.writer).wal = Some(wal);
                 let worker = Worker {
                     shared: shared.clone(),
                     manifest,
-                    counters: recovered.counters,
+                    counters,
                     obsolete: Vec::new(),
                     unique_ratios: HashMap::new(),
+                    damaged: HashSet::new(),
                     last_sync: Instant::now(),
                     rewrite: None,
                 };
@@ -510,11 +624,52 @@ impl Store {
         Ok(store)
     }
 
+    /// Repairs the store in `path` (repair.rs), as LevelDB's and RocksDB's
+    /// `RepairDB` do: a store that passes every check (an open's, and every
+    /// block read) is left as it is; otherwise its metadata is rebuilt from
+    /// what its files' footers and checksums prove, every record that can
+    /// be read is kept, what cannot be used is moved into `lost/` (never
+    /// deleted), and the report says what was lost. The store must not be
+    /// open. Its merge operator is the one it recorded (an aggregate); a
+    /// store of another operator is repaired with [`Store::repair_on`].
+    pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
+        Self::repair_interruptible(path, &Interrupt::new())
+    }
+
+    /// [`Store::repair`], stopping with `Interrupted` (having changed
+    /// nothing) if `interrupt` is raised before its new files are in place.
+    pub fn repair_interruptible(path: impl AsRef<Path>, interrupt: &Interrupt) -> Result<RepairReport> {
+        let dir = path.as_ref();
+        if !dir.is_dir() {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not a directory holding a key-value store",
+                dir.display()
+            )));
+        }
+        let _lock = DirectoryLock::acquire(dir, false, "the key-value store")?;
+        let fs = RealFs::new();
+        let merge = repair::stored_merge_name(&fs, dir)
+            .and_then(|name| AggregateMerge::from_stored_name(&name).ok().flatten())
+            .map(|merge| Arc::new(merge) as Arc<dyn MergeOperator>);
+        repair::repair(&fs, dir, merge, interrupt)
+    }
+
+    /// [`Store::repair`] of the store in `dir` on `fs` (no lock is taken),
+    /// folding merge operands with `merge` (the store's operator).
+    pub fn repair_on(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        merge: Option<Arc<dyn MergeOperator>>,
+        interrupt: &Interrupt,
+    ) -> Result<RepairReport> {
+        repair::repair(fs.as_ref(), dir, merge, interrupt)
+    }
+
     /// The name of the merge operator the store in `path` was written with
     /// ("" for none), so that a tool can open it with the same one; `None`
     /// when `path` holds no store. Reads the manifest, nothing else.
     pub fn merge_operator_name(path: impl AsRef<Path>) -> Result<Option<String>> {
-        manifest::merge_name(&RealFs::new(), path.as_ref())
+        manifest::merge_name(&RealFs::new(), path.as_ref()).map_err(recovery::with_hint)
     }
 
     fn check_open(&self) -> Result<()> {
@@ -581,6 +736,18 @@ impl Store {
     /// are there or none. Returns once it is logged (and synced, in
     /// `SyncMode::Always`).
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_with(batch, None)
+    }
+
+    /// [`write`](Self::write), giving up (with `Interrupted`, the batch
+    /// not written) if it must wait for a root to spill and `interrupt` is
+    /// raised meanwhile. A batch once written to the log is written whole.
+    pub fn write_interruptible(&self, batch: &WriteBatch, interrupt: &Interrupt) -> Result<()> {
+        interrupt.check()?;
+        self.write_with(batch, Some(interrupt))
+    }
+
+    fn write_with(&self, batch: &WriteBatch, interrupt: Option<&Interrupt>) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -594,7 +761,7 @@ impl Store {
             if writer.wal.is_none() {
                 return Err(self.unwritable());
             }
-            self.make_room(&mut writer, Some(batch))?;
+            self.make_room(&mut writer, Some(batch), interrupt)?;
             let seq = writer.next_seq;
             let wal = writer.wal.as_mut().expect("checked above");
             let start = wal.written();
@@ -639,7 +806,12 @@ impl Store {
     /// Freezes the active root if `incoming` would take it past its
     /// budget (or, with no batch coming, if it holds anything), waiting
     /// first for the frozen one to spill.
-    fn make_room(&self, writer: &mut Writer, incoming: Option<&WriteBatch>) -> Result<()> {
+    fn make_room(
+        &self,
+        writer: &mut Writer,
+        incoming: Option<&WriteBatch>,
+        interrupt: Option<&Interrupt>,
+    ) -> Result<()> {
         let shared = &*self.shared;
         let full = {
             let active = read(&shared.active);
@@ -654,12 +826,26 @@ impl Store {
         if !full {
             return Ok(());
         }
-        self.wait_for_frozen_spill(true)?;
-        let wal = writer.wal.as_ref().expect("a writable store has a log");
-        shared.poison.guard(|| wal.seal())?;
-        let written = wal.written();
-        let number = shared.next_file.fetch_add(1, Ordering::Relaxed);
+        match interrupt {
+            Some(interrupt) => self.wait_for_frozen_spill(true, interrupt)?,
+            None => self.wait_for_frozen_spill(true, &Interrupt::new())?,
+        }
         let (fs, dir) = (shared.fs.as_ref(), &shared.dir);
+        let next_seq = writer.next_seq;
+        let old = writer.wal.as_mut().expect("a writable store has a log");
+        // The chain (wal.rs): the frozen log's writes durable, then the
+        // new log (its header durable), then the trailer naming it.
+        shared.poison.guard(|| old.sync().sync_to(u64::MAX))?;
+        let written = old.written();
+        let number = shared.next_file.fetch_add(1, Ordering::Relaxed);
+        let header = LogHeader {
+            store_id: shared.store_id,
+            number,
+            previous: old.number(),
+            first_seq: next_seq,
+            padded: shared.options.sync != SyncMode::None,
+            merge_name: shared.merge_name.clone(),
+        };
         // Held until the spare is renamed: the worker prepares the next
         // spare under the same name once this one is taken.
         let mut spare = lock(&shared.spare_log);
@@ -667,17 +853,25 @@ impl Store {
         let over_spare = std::mem::take(&mut spare.ready);
         let wal = shared.poison.guard(|| {
             if over_spare {
-                Wal::over_spare(fs, dir, number)
+                Wal::over_spare(fs, dir, &header)
             } else {
-                Wal::create(fs, dir, number)
+                Wal::create(fs, dir, &header)
             }
         })?;
         drop(spare);
+        shared.poison.guard(|| {
+            old.seal(LogTrailer {
+                next: number,
+                end_seq: next_seq,
+            })
+        })?;
         if over_spare {
             add(&shared.metrics.logs_over_spares, 1);
         }
         *lock(&shared.current_log) = Some(wal.sync().clone());
         writer.wal = Some(wal);
+        let seqs = (writer.root_seq_first, next_seq - 1);
+        writer.root_seq_first = next_seq;
         {
             let mut active = write(&shared.active);
             let next = lock(&shared.spare_root).take().unwrap_or_default();
@@ -685,6 +879,7 @@ impl Store {
             write(&shared.view).frozen = Some(Arc::new(Frozen {
                 root: Arc::new(root),
                 log_number: number,
+                seqs,
             }));
         }
         let _control = lock(&shared.control);
@@ -693,7 +888,8 @@ impl Store {
     }
 
     /// Waits until no root is frozen; counts it as a stall if `stall`.
-    fn wait_for_frozen_spill(&self, stall: bool) -> Result<()> {
+    /// Stops early, failing with `Interrupted`, once `interrupt` is raised.
+    fn wait_for_frozen_spill(&self, stall: bool, interrupt: &Interrupt) -> Result<()> {
         let shared = &*self.shared;
         if read(&shared.view).frozen.is_none() {
             return Ok(());
@@ -705,10 +901,12 @@ impl Store {
                 shared.poison.check()?;
                 return Err(Error::Internal("the worker stopped without recording why".into()));
             }
+            interrupt.check()?;
             control = shared
                 .progress
-                .wait(control)
-                .unwrap_or_else(PoisonError::into_inner);
+                .wait_timeout(control, INTERRUPT_POLL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
         drop(control);
         if stall {
@@ -768,15 +966,22 @@ impl Store {
     /// Spills everything written so far into the tree, so that the logs
     /// can go; returns once the root has spilled.
     pub fn flush(&self) -> Result<()> {
+        self.flush_interruptible(&Interrupt::new())
+    }
+
+    /// [`flush`](Self::flush), giving up the wait (with `Interrupted`) once
+    /// `interrupt` is raised; the spill goes on in the background.
+    pub fn flush_interruptible(&self, interrupt: &Interrupt) -> Result<()> {
         self.check_open()?;
         {
             let mut writer = lock(&self.shared.writer);
             if writer.wal.is_none() {
                 return Err(self.unwritable());
             }
-            self.make_room(&mut writer, None)?;
+            interrupt.check()?;
+            self.make_room(&mut writer, None, Some(interrupt))?;
         }
-        self.wait_for_frozen_spill(false)
+        self.wait_for_frozen_spill(false, interrupt)
     }
 
     /// [`flush`](Self::flush), then waits until the worker has nothing left
@@ -784,7 +989,13 @@ impl Store {
     /// reader holds deleted. For benchmarks and tests that want a quiet
     /// store; nothing needs it for correctness.
     pub fn settle(&self) -> Result<()> {
-        self.flush()?;
+        self.settle_interruptible(&Interrupt::new())
+    }
+
+    /// [`settle`](Self::settle), giving up the wait (with `Interrupted`)
+    /// once `interrupt` is raised; the work goes on in the background.
+    pub fn settle_interruptible(&self, interrupt: &Interrupt) -> Result<()> {
+        self.flush_interruptible(interrupt)?;
         let shared = &*self.shared;
         let mut control = lock(&shared.control);
         // The pass under way may have looked for files to delete before
@@ -797,11 +1008,15 @@ impl Store {
                 shared.poison.check()?;
                 return Err(Error::Internal("the worker stopped without recording why".into()));
             }
+            drop(control);
+            interrupt.check()?;
+            control = lock(&shared.control);
             shared.wake.notify_all();
             control = shared
                 .progress
-                .wait(control)
-                .unwrap_or_else(PoisonError::into_inner);
+                .wait_timeout(control, INTERRUPT_POLL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
         Ok(())
     }
@@ -835,17 +1050,33 @@ impl Store {
             shared.wake.notify_all();
             shared.progress.notify_all();
         }
-        if let Some(handle) = lock(&self.worker).take() {
-            if handle.join().is_err() {
-                return Err(Error::Internal(
-                    "the key-value store's worker thread panicked".into(),
-                ));
-            }
-        }
+        let exit = match lock(&self.worker).take() {
+            Some(handle) => handle
+                .join()
+                .map_err(|_| Error::Internal("the key-value store's worker thread panicked".into()))?,
+            None => None,
+        };
         let mut writer = lock(&shared.writer);
-        if let Some(wal) = writer.wal.take() {
+        let end_seq = writer.next_seq;
+        if let Some(mut wal) = writer.wal.take() {
             shared.poison.check()?;
-            shared.poison.guard(|| wal.seal())?;
+            // The closing trailer, then the manifest's record of it: after
+            // a clean close an older copy of the newest log is told from it.
+            shared
+                .poison
+                .guard(|| wal.seal(LogTrailer { next: 0, end_seq }))?;
+            if let Some(WorkerExit {
+                mut manifest,
+                mut counters,
+            }) = exit
+            {
+                counters.next_file = shared.next_file.load(Ordering::Relaxed);
+                counters.newest_log = wal.number();
+                counters.closed_seq = Some(end_seq);
+                let mut payload = Vec::new();
+                manifest::encode_edit(&Edit::default(), counters, &mut payload);
+                shared.poison.guard(|| manifest.append(&payload))?;
+            }
             if std::mem::take(&mut lock(&shared.spare_log).ready) {
                 // Only zeros: the next open would delete it anyway.
                 shared.fs.remove_file(&shared.dir.join(wal::SPARE_NAME))?;
@@ -872,14 +1103,61 @@ impl Store {
         (active, view.frozen.map(|frozen| frozen.root.clone()), view.tree)
     }
 
+    /// Runs recovery's checks (recovery.rs) on the store's directory as it
+    /// is now. For a store open for writing the writers' lock is held and
+    /// the worker stopped between changes meanwhile, so that the checks
+    /// see a directory no one changes (but for a rewrite's new files,
+    /// which the tree does not name yet).
+    /// Returns the store's version of the moment too, taken while the
+    /// directory is as the checks saw it.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn check_directory(
+        &self,
+    ) -> Result<(Checked, (Arc<RootBuffer>, Option<Arc<RootBuffer>>, Arc<Tree>))> {
+        self.check_open()?;
+        let shared = &*self.shared;
+        let missing = || Error::Corruption {
+            file: shared.dir.join(manifest::CURRENT),
+            offset: 0,
+            what: "missing: the store's directory lost the file that names its manifest".into(),
+        };
+        if shared.read_only {
+            let checked =
+                recovery::check(shared.fs.as_ref(), &shared.dir, true, false)?.ok_or_else(missing)?;
+            return Ok((checked, self.snapshot()));
+        }
+        // Writers first: a writer waiting for a root to spill holds their
+        // lock, and the worker must be free to spill it.
+        let writer = lock(&shared.writer);
+        {
+            let mut control = lock(&shared.control);
+            control.pause_requests += 1;
+            shared.wake.notify_all();
+            while !control.paused && !control.failed && !control.shutdown {
+                control = shared
+                    .progress
+                    .wait_timeout(control, INTERRUPT_POLL)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        }
+        let checked = recovery::check(shared.fs.as_ref(), &shared.dir, false, false);
+        let snapshot = self.snapshot();
+        {
+            let mut control = lock(&shared.control);
+            control.pause_requests -= 1;
+            shared.wake.notify_all();
+        }
+        drop(writer);
+        let mut checked = checked?.ok_or_else(missing)?;
+        // The spare log is the store's own, prepared for the next freeze.
+        checked.removable.retain(|name| name != wal::SPARE_NAME);
+        Ok((checked, snapshot))
+    }
+
     /// The open-file cache and the merge operator, for scans.
     pub(crate) fn cache(&self) -> &Arc<FileCache> {
         &self.shared.cache
-    }
-
-    /// The file system the store is on.
-    pub(crate) fn fs(&self) -> &Arc<dyn Fs> {
-        &self.shared.fs
     }
 
     /// Statistics.
@@ -897,6 +1175,7 @@ impl Store {
         let tree = &view.tree;
         let files = tree.files();
         let root_spills = lock(&shared.control).root_spills;
+        let damage = lock(&shared.damage).clone();
         KvStats {
             puts: get(&metrics.puts),
             deletes: get(&metrics.deletes),
@@ -936,6 +1215,8 @@ impl Store {
             logs_over_spares: get(&metrics.logs_over_spares),
             files_removed: get(&metrics.files_removed),
             file_opens: shared.cache.opens(),
+            damaged_nodes: damage.len() as u64,
+            damage,
             write_latency_us: metrics.write_latency_us.snapshot(),
             get_latency_us: metrics.get_latency_us.snapshot(),
             spill_latency_us: metrics.spill_latency_us.snapshot(),
@@ -950,36 +1231,66 @@ impl Drop for Store {
     }
 }
 
-/// Whether `name` is a file a store writes.
-fn is_store_file(name: &str) -> bool {
-    list::parse_name(name).is_some()
-        || wal::parse_name(name).is_some()
-        || manifest::parse_name(name).is_some()
+/// The highest number of a list file, log or manifest in `dir` (0 if none).
+fn highest_file_number(fs: &dyn Fs, dir: &Path) -> Result<u64> {
+    Ok(fs
+        .list_dir(dir)?
+        .iter()
+        .filter_map(|name| {
+            list::parse_name(name)
+                .or_else(|| wal::parse_name(name))
+                .or_else(|| manifest::parse_name(name))
+        })
+        .max()
+        .unwrap_or(0))
 }
 
-/// Removes what a crash or an earlier session left behind: list files the
-/// tree does not refer to, logs already in the tree, old manifests.
-fn remove_unreferenced(fs: &dyn Fs, dir: &Path, names: &[String], recovered: &Recovered) -> Result<()> {
-    let live = recovered.tree.files();
-    let mut removed = false;
-    for name in names {
-        let stale = match (
-            list::parse_name(name),
-            wal::parse_name(name),
-            manifest::parse_name(name),
-        ) {
-            (Some(number), _, _) => !live.contains_key(&number),
-            (_, Some(number), _) => number < recovered.counters.log_number,
-            (_, _, Some(number)) => number != recovered.manifest_number,
-            _ => name == "CURRENT.tmp" || name == wal::SPARE_NAME,
+/// A new store's identity: random enough that two stores never share one
+/// (the time, the process, the directory and a counter, hashed).
+pub(crate) fn new_store_id(dir: &Path) -> u64 {
+    static CREATED: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    let mut seed = Vec::new();
+    seed.extend_from_slice(&nanos.to_le_bytes());
+    seed.extend_from_slice(&std::process::id().to_le_bytes());
+    seed.extend_from_slice(&CREATED.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    seed.extend_from_slice(dir.as_os_str().as_encoded_bytes());
+    hash64(&seed).max(1)
+}
+
+/// A directory without CURRENT may hold what a creation that was cut
+/// short left (its first log, holding no write, and a manifest CURRENT
+/// never named): removed, so the store is created again. Any other store
+/// file there is corruption: a store whose CURRENT is gone.
+fn clear_interrupted_creation(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    let names: Vec<String> = fs
+        .list_dir(dir)?
+        .into_iter()
+        .filter(|name| recovery::looks_like_store_file(name))
+        .collect();
+    for name in &names {
+        let leftover = match name.as_str() {
+            "MANIFEST-000001" | "CURRENT.tmp" => true,
+            "000002.log" => wal::read(fs, dir, 2, |_, _| Ok(()))
+                .map(|contents| contents.is_none_or(|contents| contents.end_seq == 0))
+                .unwrap_or(false),
+            _ => false,
         };
-        if stale {
-            fs.remove_file(&dir.join(name))?;
-            removed = true;
+        if !leftover {
+            return Err(Error::corruption(
+                dir.join(manifest::CURRENT),
+                0,
+                format!(
+                    "missing, but the directory holds {name}: the store lost the file that names its manifest \
+                     (run `spillway kv repair` to rebuild it)"
+                ),
+            ));
         }
     }
-    if removed {
-        fs.sync_dir(dir)?;
+    for name in &names {
+        fs.remove_file(&dir.join(name))?;
     }
     Ok(())
 }
@@ -1000,7 +1311,7 @@ impl Lookup {
         !self.done
     }
 
-    fn resolve(self, key: &[u8], merge: Option<&dyn crate::merge::MergeOperator>) -> Result<Option<Vec<u8>>> {
+    fn resolve(self, key: &[u8], merge: Option<&dyn MergeOperator>) -> Result<Option<Vec<u8>>> {
         let mut records = self.found.into_iter().rev();
         let Some((kind, value)) = records.next() else {
             return Ok(None);
@@ -1037,6 +1348,9 @@ struct Worker {
     obsolete: Vec<Arc<ListFile>>,
     /// Each node's unique ratio, with the list count and bytes it was computed for.
     unique_ratios: HashMap<NodeId, ((usize, u64), f64)>,
+    /// Nodes in which a spill or rewrite met a corrupt block: left alone
+    /// (no more spills or splits of them) until the store is repaired.
+    damaged: HashSet<NodeId>,
     last_sync: Instant,
     /// The spill or slow split being computed beside the root spills.
     rewrite: Option<Rewrite>,
@@ -1058,6 +1372,8 @@ struct Rewrite {
     base: Arc<Tree>,
     started: Instant,
     thread: JoinHandle<Result<Rewritten>>,
+    /// The file numbers it took: removed if it fails.
+    allocated: Arc<Mutex<Vec<FileNumber>>>,
 }
 
 /// What a rewrite made: its edit of `base`, and what it read and wrote.
@@ -1106,7 +1422,7 @@ impl Drop for RewriteEnded<'_> {
 }
 
 impl Worker {
-    fn run(mut self) {
+    fn run(mut self) -> Option<WorkerExit> {
         // Spills and splits are throughput work: a writer woken by its log's
         // sync takes a core from them at once (a synced fill of 16-byte
         // records ran 5% faster, measured).
@@ -1114,6 +1430,7 @@ impl Worker {
         loop {
             // The previous version is dropped by now: its files may go.
             self.remove_obsolete();
+            self.pause_if_asked();
             let tree = read(&self.shared.view).tree.clone();
             // Beside a rewrite only root spills run: they append lists and
             // change nothing else, so its edit can be carried over to them.
@@ -1168,10 +1485,27 @@ impl Worker {
                 let mut control = lock(&self.shared.control);
                 control.failed = true;
                 self.shared.progress.notify_all();
-                return;
+                return None;
             }
         }
         self.remove_obsolete();
+        Some(WorkerExit {
+            manifest: self.manifest,
+            counters: self.counters,
+        })
+    }
+
+    /// Waits, between two changes, while a caller (`verify`) asks the
+    /// worker to leave the directory as it is.
+    fn pause_if_asked(&self) {
+        let shared = &*self.shared;
+        let mut control = lock(&shared.control);
+        while control.pause_requests > 0 && !control.shutdown {
+            control.paused = true;
+            shared.progress.notify_all();
+            control = shared.wake.wait(control).unwrap_or_else(PoisonError::into_inner);
+        }
+        control.paused = false;
     }
 
     /// Prepares the next log as zeros if the last one's syncs would have
@@ -1227,6 +1561,10 @@ impl Worker {
             if node.children.len() > options.fan_out {
                 return Some((Fix::Divide(node.id), true));
             }
+            if self.damaged.contains(&node.id) {
+                // It grows while its damage waits for repair.
+                continue;
+            }
             let rank = (!node.is_leaf(), node.bytes());
             if rank.1 > options.node_bytes && full.is_none_or(|(internal, bytes, _)| rank > (internal, bytes))
             {
@@ -1245,14 +1583,20 @@ impl Worker {
         // for each of their false positives.
         let crowded = tree
             .nodes()
-            .filter(|node| node.id != ROOT && Self::crowded(node, options))
+            .filter(|node| {
+                node.id != ROOT && !self.damaged.contains(&node.id) && Self::crowded(node, options)
+            })
             .max_by_key(|node| (!node.is_leaf(), node.lists.len()));
         if let Some(node) = crowded {
             return Some((Self::forced_fix(node), false));
         }
         if options.unique_ratio_min > 0.0 {
             for node in tree.nodes() {
-                if node.id == ROOT || node.lists.len() < 2 || node.bytes() < options.node_bytes / 4 {
+                if node.id == ROOT
+                    || node.lists.len() < 2
+                    || node.bytes() < options.node_bytes / 4
+                    || self.damaged.contains(&node.id)
+                {
                     continue;
                 }
                 let signature = (node.lists.len(), node.bytes());
@@ -1292,13 +1636,15 @@ impl Worker {
         }
     }
 
-    fn job(shared: &Shared) -> Job<'_> {
+    fn job(shared: &Shared, allocated: Arc<Mutex<Vec<FileNumber>>>) -> Job<'_> {
         Job {
             fs: shared.fs.as_ref(),
             dir: &shared.dir,
             options: &shared.options,
             cache: &shared.cache,
             next_file: &shared.next_file,
+            store_id: shared.store_id,
+            allocated,
             merge: shared.options.merge_operator.clone(),
             written: Vec::new(),
             records_in: 0,
@@ -1312,11 +1658,12 @@ impl Worker {
         if self.rewrite.is_some() {
             add(&shared.metrics.spills_beside_rewrites, 1);
         }
-        let mut job = Self::job(&shared);
-        let edit = spill::spill_root(&mut job, tree, frozen.root.clone())?;
+        let mut job = Self::job(&shared, Arc::default());
+        let edit = spill::spill_root(&mut job, tree, frozen.root.clone(), frozen.seqs)?;
         let moved = Moved::of(&job);
         drop(job);
         self.counters.log_number = frozen.log_number;
+        self.counters.log_seq = frozen.seqs.1 + 1;
         self.commit(tree, edit, moved.files > 0, true)?;
         moved.record(&shared.metrics, started);
         // Logs before the frozen root's successor hold nothing the tree lacks.
@@ -1381,12 +1728,14 @@ impl Worker {
         let shared = self.shared.clone();
         let base = tree.clone();
         let new_id = self.counters.next_node;
+        let allocated: Arc<Mutex<Vec<FileNumber>>> = Arc::default();
+        let taken = allocated.clone();
         let thread = std::thread::Builder::new()
             .name("spillway-kv-rewrite".into())
             .spawn(move || {
                 let _ended = RewriteEnded(&shared);
                 spillway_core::prefer_throughput();
-                let mut job = Self::job(&shared);
+                let mut job = Self::job(&shared, taken);
                 let (edit, outcome) = match fix {
                     Fix::Spill(id, _) => (spill::spill_node(&mut job, &base, id)?, None),
                     Fix::Split(id, _) => {
@@ -1407,6 +1756,7 @@ impl Worker {
             base: tree.clone(),
             started: Instant::now(),
             thread,
+            allocated,
         });
         Ok(())
     }
@@ -1421,10 +1771,32 @@ impl Worker {
         let done = rewrite
             .thread
             .join()
-            .map_err(|_| Error::Internal("the key-value store's rewrite thread panicked".into()))??;
+            .map_err(|_| Error::Internal("the key-value store's rewrite thread panicked".into()))?;
         lock(&self.shared.control).rewrite_ended = false;
         let (Fix::Spill(origin, forced) | Fix::Split(origin, forced)) = rewrite.fix else {
             unreachable!("grow and divide move no data")
+        };
+        let done = match done {
+            Ok(done) => done,
+            Err(error) => {
+                // Its files are in no tree: they go whatever happened.
+                let allocated = std::mem::take(&mut *lock(&rewrite.allocated));
+                for number in allocated {
+                    self.shared.cache.forget(number);
+                    let _ = self
+                        .shared
+                        .fs
+                        .remove_file(&self.shared.dir.join(list::file_name(number)));
+                }
+                if error.kind() != ErrorKind::Corruption {
+                    return Err(error);
+                }
+                // A corrupt block poisons only the node that needs it: the
+                // store goes on writing and serving every other read.
+                self.damaged.insert(origin);
+                lock(&self.shared.damage).push(format!("node {origin}: {error}"));
+                return Ok(());
+            }
         };
         let metrics = &self.shared.metrics;
         add(
@@ -1496,7 +1868,7 @@ impl Worker {
             .as_ref()
             .map_or(String::new(), |merge| merge.name());
         let mut snapshot = Vec::new();
-        manifest::encode_snapshot(tree, self.counters, &merge_name, &mut snapshot);
+        manifest::encode_snapshot(tree, shared.store_id, self.counters, &merge_name, &mut snapshot);
         let old = self.manifest.number();
         self.manifest = ManifestWriter::create(shared.fs.as_ref(), &shared.dir, number, &snapshot)?;
         shared

@@ -432,7 +432,7 @@ fn damaged_files_are_corruption_errors_naming_the_file_and_offset() {
     assert!(
         error
             .to_string()
-            .contains(&format!("{} at offset {}", victim.display(), len - 72)),
+            .contains(&format!("{} at offset {}", victim.display(), len - 112)),
         "{error}"
     );
     flip(&fs, &victim, len - 30);
@@ -545,7 +545,7 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
 }
 
 #[test]
-fn synced_logs_are_written_over_spares_of_zeros_and_sealed_at_their_frames() {
+fn synced_logs_are_written_over_spares_of_zeros_and_sealed_with_a_closing_trailer() {
     let dir = tempfile::tempdir().unwrap();
     let options = Options {
         sync: SyncMode::Always,
@@ -588,12 +588,20 @@ fn synced_logs_are_written_over_spares_of_zeros_and_sealed_at_their_frames() {
     assert!(spare.exists(), "the worker prepared no spare after a root spill");
     check_against(&store, &model, 3000);
 
-    // Closing seals the log at its frames and removes the spare.
+    // Closing seals the log with a closing trailer (its padding of zeros
+    // stays: a log that ends at its frames was cut) and removes the spare.
     store.close().unwrap();
     drop(store);
     assert!(!spare.exists());
     let sealed = std::fs::read(newest_log()).unwrap();
-    assert!(sealed.len() < active.len() && sealed.last() != Some(&0));
+    assert_eq!(sealed.last(), Some(&0), "the sealed log lost its padding");
+    // The last frame is the trailer: 17 bytes (tag 3, next log 0 for a
+    // clean close, the end write), then only zeros.
+    let trailer = (0..sealed.len() - 25).rev().find(|&at| {
+        sealed[at..at + 4] == 17u32.to_le_bytes() && sealed[at + 8] == 3 && sealed[at + 9..at + 17] == [0; 8]
+    });
+    let trailer = trailer.expect("a closing trailer");
+    assert!(sealed[trailer + 25..].iter().all(|&byte| byte == 0));
     let store = Store::open(dir.path(), options).unwrap();
     check_against(&store, &model, 3000);
 }

@@ -8,12 +8,18 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
-use spillway_cli::kv::{stats_json, verify_json};
-use spillway_core::{Error, Result};
+use spillway_cli::kv::{repair_json, stats_json, verify_json};
+use spillway_core::{Error, Interrupt, Result};
 use spillway_kv::{AggregateMerge, MergeOperator, Options, Scan, Store, SyncMode, WriteBatch};
 
 use crate::agg::{output_to_py, PyValue};
 use crate::errors::to_py_err;
+use crate::interrupt::interruptible;
+
+/// Writes in a batch above which `write_batch` runs as a long call (on a
+/// thread of its own, Ctrl-C honoured while it waits for a root to spill):
+/// small batches are written at once, without a thread's start.
+const LONG_BATCH_WRITES: usize = 4096;
 
 /// The options `spillway.KV` passes (a dict), checked there for type.
 #[derive(Debug, FromPyObject)]
@@ -129,6 +135,28 @@ impl PyKv {
         .map_err(to_py_err)
     }
 
+    /// Runs `call` on the open store as a long call ([`interruptible`]):
+    /// on a thread of its own with the GIL released, raising
+    /// `KeyboardInterrupt` once Ctrl-C has stopped it.
+    fn with_store_interruptible<T: Send>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&Store, &Interrupt) -> Result<T> + Send,
+    ) -> PyResult<T> {
+        let store = self
+            .inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| {
+                to_py_err(Error::InvalidArgument(format!(
+                    "the key-value store in {} is closed; open it again to use it",
+                    self.path.display()
+                )))
+            })?;
+        interruptible(py, |interrupt| call(&store, interrupt))?.map_err(to_py_err)
+    }
+
     /// The merge operator, or an error naming `what` needs it.
     fn aggregate(&self, what: &str) -> Result<&AggregateMerge> {
         self.merge.as_deref().ok_or_else(|| {
@@ -238,6 +266,11 @@ impl PyKv {
                 }
             }
         }
+        if batch.len() > LONG_BATCH_WRITES {
+            return self.with_store_interruptible(py, |store, interrupt| {
+                store.write_interruptible(&batch, interrupt)
+            });
+        }
         self.with_store(py, |store| store.write(&batch))
     }
 
@@ -258,12 +291,12 @@ impl PyKv {
 
     /// Spills the root buffer into the tree.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_store(py, Store::flush)
+        self.with_store_interruptible(py, Store::flush_interruptible)
     }
 
     /// Flushes, then waits until the background work is done.
     fn settle(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_store(py, Store::settle)
+        self.with_store_interruptible(py, Store::settle_interruptible)
     }
 
     /// Makes every write durable.
@@ -278,7 +311,18 @@ impl PyKv {
 
     /// `verify`'s report as a JSON object text.
     fn verify(&self, py: Python<'_>) -> PyResult<String> {
-        self.with_store(py, |store| Ok(verify_json(&store.verify()?).to_string()))
+        self.with_store_interruptible(py, |store, interrupt| {
+            Ok(verify_json(&store.verify_interruptible(interrupt)?).to_string())
+        })
+    }
+
+    /// Repairs the (closed) store in `path`; the report as a JSON object
+    /// text.
+    #[staticmethod]
+    fn repair(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+        interruptible(py, |interrupt| Store::repair_interruptible(&path, interrupt))?
+            .map(|report| repair_json(&report).to_string())
+            .map_err(to_py_err)
     }
 
     /// Closes the store (waiting for calls in progress); closing again
