@@ -26,7 +26,7 @@ import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _native
-from .agg import _size
+from ._args import count, size
 from .errors import InvalidArgumentError
 
 Key = Union[bytes, bytearray, memoryview, str]
@@ -83,14 +83,9 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
         if value is None:
             continue
         if name in _SIZE_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, (int, str)):
-                raise InvalidArgumentError(f"{name} must be a number of bytes or a size such as '64M', not {value!r}")
-            value = _size(value, name)
-            if value <= 0:
-                raise InvalidArgumentError(f"{name} must be above zero, got {value}")
+            value = size(value, name, 1)
         elif name in _COUNT_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidArgumentError(f"{name} must be a whole number, not {value!r}")
+            value = count(value, name)
         elif name == "unique_ratio_min":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise InvalidArgumentError(f"unique_ratio_min must be a number between 0 and 1, not {value!r}")
