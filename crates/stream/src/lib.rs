@@ -25,13 +25,15 @@ mod manifest;
 mod merge;
 mod records;
 pub mod segment;
+mod survey;
 pub mod template;
 mod tier;
 mod wal;
 
-pub use batch::{Batch, Op};
+pub use batch::{Batch, Op, NOT_FINITE};
 pub use bptree::BPlusTree;
 pub use entry::Entry;
 pub use index::{Options, StreamIndex, StreamStats, TemplatePolicy, VerifyReport};
 pub use records::{Aggregate, Bounds, Records, Shadow};
+pub use survey::Unaccounted;
 pub use template::{OverflowStats, TemplateTree};
