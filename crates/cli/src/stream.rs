@@ -564,7 +564,7 @@ fn query(args: QueryArgs) -> anyhow::Result<u8> {
                 "count {}\nnumeric {}\nsum {}\nmin {}\nmax {}",
                 aggregate.count,
                 aggregate.numeric,
-                aggregate.sum,
+                aggregate.sum(),
                 number(aggregate.min),
                 number(aggregate.max)
             );
@@ -873,6 +873,8 @@ pub fn stats_json(stats: &StreamStats) -> Value {
         cache_bytes,
         leaves_summarized,
         leaves_read,
+        unaccounted_files,
+        damaged_segments,
     } = stats;
     let mut object = Map::new();
     for (name, value) in [
@@ -897,6 +899,8 @@ pub fn stats_json(stats: &StreamStats) -> Value {
         ("cache_bytes", json!(cache_bytes)),
         ("leaves_summarized", json!(leaves_summarized)),
         ("leaves_read", json!(leaves_read)),
+        ("unaccounted_files", json!(unaccounted_files)),
+        ("damaged_segments", json!(damaged_segments)),
     ] {
         object.insert(name.to_string(), value);
     }
@@ -910,22 +914,48 @@ pub fn verify_json(report: &VerifyReport) -> Value {
         records,
         leaves,
         bytes,
+        logs,
+        log_writes,
+        redundant,
+        unaccounted,
     } = report;
-    json!({"segments": segments, "records": records, "leaves": leaves, "bytes": bytes})
+    json!({
+        "segments": segments,
+        "records": records,
+        "leaves": leaves,
+        "bytes": bytes,
+        "logs": logs,
+        "log_writes": log_writes,
+        "redundant": redundant,
+        "unaccounted": unaccounted,
+    })
 }
 
 /// An aggregate as a JSON object; `min` and `max` are null when no value
-/// is a number.
+/// is a number. The sum is a number, but for a total beyond a float64's
+/// range (about ±1.8e308), which JSON cannot write as a number: the
+/// string "inf" or "-inf".
 pub fn aggregate_json(aggregate: &Aggregate) -> Value {
-    let Aggregate {
-        count,
-        numeric,
-        sum,
-        min,
-        max,
-    } = aggregate;
-    let number = |value: &f64| if *numeric == 0 { Value::Null } else { json!(value) };
-    json!({"count": count, "numeric": numeric, "sum": sum, "min": number(min), "max": number(max)})
+    let number = |value: f64| {
+        if aggregate.numeric == 0 {
+            Value::Null
+        } else {
+            json!(value)
+        }
+    };
+    let sum = aggregate.sum();
+    let sum = if sum.is_finite() {
+        json!(sum)
+    } else {
+        json!(if sum > 0.0 { "inf" } else { "-inf" })
+    };
+    json!({
+        "count": aggregate.count,
+        "numeric": aggregate.numeric,
+        "sum": sum,
+        "min": number(aggregate.min),
+        "max": number(aggregate.max),
+    })
 }
 
 #[cfg(test)]

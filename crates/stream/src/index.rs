@@ -17,6 +17,7 @@ use crate::bptree::BPlusTree;
 use crate::manifest::{self, Listed, LiveLog, Manifest, NOT_CLOSED};
 use crate::merge::{self, Rows, Run};
 use crate::records::{drop_shadowed, newest_shadow, newest_shadows, Aggregate, Bounds, Records, Shadow};
+use crate::repair::{self, RepairReport};
 use crate::segment::{self, Cache, Segment, SegmentMeta};
 use crate::survey::{self, Unaccounted};
 use crate::template::{OverflowStats, TemplateTree};
@@ -1655,6 +1656,34 @@ impl StreamIndex {
         self.flush()
     }
 
+    /// Repairs the store in directory `path` on the real file system (it
+    /// must not be open): if it checks clean, files that are not part of
+    /// it are moved into `path/lost/` and nothing else changes; otherwise
+    /// its manifest is rebuilt from what the files prove, every record
+    /// that reads back is kept, and the files that cannot be used are
+    /// moved into `lost/` (nothing is deleted). The report says what was
+    /// moved, why, and what was lost. See the crate's DESIGN.md, "Repair".
+    pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
+        Self::repair_with_interrupt(path, &Interrupt::new())
+    }
+
+    /// [`StreamIndex::repair`], stopping with [`Error::Interrupted`] once
+    /// `interrupt` is raised, between files, as long as nothing has been
+    /// changed (once the new manifest is written, the repair finishes).
+    pub fn repair_with_interrupt(path: impl AsRef<Path>, interrupt: &Interrupt) -> Result<RepairReport> {
+        let dir = path.as_ref();
+        let fs = RealFs::new();
+        repair::check_is_store(&fs, dir)?;
+        let _lock = DirectoryLock::acquire(dir, false, "the stream index")?;
+        repair::repair(&fs, dir, interrupt)
+    }
+
+    /// [`StreamIndex::repair`] of the store in `dir` on `fs` (no lock is
+    /// taken).
+    pub fn repair_on(fs: &dyn Fs, dir: &Path, interrupt: &Interrupt) -> Result<RepairReport> {
+        repair::repair(fs, dir, interrupt)
+    }
+
     /// Records a clean close (see `Drop`): the frozen buffer is written
     /// and no writer is left.
     fn close_cleanly(&self) -> Result<()> {
@@ -1804,7 +1833,7 @@ impl Drop for StreamIndex {
 /// A random id for a new store (the hasher's keys come from the
 /// operating system's random source; the clock and the process id are
 /// mixed in as well).
-fn new_store_id() -> u64 {
+pub(crate) fn new_store_id() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     let now = std::time::SystemTime::now()

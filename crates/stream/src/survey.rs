@@ -134,8 +134,7 @@ pub(crate) fn survey(
         if !present(&name) {
             return Err(missing(dir, &name, "log"));
         }
-        let replayed =
-            wal::replay(fs, &path, live.number, &mut visit).map_err(point_to_repair)?;
+        let replayed = wal::replay(fs, &path, live.number, &mut visit).map_err(point_to_repair)?;
         let corrupt = |offset: u64, what: String| {
             Error::corruption(
                 &path,
