@@ -1244,6 +1244,7 @@ impl StreamIndex {
         let small = (self.shared.options.buffer_bytes / 4) as u64;
         let mut merged = 0;
         loop {
+            interrupt.check()?;
             let segments = self.snapshot().segments;
             // The first run of two or more adjacent small segments.
             let mut run = 0..0;

@@ -24,74 +24,11 @@ use std::sync::Arc;
 use spillway_core::fs::{Fault, FaultTarget, OpKind};
 use spillway_core::{Error, ErrorKind, Fs, Interrupt, SimFs};
 use spillway_stream::segment::{Cache, Segment};
-use spillway_stream::{Batch, Bounds, Op, Options, Records, StreamIndex, TemplatePolicy};
+use spillway_stream::{Batch, Bounds, Op, Options, StreamIndex, TemplatePolicy};
 
-const DIR: &str = "/store";
+mod common;
 
-/// xorshift64*: enough randomness for tests, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-type Row = (u64, u64, u64, Vec<u8>);
-
-/// Every acknowledged write in order; its position is its sequence number.
-#[derive(Default, Clone)]
-struct Model {
-    writes: Vec<(Op, u64, u64, Vec<u8>)>,
-}
-
-impl Model {
-    /// The live records among the writes `keep` keeps, newest wins.
-    fn live_of(&self, bounds: &Bounds, keep: impl Fn(u64) -> bool) -> Vec<Row> {
-        let mut live = Vec::new();
-        for (seq, (op, key, time, value)) in self.writes.iter().enumerate() {
-            let seq = seq as u64;
-            if *op == Op::Delete || !bounds.contains(*key, *time) || !keep(seq) {
-                continue;
-            }
-            let replaced =
-                self.writes[seq as usize + 1..]
-                    .iter()
-                    .enumerate()
-                    .any(|(later, (op, k, t, _))| {
-                        op.shadows() && (k, t) == (key, time) && keep(seq + 1 + later as u64)
-                    });
-            if !replaced {
-                live.push((*key, *time, seq, value.clone()));
-            }
-        }
-        live.sort();
-        live
-    }
-
-    fn live(&self, bounds: &Bounds) -> Vec<Row> {
-        self.live_of(bounds, |_| true)
-    }
-}
-
-fn rows(records: &Records) -> Vec<Row> {
-    (0..records.len())
-        .map(|i| {
-            (
-                records.keys[i],
-                records.times[i],
-                records.seqs[i],
-                records.value(i).to_vec(),
-            )
-        })
-        .collect()
-}
+use common::{file_system, files, rows, Model, Rng, Row, DIR};
 
 fn options() -> Options {
     Options {
@@ -129,37 +66,6 @@ fn random_batch(rng: &mut Rng, time: &mut u64, model: &mut Model) -> Batch {
         model.writes.push((op, key, at, value));
     }
     batch
-}
-
-/// Every file of the store's directory and its bytes.
-fn files(fs: &SimFs) -> BTreeMap<String, Vec<u8>> {
-    let dir = Path::new(DIR);
-    fs.list_dir(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|name| !fs.is_dir(&dir.join(name)).unwrap())
-        .map(|name| {
-            let file = fs.open_read(&dir.join(&name)).unwrap();
-            let mut bytes = Vec::new();
-            file.read_exact_append(&mut bytes, file.len().unwrap() as usize, 0)
-                .unwrap();
-            (name, bytes)
-        })
-        .collect()
-}
-
-/// A new file system holding `files` in the store's directory, durable.
-fn file_system(files: &BTreeMap<String, Vec<u8>>) -> Arc<SimFs> {
-    let fs = Arc::new(SimFs::new());
-    let dir = Path::new(DIR);
-    fs.create_dir_all(dir).unwrap();
-    for (name, bytes) in files {
-        let file = fs.create_or_truncate(&dir.join(name)).unwrap();
-        file.write_at(bytes, 0).unwrap();
-        file.sync_data().unwrap();
-    }
-    fs.sync_dir(dir).unwrap();
-    fs
 }
 
 /// A store as the run left it, with what was acknowledged and the older
