@@ -1613,7 +1613,14 @@ impl StreamIndex {
                 "missing, though the store is open; `spillway stream repair` rebuilds it from the files",
             )
         })?;
+        // Writers wait while the logs are read: a frame half written when
+        // the newest log is read, with a later one whole, would read as
+        // damage. (Every frame the log's writer says it wrote is whole
+        // while its lock is held.)
+        let active = self.read_gate().clone();
+        let writers = lock(&active.data);
         let survey = survey::survey(fs, dir, &manifest, &Cache::new(0), interrupt, |_, _| Ok(()))?;
+        drop(writers);
         let mut report = VerifyReport {
             logs: survey.logs,
             log_writes: survey.log_writes,
