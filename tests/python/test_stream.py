@@ -521,13 +521,21 @@ def test_ctrl_c_stops_a_large_append_batch_between_parts(tmp_path):
     count = 20_000_000
     keys = numpy.arange(count, dtype=numpy.uint64)
     with spillway.StreamIndex(tmp_path, buffer_bytes="1M") as index:
-        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-        timer.start()
+
+        def interrupt_once_writing():
+            # Ctrl-C once the native call is writing (not while Python packs the columns).
+            deadline = time.monotonic() + 60
+            while index.stats()["next_seq"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        interrupter = threading.Thread(target=interrupt_once_writing)
+        interrupter.start()
         try:
             with pytest.raises(KeyboardInterrupt):
                 index.append_batch(keys, keys, numpy.ones(count))
         finally:
-            timer.cancel()
+            interrupter.join()
         written = index.stats()["next_seq"]
         assert 0 < written < count, "stopped part way, the parts before it written"
         assert index.aggregate(0, 2**64 - 1)["count"] == written
