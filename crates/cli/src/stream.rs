@@ -823,7 +823,7 @@ fn repair(args: RepairArgs) -> anyhow::Result<u8> {
     }
     for lost in &report.lost {
         let place = match &lost.moved_to {
-            Some(moved_to) => format!("moved to {dir}/{moved_to}"),
+            Some(moved_to) => format!("kept as {dir}/{moved_to}"),
             None => "missing".to_string(),
         };
         let damaged: Vec<String> = lost

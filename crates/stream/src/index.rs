@@ -95,6 +95,12 @@ impl Default for Options {
     }
 }
 
+/// How often the flusher of a store without `sync` makes its active log
+/// durable, and how much the log must have grown since (see
+/// `Shared::sync_active_log`).
+const LOG_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+const LOG_SYNC_BYTES_MIN: u64 = 1 << 20;
+
 /// The bytes a record costs in a buffer beyond its value: its entry in
 /// the tree (32 bytes, in leaves about 70% full), its op and value offset.
 const RECORD_OVERHEAD_BYTES: usize = 56;
@@ -350,6 +356,9 @@ struct Buffer {
     tree: BufferTree,
     data: Mutex<BufferData>,
     wal_sync: Option<Arc<WalSync>>,
+    /// How far the flusher has synced the log in the background (a store
+    /// without `sync`).
+    synced_in_background: AtomicU64,
 }
 
 impl Buffer {
@@ -649,6 +658,12 @@ struct Shared {
     tiering: OnceLock<Tiering>,
     /// Listed segments a read-only open could not open.
     damaged_segments: u64,
+    /// The next log, made ready by the flusher (padded logs only); held
+    /// while it is being made.
+    spare: Mutex<Option<wal::Spare>>,
+    /// Set when making a spare failed: freezes make their logs
+    /// themselves from then on.
+    spare_failed: std::sync::atomic::AtomicBool,
 }
 
 /// A stream index over an append-only segment store; see the crate docs.
@@ -742,7 +757,7 @@ impl StreamIndex {
         let cache = Cache::new(options.cache_bytes);
         // The live logs' writes, replayed into a buffer of no log while
         // the survey checks them.
-        let replayed = Self::new_buffer(fs.as_ref(), dir, &options, manifest.next_seq, None, None)?;
+        let replayed = Self::new_buffer(&options, manifest.next_seq, None, None);
         let mut templates = 0;
         let mut last_time = 0;
         let survey = survey::survey(
@@ -828,7 +843,8 @@ impl StreamIndex {
                 first_seq: manifest.next_seq,
                 padded: options.sync,
             };
-            let active = Self::new_buffer(fs.as_ref(), dir, &options, manifest.next_seq, Some(header), None)?;
+            let wal = Wal::create(fs.as_ref(), dir, header)?;
+            let active = Self::new_buffer(&options, manifest.next_seq, Some(wal), None);
             let old_logs = std::mem::replace(
                 &mut manifest.logs,
                 vec![LiveLog {
@@ -868,6 +884,8 @@ impl StreamIndex {
             counters,
             tiering: OnceLock::new(),
             damaged_segments,
+            spare: Mutex::new(None),
+            spare_failed: std::sync::atomic::AtomicBool::new(false),
             options,
         });
         let flusher = if read_only {
@@ -936,15 +954,15 @@ impl StreamIndex {
         Ok(manifest)
     }
 
+    /// A buffer of writes from `first_seq` on, logged to `wal` (none:
+    /// replayed, or read-only), indexed by `template` (none: as the policy
+    /// starts).
     fn new_buffer(
-        fs: &dyn Fs,
-        dir: &Path,
         options: &Options,
         first_seq: u64,
-        log: Option<wal::Header>,
+        wal: Option<Wal>,
         template: Option<TemplateTree<BufferEntry>>,
-    ) -> Result<Buffer> {
-        let wal = log.map(|header| Wal::create(fs, dir, header)).transpose()?;
+    ) -> Buffer {
         let tree = match (template, options.template) {
             (Some(template), _) => BufferTree::Template(RwLock::new(template)),
             // With nothing to go on, the rebuild policy starts from one
@@ -957,11 +975,12 @@ impl StreamIndex {
             }
         };
         let expected_records = options.buffer_bytes / (RECORD_OVERHEAD_BYTES + 8);
-        Ok(Buffer {
+        Buffer {
             first_seq,
-            log_number: log.map_or(0, |header| header.number),
+            log_number: wal.as_ref().map_or(0, Wal::number),
             tree,
             wal_sync: wal.as_ref().map(|wal| wal.sync().clone()),
+            synced_in_background: AtomicU64::new(0),
             data: Mutex::new(BufferData {
                 wal,
                 ops: Vec::with_capacity(expected_records),
@@ -969,7 +988,7 @@ impl StreamIndex {
                 values: Vec::new(),
                 in_flight: Vec::new(),
             }),
-        })
+        }
     }
 
     /// The options the store was opened with.
@@ -1135,30 +1154,45 @@ impl StreamIndex {
         let old = gate.clone();
         self.sync_log(&old)?;
         let template = self.next_template(durable, &old.tree);
+        let mut manifest = durable.manifest.clone();
+        // The log the flusher made ready, unless it is being made now.
+        let spare = self
+            .shared
+            .spare
+            .try_lock()
+            .ok()
+            .and_then(|mut spare| spare.take())
+            .filter(|_| self.shared.options.sync);
+        let number = match &spare {
+            Some(spare) => spare.number(),
+            None => {
+                manifest.next_log_number += 1;
+                manifest.next_log_number - 1
+            }
+        };
         let header = wal::Header {
-            store_id: durable.manifest.store_id,
-            number: durable.manifest.next_log_number,
+            store_id: manifest.store_id,
+            number,
             first_seq: old.first_seq + count,
             padded: self.shared.options.sync,
         };
-        let mut manifest = durable.manifest.clone();
-        manifest.next_log_number += 1;
         manifest.logs.push(LiveLog {
             number: header.number,
             first_seq: header.first_seq,
         });
         let next = self.shared.poison.guard(|| {
-            let next = Self::new_buffer(
-                self.shared.fs.as_ref(),
-                &self.shared.dir,
-                &self.shared.options,
-                header.first_seq,
-                Some(header),
-                template,
-            )?;
+            let wal = match spare {
+                Some(spare) => Wal::start(spare, header)?,
+                None => Wal::create(self.shared.fs.as_ref(), &self.shared.dir, header)?,
+            };
             // Listed before any write goes into it.
             manifest.write(self.shared.fs.as_ref(), &self.shared.dir)?;
-            Ok(next)
+            Ok(Self::new_buffer(
+                &self.shared.options,
+                header.first_seq,
+                Some(wal),
+                template,
+            ))
         })?;
         durable.manifest = manifest;
         *gate = Arc::new(next);
@@ -1619,12 +1653,17 @@ impl StreamIndex {
         // while its lock is held.)
         let active = self.read_gate().clone();
         let writers = lock(&active.data);
+        // The next log, made ready by the flusher, is not a leftover.
+        let spare = lock(&self.shared.spare);
         let survey = survey::survey(fs, dir, &manifest, &Cache::new(0), interrupt, |_, _| Ok(()))?;
-        drop(writers);
+        let spare_name = spare.as_ref().map(|spare| wal::file_name(spare.number()));
+        drop((spare, writers));
         let mut report = VerifyReport {
             logs: survey.logs,
             log_writes: survey.log_writes,
-            redundant: survey.redundant,
+            redundant: (survey.redundant.into_iter())
+                .filter(|name| Some(name) != spare_name.as_ref())
+                .collect(),
             unaccounted: survey.unaccounted,
             ..VerifyReport::default()
         };
@@ -1736,14 +1775,81 @@ impl Shared {
                     self.frozen_changed.notify_all();
                 }
                 _ if durable.stop => return,
-                _ => {
+                _ if self.wants_spare() => durable = self.make_spare(durable),
+                _ if self.options.sync => {
                     durable = self
                         .frozen_changed
                         .wait(durable)
                         .unwrap_or_else(PoisonError::into_inner)
                 }
+                _ => {
+                    durable = self
+                        .frozen_changed
+                        .wait_timeout(durable, LOG_SYNC_INTERVAL)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                    durable = self.sync_active_log(durable);
+                }
             }
         }
+    }
+
+    /// Without `sync`, makes the active log durable in the background
+    /// every [`LOG_SYNC_INTERVAL`] once it has grown by
+    /// [`LOG_SYNC_BYTES_MIN`]: a log must be durable whole before the
+    /// next one is listed (see `freeze`), and syncing it here leaves that
+    /// sync little to do while writers wait. Writers append meanwhile (a
+    /// sync holds none of their locks).
+    fn sync_active_log<'a>(&'a self, durable: MutexGuard<'a, Durable>) -> MutexGuard<'a, Durable> {
+        let active = read(&self.view).active.clone();
+        let Some(wal_sync) = &active.wal_sync else {
+            return durable;
+        };
+        let written = lock(&active.data).wal.as_ref().map_or(0, Wal::written);
+        let synced = active.synced_in_background.load(Ordering::Relaxed);
+        if written < synced + LOG_SYNC_BYTES_MIN || self.poison.check().is_err() {
+            return durable;
+        }
+        drop(durable);
+        // Reported to writers through the poison.
+        if self.poison.guard(|| wal_sync.sync_to(written)).is_ok() {
+            active.synced_in_background.store(written, Ordering::Relaxed);
+        }
+        lock(&self.durable)
+    }
+
+    /// Whether the flusher should make the next log ready now.
+    fn wants_spare(&self) -> bool {
+        self.options.sync
+            && !self.spare_failed.load(Ordering::Relaxed)
+            && self.poison.check().is_ok()
+            && lock(&self.spare).is_none()
+    }
+
+    /// Makes the next log's file ready (see [`wal::Spare`]): its number is
+    /// taken under the flush lock, its zeros written without it (a freeze
+    /// meanwhile makes its own log). Sized for the log of a full buffer,
+    /// about half the buffer's bytes.
+    fn make_spare<'a>(&'a self, mut durable: MutexGuard<'a, Durable>) -> MutexGuard<'a, Durable> {
+        let number = durable.manifest.next_log_number;
+        // Counted now, durable with the next manifest (an open counts past
+        // every log file it finds, so a crash before then reuses nothing).
+        durable.manifest.next_log_number += 1;
+        drop(durable);
+        {
+            let mut spare = lock(&self.spare);
+            let len = (self.options.buffer_bytes as u64 / 2)
+                .next_multiple_of(4096)
+                .max(64 << 10);
+            match wal::Spare::prepare(self.fs.as_ref(), &self.dir, number, len) {
+                Ok(made) => *spare = Some(made),
+                Err(_) => {
+                    self.spare_failed.store(true, Ordering::Relaxed);
+                    let _ = self.fs.remove_file(&self.dir.join(wal::file_name(number)));
+                }
+            }
+        }
+        lock(&self.durable)
     }
 
     /// Waits until no buffer is frozen (its segment is written); fails if
@@ -1834,6 +1940,13 @@ impl Drop for StreamIndex {
             let _ = flusher.join();
             // Best effort: without it, the next open sees a crash.
             let _ = self.close_cleanly();
+            // An unlisted file of zeros: the next open would remove it.
+            if let Some(spare) = lock(&self.shared.spare).take() {
+                let _ = self
+                    .shared
+                    .fs
+                    .remove_file(&self.shared.dir.join(wal::file_name(spare.number())));
+            }
         }
     }
 }

@@ -258,14 +258,14 @@ impl Manifest {
         if !segments_ordered || !segments_below {
             return Err("segments out of order or beyond its counters".into());
         }
+        // In the order of their writes; numbered apart (not always in
+        // order: a log made ready ahead of time may be used after one
+        // made later).
         let logs_ordered = self
             .logs
             .windows(2)
-            .all(|pair| pair[0].number < pair[1].number && pair[0].first_seq < pair[1].first_seq);
-        let logs_below = self
-            .logs
-            .last()
-            .is_none_or(|newest| newest.number < self.next_log_number);
+            .all(|pair| pair[0].number != pair[1].number && pair[0].first_seq < pair[1].first_seq);
+        let logs_below = self.logs.iter().all(|log| log.number < self.next_log_number);
         let logs_start = self
             .logs
             .first()

@@ -661,8 +661,8 @@ fn rebuild(
             file: manifest::FILE_NAME.to_string(),
             moved_to: Some(moved_to),
             reason: match &hint {
-                Some(_) => "replaced: it did not match the files (a copy is kept)".to_string(),
-                None => "replaced: it could not be read (a copy is kept)".to_string(),
+                Some(_) => "replaced by one rebuilt from the files, which it did not match".to_string(),
+                None => "replaced by one rebuilt from the files: it could not be read".to_string(),
             },
             damaged: Vec::new(),
             records_lost: 0,

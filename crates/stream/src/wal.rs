@@ -23,7 +23,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use spillway_core::log::{read_log, LogEnd, LogSync, LogWriter, Tail, FRAME_HEADER_BYTES};
-use spillway_core::{block_crc, Error, Fs, Result};
+use spillway_core::{block_crc, Error, Fs, FsFile, Result};
 
 use crate::batch::{Batch, Op};
 
@@ -96,18 +96,75 @@ pub struct Wal {
 /// go on appending while one of them waits for the disk.
 pub type WalSync = LogSync;
 
+/// A file of zeros made ready for a padded log before it is needed (by
+/// the flusher thread, off the writers' path): when a buffer is frozen,
+/// the next log only has its header written into it, and its frames go
+/// over zeros already durable instead of growing the file (each growth
+/// costs the writer a sync). Until then it is a log with no frame, which
+/// recovery removes.
+#[derive(Debug)]
+pub struct Spare {
+    number: u64,
+    file: Box<dyn FsFile>,
+    len: u64,
+}
+
+impl Spare {
+    /// Makes log file `number` in `dir`: `len` bytes of zeros, durable.
+    pub fn prepare(fs: &dyn Fs, dir: &Path, number: u64, len: u64) -> Result<Spare> {
+        let file = fs.create_or_truncate(&dir.join(file_name(number)))?;
+        let zeros = vec![0u8; (len as usize).min(1 << 20)];
+        let mut offset = 0;
+        while offset < len {
+            let piece = (zeros.len() as u64).min(len - offset) as usize;
+            file.write_at(&zeros[..piece], offset)?;
+            offset += piece as u64;
+        }
+        file.sync_data()?;
+        Ok(Spare { number, file, len })
+    }
+
+    /// The number of the log it is made for.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+}
+
+/// The frame holding `header`, for the start of its log.
+fn header_frame(header: &Header) -> Vec<u8> {
+    let payload = header.encode();
+    let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + payload.len());
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&block_crc(header.number, 0, &payload).to_le_bytes());
+    frame.extend_from_slice(&payload);
+    frame
+}
+
 impl Wal {
+    /// Starts the padded log `header` describes in `spare` (made for its
+    /// number): writes its header over the zeros, durable.
+    pub fn start(spare: Spare, header: Header) -> Result<Wal> {
+        debug_assert!(header.padded && header.number == spare.number);
+        let frame = header_frame(&header);
+        spare.file.write_at(&frame, 0)?;
+        spare.file.sync_data()?;
+        let end = LogEnd {
+            end: frame.len() as u64,
+            len: spare.len,
+            tail: Tail::Zeros,
+        };
+        Ok(Wal {
+            log: LogWriter::reopen_padded(spare.file, header.number, end)?,
+        })
+    }
+
     /// Creates the log `header` describes in `dir`, its header durable
     /// (and, for a padded log, zeros after it). The caller makes the name
     /// durable: the manifest that lists the log syncs the directory.
     pub fn create(fs: &dyn Fs, dir: &Path, header: Header) -> Result<Wal> {
         let path = dir.join(file_name(header.number));
         let file = fs.create_or_truncate(&path)?;
-        let mut frame = Vec::with_capacity(PADDING_BYTES);
-        let payload = header.encode();
-        frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        frame.extend_from_slice(&block_crc(header.number, 0, &payload).to_le_bytes());
-        frame.extend_from_slice(&payload);
+        let mut frame = header_frame(&header);
         let end = frame.len() as u64;
         if header.padded {
             // Header and padding in one write, made durable by one sync.
@@ -148,6 +205,11 @@ impl Wal {
     /// Bytes written.
     pub fn written(&self) -> u64 {
         self.log.written()
+    }
+
+    /// The log's number.
+    pub fn number(&self) -> u64 {
+        self.log.number()
     }
 
     /// The handle that syncs the log.

@@ -214,6 +214,10 @@ fn the_store_answers_as_the_model_through_flushes_rebuilds_compactions_and_reope
                     overflowed + stats.total_overflow.overflowed_leaves(),
                     tier_merges + stats.tier_merges,
                 );
+                // Closed before it is opened again: two stores open on
+                // one directory would write each other's files (the
+                // real file system's lock keeps them apart).
+                drop(index);
                 index = StreamIndex::open_on(fs.clone(), dir, options.clone()).unwrap();
             }
         }
