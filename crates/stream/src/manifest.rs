@@ -397,6 +397,47 @@ mod tests {
     }
 
     #[test]
+    fn mutated_manifests_with_their_checksum_rewritten_are_refused_or_decoded_never_a_panic() {
+        let original = sample().encode();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let mut refused = 0;
+        for _ in 0..3000 {
+            let mut bytes = original.clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() % bytes.len() as u64) as usize;
+                bytes[at] = next() as u8;
+            }
+            if next() % 8 == 0 {
+                bytes.truncate((next() % bytes.len() as u64) as usize);
+            }
+            // The checksum rewritten, so the mutation reaches the checks
+            // behind it.
+            if bytes.len() >= 4 {
+                let body = bytes.len() - 4;
+                let crc = crc32c(&bytes[..body]);
+                bytes[body..].copy_from_slice(&crc.to_le_bytes());
+            }
+            match Manifest::decode(Path::new("/s/MANIFEST"), &bytes) {
+                Ok(manifest) => assert_eq!(manifest.check(), Ok(())),
+                Err(error) => {
+                    assert!(
+                        matches!(error.kind(), ErrorKind::Corruption | ErrorKind::InvalidArgument),
+                        "{error}"
+                    );
+                    refused += 1;
+                }
+            }
+        }
+        assert!(refused > 500, "most mutations break a relation: {refused}");
+    }
+
+    #[test]
     fn a_version_1_manifest_is_named_as_the_old_format() {
         // A version 1 manifest of an empty store, as the older build wrote it.
         let mut bytes = Vec::new();
