@@ -749,7 +749,7 @@ fn rebuild(
         let lost_records = range.map_or(0, |(first, last)| holes_within(first, last));
         let reason = match refused {
             Some(reason) => reason,
-            None if damaged.is_empty() => "every write it holds is in the store's segments".to_string(),
+            None if damaged.is_empty() => "it holds no write the store's segments do not".to_string(),
             None => "damaged frames; every frame that reads back is in the store's segments".to_string(),
         };
         report
