@@ -27,6 +27,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use spillway_core::log::Tail;
 use spillway_core::{Error, ErrorKind, Fs, Interrupt, Result};
 
 use crate::batch::Batch;
@@ -171,9 +172,27 @@ pub(crate) fn survey(
         let end_seq = replayed.end_seq.expect("a header");
         // A padded log ends in zeros, or (the newest, in a crash) in a
         // torn write; anything else is a cut file. An unpadded log can
-        // end anywhere after a crash: its writes are checked by sequence
-        // numbers alone.
+        // end anywhere after a crash if it is the newest (its writes are
+        // checked by sequence numbers alone); an older one was synced
+        // whole before the next was listed, and ends at its last frame.
+        let newest = at + 1 == manifest.logs.len();
         let cut = header.padded && !replayed.end.padded_crash_tail();
+        let torn_before_the_newest = !newest
+            && if header.padded {
+                replayed.end.tail != Tail::Zeros
+            } else {
+                replayed.end.tail != Tail::Clean
+            };
+        if torn_before_the_newest && !cut {
+            return Err(corrupt(
+                replayed.end.end,
+                format!(
+                    "damaged bytes follow the log's last frame at offset {}, and only the newest log can \
+                     end in a write a crash tore (this one was made durable whole before the next began)",
+                    replayed.end.end
+                ),
+            ));
+        }
         if cut {
             return Err(corrupt(
                 replayed.end.end,
