@@ -14,7 +14,10 @@
 Keys and times are unsigned 64-bit integers; :data:`stream_key` maps
 integers, floats, 2-D points and string prefixes onto keys in the same
 order. A value is bytes; a float is stored as its 8 little-endian bytes,
-and aggregates count every 8-byte value as a float. See ``docs/stream.md``.
+and aggregates count every 8-byte value as a float, which must be finite
+(NaN and infinities are refused). A damaged index is named by
+:meth:`StreamIndex.verify` and mended by :meth:`StreamIndex.repair`. See
+``docs/stream.md``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import math
 import os
 import struct
 import sys
+import warnings
 from array import array
 from itertools import accumulate
 from typing import Any, Dict, Optional, Tuple, Union
@@ -219,12 +223,33 @@ class StreamIndex:
     then survived an fsync of the log. :meth:`close` (or leaving a
     ``with`` block) flushes the buffer as a segment; an index dropped
     without it replays its log when opened again. Calls release the GIL
-    and may come from several threads at once.
+    and may come from several threads at once; Ctrl-C stops the long ones
+    (:meth:`append_batch` of many records, :meth:`flush`, :meth:`compact`,
+    :meth:`verify`, :meth:`repair`) with ``KeyboardInterrupt``.
+
+    Opening checks every file the index needs and fails with
+    :class:`spillway.CorruptionError` naming a damaged one (a read-only
+    open goes on past a damaged segment: the queries that need it fail,
+    the others are answered). Files in the directory that are not part of
+    the index are kept, with a warning.
     """
 
     def __init__(self, path: Union[str, "os.PathLike[str]"], **options: Any) -> None:
         self._path = os.fspath(path)
         self._native = _native.StreamIndex(self._path, **_check_options(options))
+        for name, reason in self._native.unaccounted():
+            warnings.warn(
+                f"{os.path.join(self._path, name)} is not part of the stream index and was kept ({reason}); "
+                f"StreamIndex.repair({self._path!r}) moves it into lost/",
+                stacklevel=2,
+            )
+        damaged = json.loads(self._native.stats())["damaged_segments"]
+        if damaged:
+            warnings.warn(
+                f"{damaged} segment(s) of {self._path} could not be opened: queries that need them raise "
+                "CorruptionError naming the file; verify() names them, StreamIndex.repair() salvages the rest",
+                stacklevel=2,
+            )
 
     # -- lifecycle --
 
@@ -265,8 +290,11 @@ class StreamIndex:
         Arrow integer arrays or lists of ints. ``values``: a NumPy float64
         array, an Arrow float64 or binary array, or a list of bytes or
         numbers (numbers are stored as float64s). Every record is checked
-        before any is written, so bad input writes nothing; a large batch
-        is written in parts of about a quarter of a buffer.
+        before any is written, so bad input writes nothing (a float that is
+        NaN or infinite is refused, naming its position); a large batch is
+        written in parts of about a quarter of a buffer, each acknowledged
+        before the next: Ctrl-C stops it between parts with
+        ``KeyboardInterrupt``, the parts before staying written.
         """
         keys, count = _u64_column(keys, "keys")
         times, time_count = _u64_column(times, "times")
@@ -346,19 +374,46 @@ class StreamIndex:
         """``{count, numeric, sum, min, max}`` of the live records in range.
 
         ``count`` counts every record; the others only 8-byte values, read
-        as float64s (``min`` and ``max`` are None when there are none).
-        Leaves wholly inside the range answer from their stored summaries.
+        as float64s (``min`` and ``max`` are None when there are none). The
+        sum is summed so that no partial sum overflows: it is infinite only
+        when the total is beyond a float64's range, and never NaN. Leaves
+        wholly inside the range answer from their stored summaries.
         """
-        found = json.loads(self._native.aggregate(*self._bounds(key_low, key_high, time_low, time_high)))
-        return {name: found[name] for name in ("count", "numeric", "sum", "min", "max")}
+        count, numeric, total, low, high = self._native.aggregate(
+            *self._bounds(key_low, key_high, time_low, time_high)
+        )
+        return {"count": count, "numeric": numeric, "sum": total, "min": low, "max": high}
 
     def stats(self) -> Dict[str, Any]:
         """Counters and sizes: writes, buffer, segments, tiers, flushes, templates, overflow, compactions, cache."""
         return json.loads(self._native.stats())
 
     def verify(self) -> Dict[str, Any]:
-        """Reads every segment file whole and checks it; raises :class:`spillway.CorruptionError` naming a damaged file."""
+        """Checks the index as opening it does and reads every segment file whole.
+
+        Raises :class:`spillway.CorruptionError` naming a damaged file.
+        Returns ``{segments, records, leaves, bytes, logs, log_writes,
+        redundant, unaccounted}``: what was checked, the files an open for
+        writing removes (leftovers of work a crash cut short), and the
+        files that are not part of the index (kept).
+        """
         return json.loads(self._native.verify())
+
+    @staticmethod
+    def repair(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
+        """Repairs the index in directory ``path`` (it must not be open), as ``spillway stream repair`` does.
+
+        An index that checks clean is left as it is (``changed`` False),
+        but for files that are not part of it, moved into ``path/lost/``.
+        Otherwise the index is rebuilt from what its files prove: every
+        record that reads back is kept, the files that cannot be used are
+        moved into ``lost/`` (nothing is deleted). Returns ``{changed,
+        rebuilt, segments, records, written, log_writes, lost,
+        records_lost}``; each entry of ``lost`` says which file, where it
+        went (None: it was missing), why, its unreadable byte ranges and
+        about how many writes were lost with it.
+        """
+        return json.loads(_native.StreamIndex.repair(os.fspath(path)))
 
     def __repr__(self) -> str:
         if self.closed:

@@ -1,10 +1,14 @@
 """spillway.StreamIndex: writes and queries against a Python model, aggregates, reopening,
-compaction, bad input, statistics, corruption, and the key encodings."""
+compaction, bad input, statistics, corruption and repair, Ctrl-C, and the key encodings."""
 
+import json
 import math
+import os
 import random
+import signal
 import struct
 import threading
+import time
 from pathlib import Path
 
 import numpy
@@ -309,7 +313,7 @@ def test_stats_name_every_counter(tmp_path):
         "writes", "next_seq", "buffer_records", "buffer_bytes", "segments", "segment_records", "segment_bytes",
         "flushes", "flush_pause_seconds", "templates", "template_leaves", "last_overflow", "total_overflow",
         "compactions", "compacted_segments", "tiers", "tier_merges", "tier_records", "cache_bytes",
-        "leaves_summarized", "leaves_read",
+        "leaves_summarized", "leaves_read", "unaccounted_files", "damaged_segments",
     }  # fmt: skip
     assert set(stats["last_overflow"]) == overflow_fields and set(stats["total_overflow"]) == overflow_fields
     assert stats["writes"] == stats["next_seq"] == 10_000
@@ -400,3 +404,139 @@ def test_tiers_merge_flushed_segments_in_the_background_and_can_be_turned_off(tm
         assert found[True][column].tolist() == found[False][column].tolist()
     with pytest.raises(spillway.InvalidArgumentError, match="tiers must be True or False"):
         spillway.StreamIndex(tmp_path / "bad", tiers="yes")
+
+
+def test_nan_and_infinite_values_are_refused_naming_their_position(tmp_path):
+    with spillway.StreamIndex(tmp_path, sync=False) as index:
+        index.append(1, 1, 1.0)
+        for bad in (math.nan, math.inf, -math.inf):
+            with pytest.raises(spillway.InvalidArgumentError, match=r"key 7, time 9\) has the value (NaN|inf|-inf)"):
+                index.append(7, 9, bad)
+            with pytest.raises(spillway.InvalidArgumentError, match="must be finite"):
+                index.update(1, 1, bad)
+            with pytest.raises(spillway.InvalidArgumentError, match=r"record 2 \(key 3, time 30\) has the value"):
+                index.append_batch([1, 2, 3], [10, 20, 30], numpy.array([1.0, 2.0, bad]))
+            with pytest.raises(spillway.InvalidArgumentError, match=r"record 1 .*must be finite"):
+                index.append_batch([1, 2], [10, 20], [b"text", struct.pack("<d", bad)])
+        aggregate = index.aggregate(0, 100)
+        assert aggregate == {"count": 1, "numeric": 1, "sum": 1.0, "min": 1.0, "max": 1.0}, "nothing else was written"
+
+
+def test_sums_of_huge_values_are_numbers_never_nan(tmp_path):
+    huge = 1.5e308  # two of them are beyond a float64
+    with spillway.StreamIndex(tmp_path, buffer_bytes="64K", leaf_capacity=4, sync=False) as index:
+        index.append_batch(numpy.arange(8, dtype=numpy.uint64), numpy.zeros(8, dtype=numpy.uint64), numpy.full(8, huge))
+        index.flush()
+        index.append_batch(
+            numpy.arange(10, 18, dtype=numpy.uint64), numpy.zeros(8, dtype=numpy.uint64), numpy.full(8, -huge)
+        )
+        index.append(20, 0, 2.5)
+        both = index.aggregate(0, 100)
+        assert both["count"] == 17 and both["sum"] == pytest.approx(2.5, abs=huge * 1e-15)
+        assert (both["min"], both["max"]) == (-huge, huge)
+        assert index.aggregate(0, 9)["sum"] == math.inf, "beyond a float64: infinite, not None or NaN"
+        assert index.aggregate(10, 17)["sum"] == -math.inf
+
+
+def _files(path):
+    return {entry.name: entry.read_bytes() for entry in Path(path).iterdir() if entry.is_file()}
+
+
+def test_a_deleted_log_is_named_and_repair_keeps_the_rest(tmp_path):
+    path = tmp_path / "index"
+    index = spillway.StreamIndex(path, buffer_bytes="64K")
+    index.append_batch(numpy.arange(1_000, dtype=numpy.uint64), numpy.arange(1_000, dtype=numpy.uint64), numpy.ones(1_000))
+    index.flush()
+    index.append_batch([5_000, 5_001], [1, 2], [1.0, 2.0])
+    del index  # the last two records are in the log only
+    log = sorted(path.glob("*.wal"))[0]
+    log.unlink()
+    for read_only in (False, True):
+        with pytest.raises(spillway.CorruptionError, match=log.name):
+            spillway.StreamIndex(path, read_only=read_only)
+    report = spillway.StreamIndex.repair(path)
+    assert report["rebuilt"] and report["records_lost"] == 2, report
+    assert any(lost["file"] == log.name and lost["moved_to"] is None for lost in report["lost"]), report
+    assert spillway.StreamIndex.repair(str(path))["changed"] is False, "a second repair changes nothing"
+    with spillway.StreamIndex(path) as index:
+        assert index.aggregate(0, 2**64 - 1)["count"] == 1_000
+        assert index.verify()["unaccounted"] == []
+    with pytest.raises(spillway.InvalidArgumentError, match="holds no stream index"):
+        spillway.StreamIndex.repair(tmp_path / "nothing")
+
+
+def test_a_damaged_segment_leaves_a_read_only_index_that_answers_the_rest(tmp_path):
+    path = tmp_path / "index"
+    with spillway.StreamIndex(path, sync=False) as index:
+        for part in range(3):
+            keys = numpy.arange(part * 100, part * 100 + 50, dtype=numpy.uint64)
+            index.append_batch(keys, keys, keys.astype(numpy.float64))
+            index.flush()
+    middle = sorted(path.glob("*.seg"))[1]
+    middle.write_bytes(middle.read_bytes()[:100])
+    with pytest.raises(spillway.CorruptionError, match=middle.name):
+        spillway.StreamIndex(path)
+    before = _files(path)
+    with pytest.warns(UserWarning, match="could not be opened"):
+        reader = spillway.StreamIndex(path, read_only=True)
+    with reader:
+        assert reader.range(0, 99)["keys"].tolist() == list(range(50))
+        assert reader.aggregate(200, 299)["count"] == 50
+        with pytest.raises(spillway.CorruptionError, match=middle.name):
+            reader.range(100, 199)
+        with pytest.raises(spillway.CorruptionError, match=middle.name):
+            reader.verify()
+        assert reader.stats()["damaged_segments"] == 1
+    assert _files(path) == before, "a read-only open changes nothing"
+    report = spillway.StreamIndex.repair(path)
+    assert report["records_lost"] == 50 and (path / "lost" / middle.name).exists(), report
+    with spillway.StreamIndex(path) as index:
+        assert index.aggregate(0, 2**64 - 1)["count"] == 100
+
+
+def test_a_stray_file_is_kept_with_a_warning_and_moved_aside_by_repair(tmp_path):
+    path = tmp_path / "index"
+    with spillway.StreamIndex(path, sync=False) as index:
+        index.append(1, 1, 1.0)
+    (path / "000000000777.seg").write_bytes(b"not a segment")
+    (path / "notes.txt").write_text("not the index's business")
+    # A name past every id the index gave out is a flush a crash cut short:
+    # a writer removes it. One it gave out long ago is kept.
+    (path / "000000000000.seg").write_bytes(b"not a segment either")
+    with pytest.warns(UserWarning, match="000000000000.seg is not part of the stream index"):
+        index = spillway.StreamIndex(path)
+    with index:
+        report = index.verify()
+        assert [stray["file"] for stray in report["unaccounted"]] == ["000000000000.seg"]
+        assert index.stats()["unaccounted_files"] == 1
+    assert not (path / "000000000777.seg").exists() and (path / "notes.txt").exists()
+    report = spillway.StreamIndex.repair(path)
+    assert report["changed"] and not report["rebuilt"]
+    assert [(lost["file"], lost["moved_to"]) for lost in report["lost"]] == [("000000000000.seg", "lost/000000000000.seg")]
+    with spillway.StreamIndex(path) as index:
+        assert index.verify()["unaccounted"] == [] and index.get(1)["keys"].tolist() == [1]
+
+
+def test_ctrl_c_stops_a_large_append_batch_between_parts(tmp_path):
+    count = 20_000_000
+    keys = numpy.arange(count, dtype=numpy.uint64)
+    with spillway.StreamIndex(tmp_path, buffer_bytes="1M") as index:
+
+        def interrupt_once_writing():
+            # Ctrl-C once the native call is writing (not while Python packs the columns).
+            deadline = time.monotonic() + 60
+            while index.stats()["next_seq"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        interrupter = threading.Thread(target=interrupt_once_writing)
+        interrupter.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                index.append_batch(keys, keys, numpy.ones(count))
+        finally:
+            interrupter.join()
+        written = index.stats()["next_seq"]
+        assert 0 < written < count, "stopped part way, the parts before it written"
+        assert index.aggregate(0, 2**64 - 1)["count"] == written
+        assert index.verify()["log_writes"] + index.stats()["segment_records"] == written

@@ -7,7 +7,11 @@
 //!     [--aggregate] [--limit N] [--json]
 //! spillway stream stats --dir D [--json]
 //! spillway stream verify --dir D [--json]
+//! spillway stream repair DIR [--json]
 //! ```
+//!
+//! `ingest` stops between batches at SIGINT or SIGTERM: what was written
+//! is flushed, the index closed, and the command exits with 130 or 143.
 //!
 //! The public helpers ([`template_policy`], [`check_records`],
 //! [`write_records`], [`write_checked`], [`stats_json`], [`verify_json`],
@@ -23,10 +27,10 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
-use spillway_core::{Error, Result};
+use spillway_core::{Error, Interrupt, Result};
 use spillway_stream::{
-    Aggregate, Batch, Bounds, Op, Options, OverflowStats, StreamIndex, StreamStats, TemplatePolicy,
-    VerifyReport,
+    Aggregate, Batch, Bounds, Op, Options, OverflowStats, RepairReport, StreamIndex, StreamStats,
+    TemplatePolicy, Unaccounted, VerifyReport, NOT_FINITE,
 };
 use spillway_workload::{StreamGenerator, StreamKeys, StreamParams};
 
@@ -52,9 +56,37 @@ enum Command {
     Query(QueryArgs),
     /// Print the index's counters and sizes.
     Stats(ReadArgs),
-    /// Read every segment file whole and check its checksums, order and
-    /// summaries; exit 1 with the damaged file named if one fails.
+    /// Check the index as opening it does (the manifest, every segment's
+    /// footer and index, every log frame as a chain, every other file
+    /// accounted for), then read every segment file whole and check its
+    /// checksums, order and summaries; exit 1 with the damaged file named
+    /// if one fails.
     Verify(ReadArgs),
+    /// Rebuild a damaged index from what its files prove: keep every
+    /// record that reads back, move the files that cannot be used into
+    /// DIR/lost/ (nothing is deleted), and report what was lost. An index
+    /// that checks clean is left as it is.
+    ///
+    /// Example: `spillway stream repair ticks` after `spillway stream
+    /// verify --dir ticks` named a damaged file.
+    Repair(RepairArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RepairArgs {
+    /// The index's directory (it must not be open).
+    #[arg(
+        value_name = "DIR",
+        required_unless_present = "dir_flag",
+        conflicts_with = "dir_flag"
+    )]
+    dir: Option<PathBuf>,
+    /// The index's directory, as the other `stream` commands name it.
+    #[arg(long = "dir", value_name = "DIR")]
+    dir_flag: Option<PathBuf>,
+    /// Print the report as JSON to standard output.
+    #[arg(long)]
+    json: bool,
 }
 
 /// The index's directory and what a read needs.
@@ -222,6 +254,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Command::Query(args) => query(args),
         Command::Stats(args) => stats(args),
         Command::Verify(args) => verify(args),
+        Command::Repair(args) => repair(args),
     }
 }
 
@@ -237,10 +270,23 @@ fn mib(value: u64, flag: &str) -> anyhow::Result<usize> {
         .with_context(|| format!("{flag} {value} is too large"))
 }
 
+/// Whether `dir` holds a file an index keeps (a segment or a log): then
+/// a missing manifest is damage, for the engine to name, not a mistyped
+/// directory.
+fn holds_index_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".seg") || name.ends_with(".wal")
+        })
+    })
+}
+
 /// Opens an existing index for reading: the read-only commands refuse a
 /// directory without one rather than create an empty index there.
 fn open_existing(dir: &DirArgs) -> anyhow::Result<StreamIndex> {
-    if !dir.dir.join(MANIFEST).is_file() {
+    if !dir.dir.join(MANIFEST).is_file() && !holds_index_files(&dir.dir) {
         bail!(
             "{} holds no stream index (no {MANIFEST} file); create one with `spillway stream ingest --dir {}`",
             dir.dir.display(),
@@ -251,8 +297,31 @@ fn open_existing(dir: &DirArgs) -> anyhow::Result<StreamIndex> {
         cache_bytes: mib(dir.cache_mib, "--cache-mib")?,
         ..Options::default()
     };
-    StreamIndex::open_read_only(&dir.dir, options)
-        .with_context(|| format!("opening the stream index in {}", dir.dir.display()))
+    let index = StreamIndex::open_read_only(&dir.dir, options)
+        .with_context(|| format!("opening the stream index in {}", dir.dir.display()))?;
+    warn_of_damage(&index);
+    Ok(index)
+}
+
+/// Says on standard error what an open found amiss but could go on past:
+/// files that are not part of the index (kept), listed segments that
+/// could not be opened (queries that need them fail).
+fn warn_of_damage(index: &StreamIndex) {
+    let dir = index.path().display();
+    for Unaccounted { file, reason } in index.unaccounted() {
+        eprintln!(
+            "spillway: warning: {dir}/{file} is not part of the stream index and was kept ({reason}); \
+             `spillway stream repair {dir}` moves it into {dir}/lost/"
+        );
+    }
+    let damaged = index.stats().damaged_segments;
+    if damaged > 0 {
+        eprintln!(
+            "spillway: warning: {damaged} segment(s) of {dir} could not be opened: queries that need them \
+             fail naming the file, the others are answered; `spillway stream verify --dir {dir}` names \
+             them, `spillway stream repair {dir}` salvages the rest"
+        );
+    }
 }
 
 /// One record of the input, kept until its batch is written.
@@ -299,10 +368,17 @@ impl Pending {
     /// Writes the records, checked first. A record that fails the check
     /// stops the write after the records before it; errors name the
     /// record as "`source` `unit` N" (`data.csv line 7`).
-    fn write(&mut self, index: &StreamIndex, source: &str, unit: &str) -> anyhow::Result<()> {
+    fn write(
+        &mut self,
+        index: &StreamIndex,
+        source: &str,
+        unit: &str,
+        interrupt: &Interrupt,
+    ) -> anyhow::Result<()> {
         if self.keys.is_empty() {
             return Ok(());
         }
+        interrupt.check()?;
         let checked = check_records(
             index.options(),
             self.len(),
@@ -315,7 +391,7 @@ impl Pending {
         };
         let first_line = self.lines[0];
         let last_line = self.lines[valid.saturating_sub(1)];
-        write_records(index, Op::Append, valid, |i| self.record(i)).with_context(|| {
+        write_records(index, Op::Append, valid, |i| self.record(i), interrupt).with_context(|| {
             if first_line == last_line {
                 format!("{source} {unit} {first_line}")
             } else {
@@ -357,13 +433,18 @@ fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
     let dir = &args.dir.dir;
     let index = StreamIndex::open(dir, options)
         .with_context(|| format!("opening the stream index in {}", dir.display()))?;
+    warn_of_damage(&index);
     let started = Instant::now();
+    // Ctrl-C or SIGTERM stops the ingest between batches; the batches
+    // written stay written.
+    let interrupt = Interrupt::on_signals();
     let written = match &args.input {
-        Some(path) => ingest_csv(&index, path, &args),
-        None => ingest_generated(&index, &args),
+        Some(path) => ingest_csv(&index, path, &args, &interrupt),
+        None => ingest_generated(&index, &args, &interrupt),
     };
-    // What was written before a failure is kept: flush it as a segment
-    // either way, so the log does not have to be replayed.
+    // What was written before a failure (or an interrupt) is kept: flush
+    // it as a segment either way, so the log does not have to be
+    // replayed, and close the index cleanly.
     let flushed = index.flush().context("flushing the last buffer");
     let records = written?;
     flushed?;
@@ -394,7 +475,12 @@ fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
 }
 
 /// Ingests every line of a CSV file; returns the records written.
-fn ingest_csv(index: &StreamIndex, path: &Path, args: &IngestArgs) -> anyhow::Result<u64> {
+fn ingest_csv(
+    index: &StreamIndex,
+    path: &Path,
+    args: &IngestArgs,
+    interrupt: &Interrupt,
+) -> anyhow::Result<u64> {
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let total = file.metadata().map(|meta| meta.len()).unwrap_or(0);
     let bar = progress::bar(total, "ingest");
@@ -429,7 +515,7 @@ fn ingest_csv(index: &StreamIndex, path: &Path, args: &IngestArgs) -> anyhow::Re
             Err(error) => {
                 // Every line before the bad one is written.
                 let before = records + pending.len() as u64;
-                pending.write(index, &source, "line")?;
+                pending.write(index, &source, "line", interrupt)?;
                 bar.finish_and_clear();
                 return Err(error.context(format!(
                     "{source} line {number} (the {before} records before it were written)"
@@ -438,12 +524,12 @@ fn ingest_csv(index: &StreamIndex, path: &Path, args: &IngestArgs) -> anyhow::Re
         }
         if pending.len() >= args.batch {
             records += pending.len() as u64;
-            pending.write(index, &source, "line")?;
+            pending.write(index, &source, "line", interrupt)?;
             bar.set_position(read);
         }
     }
     records += pending.len() as u64;
-    pending.write(index, &source, "line")?;
+    pending.write(index, &source, "line", interrupt)?;
     bar.finish_and_clear();
     Ok(records)
 }
@@ -486,9 +572,14 @@ fn parse_csv_line(line: &[u8], value: &mut Vec<u8>) -> anyhow::Result<(u64, u64)
     }
     let number = std::str::from_utf8(field)
         .ok()
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|number| number.is_finite());
+        .and_then(|text| text.trim().parse::<f64>().ok());
     match number {
+        Some(number) if !number.is_finite() => bail!(
+            "the value '{}' reads as {number}, which the index refuses: {NOT_FINITE} \
+             (quote it, \"{}\", to store it as text)",
+            String::from_utf8_lossy(field),
+            String::from_utf8_lossy(field)
+        ),
         Some(number) => value.extend_from_slice(&number.to_le_bytes()),
         None => value.extend_from_slice(field),
     }
@@ -497,7 +588,7 @@ fn parse_csv_line(line: &[u8], value: &mut Vec<u8>) -> anyhow::Result<(u64, u64)
 
 /// Writes `--generate` records from the workload's stream generator;
 /// returns how many.
-fn ingest_generated(index: &StreamIndex, args: &IngestArgs) -> anyhow::Result<u64> {
+fn ingest_generated(index: &StreamIndex, args: &IngestArgs, interrupt: &Interrupt) -> anyhow::Result<u64> {
     let records = args.generate.unwrap_or(0);
     let defaults = StreamParams::default();
     let params = StreamParams {
@@ -524,11 +615,11 @@ fn ingest_generated(index: &StreamIndex, args: &IngestArgs) -> anyhow::Result<u6
     for (number, record) in (1..).zip(generator) {
         pending.push(record.key, record.time, &record.value.to_le_bytes(), number);
         if pending.len() >= args.batch {
-            pending.write(index, "generated", "record")?;
+            pending.write(index, "generated", "record", interrupt)?;
             bar.set_position(number);
         }
     }
-    pending.write(index, "generated", "record")?;
+    pending.write(index, "generated", "record", interrupt)?;
     bar.finish_and_clear();
     Ok(records)
 }
@@ -564,7 +655,7 @@ fn query(args: QueryArgs) -> anyhow::Result<u8> {
                 "count {}\nnumeric {}\nsum {}\nmin {}\nmax {}",
                 aggregate.count,
                 aggregate.numeric,
-                aggregate.sum,
+                aggregate.sum(),
                 number(aggregate.min),
                 number(aggregate.max)
             );
@@ -679,15 +770,91 @@ fn verify(args: ReadArgs) -> anyhow::Result<u8> {
     if args.json {
         println!("{}", verify_json(&report));
     } else {
+        for name in &report.redundant {
+            eprintln!(
+                "stream verify: {} is a leftover of work a crash cut short; the next open for writing \
+                 removes it",
+                name
+            );
+        }
         println!(
-            "stream verify: {}: {} segments, {} records, {} leaves, {} bytes checked: ok",
+            "stream verify: {}: {} segments, {} records, {} leaves, {} bytes, {} logs ({} writes) checked: ok",
             args.dir.dir.display(),
             report.segments,
             report.records,
             report.leaves,
-            report.bytes
+            report.bytes,
+            report.logs,
+            report.log_writes
         );
     }
+    Ok(0)
+}
+
+fn repair(args: RepairArgs) -> anyhow::Result<u8> {
+    let dir = args.dir.or(args.dir_flag).expect("clap requires one");
+    let report = StreamIndex::repair_with_interrupt(&dir, &Interrupt::on_signals())
+        .with_context(|| format!("repairing the stream index in {}", dir.display()))?;
+    if args.json {
+        println!("{}", repair_json(&report));
+        return Ok(0);
+    }
+    let dir = dir.display();
+    if !report.changed {
+        println!(
+            "stream repair: {dir}: checks clean ({} segments, {} records); nothing to repair",
+            report.segments, report.records
+        );
+        return Ok(0);
+    }
+    if report.rebuilt {
+        println!(
+            "stream repair: {dir}: rebuilt from its files: {} segments, {} records ({} writes read back from \
+             logs; new segments {})",
+            report.segments,
+            report.records,
+            report.log_writes,
+            if report.written.is_empty() {
+                "none".to_string()
+            } else {
+                report.written.join(", ")
+            }
+        );
+    }
+    for lost in &report.lost {
+        let place = match &lost.moved_to {
+            Some(moved_to) => format!("kept as {dir}/{moved_to}"),
+            None => "missing".to_string(),
+        };
+        let damaged: Vec<String> = lost
+            .damaged
+            .iter()
+            .map(|range| format!("{}..{}", range.offset, range.offset + range.len))
+            .collect();
+        println!(
+            "stream repair: {}: {place}: {}{}{}",
+            lost.file,
+            lost.reason,
+            if damaged.is_empty() {
+                String::new()
+            } else {
+                format!("; unreadable bytes {}", damaged.join(", "))
+            },
+            if lost.records_lost > 0 {
+                format!("; about {} writes lost", lost.records_lost)
+            } else {
+                String::new()
+            }
+        );
+    }
+    println!(
+        "stream repair: {dir}: {}",
+        if report.records_lost > 0 {
+            format!("about {} writes lost in all", report.records_lost)
+        } else {
+            "no write lost".to_string()
+        }
+    );
     Ok(0)
 }
 
@@ -753,6 +920,15 @@ pub fn check_records<'a>(
     let mut latest: Option<(usize, u64)> = None;
     for i in 0..count {
         let (key, time, value) = record(i);
+        if let Err(number) = Aggregate::check_number(value) {
+            return Err((
+                i,
+                Error::InvalidArgument(format!(
+                    "{} (key {key}, time {time}) has the value {number}: {NOT_FINITE}",
+                    name(i)
+                )),
+            ));
+        }
         if value.len() > options.max_value_bytes {
             return Err((
                 i,
@@ -791,12 +967,14 @@ pub fn check_records<'a>(
 /// batches of about a quarter of a buffer: a large batch then neither
 /// grows a buffer far past `buffer_bytes` nor holds a copy of itself
 /// whole. Each batch is acknowledged (logged, and with `sync` fsynced)
-/// before the next; if one fails, those before it stay written.
+/// before the next; if one fails, or `interrupt` is raised before it,
+/// those before it stay written.
 pub fn write_records<'a>(
     index: &StreamIndex,
     op: Op,
     count: usize,
     record: impl Fn(usize) -> (u64, u64, &'a [u8]),
+    interrupt: &Interrupt,
 ) -> Result<()> {
     let limit = (index.options().buffer_bytes / 4).max(1);
     let mut batch = Batch::new();
@@ -806,6 +984,7 @@ pub fn write_records<'a>(
         let value = if op == Op::Delete { &[][..] } else { value };
         let cost = value.len() + RECORD_COST_BYTES;
         if !batch.is_empty() && bytes + cost > limit {
+            interrupt.check()?;
             index.write(&batch)?;
             batch.clear();
             bytes = 0;
@@ -813,6 +992,7 @@ pub fn write_records<'a>(
         batch.push(op, key, time, value);
         bytes += cost;
     }
+    interrupt.check()?;
     index.write(&batch)
 }
 
@@ -823,9 +1003,10 @@ pub fn write_checked<'a>(
     op: Op,
     count: usize,
     record: impl Fn(usize) -> (u64, u64, &'a [u8]) + Copy,
+    interrupt: &Interrupt,
 ) -> Result<()> {
     check_records(index.options(), count, record, |i| format!("record {i}")).map_err(|(_, error)| error)?;
-    write_records(index, op, count, record)
+    write_records(index, op, count, record, interrupt)
 }
 
 /// Overflow statistics as a JSON object.
@@ -873,6 +1054,8 @@ pub fn stats_json(stats: &StreamStats) -> Value {
         cache_bytes,
         leaves_summarized,
         leaves_read,
+        unaccounted_files,
+        damaged_segments,
     } = stats;
     let mut object = Map::new();
     for (name, value) in [
@@ -897,6 +1080,8 @@ pub fn stats_json(stats: &StreamStats) -> Value {
         ("cache_bytes", json!(cache_bytes)),
         ("leaves_summarized", json!(leaves_summarized)),
         ("leaves_read", json!(leaves_read)),
+        ("unaccounted_files", json!(unaccounted_files)),
+        ("damaged_segments", json!(damaged_segments)),
     ] {
         object.insert(name.to_string(), value);
     }
@@ -910,22 +1095,53 @@ pub fn verify_json(report: &VerifyReport) -> Value {
         records,
         leaves,
         bytes,
+        logs,
+        log_writes,
+        redundant,
+        unaccounted,
     } = report;
-    json!({"segments": segments, "records": records, "leaves": leaves, "bytes": bytes})
+    json!({
+        "segments": segments,
+        "records": records,
+        "leaves": leaves,
+        "bytes": bytes,
+        "logs": logs,
+        "log_writes": log_writes,
+        "redundant": redundant,
+        "unaccounted": unaccounted,
+    })
+}
+
+/// A repair report as a JSON object (the engine's fields, as they are).
+pub fn repair_json(report: &RepairReport) -> Value {
+    serde_json::to_value(report).expect("a report of numbers and strings")
 }
 
 /// An aggregate as a JSON object; `min` and `max` are null when no value
-/// is a number.
+/// is a number. The sum is a number, but for a total beyond a float64's
+/// range (about ±1.8e308), which JSON cannot write as a number: the
+/// string "inf" or "-inf".
 pub fn aggregate_json(aggregate: &Aggregate) -> Value {
-    let Aggregate {
-        count,
-        numeric,
-        sum,
-        min,
-        max,
-    } = aggregate;
-    let number = |value: &f64| if *numeric == 0 { Value::Null } else { json!(value) };
-    json!({"count": count, "numeric": numeric, "sum": sum, "min": number(min), "max": number(max)})
+    let number = |value: f64| {
+        if aggregate.numeric == 0 {
+            Value::Null
+        } else {
+            json!(value)
+        }
+    };
+    let sum = aggregate.sum();
+    let sum = if sum.is_finite() {
+        json!(sum)
+    } else {
+        json!(if sum > 0.0 { "inf" } else { "-inf" })
+    };
+    json!({
+        "count": aggregate.count,
+        "numeric": aggregate.numeric,
+        "sum": sum,
+        "min": number(aggregate.min),
+        "max": number(aggregate.max),
+    })
 }
 
 #[cfg(test)]
@@ -943,8 +1159,16 @@ mod tests {
         assert_eq!(value, b"2.5");
         parse_csv_line(b"7,12,\"say \"\"hi\"\"\"", &mut value).unwrap();
         assert_eq!(value, b"say \"hi\"");
-        parse_csv_line(b"7,12,inf", &mut value).unwrap();
-        assert_eq!(value, b"inf");
+        for not_finite in ["inf", "NaN", "-infinity", " nan "] {
+            let error = parse_csv_line(format!("7,12,{not_finite}").as_bytes(), &mut value).unwrap_err();
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("'{not_finite}'")) && text.contains("must be finite"),
+                "{text}"
+            );
+        }
+        parse_csv_line(b"7,12,\"NaN\"", &mut value).unwrap();
+        assert_eq!(value, b"NaN");
         parse_csv_line(b"7,12,", &mut value).unwrap();
         assert!(value.is_empty());
         let error = parse_csv_line(b"-1,12,3", &mut value).unwrap_err();
@@ -983,6 +1207,16 @@ mod tests {
         assert_eq!(at, 3);
         assert!(
             error.to_string().contains("before the time 9 of record 2"),
+            "{error}"
+        );
+        let nan = f64::NAN.to_le_bytes();
+        let numbers: [(u64, u64, &[u8]); 2] = [(1, 5, b"ab"), (2, 6, &nan)];
+        let (at, error) = check_records(&options, 2, |i| numbers[i], name).unwrap_err();
+        assert_eq!(at, 1);
+        assert!(
+            error
+                .to_string()
+                .contains("record 1 (key 2, time 6) has the value NaN"),
             "{error}"
         );
         let long: [(u64, u64, &[u8]); 2] = [(1, 5, b"ab"), (2, 6, b"abcde")];

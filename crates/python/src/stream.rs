@@ -2,18 +2,21 @@
 //! `spillway.StreamIndex` (python/spillway/stream.py), which checks the
 //! options, packs columns (NumPy, Arrow, lists) into flat little-endian
 //! buffers and turns results back into NumPy arrays. Flat buffers cross
-//! the boundary in one piece, without a Python object per record.
+//! the boundary in one piece, without a Python object per record. The
+//! long calls (writes of many records, flush, compact, verify, repair)
+//! run through `interruptible`, so Ctrl-C stops them.
 
 use std::path::PathBuf;
 use std::sync::{PoisonError, RwLock};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
-use spillway_cli::stream::{aggregate_json, stats_json, template_policy, verify_json, write_checked};
-use spillway_core::{Error, Result};
+use spillway_cli::stream::{repair_json, stats_json, template_policy, verify_json, write_checked};
+use spillway_core::{Error, Interrupt, Result};
 use spillway_stream::{key, Aggregate, Bounds, Op, Options, Records, StreamIndex, TemplatePolicy};
 
 use crate::errors::to_py_err;
+use crate::interrupt::interruptible;
 
 /// A stream index, closed by `close` (which flushes it).
 #[pyclass(module = "spillway._native", name = "StreamIndex")]
@@ -37,13 +40,36 @@ impl PyStreamIndex {
             let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
             match guard.as_ref() {
                 Some(index) => call(index),
-                None => Err(Error::InvalidArgument(format!(
-                    "the stream index in {} is closed; open it again to use it",
-                    self.path.display()
-                ))),
+                None => Err(self.closed_error()),
             }
         })
         .map_err(to_py_err)
+    }
+}
+
+impl PyStreamIndex {
+    /// Runs `call` on the open index on a thread of its own, the GIL
+    /// released, stopping it at Ctrl-C (`KeyboardInterrupt`).
+    fn with_index_interruptible<T: Send>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&StreamIndex, &Interrupt) -> Result<T> + Send,
+    ) -> PyResult<T> {
+        interruptible(py, |interrupt| {
+            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+            match guard.as_ref() {
+                Some(index) => call(index, interrupt),
+                None => Err(self.closed_error()),
+            }
+        })?
+        .map_err(to_py_err)
+    }
+
+    fn closed_error(&self) -> Error {
+        Error::InvalidArgument(format!(
+            "the stream index in {} is closed; open it again to use it",
+            self.path.display()
+        ))
     }
 }
 
@@ -280,12 +306,12 @@ impl PyStreamIndex {
         };
         let (op, count, ends) = prepare().map_err(to_py_err)?;
         let ends = &ends;
-        self.with_index(py, |index| {
+        self.with_index_interruptible(py, |index, interrupt| {
             let record = |i: usize| {
                 let start = if i == 0 { 0 } else { ends[i - 1] };
                 (u64_at(keys, i), u64_at(times, i), &values[start..ends[i]])
             };
-            write_checked(index, op, count, record)
+            write_checked(index, op, count, record, interrupt)
         })
     }
 
@@ -325,7 +351,10 @@ impl PyStreamIndex {
         Ok((PyByteArray::new(py, &keys), PyByteArray::new(py, &times), values))
     }
 
-    /// Count, numeric count, sum, min and max of the live records in range.
+    /// Count, numeric count, sum, min and max of the live records in
+    /// range (min and max None when no value is a number; the sum
+    /// infinite only when the total is beyond a float64's range).
+    #[allow(clippy::type_complexity)] // the aggregate's five fields
     fn aggregate(
         &self,
         py: Python<'_>,
@@ -333,15 +362,22 @@ impl PyStreamIndex {
         key_high: u64,
         time_low: u64,
         time_high: u64,
-    ) -> PyResult<String> {
+    ) -> PyResult<(u64, u64, f64, Option<f64>, Option<f64>)> {
         let bounds = bounds(key_low, key_high, time_low, time_high);
         let aggregate: Aggregate = self.with_index(py, |index| index.aggregate(bounds))?;
-        Ok(aggregate_json(&aggregate).to_string())
+        let number = |value: f64| (aggregate.numeric > 0).then_some(value);
+        Ok((
+            aggregate.count,
+            aggregate.numeric,
+            aggregate.sum(),
+            number(aggregate.min),
+            number(aggregate.max),
+        ))
     }
 
     /// Writes the active buffer as a segment.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_index(py, StreamIndex::flush)
+        self.with_index_interruptible(py, |index, _| index.flush())
     }
 
     /// Waits for the background merges into tiers asked for so far.
@@ -354,7 +390,7 @@ impl PyStreamIndex {
 
     /// Merges runs of small segments; returns the segments merged.
     fn compact(&self, py: Python<'_>) -> PyResult<u64> {
-        self.with_index(py, StreamIndex::compact)
+        self.with_index_interruptible(py, |index, interrupt| index.compact_with_interrupt(interrupt))
     }
 
     /// Every statistic, as JSON text.
@@ -362,9 +398,35 @@ impl PyStreamIndex {
         self.with_index(py, |index| Ok(stats_json(&index.stats()).to_string()))
     }
 
-    /// Reads every segment whole and checks it; the report as JSON text.
+    /// Checks the index as opening it does and reads every segment whole;
+    /// the report as JSON text.
     fn verify(&self, py: Python<'_>) -> PyResult<String> {
-        self.with_index(py, |index| Ok(verify_json(&index.verify()?).to_string()))
+        self.with_index_interruptible(py, |index, interrupt| {
+            Ok(verify_json(&index.verify_with_interrupt(interrupt)?).to_string())
+        })
+    }
+
+    /// The files the open found in the directory that are not part of
+    /// the index (kept): `(name, why)` pairs.
+    fn unaccounted(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+        self.with_index(py, |index| {
+            Ok(index
+                .unaccounted()
+                .iter()
+                .map(|stray| (stray.file.clone(), stray.reason.clone()))
+                .collect())
+        })
+    }
+
+    /// Repairs the (closed) index in directory `path`; the report as JSON
+    /// text.
+    #[staticmethod]
+    fn repair(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+        interruptible(py, |interrupt| {
+            StreamIndex::repair_with_interrupt(&path, interrupt)
+        })?
+        .map(|report| repair_json(&report).to_string())
+        .map_err(to_py_err)
     }
 
     /// Flushes and closes the index; later calls (but `close`) fail. A

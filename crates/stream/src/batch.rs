@@ -3,6 +3,8 @@
 
 use spillway_core::{ensure, Result};
 
+use crate::records::Aggregate;
+
 /// What a write does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -31,6 +33,10 @@ impl Op {
         self != Op::Append
     }
 }
+
+/// Why a number is refused: said the same way by every front end.
+pub const NOT_FINITE: &str = "an 8-byte value is a number (a little-endian float64) and must be finite; \
+NaN and infinities are refused, so that every sum, min and max is a number";
 
 /// Writes in flat columns (no allocation per record).
 #[derive(Debug, Default, Clone)]
@@ -98,18 +104,28 @@ impl Batch {
     }
 
     /// Checks the batch against the limits: values no longer than
-    /// `max_value`, and with `ordered_time`, times that never go back
-    /// (from `last_time`, the stream's latest so far). Returns the batch's
-    /// latest time.
+    /// `max_value`, numbers (8-byte values) finite, and with
+    /// `ordered_time`, times that never go back (from `last_time`, the
+    /// stream's latest so far). Returns the batch's latest time.
     pub(crate) fn check(&self, max_value: usize, ordered_time: bool, last_time: u64) -> Result<u64> {
         let mut latest = last_time;
         for i in 0..self.len() {
-            let len = self.value(i).len();
+            let value = self.value(i);
+            let len = value.len();
             ensure!(
                 len <= max_value,
                 InvalidArgument,
                 "write {i} of the batch has a value of {len} bytes, over the limit of {max_value} (option max_value_bytes)"
             );
+            if let Err(number) = Aggregate::check_number(value) {
+                spillway_core::bail!(
+                    InvalidArgument,
+                    "write {i} of the batch (key {}, time {}) has the value {number}: {}",
+                    self.keys[i],
+                    self.times[i],
+                    NOT_FINITE
+                );
+            }
             let time = self.times[i];
             ensure!(
                 !ordered_time || time >= latest,

@@ -10,14 +10,16 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use spillway_core::{ensure, DirectoryLock, Error, Fs, Poison, RealFs, Result};
+use spillway_core::{ensure, DirectoryLock, Error, ErrorKind, Fs, Interrupt, Poison, RealFs, Result};
 
 use crate::batch::{Batch, Op};
 use crate::bptree::BPlusTree;
-use crate::manifest::{Listed, Manifest};
+use crate::manifest::{self, Listed, LiveLog, Manifest, NOT_CLOSED};
 use crate::merge::{self, Rows, Run};
 use crate::records::{drop_shadowed, newest_shadow, newest_shadows, Aggregate, Bounds, Records, Shadow};
-use crate::segment::{self, Cache, Segment};
+use crate::repair::{self, RepairReport};
+use crate::segment::{self, Cache, Segment, SegmentMeta};
+use crate::survey::{self, Unaccounted};
 use crate::template::{OverflowStats, TemplateTree};
 use crate::tier::{self, Tier, TierCounters, Tiered, Tiering};
 use crate::wal::{self, Wal, WalSync};
@@ -92,6 +94,12 @@ impl Default for Options {
         }
     }
 }
+
+/// How often the flusher of a store without `sync` makes its active log
+/// durable, and how much the log must have grown since (see
+/// `Shared::sync_active_log`).
+const LOG_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+const LOG_SYNC_BYTES_MIN: u64 = 1 << 20;
 
 /// The bytes a record costs in a buffer beyond its value: its entry in
 /// the tree (32 bytes, in leaves about 70% full), its op and value offset.
@@ -275,6 +283,21 @@ impl BufferData {
         self.values.len() + self.ops.len() * RECORD_OVERHEAD_BYTES
     }
 
+    /// Appends the batch's ops and values (its entries go into the tree
+    /// apart: [`Buffer::index`]).
+    fn push_batch(&mut self, batch: &Batch) {
+        self.ops.extend_from_slice(&batch.ops);
+        let base = self.values.len() as u64;
+        self.value_ends
+            .extend(batch.value_ends.iter().map(|&end| base + end as u64));
+        self.values.extend_from_slice(&batch.values);
+    }
+
+    /// What the buffer will hold when full, at the mean size so far.
+    fn expected_entries(&self, options: &Options) -> usize {
+        (self.len() as f64 * options.buffer_bytes as f64 / self.bytes() as f64) as usize
+    }
+
     /// Appends the records of `entries` (this buffer's, the first at
     /// `first_seq`; no deletes) to `records`. Entries that all hold 8-byte
     /// values (numbers, most often) are copied column by column in one
@@ -333,9 +356,49 @@ struct Buffer {
     tree: BufferTree,
     data: Mutex<BufferData>,
     wal_sync: Option<Arc<WalSync>>,
+    /// How far the flusher has synced the log in the background (a store
+    /// without `sync`).
+    synced_in_background: AtomicU64,
 }
 
 impl Buffer {
+    /// Indexes `batch`, whose writes are this buffer's from `location` on;
+    /// returns whether the tree was rebuilt (see [`BufferTree`]).
+    fn index(&self, batch: &Batch, location: u64, options: &Options, expected_entries: usize) -> bool {
+        let entries: Vec<BufferEntry> = (0..batch.len())
+            .map(|i| {
+                BufferEntry::new(
+                    batch.keys[i],
+                    batch.times[i],
+                    location + i as u64,
+                    batch.ops[i],
+                    batch.value(i),
+                )
+            })
+            .collect();
+        self.tree.insert_batch(&entries);
+        self.tree.rebuild_if_stretched(options, expected_entries)
+    }
+
+    /// Adds `batch`, read back from a log (its writes numbered from
+    /// `first_seq`, which must continue the buffer's), to a buffer that
+    /// has no log. Returns whether the tree was rebuilt.
+    fn insert_replayed(&self, batch: &Batch, first_seq: u64, options: &Options) -> Result<bool> {
+        let mut data = lock(&self.data);
+        let location = data.len() as u64;
+        if first_seq != self.first_seq + location {
+            spillway_core::bail!(
+                Internal,
+                "replayed writes from seq {first_seq} into a buffer at seq {}",
+                self.first_seq + location
+            );
+        }
+        data.push_batch(batch);
+        let expected_entries = data.expected_entries(options);
+        drop(data);
+        Ok(self.index(batch, location, options, expected_entries))
+    }
+
     /// What a query starting now may see of this buffer.
     fn visible(&self) -> Visible {
         let data = lock(&self.data);
@@ -453,6 +516,14 @@ impl View {
             .collect()
     }
 
+    /// Fails if a damaged segment (a read-only store's) could change the
+    /// answer of a query within `bounds`.
+    fn check_damage(&self, bounds: &Bounds) -> Result<()> {
+        self.segments
+            .iter()
+            .try_for_each(|segment| segment.check_damage(bounds))
+    }
+
     /// The buffers, older first.
     fn buffers(&self) -> impl Iterator<Item = &Arc<Buffer>> {
         self.frozen.iter().chain(std::iter::once(&self.active))
@@ -511,6 +582,13 @@ pub struct StreamStats {
     pub leaves_summarized: u64,
     /// Leaves read by queries (or by aggregates that could not use the summary).
     pub leaves_read: u64,
+    /// Files in the store's directory that are not part of it and that
+    /// nothing proves obsolete, kept where they are (see
+    /// [`StreamIndex::unaccounted`]).
+    pub unaccounted_files: u64,
+    /// Listed segments that could not be opened (a store opened
+    /// read-only goes on without them; queries that need them fail).
+    pub damaged_segments: u64,
 }
 
 /// What [`StreamIndex::verify`] checked.
@@ -522,8 +600,17 @@ pub struct VerifyReport {
     pub records: u64,
     /// Leaves whose checksums and summaries were checked.
     pub leaves: u64,
-    /// Bytes read.
+    /// Bytes of segment files read.
     pub bytes: u64,
+    /// Live logs read (every frame checked, as a chain).
+    pub logs: u64,
+    /// Writes they hold, not yet in segments.
+    pub log_writes: u64,
+    /// Files an open for writing deletes: leftovers of work a crash cut
+    /// short, which the manifest proves obsolete.
+    pub redundant: Vec<String>,
+    /// Files that are not part of the store, kept and reported.
+    pub unaccounted: Vec<Unaccounted>,
 }
 
 #[derive(Debug, Default)]
@@ -541,8 +628,8 @@ struct Counters {
 /// State changed only by a flush or a compaction (under this lock).
 #[derive(Debug)]
 struct Durable {
+    /// As on disk.
     manifest: Manifest,
-    next_log_number: u64,
     last_overflow: OverflowStats,
     total_overflow: OverflowStats,
     /// Set when the store closes: the flusher thread writes the frozen
@@ -569,6 +656,14 @@ struct Shared {
     /// read-only, without a cache, or with `tiers` off); dropping it stops
     /// the thread.
     tiering: OnceLock<Tiering>,
+    /// Listed segments a read-only open could not open.
+    damaged_segments: u64,
+    /// The next log, made ready by the flusher (padded logs only); held
+    /// while it is being made.
+    spare: Mutex<Option<wal::Spare>>,
+    /// Set when making a spare failed: freezes make their logs
+    /// themselves from then on.
+    spare_failed: std::sync::atomic::AtomicBool,
 }
 
 /// A stream index over an append-only segment store; see the crate docs.
@@ -595,6 +690,8 @@ pub struct StreamIndex {
     /// The directory's `LOCK` file, locked while the store is open (real
     /// file system only).
     lock: Option<DirectoryLock>,
+    /// Files the open found that are not part of the store, kept.
+    unaccounted: Vec<Unaccounted>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -623,7 +720,10 @@ impl StreamIndex {
     /// Opens the existing store in `path` on the real file system for
     /// queries only: nothing in the directory is changed (the logs are
     /// replayed into memory), writes, flushes and compactions are refused,
-    /// and other read-only openers may share it, a writer may not.
+    /// and other read-only openers may share it, a writer may not. A
+    /// listed segment that is missing or damaged does not fail the open:
+    /// the queries that could need it fail, naming it, and the others
+    /// are answered.
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<StreamIndex> {
         let dir = path.as_ref();
         let lock = DirectoryLock::acquire(dir, true, "the stream index")?;
@@ -632,9 +732,10 @@ impl StreamIndex {
         Ok(index)
     }
 
-    /// Opens the store in `dir` on `fs`: reads the manifest, opens its
-    /// segments, removes segment files it does not list (a flush cut
-    /// short), and replays the logs into a new buffer.
+    /// Opens the store in `dir` on `fs`: checks every file the manifest
+    /// lists and accounts for every other one (see the crate's DESIGN.md,
+    /// "Recovery"), then removes the files the manifest proves obsolete,
+    /// writes the logs' writes as a segment and starts a new log.
     pub fn open_on(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<StreamIndex> {
         Self::open_with(fs, dir, options, false)
     }
@@ -651,73 +752,117 @@ impl StreamIndex {
         }
         let manifest = match Manifest::read(fs.as_ref(), dir)? {
             Some(manifest) => manifest,
-            None if read_only => {
-                return Err(Error::InvalidArgument(format!(
-                    "{} holds no stream index (no {} file)",
-                    dir.display(),
-                    crate::manifest::FILE_NAME
-                )))
-            }
-            None => {
-                let names = fs.list_dir(dir)?;
-                if names.iter().any(|name| name.ends_with(".seg")) {
-                    return Err(Error::corruption(
-                        dir.join(crate::manifest::FILE_NAME),
-                        0,
-                        "missing, but the directory holds segment files",
-                    ));
-                }
-                let manifest = Manifest {
-                    next_segment_id: 1,
-                    next_seq: 0,
-                    segments: Vec::new(),
-                };
-                manifest.write(fs.as_ref(), dir)?;
-                manifest
-            }
+            None => Self::create_manifest(fs.as_ref(), dir, read_only)?,
         };
         let cache = Cache::new(options.cache_bytes);
-        let mut segments = Vec::with_capacity(manifest.segments.len());
+        // The live logs' writes, replayed into a buffer of no log while
+        // the survey checks them.
+        let replayed = Self::new_buffer(&options, manifest.next_seq, None, None);
+        let mut templates = 0;
         let mut last_time = 0;
-        for listed in &manifest.segments {
-            let path = dir.join(segment::file_name(listed.id));
-            let segment = Segment::open(fs.as_ref(), &path, cache.clone())?;
-            let meta = &segment.meta;
-            if (meta.id, meta.first_seq, meta.last_seq) != (listed.id, listed.first_seq, listed.last_seq) {
-                return Err(Error::corruption(
-                    &path,
-                    0,
-                    format!(
-                        "segment says it is {} holding seqs {}..={}, the manifest lists {} holding {}..={}",
-                        meta.id, meta.first_seq, meta.last_seq, listed.id, listed.first_seq, listed.last_seq
-                    ),
-                ));
-            }
-            if let Some((_, _, _, max_time)) = meta.ranges() {
-                last_time = last_time.max(max_time);
+        let survey = survey::survey(
+            fs.as_ref(),
+            dir,
+            &manifest,
+            &cache,
+            &Interrupt::new(),
+            |batch, first_seq| {
+                templates += u64::from(replayed.insert_replayed(batch, first_seq, &options)?);
+                last_time = batch
+                    .times
+                    .iter()
+                    .fold(last_time, |latest, &time| latest.max(time));
+                Ok(())
+            },
+        )?;
+        let mut segments = Vec::with_capacity(manifest.segments.len() + 1);
+        let mut damaged_segments = 0;
+        for (listed, opened) in manifest.segments.iter().zip(survey.segments) {
+            let segment = match opened {
+                Ok(segment) => segment,
+                Err(error) if read_only && error.kind() == ErrorKind::Corruption => {
+                    damaged_segments += 1;
+                    let meta = SegmentMeta {
+                        id: listed.id,
+                        store_id: manifest.store_id,
+                        first_seq: listed.first_seq,
+                        last_seq: listed.last_seq,
+                        records: listed.records,
+                        leaf_records: 1,
+                        leaves: Vec::new(),
+                        shadows: Vec::new(),
+                        bytes: listed.bytes,
+                    };
+                    let path = dir.join(segment::file_name(listed.id));
+                    Segment::damaged(meta, listed.extent, &path, &error, cache.clone())
+                }
+                Err(error) => return Err(read_only_hint(error)),
+            };
+            if let Some(extent) = listed.extent {
+                last_time = last_time.max(extent.time_max);
             }
             segments.push(segment);
         }
-        let names = fs.list_dir(dir)?;
-        for name in &names {
-            let listed = manifest
-                .segments
-                .iter()
-                .any(|listed| segment::file_name(listed.id) == *name);
-            if !read_only && ((name.ends_with(".seg") && !listed) || name == "MANIFEST.tmp") {
+        let mut manifest = manifest;
+        let active = if read_only {
+            Arc::new(replayed)
+        } else {
+            // Every listed file is checked: only now is anything deleted,
+            // and only what the manifest proves obsolete.
+            for name in &survey.redundant {
                 fs.remove_file(&dir.join(name))?;
             }
-        }
-        let logs = wal::logs_in(dir, &names);
-        let next_log_number = logs.last().map_or(1, |(number, _)| number + 1);
-        let active = Arc::new(Self::new_buffer(
-            fs.as_ref(),
-            dir,
-            &options,
-            manifest.next_seq,
-            (!read_only).then_some(next_log_number),
-            None,
-        )?);
+            manifest.next_segment_id = survey.next_segment_id;
+            manifest.next_log_number = survey.next_log_number;
+            // The logs' writes become a segment, so that the old logs can go.
+            let count = lock(&replayed.data).len() as u64;
+            if count > 0 {
+                let (records, shadows) = drain(&replayed);
+                let id = manifest.next_segment_id;
+                let seqs = (replayed.first_seq, replayed.first_seq + count - 1);
+                let segment = write_segment(
+                    fs.as_ref(),
+                    dir,
+                    &cache,
+                    options.leaf_capacity,
+                    (id, manifest.store_id),
+                    seqs,
+                    &records,
+                    &shadows,
+                )?;
+                segment.adopt(Arc::new(records));
+                manifest.next_segment_id = id + 1;
+                manifest.next_seq = seqs.1 + 1;
+                manifest.segments.push(Listed::of(&segment.meta));
+                segments.push(segment);
+            }
+            debug_assert_eq!(manifest.next_seq, survey.logs_end);
+            let header = wal::Header {
+                store_id: manifest.store_id,
+                number: manifest.next_log_number,
+                first_seq: manifest.next_seq,
+                padded: options.sync,
+            };
+            let wal = Wal::create(fs.as_ref(), dir, header)?;
+            let active = Self::new_buffer(&options, manifest.next_seq, Some(wal), None);
+            let old_logs = std::mem::replace(
+                &mut manifest.logs,
+                vec![LiveLog {
+                    number: header.number,
+                    first_seq: header.first_seq,
+                }],
+            );
+            manifest.next_log_number += 1;
+            manifest.closed_at = NOT_CLOSED;
+            manifest.write(fs.as_ref(), dir)?;
+            for old in old_logs {
+                fs.remove_file(&dir.join(wal::file_name(old.number)))?;
+            }
+            Arc::new(active)
+        };
+        let counters = Counters::default();
+        counters.templates.store(templates, Ordering::Relaxed);
+        counters.writes.store(survey.log_writes, Ordering::Relaxed);
         let shared = Arc::new(Shared {
             fs,
             dir: dir.to_path_buf(),
@@ -730,15 +875,17 @@ impl StreamIndex {
             })),
             durable: Mutex::new(Durable {
                 manifest,
-                next_log_number: next_log_number + 1,
                 last_overflow: OverflowStats::default(),
                 total_overflow: OverflowStats::default(),
                 stop: false,
             }),
             frozen_changed: Condvar::new(),
             poison: Poison::default(),
-            counters: Counters::default(),
+            counters,
             tiering: OnceLock::new(),
+            damaged_segments,
+            spare: Mutex::new(None),
+            spare_failed: std::sync::atomic::AtomicBool::new(false),
             options,
         });
         let flusher = if read_only {
@@ -758,8 +905,8 @@ impl StreamIndex {
             last_time: AtomicU64::new(last_time),
             read_only,
             lock: None,
+            unaccounted: survey.unaccounted,
         };
-        index.replay(&logs)?;
         if !read_only && index.shared.options.tiers && index.shared.options.cache_bytes > 0 {
             let tiering = Tiering::start(
                 index.shared.view.clone(),
@@ -771,70 +918,51 @@ impl StreamIndex {
         Ok(index)
     }
 
-    /// Replays the logs of a previous run: writes numbered from the
-    /// manifest's `next_seq` on (older ones are in segments) are written
-    /// again, into the new log, which is synced before the old logs go.
-    fn replay(&self, logs: &[(u64, PathBuf)]) -> Result<()> {
-        let mut expected = lock(&self.shared.durable).manifest.next_seq;
-        let mut pending = Batch::new();
-        for (_, path) in logs {
-            wal::replay(self.shared.fs.as_ref(), path, |batch, first_seq| {
-                for i in 0..batch.len() {
-                    // Writes keep their sequence numbers: older ones are
-                    // in segments, or were replayed from an older log
-                    // into a newer one by a recovery cut short.
-                    let seq = first_seq + i as u64;
-                    if seq < expected {
-                        continue;
-                    }
-                    if seq > expected {
-                        return Err(Error::corruption(
-                            path,
-                            0,
-                            format!("the logs skip from seq {expected} to {seq}"),
-                        ));
-                    }
-                    pending.push(batch.ops[i], batch.keys[i], batch.times[i], batch.value(i));
-                    expected += 1;
-                }
-                if pending.len() >= 4096 {
-                    self.write_unchecked(&pending, true)?;
-                    pending.clear();
-                }
-                Ok(())
-            })?;
-        }
-        if !pending.is_empty() {
-            self.write_unchecked(&pending, true)?;
-        }
-        let active = self.read_gate().clone();
-        let Some(wal_sync) = &active.wal_sync else {
-            return Ok(()); // read-only: the old logs stay as they are
+    /// The manifest of a directory that has none: a new store's, written
+    /// (the directory must hold no segment or log: their list is gone),
+    /// or, read-only, an error.
+    fn create_manifest(fs: &dyn Fs, dir: &Path, read_only: bool) -> Result<Manifest> {
+        let names = if fs.is_dir(dir)? {
+            fs.list_dir(dir)?
+        } else {
+            Vec::new()
         };
-        // A buffer filled by the replay is in a log of its own, maybe not
-        // yet synced: the old logs go only once it is a segment.
-        drop(self.shared.until_written(lock(&self.shared.durable))?);
-        let written = lock(&active.data).wal.as_ref().map_or(0, Wal::written);
-        wal_sync.sync_to(written)?;
-        for (number, path) in logs {
-            if *number != active.log_number {
-                self.shared.fs.remove_file(path)?;
-            }
+        let files: Vec<&String> = names
+            .iter()
+            .filter(|name| survey::segment_number(name).is_some() || wal::parse_name(name).is_some())
+            .collect();
+        if let Some(first) = files.first() {
+            return Err(Error::corruption(
+                dir.join(manifest::FILE_NAME),
+                0,
+                format!(
+                    "missing, but the directory holds {} segment and log files ({first}, ...): the list \
+                     of the store's files is gone; `spillway stream repair` rebuilds it from the files",
+                    files.len()
+                ),
+            ));
         }
-        Ok(())
+        if read_only {
+            return Err(Error::InvalidArgument(format!(
+                "{} holds no stream index (no {} file)",
+                dir.display(),
+                manifest::FILE_NAME
+            )));
+        }
+        let manifest = Manifest::new(new_store_id());
+        manifest.write(fs, dir)?;
+        Ok(manifest)
     }
 
+    /// A buffer of writes from `first_seq` on, logged to `wal` (none:
+    /// replayed, or read-only), indexed by `template` (none: as the policy
+    /// starts).
     fn new_buffer(
-        fs: &dyn Fs,
-        dir: &Path,
         options: &Options,
         first_seq: u64,
-        log_number: Option<u64>,
+        wal: Option<Wal>,
         template: Option<TemplateTree<BufferEntry>>,
-    ) -> Result<Buffer> {
-        let wal = log_number
-            .map(|number| Wal::create(fs, dir, number))
-            .transpose()?;
+    ) -> Buffer {
         let tree = match (template, options.template) {
             (Some(template), _) => BufferTree::Template(RwLock::new(template)),
             // With nothing to go on, the rebuild policy starts from one
@@ -847,11 +975,12 @@ impl StreamIndex {
             }
         };
         let expected_records = options.buffer_bytes / (RECORD_OVERHEAD_BYTES + 8);
-        Ok(Buffer {
+        Buffer {
             first_seq,
-            log_number: log_number.unwrap_or(0),
+            log_number: wal.as_ref().map_or(0, Wal::number),
             tree,
             wal_sync: wal.as_ref().map(|wal| wal.sync().clone()),
+            synced_in_background: AtomicU64::new(0),
             data: Mutex::new(BufferData {
                 wal,
                 ops: Vec::with_capacity(expected_records),
@@ -859,7 +988,7 @@ impl StreamIndex {
                 values: Vec::new(),
                 in_flight: Vec::new(),
             }),
-        })
+        }
     }
 
     /// The options the store was opened with.
@@ -908,12 +1037,8 @@ impl StreamIndex {
     /// Writes a batch: logged (and synced, with `sync`), then indexed.
     /// The batch is all or nothing: a bad write in it refuses it whole.
     pub fn write(&self, batch: &Batch) -> Result<()> {
-        self.write_unchecked(batch, false)
-    }
-
-    fn write_unchecked(&self, batch: &Batch, replaying: bool) -> Result<()> {
         self.shared.poison.check()?;
-        self.check_writable(replaying)?;
+        self.check_writable()?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -922,52 +1047,31 @@ impl StreamIndex {
             let gate = self.read_gate();
             let active = gate.clone();
             let mut data = lock(&active.data);
-            if !self.read_only
-                && data.len() > 0
-                && data.bytes() + batch_bytes > self.shared.options.buffer_bytes
-            {
+            if data.len() > 0 && data.bytes() + batch_bytes > self.shared.options.buffer_bytes {
                 drop(data);
                 drop(gate);
                 self.flush_if_active(active.first_seq)?;
                 continue;
             }
             let last_time = self.last_time.load(Ordering::Relaxed);
-            let ordered = self.shared.options.ordered_time && !replaying;
-            let latest = batch.check(self.shared.options.value_limit(), ordered, last_time)?;
+            let latest = batch.check(
+                self.shared.options.value_limit(),
+                self.shared.options.ordered_time,
+                last_time,
+            )?;
             let first_seq = active.first_seq + data.len() as u64;
             let log_end = match data.wal.as_mut() {
                 Some(wal) => self.shared.poison.guard(|| wal.append(batch, first_seq))?,
                 None => 0,
             };
             self.last_time.store(latest, Ordering::Relaxed);
-            data.ops.extend_from_slice(&batch.ops);
-            let base = data.values.len() as u64;
-            data.value_ends
-                .extend(batch.value_ends.iter().map(|&end| base + end as u64));
-            data.values.extend_from_slice(&batch.values);
+            data.push_batch(batch);
             data.in_flight.push((first_seq, batch.len() as u64));
-            // What the buffer will hold when full, at this mean size.
-            let expected_entries =
-                (data.len() as f64 * self.shared.options.buffer_bytes as f64 / data.bytes() as f64) as usize;
+            let expected_entries = data.expected_entries(&self.shared.options);
             drop(data);
             // Indexing runs with the gate held shared: a flush waits for it.
             let location = first_seq - active.first_seq;
-            let entries: Vec<BufferEntry> = (0..batch.len())
-                .map(|i| {
-                    BufferEntry::new(
-                        batch.keys[i],
-                        batch.times[i],
-                        location + i as u64,
-                        batch.ops[i],
-                        batch.value(i),
-                    )
-                })
-                .collect();
-            active.tree.insert_batch(&entries);
-            if active
-                .tree
-                .rebuild_if_stretched(&self.shared.options, expected_entries)
-            {
+            if active.index(batch, location, &self.shared.options, expected_entries) {
                 self.shared.counters.templates.fetch_add(1, Ordering::Relaxed);
             }
             drop(gate);
@@ -994,8 +1098,8 @@ impl StreamIndex {
         synced
     }
 
-    fn check_writable(&self, replaying: bool) -> Result<()> {
-        if self.read_only && !replaying {
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
             return Err(Error::InvalidArgument(format!(
                 "the stream index in {} was opened read-only",
                 self.shared.dir.display()
@@ -1024,7 +1128,7 @@ impl StreamIndex {
     /// Writes the active buffer as a segment (if it holds anything) and
     /// starts a new one; returns once the segment is durable.
     pub fn flush(&self) -> Result<()> {
-        self.check_writable(false)?;
+        self.check_writable()?;
         let mut durable = self.shared.until_written(lock(&self.shared.durable))?;
         self.freeze(&mut durable)?;
         self.shared.until_written(durable).map(drop)
@@ -1034,27 +1138,63 @@ impl StreamIndex {
     /// thread and starts a new one. Called with no buffer frozen.
     ///
     /// Writers wait only while the next buffer is made: the old one is
-    /// sorted and written after they have moved on.
+    /// sorted and written after they have moved on. The old log is made
+    /// durable whole before the new one is listed (most of it before the
+    /// writers are stopped), so that every log but the newest is known
+    /// to end where the next one starts.
     fn freeze(&self, durable: &mut Durable) -> Result<()> {
         self.shared.poison.check()?;
+        let active = self.read_gate().clone();
+        self.sync_log(&active)?;
         let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
         let count = lock(&gate.data).len() as u64;
         if count == 0 {
             return Ok(());
         }
         let old = gate.clone();
+        self.sync_log(&old)?;
         let template = self.next_template(durable, &old.tree);
-        let number = durable.next_log_number;
-        let next = Self::new_buffer(
-            self.shared.fs.as_ref(),
-            &self.shared.dir,
-            &self.shared.options,
-            old.first_seq + count,
-            Some(number),
-            template,
-        )
-        .map_err(|error| self.shared.poison.poison(error))?;
-        durable.next_log_number += 1;
+        let mut manifest = durable.manifest.clone();
+        // The log the flusher made ready, unless it is being made now.
+        let spare = self
+            .shared
+            .spare
+            .try_lock()
+            .ok()
+            .and_then(|mut spare| spare.take())
+            .filter(|_| self.shared.options.sync);
+        let number = match &spare {
+            Some(spare) => spare.number(),
+            None => {
+                manifest.next_log_number += 1;
+                manifest.next_log_number - 1
+            }
+        };
+        let header = wal::Header {
+            store_id: manifest.store_id,
+            number,
+            first_seq: old.first_seq + count,
+            padded: self.shared.options.sync,
+        };
+        manifest.logs.push(LiveLog {
+            number: header.number,
+            first_seq: header.first_seq,
+        });
+        let next = self.shared.poison.guard(|| {
+            let wal = match spare {
+                Some(spare) => Wal::start(spare, header)?,
+                None => Wal::create(self.shared.fs.as_ref(), &self.shared.dir, header)?,
+            };
+            // Listed before any write goes into it.
+            manifest.write(self.shared.fs.as_ref(), &self.shared.dir)?;
+            Ok(Self::new_buffer(
+                &self.shared.options,
+                header.first_seq,
+                Some(wal),
+                template,
+            ))
+        })?;
+        durable.manifest = manifest;
         *gate = Arc::new(next);
         // Readers switch to the new buffer with the writers, so a write
         // acknowledged in the new buffer is never missed; the old one
@@ -1065,6 +1205,15 @@ impl StreamIndex {
         view.active = gate.clone();
         self.shared.frozen_changed.notify_all();
         Ok(())
+    }
+
+    /// Makes everything written to `buffer`'s log so far durable.
+    fn sync_log(&self, buffer: &Buffer) -> Result<()> {
+        let Some(wal_sync) = &buffer.wal_sync else {
+            return Ok(());
+        };
+        let written = lock(&buffer.data).wal.as_ref().map_or(0, Wal::written);
+        self.shared.poison.guard(|| wal_sync.sync_to(written))
     }
 
     /// Picks the index of the next buffer from how the last one went.
@@ -1115,12 +1264,21 @@ impl StreamIndex {
     /// oldest segment, the updates' and deletes' marks themselves).
     /// Returns the segments merged.
     pub fn compact(&self) -> Result<u64> {
-        self.check_writable(false)?;
+        self.compact_with_interrupt(&Interrupt::new())
+    }
+
+    /// [`StreamIndex::compact`], stopping with [`Error::Interrupted`] once
+    /// `interrupt` is raised: between merges, and within a merge before
+    /// each segment is read (a merge stopped writes nothing; the merges
+    /// done before it stay done).
+    pub fn compact_with_interrupt(&self, interrupt: &Interrupt) -> Result<u64> {
+        self.check_writable()?;
         let mut durable = lock(&self.shared.durable);
         self.shared.poison.check()?;
         let small = (self.shared.options.buffer_bytes / 4) as u64;
         let mut merged = 0;
         loop {
+            interrupt.check()?;
             let segments = self.snapshot().segments;
             // The first run of two or more adjacent small segments.
             let mut run = 0..0;
@@ -1137,7 +1295,7 @@ impl StreamIndex {
             if run.len() < 2 {
                 break;
             }
-            self.merge(&mut durable, &segments, run.clone())?;
+            self.merge(&mut durable, &segments, run.clone(), interrupt)?;
             merged += run.len() as u64;
             self.shared.counters.compactions.fetch_add(1, Ordering::Relaxed);
             self.shared
@@ -1148,10 +1306,17 @@ impl StreamIndex {
         Ok(merged)
     }
 
-    fn merge(&self, durable: &mut Durable, segments: &[Arc<Segment>], run: Range<usize>) -> Result<()> {
+    fn merge(
+        &self,
+        durable: &mut Durable,
+        segments: &[Arc<Segment>],
+        run: Range<usize>,
+        interrupt: &Interrupt,
+    ) -> Result<()> {
         let mut all = Records::default();
         let mut shadows = Vec::new();
         for segment in &segments[run.clone()] {
+            interrupt.check()?;
             let (records, range) = segment.leaves(0..segment.meta.leaves.len())?;
             for i in range {
                 all.push_from(&records, i);
@@ -1169,19 +1334,15 @@ impl StreamIndex {
             segments[run.start].meta.first_seq,
             segments[run.end - 1].meta.last_seq,
         );
+        interrupt.check()?;
         self.shared.poison.guard(|| {
             let id = durable.manifest.next_segment_id;
-            let segment = self.shared.write_segment(id, seqs, &all, &shadows)?;
+            let segment = self
+                .shared
+                .write_segment(id, durable.manifest.store_id, seqs, &all, &shadows)?;
             let mut manifest = durable.manifest.clone();
             manifest.next_segment_id = id + 1;
-            manifest.segments.splice(
-                run.clone(),
-                [Listed {
-                    id,
-                    first_seq: seqs.0,
-                    last_seq: seqs.1,
-                }],
-            );
+            manifest.segments.splice(run.clone(), [Listed::of(&segment.meta)]);
             manifest.write(self.shared.fs.as_ref(), &self.shared.dir)?;
             durable.manifest = manifest;
             {
@@ -1242,6 +1403,7 @@ impl StreamIndex {
             return Ok(Vec::new());
         }
         let view = self.snapshot();
+        view.check_damage(&bounds)?;
         // The shadows first: a record is live unless a newer one of them
         // has its key and time.
         let mut buffered = Vec::new();
@@ -1324,6 +1486,7 @@ impl StreamIndex {
             return Ok(total);
         }
         let view = self.snapshot();
+        view.check_damage(&bounds)?;
         // Every update and delete in range, with the segment it is in
         // (the buffers' are read with their records below).
         let mut newer: Vec<(u64, usize)> = Vec::new();
@@ -1454,23 +1617,67 @@ impl StreamIndex {
             cache_bytes: self.shared.cache.used() as u64,
             leaves_summarized: counter(&self.shared.counters.leaves_summarized),
             leaves_read: counter(&self.shared.counters.leaves_read),
+            unaccounted_files: self.unaccounted.len() as u64,
+            damaged_segments: self.shared.damaged_segments,
         }
     }
 
-    /// Reads every segment file whole and checks its checksums, order and
-    /// summaries against the manifest.
+    /// Checks the store as an open does (the manifest, every listed
+    /// segment's footer and index, every live log frame by frame as a
+    /// chain, every other file accounted for: see the crate's DESIGN.md,
+    /// "Recovery"), then reads every segment file whole and checks every
+    /// leaf's checksum, order and summary. Fails with the first problem,
+    /// naming the file, as an open for writing would (a read-only open
+    /// goes on past a damaged segment; `verify` does not). Flushes and
+    /// compactions wait meanwhile; writes go on.
     pub fn verify(&self) -> Result<VerifyReport> {
-        let view = self.snapshot();
-        let mut report = VerifyReport::default();
-        for segment in &view.segments {
+        self.verify_with_interrupt(&Interrupt::new())
+    }
+
+    /// [`StreamIndex::verify`], stopping with [`Error::Interrupted`] once
+    /// `interrupt` is raised (checked between files).
+    pub fn verify_with_interrupt(&self, interrupt: &Interrupt) -> Result<VerifyReport> {
+        let _durable = lock(&self.shared.durable);
+        let fs = self.shared.fs.as_ref();
+        let dir = &self.shared.dir;
+        let manifest = Manifest::read(fs, dir)?.ok_or_else(|| {
+            Error::corruption(
+                dir.join(manifest::FILE_NAME),
+                0,
+                "missing, though the store is open; `spillway stream repair` rebuilds it from the files",
+            )
+        })?;
+        // Writers wait while the logs are read: a frame half written when
+        // the newest log is read, with a later one whole, would read as
+        // damage. (Every frame the log's writer says it wrote is whole
+        // while its lock is held.)
+        let active = self.read_gate().clone();
+        let writers = lock(&active.data);
+        // The next log, made ready by the flusher, is not a leftover.
+        let spare = lock(&self.shared.spare);
+        let survey = survey::survey(fs, dir, &manifest, &Cache::new(0), interrupt, |_, _| Ok(()))?;
+        let spare_name = spare.as_ref().map(|spare| wal::file_name(spare.number()));
+        drop((spare, writers));
+        let mut report = VerifyReport {
+            logs: survey.logs,
+            log_writes: survey.log_writes,
+            redundant: (survey.redundant.into_iter())
+                .filter(|name| Some(name) != spare_name.as_ref())
+                .collect(),
+            unaccounted: survey.unaccounted,
+            ..VerifyReport::default()
+        };
+        for opened in survey.segments {
+            interrupt.check()?;
+            let segment = opened?;
             let path = segment.path();
-            let file = self.shared.fs.open_read(path)?;
+            let file = fs.open_read(path)?;
             let len = file.len()? as usize;
             let mut bytes = Vec::with_capacity(len);
             file.read_exact_append(&mut bytes, len, 0)?;
             let meta = segment::check_bytes(path, &bytes)?;
             if meta != segment.meta {
-                return Err(Error::corruption(path, 0, "segment changed since it was opened"));
+                return Err(Error::corruption(path, 0, "segment changed while it was read"));
             }
             report.segments += 1;
             report.records += meta.records;
@@ -1480,12 +1687,71 @@ impl StreamIndex {
         Ok(report)
     }
 
+    /// Files the open found in the store's directory that are not part
+    /// of the store and that nothing proves obsolete (a segment or log
+    /// that cannot be read, or of another store): kept where they are.
+    /// `verify` reports them too; `repair` moves them into `lost/`.
+    pub fn unaccounted(&self) -> &[Unaccounted] {
+        &self.unaccounted
+    }
+
     /// Flushes the active buffer (unless read-only) and closes the store.
     pub fn close(self) -> Result<()> {
         if self.read_only {
             return Ok(());
         }
         self.flush()
+    }
+
+    /// Repairs the store in directory `path` on the real file system (it
+    /// must not be open): if it checks clean, files that are not part of
+    /// it are moved into `path/lost/` and nothing else changes; otherwise
+    /// its manifest is rebuilt from what the files prove, every record
+    /// that reads back is kept, and the files that cannot be used are
+    /// moved into `lost/` (nothing is deleted). The report says what was
+    /// moved, why, and what was lost. See the crate's DESIGN.md, "Repair".
+    pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
+        Self::repair_with_interrupt(path, &Interrupt::new())
+    }
+
+    /// [`StreamIndex::repair`], stopping with [`Error::Interrupted`] once
+    /// `interrupt` is raised, between files, as long as nothing has been
+    /// changed (once the new manifest is written, the repair finishes).
+    pub fn repair_with_interrupt(path: impl AsRef<Path>, interrupt: &Interrupt) -> Result<RepairReport> {
+        let dir = path.as_ref();
+        let fs = RealFs::new();
+        repair::check_is_store(&fs, dir)?;
+        let _lock = DirectoryLock::acquire(dir, false, "the stream index")?;
+        repair::repair(&fs, dir, interrupt)
+    }
+
+    /// [`StreamIndex::repair`] of the store in `dir` on `fs` (no lock is
+    /// taken).
+    pub fn repair_on(fs: &dyn Fs, dir: &Path, interrupt: &Interrupt) -> Result<RepairReport> {
+        repair::repair(fs, dir, interrupt)
+    }
+
+    /// Records a clean close (see `Drop`): the frozen buffer is written
+    /// and no writer is left.
+    fn close_cleanly(&self) -> Result<()> {
+        self.shared.poison.check()?;
+        let mut durable = lock(&self.shared.durable);
+        if read(&self.shared.view).frozen.is_some() {
+            return Ok(());
+        }
+        let active = self.read_gate().clone();
+        self.sync_log(&active)?;
+        let mut manifest = durable.manifest.clone();
+        debug_assert_eq!(
+            manifest.logs.last().map(|log| log.number),
+            Some(active.log_number)
+        );
+        manifest.closed_at = active.first_seq + lock(&active.data).len() as u64;
+        self.shared
+            .poison
+            .guard(|| manifest.write(self.shared.fs.as_ref(), &self.shared.dir))?;
+        durable.manifest = manifest;
+        Ok(())
     }
 
     /// Whether the store was opened read-only.
@@ -1509,14 +1775,81 @@ impl Shared {
                     self.frozen_changed.notify_all();
                 }
                 _ if durable.stop => return,
-                _ => {
+                _ if self.wants_spare() => durable = self.make_spare(durable),
+                _ if self.options.sync => {
                     durable = self
                         .frozen_changed
                         .wait(durable)
                         .unwrap_or_else(PoisonError::into_inner)
                 }
+                _ => {
+                    durable = self
+                        .frozen_changed
+                        .wait_timeout(durable, LOG_SYNC_INTERVAL)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                    durable = self.sync_active_log(durable);
+                }
             }
         }
+    }
+
+    /// Without `sync`, makes the active log durable in the background
+    /// every [`LOG_SYNC_INTERVAL`] once it has grown by
+    /// [`LOG_SYNC_BYTES_MIN`]: a log must be durable whole before the
+    /// next one is listed (see `freeze`), and syncing it here leaves that
+    /// sync little to do while writers wait. Writers append meanwhile (a
+    /// sync holds none of their locks).
+    fn sync_active_log<'a>(&'a self, durable: MutexGuard<'a, Durable>) -> MutexGuard<'a, Durable> {
+        let active = read(&self.view).active.clone();
+        let Some(wal_sync) = &active.wal_sync else {
+            return durable;
+        };
+        let written = lock(&active.data).wal.as_ref().map_or(0, Wal::written);
+        let synced = active.synced_in_background.load(Ordering::Relaxed);
+        if written < synced + LOG_SYNC_BYTES_MIN || self.poison.check().is_err() {
+            return durable;
+        }
+        drop(durable);
+        // Reported to writers through the poison.
+        if self.poison.guard(|| wal_sync.sync_to(written)).is_ok() {
+            active.synced_in_background.store(written, Ordering::Relaxed);
+        }
+        lock(&self.durable)
+    }
+
+    /// Whether the flusher should make the next log ready now.
+    fn wants_spare(&self) -> bool {
+        self.options.sync
+            && !self.spare_failed.load(Ordering::Relaxed)
+            && self.poison.check().is_ok()
+            && lock(&self.spare).is_none()
+    }
+
+    /// Makes the next log's file ready (see [`wal::Spare`]): its number is
+    /// taken under the flush lock, its zeros written without it (a freeze
+    /// meanwhile makes its own log). Sized for the log of a full buffer,
+    /// about half the buffer's bytes.
+    fn make_spare<'a>(&'a self, mut durable: MutexGuard<'a, Durable>) -> MutexGuard<'a, Durable> {
+        let number = durable.manifest.next_log_number;
+        // Counted now, durable with the next manifest (an open counts past
+        // every log file it finds, so a crash before then reuses nothing).
+        durable.manifest.next_log_number += 1;
+        drop(durable);
+        {
+            let mut spare = lock(&self.spare);
+            let len = (self.options.buffer_bytes as u64 / 2)
+                .next_multiple_of(4096)
+                .max(64 << 10);
+            match wal::Spare::prepare(self.fs.as_ref(), &self.dir, number, len) {
+                Ok(made) => *spare = Some(made),
+                Err(_) => {
+                    self.spare_failed.store(true, Ordering::Relaxed);
+                    let _ = self.fs.remove_file(&self.dir.join(wal::file_name(number)));
+                }
+            }
+        }
+        lock(&self.durable)
     }
 
     /// Waits until no buffer is frozen (its segment is written); fails if
@@ -1541,15 +1874,15 @@ impl Shared {
         let seqs = (old.first_seq, old.first_seq + lock(&old.data).len() as u64 - 1);
         let written = self.poison.guard(|| {
             let id = durable.manifest.next_segment_id;
-            let segment = self.write_segment(id, seqs, &records, &shadows)?;
+            let segment = self.write_segment(id, durable.manifest.store_id, seqs, &records, &shadows)?;
             let mut manifest = durable.manifest.clone();
             manifest.next_segment_id = id + 1;
             manifest.next_seq = seqs.1 + 1;
-            manifest.segments.push(Listed {
-                id,
-                first_seq: seqs.0,
-                last_seq: seqs.1,
-            });
+            manifest.segments.push(Listed::of(&segment.meta));
+            // The frozen buffer's log is the oldest live one; its writes
+            // are in the segment now.
+            let oldest = manifest.logs.remove(0);
+            debug_assert_eq!(oldest.number, old.log_number);
             manifest.write(self.fs.as_ref(), &self.dir)?;
             durable.manifest = manifest;
             Ok(segment)
@@ -1574,27 +1907,30 @@ impl Shared {
     fn write_segment(
         &self,
         id: u64,
+        store_id: u64,
         seqs: (u64, u64),
         records: &Records,
         shadows: &[Shadow],
     ) -> Result<Arc<Segment>> {
-        let path = self.dir.join(segment::file_name(id));
-        segment::write(
+        write_segment(
             self.fs.as_ref(),
-            &path,
-            id,
+            &self.dir,
+            &self.cache,
+            self.options.leaf_capacity,
+            (id, store_id),
             seqs,
             records,
             shadows,
-            self.options.leaf_capacity,
-        )?;
-        self.fs.sync_dir(&self.dir)?;
-        Segment::open(self.fs.as_ref(), &path, self.cache.clone())
+        )
     }
 }
 
 impl Drop for StreamIndex {
-    /// Stops the flusher thread once it has written the buffer it holds.
+    /// Stops the flusher thread once it has written the buffer it holds,
+    /// then closes the store cleanly: the active log made durable, and
+    /// the sequence number it ends at recorded in the manifest, so that a
+    /// shorter or older copy of it is noticed at the next open. (A store
+    /// that failed is left as a crash would leave it.)
     fn drop(&mut self) {
         if let Some(flusher) = self.flusher.take() {
             lock(&self.shared.durable).stop = true;
@@ -1602,8 +1938,67 @@ impl Drop for StreamIndex {
             // A panic in the thread is a bug; the logs still hold what it
             // was writing.
             let _ = flusher.join();
+            // Best effort: without it, the next open sees a crash.
+            let _ = self.close_cleanly();
+            // An unlisted file of zeros: the next open would remove it.
+            if let Some(spare) = lock(&self.shared.spare).take() {
+                let _ = self
+                    .shared
+                    .fs
+                    .remove_file(&self.shared.dir.join(wal::file_name(spare.number())));
+            }
         }
     }
+}
+
+/// A random id for a new store (the hasher's keys come from the
+/// operating system's random source; the clock and the process id are
+/// mixed in as well).
+pub(crate) fn new_store_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    hasher.write_u128(now);
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+/// Adds to a corruption error met by an open for writing where to go
+/// from there.
+fn read_only_hint(error: Error) -> Error {
+    match error {
+        Error::Corruption { file, offset, what } => Error::Corruption {
+            file,
+            offset,
+            what: format!(
+                "{what}; the store can still be opened read-only, for the queries the damage does not \
+                 touch, and `spillway stream repair` salvages the rest"
+            ),
+        },
+        other => other,
+    }
+}
+
+/// Writes segment `id` of store `store_id` (the pair given as `ids`) in
+/// `dir`, syncs it and the directory, and opens it.
+#[allow(clippy::too_many_arguments)] // a segment's footer fields, each its own
+fn write_segment(
+    fs: &dyn Fs,
+    dir: &Path,
+    cache: &Arc<Cache>,
+    leaf_capacity: usize,
+    ids: (u64, u64),
+    seqs: (u64, u64),
+    records: &Records,
+    shadows: &[Shadow],
+) -> Result<Arc<Segment>> {
+    let (id, store_id) = ids;
+    let path = dir.join(segment::file_name(id));
+    segment::write(fs, &path, id, store_id, seqs, records, shadows, leaf_capacity)?;
+    fs.sync_dir(dir)?;
+    Segment::open(fs, &path, cache.clone())
 }
 
 /// The sorted, resolved records of a buffer and its shadows.

@@ -314,28 +314,46 @@ pub struct Shadow {
 /// `count` counts every live record; the others count only values that
 /// are numbers, which is a value of exactly 8 bytes read as a
 /// little-endian `f64` (how `append_batch` stores a NumPy float array).
+/// Numbers are finite: writes refuse an 8-byte value that reads as NaN or
+/// an infinity (see [`Aggregate::check_number`]).
+///
+/// The sum is kept in two parts, so that no partial sum overflows (two
+/// leaves whose sums overflowed to `+inf` and `-inf` once made a NaN):
+/// numbers of magnitude below 2^960 are added as they are, larger ones
+/// scaled down by 2^-128. Neither part can overflow (it would take more
+/// than 2^64 numbers), so [`Aggregate::sum`] is infinite only when the
+/// total itself lies beyond the range of an `f64`, and never NaN.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Aggregate {
     /// Live records.
     pub count: u64,
     /// Records whose value is a number.
     pub numeric: u64,
-    /// Sum of the numbers.
-    pub sum: f64,
     /// Least number (`+inf` when there is none).
     pub min: f64,
     /// Greatest number (`-inf` when there is none).
     pub max: f64,
+    /// The sum of the numbers of magnitude below 2^960.
+    pub(crate) sum_small: f64,
+    /// The sum of the others, each times 2^-128.
+    pub(crate) sum_large: f64,
 }
+
+/// Numbers of this magnitude or more are summed apart, scaled: 2^960.
+const LARGE: f64 = f64::from_bits((1023 + 960) << 52);
+/// 2^-128 and 2^128: how large numbers are scaled while summed.
+const SCALE_DOWN: f64 = f64::from_bits((1023 - 128) << 52);
+const SCALE_UP: f64 = f64::from_bits((1023 + 128) << 52);
 
 impl Default for Aggregate {
     fn default() -> Self {
         Aggregate {
             count: 0,
             numeric: 0,
-            sum: 0.0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
+            sum_small: 0.0,
+            sum_large: 0.0,
         }
     }
 }
@@ -347,12 +365,28 @@ impl Aggregate {
         Some(f64::from_le_bytes(bytes))
     }
 
+    /// Whether `value` may be written: any value but an 8-byte one that
+    /// reads as NaN or an infinity (a number must be finite, so that
+    /// every aggregate is a number). Returns the number it refuses.
+    #[inline]
+    pub fn check_number(value: &[u8]) -> Result<(), f64> {
+        match Self::number(value) {
+            Some(number) if !number.is_finite() => Err(number),
+            _ => Ok(()),
+        }
+    }
+
     /// Counts one record with `value`.
+    #[inline]
     pub fn add(&mut self, value: &[u8]) {
         self.count += 1;
         if let Some(number) = Self::number(value) {
             self.numeric += 1;
-            self.sum += number;
+            if number.abs() < LARGE {
+                self.sum_small += number;
+            } else {
+                self.sum_large += number * SCALE_DOWN;
+            }
             self.min = self.min.min(number);
             self.max = self.max.max(number);
         }
@@ -362,9 +396,25 @@ impl Aggregate {
     pub fn merge(&mut self, other: &Aggregate) {
         self.count += other.count;
         self.numeric += other.numeric;
-        self.sum += other.sum;
+        self.sum_small += other.sum_small;
+        self.sum_large += other.sum_large;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
+    }
+
+    /// The sum of the numbers (0 when there are none): `+inf` or `-inf`
+    /// only when the total lies beyond the range of an `f64`, never NaN.
+    pub fn sum(&self) -> f64 {
+        if self.sum_large == 0.0 {
+            self.sum_small
+        } else {
+            (self.sum_large + self.sum_small * SCALE_DOWN) * SCALE_UP
+        }
+    }
+
+    /// The two parts of the sum, as a segment stores them.
+    pub(crate) fn sum_parts(&self) -> [f64; 2] {
+        [self.sum_small, self.sum_large]
     }
 }
 

@@ -26,12 +26,15 @@ use spillway_core::{block_crc, crc32c, verify_block, Error, Fs, FsFile, Result};
 use crate::records::{Aggregate, Bounds, Records, Shadow};
 
 const MAGIC: &[u8; 8] = b"SPWSEGv1";
-const VERSION: u32 = 1;
-/// Footer: magic, version, leaf records, id, first seq, last seq, records,
-/// leaves, shadows, meta offset, meta length, meta crc, footer crc.
-pub const FOOTER_BYTES: usize = 8 + 4 + 4 + 8 * 8 + 4 + 4;
+/// Version 2 added the store id to the footer and a second part of the
+/// sum to each leaf's summary.
+const VERSION: u32 = 2;
+/// Footer: magic, version, leaf records, id, store id, first seq, last
+/// seq, records, leaves, shadows, meta offset, meta length, meta crc,
+/// footer crc.
+pub const FOOTER_BYTES: usize = 8 + 4 + 4 + 9 * 8 + 4 + 4;
 /// A leaf's summary in the meta block.
-const SUMMARY_BYTES: usize = 8 + 4 + 4 + 4 + 4 + 8 * 4 + 8 * 3;
+const SUMMARY_BYTES: usize = 8 + 4 + 4 + 4 + 4 + 8 * 4 + 8 * 4;
 const SHADOW_BYTES: usize = 24;
 /// A record's fixed part in a leaf.
 const RECORD_HEADER_BYTES: usize = 28;
@@ -62,6 +65,9 @@ pub struct LeafSummary {
 pub struct SegmentMeta {
     /// The segment's id (its file's number).
     pub id: u64,
+    /// The id of the store it belongs to (a file from another store is
+    /// refused).
+    pub store_id: u64,
     /// Sequence numbers of the writes it holds: `first_seq..=last_seq`.
     pub first_seq: u64,
     /// Last sequence number.
@@ -88,6 +94,32 @@ impl SegmentMeta {
         Some((first.first_key, last.last_key, min_time, max_time))
     }
 
+    /// Lowest and highest key, earliest and latest time of its records
+    /// and its shadows: every query it can change the answer of selects
+    /// something in these ranges. `None` when it holds neither.
+    pub fn extent(&self) -> Option<Extent> {
+        let records = self.ranges();
+        let shadows = self.shadows.iter().fold(None, |extent: Option<Extent>, shadow| {
+            let point = Extent {
+                key_min: shadow.key,
+                key_max: shadow.key,
+                time_min: shadow.time,
+                time_max: shadow.time,
+            };
+            Some(extent.map_or(point, |extent| extent.union(&point)))
+        });
+        let records = records.map(|(key_min, key_max, time_min, time_max)| Extent {
+            key_min,
+            key_max,
+            time_min,
+            time_max,
+        });
+        match (records, shadows) {
+            (Some(a), Some(b)) => Some(a.union(&b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The leaves that may hold keys in `low..=high`.
     pub fn leaves_for(&self, low: u64, high: u64) -> Range<usize> {
         let start = self.leaves.partition_point(|leaf| leaf.last_key < low);
@@ -103,18 +135,46 @@ impl SegmentMeta {
     }
 }
 
+/// The key and time ranges a segment's records and shadows lie in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// Lowest key.
+    pub key_min: u64,
+    /// Highest key.
+    pub key_max: u64,
+    /// Earliest time.
+    pub time_min: u64,
+    /// Latest time.
+    pub time_max: u64,
+}
+
+impl Extent {
+    /// The smallest extent holding both.
+    pub fn union(&self, other: &Extent) -> Extent {
+        Extent {
+            key_min: self.key_min.min(other.key_min),
+            key_max: self.key_max.max(other.key_max),
+            time_min: self.time_min.min(other.time_min),
+            time_max: self.time_max.max(other.time_max),
+        }
+    }
+}
+
 /// The file name of segment `id`.
 pub fn file_name(id: u64) -> String {
     format!("{id:012}.seg")
 }
 
 /// Writes `records` (sorted by (key, time, seq), resolved) and `shadows`
-/// as segment `id` at `path`, synced, in leaves of `leaf_records`.
-/// Returns its meta. The caller syncs the directory and announces it.
+/// as segment `id` of store `store_id` at `path`, synced, in leaves of
+/// `leaf_records`. Returns its meta. The caller syncs the directory and
+/// announces it.
+#[allow(clippy::too_many_arguments)] // the footer's fields, each its own
 pub fn write(
     fs: &dyn Fs,
     path: &Path,
     id: u64,
+    store_id: u64,
     seqs: (u64, u64),
     records: &Records,
     shadows: &[Shadow],
@@ -159,6 +219,7 @@ pub fn write(
     bytes.extend_from_slice(&(leaf_records as u32).to_le_bytes());
     for field in [
         id,
+        store_id,
         seqs.0,
         seqs.1,
         records.len() as u64,
@@ -179,6 +240,7 @@ pub fn write(
     file.sync_data()?;
     Ok(SegmentMeta {
         id,
+        store_id,
         first_seq: seqs.0,
         last_seq: seqs.1,
         records: records.len() as u64,
@@ -224,6 +286,7 @@ pub(crate) fn meta_in_memory(
         .collect();
     SegmentMeta {
         id: u64::MAX,
+        store_id: 0,
         first_seq: seqs.0,
         last_seq: seqs.1,
         records: records.len() as u64,
@@ -243,7 +306,8 @@ fn encode_summary(leaf: &LeafSummary, out: &mut Vec<u8>) {
     for field in [leaf.first_key, leaf.last_key, leaf.min_time, leaf.max_time] {
         out.extend_from_slice(&field.to_le_bytes());
     }
-    for field in [leaf.aggregate.sum, leaf.aggregate.min, leaf.aggregate.max] {
+    let [sum_small, sum_large] = leaf.aggregate.sum_parts();
+    for field in [sum_small, sum_large, leaf.aggregate.min, leaf.aggregate.max] {
         out.extend_from_slice(&field.to_le_bytes());
     }
 }
@@ -277,6 +341,7 @@ impl<'a> Cursor<'a> {
 struct Footer {
     leaf_records: u32,
     id: u64,
+    store_id: u64,
     first_seq: u64,
     last_seq: u64,
     records: u64,
@@ -297,6 +362,11 @@ fn decode_footer(path: &Path, file_len: u64, footer: &[u8]) -> Result<Footer> {
     }
     let stored = u32::from_le_bytes(footer[FOOTER_BYTES - 4..].try_into().expect("4 bytes"));
     if crc32c(&footer[..FOOTER_BYTES - 4]) != stored {
+        if is_version_1(footer) {
+            return Err(corrupt(
+                "format version 1 (written by an older Spillway); this build reads version 2",
+            ));
+        }
         return Err(corrupt("checksum mismatch"));
     }
     let mut cursor = Cursor { bytes: footer, at: 0 };
@@ -309,15 +379,16 @@ fn decode_footer(path: &Path, file_len: u64, footer: &[u8]) -> Result<Footer> {
         return Err(corrupt(&format!("version {version}, this build reads {VERSION}")));
     }
     let leaf_records = cursor.u32().ok_or_else(bad)?;
-    let mut fields = [0u64; 8];
+    let mut fields = [0u64; 9];
     for field in &mut fields {
         *field = cursor.u64().ok_or_else(bad)?;
     }
-    let [id, first_seq, last_seq, records, leaves, shadows, meta_offset, meta_len] = fields;
+    let [id, store_id, first_seq, last_seq, records, leaves, shadows, meta_offset, meta_len] = fields;
     let meta_crc = cursor.u32().ok_or_else(bad)?;
     let footer = Footer {
         leaf_records,
         id,
+        store_id,
         first_seq,
         last_seq,
         records,
@@ -350,6 +421,21 @@ fn decode_footer(path: &Path, file_len: u64, footer: &[u8]) -> Result<Footer> {
     Ok(footer)
 }
 
+/// Bytes of a version 1 footer (no store id).
+const FOOTER_V1_BYTES: usize = FOOTER_BYTES - 8;
+
+/// Whether the last bytes of `footer` (a file's last [`FOOTER_BYTES`]) are
+/// a whole version 1 footer.
+fn is_version_1(footer: &[u8]) -> bool {
+    let Some(old) = footer.get(footer.len().saturating_sub(FOOTER_V1_BYTES)..) else {
+        return false;
+    };
+    old.len() == FOOTER_V1_BYTES
+        && old.starts_with(MAGIC)
+        && old[8..12] == 1u32.to_le_bytes()
+        && crc32c(&old[..FOOTER_V1_BYTES - 4]).to_le_bytes() == old[FOOTER_V1_BYTES - 4..]
+}
+
 fn decode_meta(path: &Path, footer: &Footer, meta: &[u8]) -> Result<(Vec<LeafSummary>, Vec<Shadow>)> {
     verify_block(path, footer.id, footer.meta_offset, meta, footer.meta_crc)?;
     let corrupt =
@@ -369,11 +455,21 @@ fn decode_meta(path: &Path, footer: &Footer, meta: &[u8]) -> Result<(Vec<LeafSum
             *field = cursor.u64().ok_or_else(truncated)?;
         }
         let [first_key, last_key, min_time, max_time] = keys_times;
-        let (sum, min, max) = (
+        let (sum_small, sum_large, min, max) = (
+            cursor.f64().ok_or_else(truncated)?,
             cursor.f64().ok_or_else(truncated)?,
             cursor.f64().ok_or_else(truncated)?,
             cursor.f64().ok_or_else(truncated)?,
         );
+        // Numbers are finite, so are sums (in two parts); min and max
+        // are infinite exactly when there is no number.
+        let numbers_fit = sum_small.is_finite()
+            && sum_large.is_finite()
+            && if numeric == 0 {
+                min == f64::INFINITY && max == f64::NEG_INFINITY && sum_small == 0.0 && sum_large == 0.0
+            } else {
+                min.is_finite() && max.is_finite() && min <= max
+            };
         let expected_count = if number + 1 < footer.leaves {
             footer.leaf_records as u64
         } else {
@@ -383,6 +479,7 @@ fn decode_meta(path: &Path, footer: &Footer, meta: &[u8]) -> Result<(Vec<LeafSum
             offset == expected_offset
                 && count == expected_count
                 && numeric <= count
+                && numbers_fit
                 && first_key <= last_key
                 && min_time <= max_time
                 && leaves
@@ -403,9 +500,10 @@ fn decode_meta(path: &Path, footer: &Footer, meta: &[u8]) -> Result<(Vec<LeafSum
             aggregate: Aggregate {
                 count,
                 numeric,
-                sum,
                 min,
                 max,
+                sum_small,
+                sum_large,
             },
         });
     }
@@ -509,10 +607,14 @@ pub fn check_bytes(path: &Path, bytes: &[u8]) -> Result<SegmentMeta> {
         for i in meta.record_range(number..number + 1) {
             aggregate.add(records.value(i));
         }
-        let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+        // Bit for bit: summed in the order the writer summed them.
+        let same = |a: f64, b: f64| a.to_bits() == b.to_bits();
+        let [small, large] = aggregate.sum_parts();
+        let [stored_small, stored_large] = leaf.aggregate.sum_parts();
         if aggregate.count != leaf.aggregate.count
             || aggregate.numeric != leaf.aggregate.numeric
-            || !same(aggregate.sum, leaf.aggregate.sum)
+            || !same(small, stored_small)
+            || !same(large, stored_large)
             || !same(aggregate.min, leaf.aggregate.min)
             || !same(aggregate.max, leaf.aggregate.max)
         {
@@ -524,6 +626,49 @@ pub fn check_bytes(path: &Path, bytes: &[u8]) -> Result<SegmentMeta> {
         }
     }
     Ok(meta)
+}
+
+/// What [`salvage`] reads of a segment whose footer and index are whole.
+#[derive(Debug)]
+pub struct Salvaged {
+    /// Its footer and index.
+    pub meta: SegmentMeta,
+    /// The records of the leaves that read back whole, in order.
+    pub records: Records,
+    /// The leaves that did not (their summaries say where they were and
+    /// how many records they held).
+    pub bad_leaves: Vec<usize>,
+}
+
+/// Reads what can be read of the segment file at `path`: its footer and
+/// index must be whole (else the error says why), then every leaf that
+/// passes its checksum and checks. For repair.
+pub fn salvage(fs: &dyn Fs, path: &Path) -> Result<Salvaged> {
+    let file = fs.open_read(path)?;
+    let len = file.len()? as usize;
+    let mut bytes = Vec::with_capacity(len);
+    file.read_exact_append(&mut bytes, len, 0)?;
+    let footer_at = bytes.len().saturating_sub(FOOTER_BYTES);
+    let footer = decode_footer(path, bytes.len() as u64, &bytes[footer_at..])?;
+    let meta_range = footer.meta_offset as usize..(footer.meta_offset + footer.meta_len) as usize;
+    let (leaves, shadows) = decode_meta(path, &footer, &bytes[meta_range])?;
+    let meta = meta_from(footer, leaves, shadows, bytes.len() as u64);
+    let mut records = Records::default();
+    let mut bad_leaves = Vec::new();
+    for number in 0..meta.leaves.len() {
+        let leaf = &meta.leaves[number];
+        let mut decoded = Records::default();
+        let block = &bytes[leaf.offset as usize..];
+        match decode_leaves(path, &meta, number..number + 1, block, &mut decoded) {
+            Ok(()) => records.append(&decoded),
+            Err(_) => bad_leaves.push(number),
+        }
+    }
+    Ok(Salvaged {
+        meta,
+        records,
+        bad_leaves,
+    })
 }
 
 /// Rewrites the checksums in `bytes` (footer, then index, then leaves, as
@@ -567,6 +712,7 @@ pub fn reseal(bytes: &mut [u8]) {
 fn meta_from(footer: Footer, leaves: Vec<LeafSummary>, shadows: Vec<Shadow>, bytes: u64) -> SegmentMeta {
     SegmentMeta {
         id: footer.id,
+        store_id: footer.store_id,
         first_seq: footer.first_seq,
         last_seq: footer.last_seq,
         records: footer.records,
@@ -683,8 +829,20 @@ pub struct Segment {
     cache: Arc<Cache>,
     /// The decoded records, when held in memory.
     resident: Mutex<Option<Arc<Records>>>,
-    /// `meta.ranges()`, computed once: every query prunes by it.
+    /// `meta.ranges()`, computed once: every query prunes by it. For a
+    /// damaged segment, the extent its manifest entry records.
     ranges: Option<(u64, u64, u64, u64)>,
+    /// Why a listed segment could not be opened (a store opened read-only
+    /// keeps it in its place, so that the queries it could change fail).
+    damage: Option<Damage>,
+}
+
+/// A listed segment that could not be opened: the error it gave.
+#[derive(Debug, Clone)]
+struct Damage {
+    file: PathBuf,
+    offset: u64,
+    what: String,
 }
 
 impl Segment {
@@ -707,7 +865,61 @@ impl Segment {
             file: Some(file),
             cache,
             resident: Mutex::new(None),
+            damage: None,
         }))
+    }
+
+    /// A listed segment that failed to open with `error`, standing in
+    /// its place: `meta` holds what the manifest says of it (no leaves),
+    /// `extent` where its records and shadows lie. Queries whose bounds
+    /// meet the extent fail with `error` (their answer could be wrong
+    /// without it); the others go on.
+    pub(crate) fn damaged(
+        meta: SegmentMeta,
+        extent: Option<Extent>,
+        path: &Path,
+        error: &Error,
+        cache: Arc<Cache>,
+    ) -> Arc<Segment> {
+        let (offset, what) = match error {
+            Error::Corruption { offset, what, .. } => (*offset, what.clone()),
+            other => (0, other.to_string()),
+        };
+        Arc::new(Segment {
+            ranges: extent.map(|extent| (extent.key_min, extent.key_max, extent.time_min, extent.time_max)),
+            meta,
+            path: path.to_path_buf(),
+            file: None,
+            cache,
+            resident: Mutex::new(None),
+            damage: Some(Damage {
+                file: path.to_path_buf(),
+                offset,
+                what,
+            }),
+        })
+    }
+
+    /// Whether it is a damaged stand-in ([`Segment::damaged`]).
+    pub fn is_damaged(&self) -> bool {
+        self.damage.is_some()
+    }
+
+    /// Fails, naming the file, if it is damaged and a query within
+    /// `bounds` could need it.
+    pub(crate) fn check_damage(&self, bounds: &Bounds) -> Result<()> {
+        match &self.damage {
+            Some(damage) if self.may_match(bounds) => Err(Error::corruption(
+                &damage.file,
+                damage.offset,
+                format!(
+                    "{} (this query needs the segment; queries of keys and times it does not \
+                     hold still work; `spillway stream repair` salvages the rest)",
+                    damage.what
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Records held only in memory, as a segment (`meta` from
@@ -725,6 +937,7 @@ impl Segment {
             file: None,
             cache,
             resident: Mutex::new(Some(records)),
+            damage: None,
         })
     }
 
@@ -836,7 +1049,7 @@ mod tests {
             seq: 120,
         }];
         let path = Path::new("/1.seg");
-        let meta = write(&fs, path, 1, (100, 160), &records, &shadows, 8).unwrap();
+        let meta = write(&fs, path, 1, 7, (100, 160), &records, &shadows, 8).unwrap();
         let file = fs.open_read(path).unwrap();
         let mut bytes = Vec::new();
         file.read_exact_append(&mut bytes, meta.bytes as usize, 0)
