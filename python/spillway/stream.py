@@ -33,7 +33,8 @@ from itertools import accumulate
 from typing import Any, Dict, Optional, Tuple, Union
 
 from . import _native
-from .agg import _from_arrow, _is_numpy, _size
+from ._args import count, size
+from .agg import _from_arrow, _is_numpy
 from .errors import InvalidArgumentError
 
 _U64_MAX = 2**64 - 1
@@ -70,14 +71,9 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
         if value is None:
             continue
         if name in _SIZE_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, (int, str)):
-                raise InvalidArgumentError(f"{name} must be a number of bytes or a size such as '64M', not {value!r}")
-            value = _size(value, name)
-            if value < 0:
-                raise InvalidArgumentError(f"{name} must not be negative, got {value}")
+            value = size(value, name)
         elif name in _COUNT_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidArgumentError(f"{name} must be a whole number, not {value!r}")
+            value = count(value, name)
         elif name in _SHARE_OPTIONS:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise InvalidArgumentError(f"{name} must be a number between 0 and 1, not {value!r}")
@@ -93,12 +89,7 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
 
 def _u64(value: Any, what: str) -> int:
     """An integer in 0..2**64-1 (a NumPy integer too), or an error naming ``what``."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise InvalidArgumentError(f"{what} must be an integer in 0..2**64-1, not {value!r}")
-    number = value.__index__()
-    if not 0 <= number <= _U64_MAX:
-        raise InvalidArgumentError(f"{what} must be in 0..2**64-1, got {number}")
-    return number
+    return count(value, what)
 
 
 def _value_bytes(value: Any, what: str) -> bytes:
