@@ -793,7 +793,7 @@ fn verify(args: ReadArgs) -> anyhow::Result<u8> {
 
 fn repair(args: RepairArgs) -> anyhow::Result<u8> {
     let dir = args.dir.or(args.dir_flag).expect("clap requires one");
-    let report = StreamIndex::repair_with_interrupt(&dir, &Interrupt::on_signals())
+    let report = StreamIndex::repair_interruptible(&dir, &Interrupt::on_signals())
         .with_context(|| format!("repairing the stream index in {}", dir.display()))?;
     if args.json {
         println!("{}", repair_json(&report));

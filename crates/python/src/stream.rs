@@ -423,7 +423,7 @@ impl PyStreamIndex {
     #[staticmethod]
     fn repair(py: Python<'_>, path: PathBuf) -> PyResult<String> {
         interruptible(py, |interrupt| {
-            StreamIndex::repair_with_interrupt(&path, interrupt)
+            StreamIndex::repair_interruptible(&path, interrupt)
         })?
         .map(|report| repair_json(&report).to_string())
         .map_err(to_py_err)

@@ -1711,13 +1711,13 @@ impl StreamIndex {
     /// moved into `lost/` (nothing is deleted). The report says what was
     /// moved, why, and what was lost. See the crate's DESIGN.md, "Repair".
     pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
-        Self::repair_with_interrupt(path, &Interrupt::new())
+        Self::repair_interruptible(path, &Interrupt::new())
     }
 
     /// [`StreamIndex::repair`], stopping with [`Error::Interrupted`] once
     /// `interrupt` is raised, between files, as long as nothing has been
     /// changed (once the new manifest is written, the repair finishes).
-    pub fn repair_with_interrupt(path: impl AsRef<Path>, interrupt: &Interrupt) -> Result<RepairReport> {
+    pub fn repair_interruptible(path: impl AsRef<Path>, interrupt: &Interrupt) -> Result<RepairReport> {
         let dir = path.as_ref();
         let fs = RealFs::new();
         repair::check_is_store(&fs, dir)?;
