@@ -21,6 +21,7 @@
 //! assert!(set_fan_out(1).is_err());
 //! ```
 
+use crate::sync;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -199,9 +200,7 @@ impl fmt::Debug for Poison {
 impl Poison {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<String>> {
         // A panic while holding this lock cannot leave the Option half-written.
-        self.first_failure
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        sync::lock(&self.first_failure)
     }
 
     /// Fails with [`Error::Poisoned`] if a failure was recorded.

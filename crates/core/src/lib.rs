@@ -14,6 +14,7 @@
 //!   group commit and torn-tail detection.
 //! - [`stats`]: counters and latency histograms.
 //! - [`threads`]: the worker-thread count convention (0 = every core).
+//! - [`sync`]: taking a lock whose holder panicked.
 //! - [`io_accounting`]: this process's bytes read and written, from `/proc/self/io`.
 //! - [`interrupt`]: stopping long work on Ctrl-C, SIGTERM or a caller's request.
 //! - [`scratch`]: temporary files that name their owner, swept when it is gone.
@@ -34,6 +35,7 @@ pub mod log;
 pub mod memory;
 pub mod scratch;
 pub mod stats;
+pub mod sync;
 pub mod threads;
 pub mod varint;
 

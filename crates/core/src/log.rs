@@ -47,9 +47,10 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use crate::fs::{AlignedBuffer, DIRECT_IO_ALIGNMENT_BYTES};
+use crate::sync;
 use crate::{block_crc, Error, Fs, FsFile, Result};
 
 const PAGE_BYTES: usize = DIRECT_IO_ALIGNMENT_BYTES as usize;
@@ -147,7 +148,7 @@ impl LogWriter {
         }
         file.set_len(self.written)?;
         file.sync_data()?;
-        *self.shared.synced.lock().unwrap_or_else(PoisonError::into_inner) = self.written;
+        *sync::lock(&self.shared.synced) = self.written;
         Ok(())
     }
 
@@ -312,7 +313,7 @@ impl LogSync {
     /// the same sync share it (group commit): one fsync covers everything
     /// written when it starts.
     pub fn sync_to(&self, end: u64) -> Result<()> {
-        let mut synced = self.synced.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut synced = sync::lock(&self.synced);
         if *synced >= end {
             return Ok(());
         }
@@ -324,7 +325,7 @@ impl LogSync {
 
     /// Whether everything written is durable.
     pub fn is_synced(&self) -> bool {
-        let synced = *self.synced.lock().unwrap_or_else(PoisonError::into_inner);
+        let synced = *sync::lock(&self.synced);
         synced >= self.written.load(Ordering::Acquire)
     }
 }

@@ -37,9 +37,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::sync;
 use serde::{Deserialize, Serialize};
 
 /// A monotonically increasing count (operations, bytes, errors).
@@ -461,7 +462,7 @@ impl Stats {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Metric>> {
         // Insertion cannot leave the map inconsistent, so a panic elsewhere
         // while the lock was held does not matter.
-        self.metrics.lock().unwrap_or_else(PoisonError::into_inner)
+        sync::lock(&self.metrics)
     }
 
     fn get_or_register(&self, name: &str, create: impl FnOnce() -> Metric) -> Metric {

@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use spillway_core::sync;
 use spillway_core::{Fs, FsFile, Result};
 
 use crate::list::{FileNumber, ListFile};
@@ -43,7 +44,7 @@ impl FileCache {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // Nothing here is left half-updated by a panic.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        sync::lock(&self.inner)
     }
 
     /// An open handle of `file`.

@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use spillway_core::sync;
 use spillway_core::{Fs, Hash64, Result};
 
 use crate::cache::FileCache;
@@ -65,10 +66,7 @@ impl<'a> Job<'a> {
     /// writes `seqs` (first and last sequence numbers).
     pub fn list_writer(&self, cover: (Hash64, Hash64), seqs: (u64, u64)) -> Result<ListWriter> {
         let number = self.next_file.fetch_add(1, Ordering::Relaxed);
-        self.allocated
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(number);
+        sync::lock(&self.allocated).push(number);
         ListWriter::create(
             self.fs,
             self.dir,

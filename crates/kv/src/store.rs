@@ -35,12 +35,13 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use spillway_core::log::LogSync;
 use spillway_core::stats::HistogramSnapshot;
+use spillway_core::sync;
 use spillway_core::{
     ensure, hash64, DirectoryLock, Error, ErrorKind, Fs, Histogram, Interrupt, Poison, RealFs, Result,
 };
@@ -65,19 +66,6 @@ use crate::wal::{self, LogHeader, LogTrailer, Wal};
 const IDLE_WAKE: Duration = Duration::from_millis(200);
 /// How often a caller waiting for the worker looks at its interrupt.
 const INTERRUPT_POLL: Duration = Duration::from_millis(20);
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing guarded here is left half-updated by a panic.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A WB Tree key-value store.
 ///
@@ -756,7 +744,7 @@ impl Store {
         let shared = &*self.shared;
         let started = Instant::now();
         let (sync, end) = {
-            let mut writer = lock(&shared.writer);
+            let mut writer = sync::lock(&shared.writer);
             shared.poison.check()?;
             if writer.wal.is_none() {
                 return Err(self.unwritable());
@@ -768,7 +756,7 @@ impl Store {
             // Into the root while the log's device writes the batch: a
             // batch whose write fails poisons the store, which then answers
             // no reads and writes nothing more, so it is never seen.
-            let mut insert = || write(&shared.active).insert_batch(batch);
+            let mut insert = || sync::write(&shared.active).insert_batch(batch);
             let end = shared.poison.guard(|| wal.append(batch, seq, &mut insert))?;
             add(&shared.metrics.wal_bytes, end - start);
             let sync = (shared.options.sync == SyncMode::Always).then(|| wal.sync().clone());
@@ -814,7 +802,7 @@ impl Store {
     ) -> Result<()> {
         let shared = &*self.shared;
         let full = {
-            let active = read(&shared.active);
+            let active = sync::read(&shared.active);
             match incoming {
                 Some(batch) => {
                     !active.is_empty()
@@ -848,7 +836,7 @@ impl Store {
         };
         // Held until the spare is renamed: the worker prepares the next
         // spare under the same name once this one is taken.
-        let mut spare = lock(&shared.spare_log);
+        let mut spare = sync::lock(&shared.spare_log);
         spare.wanted = written;
         let over_spare = std::mem::take(&mut spare.ready);
         let wal = shared.poison.guard(|| {
@@ -868,21 +856,21 @@ impl Store {
         if over_spare {
             add(&shared.metrics.logs_over_spares, 1);
         }
-        *lock(&shared.current_log) = Some(wal.sync().clone());
+        *sync::lock(&shared.current_log) = Some(wal.sync().clone());
         writer.wal = Some(wal);
         let seqs = (writer.root_seq_first, next_seq - 1);
         writer.root_seq_first = next_seq;
         {
-            let mut active = write(&shared.active);
-            let next = lock(&shared.spare_root).take().unwrap_or_default();
+            let mut active = sync::write(&shared.active);
+            let next = sync::lock(&shared.spare_root).take().unwrap_or_default();
             let root = std::mem::replace(&mut *active, next);
-            write(&shared.view).frozen = Some(Arc::new(Frozen {
+            sync::write(&shared.view).frozen = Some(Arc::new(Frozen {
                 root: Arc::new(root),
                 log_number: number,
                 seqs,
             }));
         }
-        let _control = lock(&shared.control);
+        let _control = sync::lock(&shared.control);
         shared.wake.notify_all();
         Ok(())
     }
@@ -891,22 +879,18 @@ impl Store {
     /// Stops early, failing with `Interrupted`, once `interrupt` is raised.
     fn wait_for_frozen_spill(&self, stall: bool, interrupt: &Interrupt) -> Result<()> {
         let shared = &*self.shared;
-        if read(&shared.view).frozen.is_none() {
+        if sync::read(&shared.view).frozen.is_none() {
             return Ok(());
         }
         let started = Instant::now();
-        let mut control = lock(&shared.control);
-        while read(&shared.view).frozen.is_some() {
+        let mut control = sync::lock(&shared.control);
+        while sync::read(&shared.view).frozen.is_some() {
             if control.failed {
                 shared.poison.check()?;
                 return Err(Error::Internal("the worker stopped without recording why".into()));
             }
             interrupt.check()?;
-            control = shared
-                .progress
-                .wait_timeout(control, INTERRUPT_POLL)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            control = sync::wait_timeout(&shared.progress, control, INTERRUPT_POLL).0;
         }
         drop(control);
         if stall {
@@ -923,9 +907,9 @@ impl Store {
         let started = Instant::now();
         let hash = hash64(key);
         let mut lookup = Lookup::default();
-        read(&shared.active).get(hash, key, |kind, value| lookup.add(kind, value));
+        sync::read(&shared.active).get(hash, key, |kind, value| lookup.add(kind, value));
         if !lookup.done {
-            let view = read(&shared.view).clone();
+            let view = sync::read(&shared.view).clone();
             if let Some(frozen) = &view.frozen {
                 frozen.root.get(hash, key, |kind, value| lookup.add(kind, value));
             }
@@ -974,7 +958,7 @@ impl Store {
     pub fn flush_interruptible(&self, interrupt: &Interrupt) -> Result<()> {
         self.check_open()?;
         {
-            let mut writer = lock(&self.shared.writer);
+            let mut writer = sync::lock(&self.shared.writer);
             if writer.wal.is_none() {
                 return Err(self.unwritable());
             }
@@ -997,7 +981,7 @@ impl Store {
     pub fn settle_interruptible(&self, interrupt: &Interrupt) -> Result<()> {
         self.flush_interruptible(interrupt)?;
         let shared = &*self.shared;
-        let mut control = lock(&shared.control);
+        let mut control = sync::lock(&shared.control);
         // The pass under way may have looked for files to delete before
         // this call, while a reader of ours still held them: wait for one
         // that began after it.
@@ -1010,13 +994,9 @@ impl Store {
             }
             drop(control);
             interrupt.check()?;
-            control = lock(&shared.control);
+            control = sync::lock(&shared.control);
             shared.wake.notify_all();
-            control = shared
-                .progress
-                .wait_timeout(control, INTERRUPT_POLL)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            control = sync::wait_timeout(&shared.progress, control, INTERRUPT_POLL).0;
         }
         Ok(())
     }
@@ -1026,7 +1006,7 @@ impl Store {
         self.check_open()?;
         let shared = &*self.shared;
         let (sync, written) = {
-            let writer = lock(&shared.writer);
+            let writer = sync::lock(&shared.writer);
             let Some(wal) = writer.wal.as_ref() else {
                 return Err(self.unwritable());
             };
@@ -1045,18 +1025,18 @@ impl Store {
             return Ok(());
         }
         {
-            let mut control = lock(&shared.control);
+            let mut control = sync::lock(&shared.control);
             control.shutdown = true;
             shared.wake.notify_all();
             shared.progress.notify_all();
         }
-        let exit = match lock(&self.worker).take() {
+        let exit = match sync::lock(&self.worker).take() {
             Some(handle) => handle
                 .join()
                 .map_err(|_| Error::Internal("the key-value store's worker thread panicked".into()))?,
             None => None,
         };
-        let mut writer = lock(&shared.writer);
+        let mut writer = sync::lock(&shared.writer);
         let end_seq = writer.next_seq;
         if let Some(mut wal) = writer.wal.take() {
             shared.poison.check()?;
@@ -1077,7 +1057,7 @@ impl Store {
                 manifest::encode_edit(&Edit::default(), counters, &mut payload);
                 shared.poison.guard(|| manifest.append(&payload))?;
             }
-            if std::mem::take(&mut lock(&shared.spare_log).ready) {
+            if std::mem::take(&mut sync::lock(&shared.spare_log).ready) {
                 // Only zeros: the next open would delete it anyway.
                 shared.fs.remove_file(&shared.dir.join(wal::SPARE_NAME))?;
             }
@@ -1097,8 +1077,8 @@ impl Store {
 
     /// The current tree version (for scans, `verify` and `dump`).
     pub(crate) fn snapshot(&self) -> (Arc<RootBuffer>, Option<Arc<RootBuffer>>, Arc<Tree>) {
-        let active = read(&self.shared.active);
-        let view = read(&self.shared.view).clone();
+        let active = sync::read(&self.shared.active);
+        let view = sync::read(&self.shared.view).clone();
         let active = Arc::new(active.clone());
         (active, view.frozen.map(|frozen| frozen.root.clone()), view.tree)
     }
@@ -1128,23 +1108,19 @@ impl Store {
         }
         // Writers first: a writer waiting for a root to spill holds their
         // lock, and the worker must be free to spill it.
-        let writer = lock(&shared.writer);
+        let writer = sync::lock(&shared.writer);
         {
-            let mut control = lock(&shared.control);
+            let mut control = sync::lock(&shared.control);
             control.pause_requests += 1;
             shared.wake.notify_all();
             while !control.paused && !control.failed && !control.shutdown {
-                control = shared
-                    .progress
-                    .wait_timeout(control, INTERRUPT_POLL)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
+                control = sync::wait_timeout(&shared.progress, control, INTERRUPT_POLL).0;
             }
         }
         let checked = recovery::check(shared.fs.as_ref(), &shared.dir, false, false);
         let snapshot = self.snapshot();
         {
-            let mut control = lock(&shared.control);
+            let mut control = sync::lock(&shared.control);
             control.pause_requests -= 1;
             shared.wake.notify_all();
         }
@@ -1165,17 +1141,17 @@ impl Store {
         let shared = &*self.shared;
         let metrics = &shared.metrics;
         let (root_records, root_bytes) = {
-            let active = read(&shared.active);
+            let active = sync::read(&shared.active);
             (active.len() as u64, active.bytes() as u64)
         };
-        let view = read(&shared.view).clone();
+        let view = sync::read(&shared.view).clone();
         let (frozen_records, frozen_bytes) = view.frozen.as_ref().map_or((0, 0), |frozen| {
             (frozen.root.len() as u64, frozen.root.bytes() as u64)
         });
         let tree = &view.tree;
         let files = tree.files();
-        let root_spills = lock(&shared.control).root_spills;
-        let damage = lock(&shared.damage).clone();
+        let root_spills = sync::lock(&shared.control).root_spills;
+        let damage = sync::lock(&shared.damage).clone();
         KvStats {
             puts: get(&metrics.puts),
             deletes: get(&metrics.deletes),
@@ -1416,7 +1392,7 @@ struct RewriteEnded<'a>(&'a Shared);
 
 impl Drop for RewriteEnded<'_> {
     fn drop(&mut self) {
-        lock(&self.0.control).rewrite_ended = true;
+        sync::lock(&self.0.control).rewrite_ended = true;
         self.0.wake.notify_all();
     }
 }
@@ -1431,14 +1407,14 @@ impl Worker {
             // The previous version is dropped by now: its files may go.
             self.remove_obsolete();
             self.pause_if_asked();
-            let tree = read(&self.shared.view).tree.clone();
+            let tree = sync::read(&self.shared.view).tree.clone();
             // Beside a rewrite only root spills run: they append lists and
             // change nothing else, so its edit can be carried over to them.
             let rewriting = self.rewrite.is_some();
             let fix = if rewriting { None } else { self.next_fix(&tree) };
             let work = {
-                let mut control = lock(&self.shared.control);
-                let frozen = read(&self.shared.view).frozen.clone();
+                let mut control = sync::lock(&self.shared.control);
+                let frozen = sync::read(&self.shared.view).frozen.clone();
                 match (frozen, fix) {
                     // Install what is done; on shutdown, wait for it first.
                     _ if rewriting && (control.rewrite_ended || control.shutdown) => Work::Install,
@@ -1455,12 +1431,7 @@ impl Worker {
                             SyncMode::Periodic(interval) => interval.min(IDLE_WAKE),
                             _ => IDLE_WAKE,
                         };
-                        control = self
-                            .shared
-                            .wake
-                            .wait_timeout(control, timeout)
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .0;
+                        control = sync::wait_timeout(&self.shared.wake, control, timeout).0;
                         if control.shutdown && !rewriting {
                             break;
                         }
@@ -1482,7 +1453,7 @@ impl Worker {
                     let _ = rewrite.thread.join();
                 }
                 self.shared.poison.poison(error);
-                let mut control = lock(&self.shared.control);
+                let mut control = sync::lock(&self.shared.control);
                 control.failed = true;
                 self.shared.progress.notify_all();
                 return None;
@@ -1499,11 +1470,11 @@ impl Worker {
     /// worker to leave the directory as it is.
     fn pause_if_asked(&self) {
         let shared = &*self.shared;
-        let mut control = lock(&shared.control);
+        let mut control = sync::lock(&shared.control);
         while control.pause_requests > 0 && !control.shutdown {
             control.paused = true;
             shared.progress.notify_all();
-            control = shared.wake.wait(control).unwrap_or_else(PoisonError::into_inner);
+            control = sync::wait(&shared.wake, control);
         }
         control.paused = false;
     }
@@ -1516,7 +1487,7 @@ impl Worker {
             return Ok(());
         }
         let wanted = {
-            let spare = lock(&shared.spare_log);
+            let spare = sync::lock(&shared.spare_log);
             if spare.ready || spare.wanted == 0 {
                 return Ok(());
             }
@@ -1524,7 +1495,7 @@ impl Worker {
         };
         // Writers leave the file alone until it is ready.
         wal::prepare_spare(shared.fs.as_ref(), &shared.dir, wanted + wanted / 4)?;
-        lock(&shared.spare_log).ready = true;
+        sync::lock(&shared.spare_log).ready = true;
         Ok(())
     }
 
@@ -1537,7 +1508,7 @@ impl Worker {
             return Ok(());
         }
         self.last_sync = Instant::now();
-        let log = lock(&self.shared.current_log).clone();
+        let log = sync::lock(&self.shared.current_log).clone();
         match log {
             Some(log) if !log.is_synced() => self.shared.poison.guard(|| log.sync_to(u64::MAX)),
             _ => Ok(()),
@@ -1671,7 +1642,7 @@ impl Worker {
         // Recycle the root unless a reader (a scan) still holds it.
         if let Some(mut root) = Arc::into_inner(frozen).and_then(|frozen| Arc::into_inner(frozen.root)) {
             root.clear();
-            *lock(&shared.spare_root) = Some(root);
+            *sync::lock(&shared.spare_root) = Some(root);
         }
         for name in self.shared.fs.list_dir(&self.shared.dir)? {
             if wal::parse_name(&name).is_some_and(|number| number < log_number) {
@@ -1772,7 +1743,7 @@ impl Worker {
             .thread
             .join()
             .map_err(|_| Error::Internal("the key-value store's rewrite thread panicked".into()))?;
-        lock(&self.shared.control).rewrite_ended = false;
+        sync::lock(&self.shared.control).rewrite_ended = false;
         let (Fix::Spill(origin, forced) | Fix::Split(origin, forced)) = rewrite.fix else {
             unreachable!("grow and divide move no data")
         };
@@ -1780,7 +1751,7 @@ impl Worker {
             Ok(done) => done,
             Err(error) => {
                 // Its files are in no tree: they go whatever happened.
-                let allocated = std::mem::take(&mut *lock(&rewrite.allocated));
+                let allocated = std::mem::take(&mut *sync::lock(&rewrite.allocated));
                 for number in allocated {
                     self.shared.cache.forget(number);
                     let _ = self
@@ -1794,7 +1765,7 @@ impl Worker {
                 // A corrupt block poisons only the node that needs it: the
                 // store goes on writing and serving every other read.
                 self.damaged.insert(origin);
-                lock(&self.shared.damage).push(format!("node {origin}: {error}"));
+                sync::lock(&self.shared.damage).push(format!("node {origin}: {error}"));
                 return Ok(());
             }
         };
@@ -1829,14 +1800,14 @@ impl Worker {
         let next = Arc::new(tree.apply(&edit));
         debug_assert!(next.check_invariants().is_ok(), "{:?}", next.check_invariants());
         {
-            let mut view = write(&shared.view);
+            let mut view = sync::write(&shared.view);
             view.tree = next.clone();
             if root_spilled {
                 view.frozen = None;
             }
         }
         {
-            let mut control = lock(&shared.control);
+            let mut control = sync::lock(&shared.control);
             if root_spilled {
                 control.root_spills += 1;
             }

@@ -27,10 +27,11 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex};
 
+use spillway_core::sync;
 use spillway_core::{ensure, Result};
 
 use crate::memory::CANCEL_POLL;
-use crate::worker::{lock, Wait, WorkerContext};
+use crate::worker::{Wait, WorkerContext};
 
 /// Hands out write and read tokens per disk; see the module rules above.
 ///
@@ -111,7 +112,7 @@ impl DiskScheduler {
         self.inner
             .disks
             .get(disk)
-            .map_or(0, |slot| lock(&slot.state).writes)
+            .map_or(0, |slot| sync::lock(&slot.state).writes)
     }
 
     /// Read tokens of `disk` held now (0 for a disk out of range).
@@ -119,14 +120,14 @@ impl DiskScheduler {
         self.inner
             .disks
             .get(disk)
-            .map_or(0, |slot| lock(&slot.state).reads)
+            .map_or(0, |slot| sync::lock(&slot.state).reads)
     }
 
     pub(crate) fn generation(&self, disk: usize) -> u64 {
         self.inner
             .disks
             .get(disk)
-            .map_or(0, |slot| lock(&slot.state).generation)
+            .map_or(0, |slot| sync::lock(&slot.state).generation)
     }
 
     fn check(&self, disk: usize, access: Access) -> Result<&DiskSlot> {
@@ -164,7 +165,7 @@ impl DiskScheduler {
     /// A write token for `disk` now, or `None`; for threads outside a phase.
     pub fn try_write_token(&self, disk: usize) -> Result<Option<WriteToken>> {
         let slot = self.check(disk, Access::Write)?;
-        let mut state = lock(&slot.state);
+        let mut state = sync::lock(&slot.state);
         if state.waiting.is_empty() && self.compatible(&state, Access::Write) {
             Self::grant(&mut state, Access::Write);
             return Ok(Some(WriteToken {
@@ -178,7 +179,7 @@ impl DiskScheduler {
     /// A read token for `disk` now, or `None`; for threads outside a phase.
     pub fn try_read_token(&self, disk: usize) -> Result<Option<ReadToken>> {
         let slot = self.check(disk, Access::Read)?;
-        let mut state = lock(&slot.state);
+        let mut state = sync::lock(&slot.state);
         let single = self.inner.disks.len() == 1;
         if (single || state.waiting.is_empty()) && self.compatible(&state, Access::Read) {
             Self::grant(&mut state, Access::Read);
@@ -212,7 +213,7 @@ impl DiskScheduler {
         let slot = self.check(disk, access)?;
         // On a single disk reads never wait, so they need no place in line.
         let in_line = !(access == Access::Read && self.inner.disks.len() == 1);
-        let mut state = lock(&slot.state);
+        let mut state = sync::lock(&slot.state);
         if (!in_line || state.waiting.is_empty()) && self.compatible(&state, access) {
             Self::grant(&mut state, access);
             return Ok(());
@@ -233,7 +234,7 @@ impl DiskScheduler {
             },
         };
         let started = cx.begin_wait(wait);
-        let mut state = lock(&slot.state);
+        let mut state = sync::lock(&slot.state);
         let granted = loop {
             if state.waiting.front() == Some(&ticket) && self.compatible(&state, access) {
                 state.waiting.pop_front();
@@ -244,11 +245,7 @@ impl DiskScheduler {
                 state.waiting.retain(|waiting| *waiting != ticket);
                 break false;
             }
-            state = slot
-                .changed
-                .wait_timeout(state, CANCEL_POLL)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+            state = sync::wait_timeout(&slot.changed, state, CANCEL_POLL).0;
         };
         drop(state);
         // The next in line may now be grantable (a read after a read), or
@@ -264,7 +261,7 @@ impl DiskScheduler {
 
     fn release(&self, disk: usize, access: Access) {
         let slot = &self.inner.disks[disk];
-        let mut state = lock(&slot.state);
+        let mut state = sync::lock(&slot.state);
         match access {
             Access::Read => state.reads -= 1,
             Access::Write => state.writes -= 1,

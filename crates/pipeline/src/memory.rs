@@ -14,10 +14,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use spillway_core::sync;
 use spillway_core::{ensure, Result};
 
 use crate::unit::WorkUnit;
-use crate::worker::{lock, Wait, WorkerContext};
+use crate::worker::{Wait, WorkerContext};
 
 /// How often a worker waiting on a condition variable rechecks whether the
 /// phase was cancelled (quotas and disks are shared between phases, so they
@@ -57,7 +58,7 @@ struct QuotaState {
 
 impl fmt::Debug for MemoryQuota {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = lock(&self.inner.state);
+        let state = sync::lock(&self.inner.state);
         f.debug_struct("MemoryQuota")
             .field("name", &self.inner.name)
             .field("capacity_bytes", &self.inner.capacity)
@@ -92,18 +93,18 @@ impl MemoryQuota {
 
     /// Bytes free now (a snapshot: other threads may change it at once).
     pub fn available(&self) -> u64 {
-        self.inner.capacity - lock(&self.inner.state).used
+        self.inner.capacity - sync::lock(&self.inner.state).used
     }
 
     /// Bytes held by live allocations now.
     pub fn used_bytes(&self) -> u64 {
-        lock(&self.inner.state).used
+        sync::lock(&self.inner.state).used
     }
 
     /// The most bytes ever held at once: lets tests and reports check that
     /// the quota was honoured and how much of it was needed.
     pub fn peak_bytes(&self) -> u64 {
-        lock(&self.inner.state).peak
+        sync::lock(&self.inner.state).peak
     }
 
     /// `bytes` if they are free now, else `None`; for threads outside a phase
@@ -112,12 +113,12 @@ impl MemoryQuota {
     /// whole quota.
     pub fn try_allocate(&self, bytes: u64) -> Result<Option<Allocation>> {
         self.check_fits(bytes)?;
-        let mut state = lock(&self.inner.state);
+        let mut state = sync::lock(&self.inner.state);
         Ok(self.grant(&mut state, bytes))
     }
 
     pub(crate) fn generation(&self) -> u64 {
-        lock(&self.inner.state).generation
+        sync::lock(&self.inner.state).generation
     }
 
     fn check_fits(&self, bytes: u64) -> Result<()> {
@@ -148,7 +149,7 @@ impl MemoryQuota {
         if bytes == 0 {
             return;
         }
-        let mut state = lock(&self.inner.state);
+        let mut state = sync::lock(&self.inner.state);
         debug_assert!(
             state.used >= bytes,
             "quota '{}' released more than it granted",
@@ -163,14 +164,14 @@ impl MemoryQuota {
     /// The blocking allocation behind [`Worker::allocate`](crate::Worker::allocate).
     pub(crate) fn allocate_waiting(&self, bytes: u64, cx: &mut WorkerContext) -> Result<Allocation> {
         self.check_fits(bytes)?;
-        if let Some(allocation) = self.grant(&mut lock(&self.inner.state), bytes) {
+        if let Some(allocation) = self.grant(&mut sync::lock(&self.inner.state), bytes) {
             return Ok(allocation);
         }
         let started = cx.begin_wait(Wait::Memory {
             quota: self.clone(),
             requested: bytes,
         });
-        let mut state = lock(&self.inner.state);
+        let mut state = sync::lock(&self.inner.state);
         let outcome = loop {
             if let Some(allocation) = self.grant(&mut state, bytes) {
                 break Ok(allocation);
@@ -178,12 +179,7 @@ impl MemoryQuota {
             if cx.cancelled() {
                 break Err(());
             }
-            state = self
-                .inner
-                .freed
-                .wait_timeout(state, CANCEL_POLL)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+            state = sync::wait_timeout(&self.inner.freed, state, CANCEL_POLL).0;
         };
         drop(state);
         cx.end_wait(started);

@@ -31,13 +31,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
+use spillway_core::sync;
 use spillway_core::{Error, Interrupt, Result};
 
 use crate::context::{duplicate, panic_message, with_context};
 use crate::graph::{describe, QueueDecl, StageBody, StageDecl};
 use crate::queue::{ErasedEnd, QueueInfo};
 use crate::report::{collect, PhaseReport, StageLayout};
-use crate::worker::{lock, QueueEnds, Wait, Worker, WorkerSlot};
+use crate::worker::{QueueEnds, Wait, Worker, WorkerSlot};
 
 /// How long every running worker must stay blocked, with nothing changing
 /// hands, before the phase is declared deadlocked.
@@ -74,27 +75,27 @@ impl PhaseShared {
     /// Records `error` if it is the first, and cancels the phase.
     pub(crate) fn fail(&self, error: Error) {
         {
-            let mut first_error = lock(&self.first_error);
+            let mut first_error = sync::lock(&self.first_error);
             if first_error.is_none() {
                 *first_error = Some(error);
             }
         }
         self.cancelled.store(true, Ordering::Release);
-        drop(lock(&self.cancel_sender).take());
+        drop(sync::lock(&self.cancel_sender).take());
     }
 
     /// What a worker woken by the cancellation gets: a copy of the first
     /// error (same kind, same errno), saying that the phase was cancelled.
     pub(crate) fn cancellation_error(&self) -> Error {
         let context = format!("phase '{}' was cancelled by an earlier failure", self.name);
-        match &*lock(&self.first_error) {
+        match &*sync::lock(&self.first_error) {
             Some(error) => duplicate(error, &context),
             None => Error::Internal(format!("{context}, but no failure was recorded")),
         }
     }
 
     fn take_error(&self) -> Option<Error> {
-        lock(&self.first_error).take()
+        sync::lock(&self.first_error).take()
     }
 }
 
@@ -522,7 +523,7 @@ impl Monitor {
             // Clone the wait out so the slot lock is not held while the
             // resource's own lock is taken (the worker nests them the other
             // way round).
-            let wait = lock(&slot.wait).clone();
+            let wait = sync::lock(&slot.wait).clone();
             let Some(wait) = wait else {
                 // Someone is working.
                 self.stuck = None;

@@ -11,10 +11,11 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
+use spillway_core::sync;
 use spillway_core::{Error, Result};
 
 use crate::disk::{DiskScheduler, ReadToken, WriteToken};
@@ -22,12 +23,6 @@ use crate::memory::{Allocation, BufferPool, MemoryQuota, PooledBuffer};
 use crate::phase::PhaseShared;
 use crate::queue::{Consumer, ErasedEnd, Producer, QueueInfo};
 use crate::unit::WorkUnit;
-
-/// Locks a mutex whose data stays consistent even if a holder panicked
-/// (every critical section in this crate is a few plain assignments).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// The three kinds of blocked time a stage reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,14 +246,14 @@ impl WorkerContext {
 
     /// Publishes `wait` and returns when it started.
     pub(crate) fn begin_wait(&self, wait: Wait) -> Instant {
-        *lock(&self.slot.wait) = Some(wait);
+        *sync::lock(&self.slot.wait) = Some(wait);
         Instant::now()
     }
 
     /// Ends the published wait and charges its time to its kind.
     pub(crate) fn end_wait(&mut self, started: Instant) {
         let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let kind = lock(&self.slot.wait)
+        let kind = sync::lock(&self.slot.wait)
             .take()
             .map_or(Blocked::Input, |wait| wait.blocked());
         let total = &mut self.blocked_nanos[kind as usize];

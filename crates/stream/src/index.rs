@@ -6,10 +6,11 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use spillway_core::sync;
 use spillway_core::{ensure, DirectoryLock, Error, ErrorKind, Fs, Interrupt, Poison, RealFs, Result};
 
 use crate::batch::{Batch, Op};
@@ -234,18 +235,18 @@ impl BufferTree {
     fn insert_batch(&self, entries: &[BufferEntry]) {
         match self {
             BufferTree::Growing(tree) => {
-                let mut tree = lock(tree);
+                let mut tree = sync::lock(tree);
                 entries.iter().for_each(|entry| tree.insert(*entry));
             }
-            BufferTree::Template(tree) => read(tree).insert_batch(entries),
+            BufferTree::Template(tree) => sync::read(tree).insert_batch(entries),
         }
     }
 
     /// Appends to `out` the entries with keys from `low` to `high`.
     fn extend_range(&self, low: u64, high: u64, out: &mut Vec<BufferEntry>) {
         match self {
-            BufferTree::Growing(tree) => lock(tree).range(low, high, |entry| out.push(*entry)),
-            BufferTree::Template(tree) => read(tree).extend_range(low, high, out),
+            BufferTree::Growing(tree) => sync::lock(tree).range(low, high, |entry| out.push(*entry)),
+            BufferTree::Template(tree) => sync::read(tree).extend_range(low, high, out),
         }
     }
 
@@ -384,7 +385,7 @@ impl Buffer {
     /// `first_seq`, which must continue the buffer's), to a buffer that
     /// has no log. Returns whether the tree was rebuilt.
     fn insert_replayed(&self, batch: &Batch, first_seq: u64, options: &Options) -> Result<bool> {
-        let mut data = lock(&self.data);
+        let mut data = sync::lock(&self.data);
         let location = data.len() as u64;
         if first_seq != self.first_seq + location {
             spillway_core::bail!(
@@ -401,7 +402,7 @@ impl Buffer {
 
     /// What a query starting now may see of this buffer.
     fn visible(&self) -> Visible {
-        let data = lock(&self.data);
+        let data = sync::lock(&self.data);
         Visible {
             below: self.first_seq + data.len() as u64,
             in_flight: data.in_flight.clone(),
@@ -435,7 +436,7 @@ impl Buffer {
                 }),
         );
         entries.retain(|entry| entry.op() != Op::Delete);
-        lock(&self.data).copy_records(self.first_seq, &entries, records);
+        sync::lock(&self.data).copy_records(self.first_seq, &entries, records);
     }
 }
 
@@ -471,12 +472,12 @@ struct View {
 
 impl Tiered for RwLock<View> {
     fn current(&self) -> (Vec<Arc<Segment>>, Vec<Arc<Tier>>) {
-        let view = read(self);
+        let view = sync::read(self);
         (view.segments.clone(), view.tiers.clone())
     }
 
     fn install(&self, tier: Option<Arc<Tier>>, replaced: &[Arc<Tier>]) -> bool {
-        let mut view = self.write().unwrap_or_else(PoisonError::into_inner);
+        let mut view = sync::write(&self);
         let position = |segments: &[Arc<Segment>], first: &Arc<Segment>| {
             segments.iter().position(|segment| Arc::ptr_eq(segment, first))
         };
@@ -694,16 +695,6 @@ pub struct StreamIndex {
     unaccounted: Vec<Unaccounted>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section leaves its data whole before anything can
-    // panic, so a poisoned lock is still consistent.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl StreamIndex {
     /// Opens (creating if needed) the store in directory `path` on the
     /// real file system, locking it against other processes.
@@ -815,7 +806,7 @@ impl StreamIndex {
             manifest.next_segment_id = survey.next_segment_id;
             manifest.next_log_number = survey.next_log_number;
             // The logs' writes become a segment, so that the old logs can go.
-            let count = lock(&replayed.data).len() as u64;
+            let count = sync::lock(&replayed.data).len() as u64;
             if count > 0 {
                 let (records, shadows) = drain(&replayed);
                 let id = manifest.next_segment_id;
@@ -1002,15 +993,11 @@ impl StreamIndex {
     }
 
     fn read_gate(&self) -> std::sync::RwLockReadGuard<'_, Arc<Buffer>> {
-        self.gate.read().unwrap_or_else(PoisonError::into_inner)
+        sync::read(&self.gate)
     }
 
     fn snapshot(&self) -> View {
-        self.shared
-            .view
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        sync::read(&self.shared.view).clone()
     }
 
     /// Appends one record.
@@ -1046,7 +1033,7 @@ impl StreamIndex {
         let (active, first_seq, log_end) = loop {
             let gate = self.read_gate();
             let active = gate.clone();
-            let mut data = lock(&active.data);
+            let mut data = sync::lock(&active.data);
             if data.len() > 0 && data.bytes() + batch_bytes > self.shared.options.buffer_bytes {
                 drop(data);
                 drop(gate);
@@ -1083,7 +1070,7 @@ impl StreamIndex {
             }
             _ => Ok(()),
         };
-        let mut data = lock(&active.data);
+        let mut data = sync::lock(&active.data);
         let position = data
             .in_flight
             .iter()
@@ -1114,7 +1101,7 @@ impl StreamIndex {
     /// far as the flusher may fall behind.
     fn flush_if_active(&self, first_seq: u64) -> Result<()> {
         let started = Instant::now();
-        let mut durable = self.shared.until_written(lock(&self.shared.durable))?;
+        let mut durable = self.shared.until_written(sync::lock(&self.shared.durable))?;
         if self.read_gate().first_seq == first_seq {
             self.freeze(&mut durable)?;
         }
@@ -1129,7 +1116,7 @@ impl StreamIndex {
     /// starts a new one; returns once the segment is durable.
     pub fn flush(&self) -> Result<()> {
         self.check_writable()?;
-        let mut durable = self.shared.until_written(lock(&self.shared.durable))?;
+        let mut durable = self.shared.until_written(sync::lock(&self.shared.durable))?;
         self.freeze(&mut durable)?;
         self.shared.until_written(durable).map(drop)
     }
@@ -1146,8 +1133,8 @@ impl StreamIndex {
         self.shared.poison.check()?;
         let active = self.read_gate().clone();
         self.sync_log(&active)?;
-        let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
-        let count = lock(&gate.data).len() as u64;
+        let mut gate = sync::write(&self.gate);
+        let count = sync::lock(&gate.data).len() as u64;
         if count == 0 {
             return Ok(());
         }
@@ -1199,7 +1186,7 @@ impl StreamIndex {
         // Readers switch to the new buffer with the writers, so a write
         // acknowledged in the new buffer is never missed; the old one
         // stays readable until its segment replaces it.
-        let mut view = self.shared.view.write().unwrap_or_else(PoisonError::into_inner);
+        let mut view = sync::write(&self.shared.view);
         assert!(view.frozen.is_none(), "one buffer frozen at a time");
         view.frozen = Some(old);
         view.active = gate.clone();
@@ -1212,14 +1199,14 @@ impl StreamIndex {
         let Some(wal_sync) = &buffer.wal_sync else {
             return Ok(());
         };
-        let written = lock(&buffer.data).wal.as_ref().map_or(0, Wal::written);
+        let written = sync::lock(&buffer.data).wal.as_ref().map_or(0, Wal::written);
         self.shared.poison.guard(|| wal_sync.sync_to(written))
     }
 
     /// Picks the index of the next buffer from how the last one went.
     fn next_template(&self, durable: &mut Durable, tree: &BufferTree) -> Option<TemplateTree<BufferEntry>> {
         if let BufferTree::Template(template) = tree {
-            let overflow = read(template).overflow_stats();
+            let overflow = sync::read(template).overflow_stats();
             durable.total_overflow.leaves += overflow.leaves;
             durable.total_overflow.entries += overflow.entries;
             durable.total_overflow.overflow_entries += overflow.overflow_entries;
@@ -1239,7 +1226,7 @@ impl StreamIndex {
         };
         match (self.shared.options.template, tree) {
             (TemplatePolicy::None, _) => None,
-            (_, BufferTree::Growing(grown)) => made(TemplateTree::from_tree(&lock(grown))),
+            (_, BufferTree::Growing(grown)) => made(TemplateTree::from_tree(&sync::lock(grown))),
             (TemplatePolicy::Rebuild { threshold }, BufferTree::Template(current))
                 if durable.last_overflow.calls_for_rebuild(
                     threshold,
@@ -1248,13 +1235,13 @@ impl StreamIndex {
                 ) =>
             {
                 made(TemplateTree::from_keys(
-                    &read(current).sorted_keys(),
+                    &sync::read(current).sorted_keys(),
                     self.shared.options.fan_out,
                     self.shared.options.leaf_capacity,
                     self.shared.options.fill,
                 ))
             }
-            (_, BufferTree::Template(current)) => Some(read(current).empty_copy()),
+            (_, BufferTree::Template(current)) => Some(sync::read(current).empty_copy()),
         }
     }
 
@@ -1273,7 +1260,7 @@ impl StreamIndex {
     /// done before it stay done).
     pub fn compact_with_interrupt(&self, interrupt: &Interrupt) -> Result<u64> {
         self.check_writable()?;
-        let mut durable = lock(&self.shared.durable);
+        let mut durable = sync::lock(&self.shared.durable);
         self.shared.poison.check()?;
         let small = (self.shared.options.buffer_bytes / 4) as u64;
         let mut merged = 0;
@@ -1346,7 +1333,7 @@ impl StreamIndex {
             manifest.write(self.shared.fs.as_ref(), &self.shared.dir)?;
             durable.manifest = manifest;
             {
-                let mut view = self.shared.view.write().unwrap_or_else(PoisonError::into_inner);
+                let mut view = sync::write(&self.shared.view);
                 view.tiers.retain(|tier| !tier.covers_any(&segments[run.clone()]));
                 view.segments.splice(run.clone(), [segment]);
             }
@@ -1570,7 +1557,7 @@ impl StreamIndex {
     /// buffer until its segment replaces it, and whatever tiers exist
     /// when it starts). A flush that failed is reported by the next write.
     pub fn settle(&self) {
-        drop(self.shared.until_written(lock(&self.shared.durable)));
+        drop(self.shared.until_written(sync::lock(&self.shared.durable)));
         if let Some(tiering) = self.shared.tiering.get() {
             tiering.settle();
         }
@@ -1579,10 +1566,10 @@ impl StreamIndex {
     /// Counters and sizes.
     pub fn stats(&self) -> StreamStats {
         let view = self.snapshot();
-        let durable = lock(&self.shared.durable);
-        let active_records = lock(&view.active.data).len() as u64;
+        let durable = sync::lock(&self.shared.durable);
+        let active_records = sync::lock(&view.active.data).len() as u64;
         let (buffer_records, buffer_bytes) = view.buffers().fold((0, 0), |(records, bytes), buffer| {
-            let data = lock(&buffer.data);
+            let data = sync::lock(&buffer.data);
             (records + data.len() as u64, bytes + data.bytes() as u64)
         });
         let counter = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
@@ -1604,7 +1591,7 @@ impl StreamIndex {
             flush_pause_seconds: counter(&self.shared.counters.flush_pause_nanos) as f64 / 1e9,
             templates: counter(&self.shared.counters.templates),
             template_leaves: match &view.active.tree {
-                BufferTree::Template(template) => read(template).leaf_count() as u64,
+                BufferTree::Template(template) => sync::read(template).leaf_count() as u64,
                 BufferTree::Growing(_) => 0,
             },
             last_overflow: durable.last_overflow.clone(),
@@ -1637,7 +1624,7 @@ impl StreamIndex {
     /// [`StreamIndex::verify`], stopping with [`Error::Interrupted`] once
     /// `interrupt` is raised (checked between files).
     pub fn verify_with_interrupt(&self, interrupt: &Interrupt) -> Result<VerifyReport> {
-        let _durable = lock(&self.shared.durable);
+        let _durable = sync::lock(&self.shared.durable);
         let fs = self.shared.fs.as_ref();
         let dir = &self.shared.dir;
         let manifest = Manifest::read(fs, dir)?.ok_or_else(|| {
@@ -1652,9 +1639,9 @@ impl StreamIndex {
         // damage. (Every frame the log's writer says it wrote is whole
         // while its lock is held.)
         let active = self.read_gate().clone();
-        let writers = lock(&active.data);
+        let writers = sync::lock(&active.data);
         // The next log, made ready by the flusher, is not a leftover.
-        let spare = lock(&self.shared.spare);
+        let spare = sync::lock(&self.shared.spare);
         let survey = survey::survey(fs, dir, &manifest, &Cache::new(0), interrupt, |_, _| Ok(()))?;
         let spare_name = spare.as_ref().map(|spare| wal::file_name(spare.number()));
         drop((spare, writers));
@@ -1735,8 +1722,8 @@ impl StreamIndex {
     /// and no writer is left.
     fn close_cleanly(&self) -> Result<()> {
         self.shared.poison.check()?;
-        let mut durable = lock(&self.shared.durable);
-        if read(&self.shared.view).frozen.is_some() {
+        let mut durable = sync::lock(&self.shared.durable);
+        if sync::read(&self.shared.view).frozen.is_some() {
             return Ok(());
         }
         let active = self.read_gate().clone();
@@ -1746,7 +1733,7 @@ impl StreamIndex {
             manifest.logs.last().map(|log| log.number),
             Some(active.log_number)
         );
-        manifest.closed_at = active.first_seq + lock(&active.data).len() as u64;
+        manifest.closed_at = active.first_seq + sync::lock(&active.data).len() as u64;
         self.shared
             .poison
             .guard(|| manifest.write(self.shared.fs.as_ref(), &self.shared.dir))?;
@@ -1765,9 +1752,9 @@ impl Shared {
     /// the store closes. A failure poisons the store; the buffer then
     /// stays frozen, and in its log for the next open.
     fn run_flusher(&self) {
-        let mut durable = lock(&self.durable);
+        let mut durable = sync::lock(&self.durable);
         loop {
-            let frozen = read(&self.view).frozen.clone();
+            let frozen = sync::read(&self.view).frozen.clone();
             match frozen {
                 Some(old) if self.poison.check().is_ok() => {
                     // Reported to writers through the poison.
@@ -1776,18 +1763,9 @@ impl Shared {
                 }
                 _ if durable.stop => return,
                 _ if self.wants_spare() => durable = self.make_spare(durable),
-                _ if self.options.sync => {
-                    durable = self
-                        .frozen_changed
-                        .wait(durable)
-                        .unwrap_or_else(PoisonError::into_inner)
-                }
+                _ if self.options.sync => durable = sync::wait(&self.frozen_changed, durable),
                 _ => {
-                    durable = self
-                        .frozen_changed
-                        .wait_timeout(durable, LOG_SYNC_INTERVAL)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
+                    durable = sync::wait_timeout(&self.frozen_changed, durable, LOG_SYNC_INTERVAL).0;
                     durable = self.sync_active_log(durable);
                 }
             }
@@ -1801,11 +1779,11 @@ impl Shared {
     /// sync little to do while writers wait. Writers append meanwhile (a
     /// sync holds none of their locks).
     fn sync_active_log<'a>(&'a self, durable: MutexGuard<'a, Durable>) -> MutexGuard<'a, Durable> {
-        let active = read(&self.view).active.clone();
+        let active = sync::read(&self.view).active.clone();
         let Some(wal_sync) = &active.wal_sync else {
             return durable;
         };
-        let written = lock(&active.data).wal.as_ref().map_or(0, Wal::written);
+        let written = sync::lock(&active.data).wal.as_ref().map_or(0, Wal::written);
         let synced = active.synced_in_background.load(Ordering::Relaxed);
         if written < synced + LOG_SYNC_BYTES_MIN || self.poison.check().is_err() {
             return durable;
@@ -1815,7 +1793,7 @@ impl Shared {
         if self.poison.guard(|| wal_sync.sync_to(written)).is_ok() {
             active.synced_in_background.store(written, Ordering::Relaxed);
         }
-        lock(&self.durable)
+        sync::lock(&self.durable)
     }
 
     /// Whether the flusher should make the next log ready now.
@@ -1823,7 +1801,7 @@ impl Shared {
         self.options.sync
             && !self.spare_failed.load(Ordering::Relaxed)
             && self.poison.check().is_ok()
-            && lock(&self.spare).is_none()
+            && sync::lock(&self.spare).is_none()
     }
 
     /// Makes the next log's file ready (see [`wal::Spare`]): its number is
@@ -1837,7 +1815,7 @@ impl Shared {
         durable.manifest.next_log_number += 1;
         drop(durable);
         {
-            let mut spare = lock(&self.spare);
+            let mut spare = sync::lock(&self.spare);
             let len = (self.options.buffer_bytes as u64 / 2)
                 .next_multiple_of(4096)
                 .max(64 << 10);
@@ -1849,18 +1827,15 @@ impl Shared {
                 }
             }
         }
-        lock(&self.durable)
+        sync::lock(&self.durable)
     }
 
     /// Waits until no buffer is frozen (its segment is written); fails if
     /// the store is poisoned.
     fn until_written<'a>(&self, mut durable: MutexGuard<'a, Durable>) -> Result<MutexGuard<'a, Durable>> {
-        while read(&self.view).frozen.is_some() {
+        while sync::read(&self.view).frozen.is_some() {
             self.poison.check()?;
-            durable = self
-                .frozen_changed
-                .wait(durable)
-                .unwrap_or_else(PoisonError::into_inner);
+            durable = sync::wait(&self.frozen_changed, durable);
         }
         self.poison.check()?;
         Ok(durable)
@@ -1871,7 +1846,10 @@ impl Shared {
     /// the buffer's log.
     fn write_frozen(&self, durable: &mut Durable, old: &Buffer) -> Result<()> {
         let (records, shadows) = drain(old);
-        let seqs = (old.first_seq, old.first_seq + lock(&old.data).len() as u64 - 1);
+        let seqs = (
+            old.first_seq,
+            old.first_seq + sync::lock(&old.data).len() as u64 - 1,
+        );
         let written = self.poison.guard(|| {
             let id = durable.manifest.next_segment_id;
             let segment = self.write_segment(id, durable.manifest.store_id, seqs, &records, &shadows)?;
@@ -1889,7 +1867,7 @@ impl Shared {
         })?;
         written.adopt(Arc::new(records));
         {
-            let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+            let mut view = sync::write(&self.view);
             view.frozen = None;
             view.segments.push(written);
         }
@@ -1933,7 +1911,7 @@ impl Drop for StreamIndex {
     /// that failed is left as a crash would leave it.)
     fn drop(&mut self) {
         if let Some(flusher) = self.flusher.take() {
-            lock(&self.shared.durable).stop = true;
+            sync::lock(&self.shared.durable).stop = true;
             self.shared.frozen_changed.notify_all();
             // A panic in the thread is a bug; the logs still hold what it
             // was writing.
@@ -1941,7 +1919,7 @@ impl Drop for StreamIndex {
             // Best effort: without it, the next open sees a crash.
             let _ = self.close_cleanly();
             // An unlisted file of zeros: the next open would remove it.
-            if let Some(spare) = lock(&self.shared.spare).take() {
+            if let Some(spare) = sync::lock(&self.shared.spare).take() {
                 let _ = self
                     .shared
                     .fs
@@ -2008,7 +1986,7 @@ fn drain(buffer: &Buffer) -> (Records, Vec<Shadow>) {
     if !entries.is_sorted() {
         entries.sort_unstable();
     }
-    let data = lock(&buffer.data);
+    let data = sync::lock(&buffer.data);
     let mut records = Records::with_capacity(entries.len(), data.values.len());
     let mut shadows = Vec::new();
     // The records to write, copied a chunk at a time.

@@ -19,8 +19,9 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
+use spillway_core::sync;
 use spillway_core::{block_crc, crc32c, verify_block, Error, Fs, FsFile, Result};
 
 use crate::records::{Aggregate, Bounds, Records, Shadow};
@@ -750,7 +751,7 @@ impl Cache {
     fn admit(&self, segment: &Arc<Segment>, bytes: usize) {
         let mut evicted = Vec::new();
         {
-            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = sync::lock(&self.state);
             state.purge();
             state.used += bytes;
             state.loaded.push_back((Arc::downgrade(segment), bytes));
@@ -761,7 +762,7 @@ impl Cache {
             }
         }
         for victim in evicted.iter().filter_map(Weak::upgrade) {
-            *victim.resident.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            *sync::lock(&victim.resident) = None;
         }
     }
 
@@ -769,12 +770,12 @@ impl Cache {
     /// against its budget until [`Cache::unpin`]: the segments they came
     /// from are evicted for as long.
     pub(crate) fn pin(&self, bytes: usize) {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).used += bytes;
+        sync::lock(&self.state).used += bytes;
     }
 
     /// Gives back what [`Cache::pin`] took.
     pub(crate) fn unpin(&self, bytes: usize) {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).used -= bytes;
+        sync::lock(&self.state).used -= bytes;
     }
 
     /// The budget in bytes.
@@ -785,13 +786,13 @@ impl Cache {
     /// Stops holding `segment`'s records (merged into a tier).
     fn forget(&self, segment: &Arc<Segment>) {
         let weak = Arc::downgrade(segment);
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = sync::lock(&self.state);
         state.drop_where(|loaded| loaded.ptr_eq(&weak));
     }
 
     /// Bytes of decoded segments held.
     pub fn used(&self) -> usize {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = sync::lock(&self.state);
         state.purge();
         state.used
     }
@@ -943,17 +944,14 @@ impl Segment {
 
     /// Its records, if they are in memory.
     pub(crate) fn resident(&self) -> Option<Arc<Records>> {
-        self.resident
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        sync::lock(&self.resident).clone()
     }
 
     /// Drops its records from memory and from the cache's count (they
     /// were merged into a tier, which holds them now).
     pub(crate) fn release(self: &Arc<Self>) {
         if self.file.is_some() {
-            *self.resident.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            *sync::lock(&self.resident) = None;
             self.cache.forget(self);
         }
     }
@@ -999,7 +997,7 @@ impl Segment {
         if self.cache.budget == 0 {
             return;
         }
-        let mut resident = self.resident.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut resident = sync::lock(&self.resident);
         if resident.is_none() {
             let bytes = records.heap_bytes();
             *resident = Some(records);

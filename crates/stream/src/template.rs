@@ -29,6 +29,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
+use spillway_core::sync;
+
 use crate::bptree::BPlusTree;
 use crate::entry::{Entry, Indexed};
 
@@ -410,7 +412,7 @@ impl<E: Indexed> TemplateTree<E> {
     fn lock(&self, leaf: usize) -> MutexGuard<'_, Leaf<E>> {
         // A panic while a leaf was locked cannot leave it half-changed
         // (an append is one push), so a poisoned lock is still usable.
-        self.leaves[leaf].lock().unwrap_or_else(PoisonError::into_inner)
+        sync::lock(&self.leaves[leaf])
     }
 
     /// Appends `entry` to its leaf, chaining an overflow node to the leaf
@@ -496,10 +498,10 @@ impl<E: Indexed> TemplateTree<E> {
         fill: f64,
     ) -> bool {
         let stretched = |tree: &TemplateTree<E>| tree.is_stretched(expected_entries, threshold, fill);
-        if !stretched(&tree.read().unwrap_or_else(PoisonError::into_inner)) {
+        if !stretched(&sync::read(&tree)) {
             return false;
         }
-        let mut tree = tree.write().unwrap_or_else(PoisonError::into_inner);
+        let mut tree = sync::write(&tree);
         if !stretched(&tree) {
             return false;
         }

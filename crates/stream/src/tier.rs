@@ -20,9 +20,10 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use spillway_core::sync;
 use spillway_core::{Error, Result};
 
 use crate::merge::{self, Rows, Run};
@@ -153,11 +154,11 @@ struct Signal {
 
 impl Signal {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        sync::lock(&self.state)
     }
 
     fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.changed.wait(guard).unwrap_or_else(PoisonError::into_inner)
+        sync::wait(&self.changed, guard)
     }
 }
 

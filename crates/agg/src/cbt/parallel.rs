@@ -17,9 +17,10 @@
 //! [`get`](ParallelCbt::get) and [`iter`](ParallelCbt::iter).
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use spillway_core::sync;
 use spillway_core::{bail, ensure, hash64, Error, ErrorKind, Interrupt, Result};
 
 use super::{CbtOptions, CbtStats, CompressedBufferTree, Emptying, RootBuffer};
@@ -71,7 +72,7 @@ impl Worker {
                 {
                     tree.set_interrupt(interrupt);
                     let outcome = tree.empty_buffer(&mut buffer, how);
-                    *published.lock().unwrap_or_else(PoisonError::into_inner) = tree.stats();
+                    *sync::lock(&published) = tree.stats();
                     // The inserter may be gone (dropped); the tree goes
                     // back through the join either way.
                     let _ = done_queue.send(outcome.map(|()| buffer));
@@ -105,7 +106,7 @@ impl Worker {
     }
 
     fn stats(&self) -> CbtStats {
-        self.stats.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        sync::lock(&self.stats).clone()
     }
 
     /// Waits for the thread to end and takes its tree back.

@@ -16,6 +16,7 @@ use super::{
     set_len_context, short_read, sync_data_context, sync_dir_context, write_context, writeback_context,
     Creation, Fs, FsFile, OpenOptions,
 };
+use crate::sync;
 use crate::{Error, IoContext, Result};
 
 /// The real file system. Stateless: every engine may hold its own or share
@@ -284,7 +285,7 @@ impl FsFile for RealFile {
             .then(|| self.aio.get_or_init(|| aio::Context::new().map(Mutex::new)));
         if let Some(Some(aio)) = aio {
             // A poisoned lock only means a write panicked; the context is fine.
-            let mut aio = aio.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut aio = sync::lock(&aio);
             let fd = self.file.as_raw_fd();
             if let Some(written) = aio.write(fd, buf, offset, meanwhile) {
                 let written = written.io_context(context)?;
@@ -307,10 +308,7 @@ impl FsFile for RealFile {
     fn append(&self, buf: &[u8]) -> Result<u64> {
         let context = || append_context(&self.path, buf.len());
         // A poisoned lock only means another append panicked; the file is fine.
-        let _guard = self
-            .append_lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _guard = sync::lock(&self.append_lock);
         let offset = self.file.metadata().io_context(context)?.len();
         self.check_alignment(context, buf.as_ptr() as usize, offset, buf.len())?;
         self.file

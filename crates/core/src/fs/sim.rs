@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
     allocate_context, append_context, check_direct_alignment, create_dir_context, exists_context,
@@ -15,6 +15,7 @@ use super::{
     set_len_context, short_read, sync_data_context, sync_dir_context, write_context, writeback_context,
     Creation, Fs, FsFile, OpenOptions,
 };
+use crate::sync;
 use crate::{Error, IoContext, Result};
 
 /// The sector size at which [`TearGranularity::Sector`] cuts torn writes.
@@ -400,7 +401,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     // Every mutation completes under the lock without panicking in between,
     // so a poisoned lock still guards consistent state; recovering it keeps
     // a test's panic from turning into an abort in `SimFile::drop`.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
+    sync::lock(&state)
 }
 
 fn os_error(errno: i32) -> io::Error {
