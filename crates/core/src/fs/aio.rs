@@ -17,7 +17,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use super::real::retry_interrupted;
+use super::syscall::retry_interrupted;
 
 /// `struct iocb` of `<linux/aio_abi.h>` (little-endian field order).
 #[repr(C)]

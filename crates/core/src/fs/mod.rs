@@ -50,6 +50,8 @@ mod direct_writer;
 mod lock;
 mod real;
 mod sim;
+#[cfg(target_os = "linux")]
+mod syscall;
 
 pub use direct_writer::{start_for_offset, DirectWriter};
 pub use lock::DirectoryLock;

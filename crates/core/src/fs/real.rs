@@ -10,6 +10,8 @@ use std::sync::{Mutex, OnceLock};
 
 #[cfg(target_os = "linux")]
 use super::aio;
+#[cfg(target_os = "linux")]
+use super::syscall::retry_interrupted;
 use super::{
     allocate_context, append_context, check_direct_alignment, create_dir_context, exists_context,
     len_context, list_dir_context, read_context, remove_context, remove_dir_context, rename_context,
@@ -399,24 +401,6 @@ fn start_writeback(file: &File) -> io::Result<()> {
         libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
     })
     .map(drop)
-}
-
-/// Calls `call`, a system call returning -1 with errno on failure, until it
-/// is not interrupted (EINTR); returns what it returned otherwise.
-#[cfg(target_os = "linux")]
-pub(super) fn retry_interrupted<T: Copy + PartialOrd + Default>(
-    mut call: impl FnMut() -> T,
-) -> io::Result<T> {
-    loop {
-        let result = call();
-        if result >= T::default() {
-            return Ok(result);
-        }
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(error);
-        }
-    }
 }
 
 #[cfg(not(target_os = "linux"))]
