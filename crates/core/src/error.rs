@@ -10,7 +10,8 @@
 //! [`Error::Poisoned`] until it is reopened (see [`Poison`]).
 //!
 //! Call sites stay one line with [`bail!`](crate::bail) and
-//! [`ensure!`](crate::ensure):
+//! [`ensure!`](crate::ensure); [`Error::context`] says where an error
+//! happened without changing its kind:
 //!
 //! ```
 //! use spillway_core::{ensure, Result};
@@ -129,6 +130,59 @@ impl Error {
             Error::Poisoned(_) => ErrorKind::Poisoned,
             Error::Internal(_) => ErrorKind::Internal,
             Error::Interrupted(_) => ErrorKind::Interrupted,
+        }
+    }
+
+    /// This error with `context` in front of its message, of the same kind:
+    /// `error.context("stage 'reader' worker 2")`. An I/O error keeps its
+    /// operating-system error; a corruption error keeps its file and offset
+    /// and gets the context in front of what was wrong.
+    pub fn context(self, context: impl fmt::Display) -> Self {
+        match self {
+            Error::InvalidArgument(message) => Error::InvalidArgument(format!("{context}: {message}")),
+            Error::Corruption { file, offset, what } => Error::Corruption {
+                file,
+                offset,
+                what: format!("{context}: {what}"),
+            },
+            Error::Io {
+                context: inner,
+                source,
+            } => Error::Io {
+                context: format!("{context}: {inner}"),
+                source,
+            },
+            Error::ResourcesExhausted(message) => Error::ResourcesExhausted(format!("{context}: {message}")),
+            Error::Poisoned(message) => Error::Poisoned(format!("{context}: {message}")),
+            Error::Internal(message) => Error::Internal(format!("{context}: {message}")),
+            Error::Interrupted(message) => Error::Interrupted(format!("{context}: {message}")),
+        }
+    }
+
+    /// A copy of this error, of the same kind and with the same message.
+    /// `Error` is not `Clone` because `io::Error` is not: the copy's
+    /// `io::Error` is rebuilt from the raw errno where there is one, else
+    /// from the error kind and its text. For handing one failure to several
+    /// waiters (every worker of a phase that fails).
+    pub fn duplicate(&self) -> Self {
+        match self {
+            Error::InvalidArgument(message) => Error::InvalidArgument(message.clone()),
+            Error::Corruption { file, offset, what } => Error::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                what: what.clone(),
+            },
+            Error::Io { context, source } => Error::Io {
+                context: context.clone(),
+                source: match source.raw_os_error() {
+                    Some(errno) => io::Error::from_raw_os_error(errno),
+                    None => io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            Error::ResourcesExhausted(message) => Error::ResourcesExhausted(message.clone()),
+            Error::Poisoned(message) => Error::Poisoned(message.clone()),
+            Error::Internal(message) => Error::Internal(message.clone()),
+            Error::Interrupted(message) => Error::Interrupted(message.clone()),
         }
     }
 
@@ -266,6 +320,48 @@ mod tests {
         let error = result.io_context(|| "appending to wal 7").unwrap_err();
         assert_eq!(error.raw_os_error(), Some(libc::ENOSPC));
         assert!(error.to_string().starts_with("appending to wal 7: "));
+    }
+
+    #[test]
+    fn context_keeps_kind_and_errno() {
+        let error = Error::io("reading run 3", io::Error::from_raw_os_error(5));
+        let wrapped = error.context("stage 'reader' worker 2");
+        assert_eq!(wrapped.kind(), ErrorKind::Io);
+        assert_eq!(wrapped.raw_os_error(), Some(5));
+        assert!(
+            wrapped
+                .to_string()
+                .starts_with("stage 'reader' worker 2: reading run 3: "),
+            "{wrapped}"
+        );
+
+        let copy = wrapped.duplicate().context("phase 'one' cancelled");
+        assert_eq!(copy.kind(), ErrorKind::Io);
+        assert_eq!(copy.raw_os_error(), Some(5));
+        assert!(copy.to_string().contains("stage 'reader' worker 2"), "{copy}");
+    }
+
+    #[test]
+    fn every_kind_is_kept() {
+        let errors = [
+            Error::InvalidArgument("a".into()),
+            Error::corruption("/x", 7, "bad"),
+            Error::ResourcesExhausted("b".into()),
+            Error::Poisoned("c".into()),
+            Error::Internal("d".into()),
+            Error::Interrupted("e".into()),
+            Error::io("f", io::Error::other("no errno")),
+        ];
+        for error in errors {
+            let kind = error.kind();
+            let copy = error.duplicate().context("ctx");
+            assert_eq!(copy.kind(), kind);
+            assert!(copy.to_string().contains("ctx: "), "{copy}");
+            assert_eq!(error.duplicate().to_string(), error.to_string());
+            let wrapped = error.context("ctx");
+            assert_eq!(wrapped.kind(), kind);
+            assert!(wrapped.to_string().contains("ctx: "), "{wrapped}");
+        }
     }
 
     #[test]

@@ -1,131 +1,261 @@
-//! Adding "which stage, which worker" to an error without losing its kind.
+//! The state a running phase shares with its workers, and the part of a
+//! worker that the resources it waits on use.
 //!
-//! `spillway_core::Error` is not `Clone` (an `io::Error` is not), and its
-//! variants carry different payloads, so the runtime needs two helpers of its
-//! own: one that prefixes a context to whatever message the variant carries,
-//! and one that makes a copy of the phase's first error for every other
-//! worker that is woken by the cancellation.
+//! Quotas, pools and disk schedulers block a worker through its
+//! [`WorkerContext`]: it publishes the wait in the worker's [`WorkerSlot`]
+//! (which the monitor and the report read), times it, and fails with the
+//! phase's first error when the phase is torn down. Everything here stands
+//! below the resources and the `Worker` handle that stage bodies see.
+//!
+//! # Hot path
+//! `recv` and `send` first try the channel without blocking; only when that
+//! fails do they record a wait (one uncontended per-worker mutex), block on
+//! the channel *and* the phase's cancellation channel, and time the wait.
+//! The counters are plain fields mirrored into per-worker relaxed atomics
+//! that only this worker writes, so no cache line is shared between workers
+//! per unit except the channel's own.
 
-use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use spillway_core::Error;
+use crossbeam_channel::{Receiver, Sender};
+use spillway_core::{sync, Error, Result};
 
-/// Prefixes `context` to the message of `error`, keeping its kind (and, for
-/// [`Error::Io`], its operating-system error).
-pub(crate) fn with_context(error: Error, context: &str) -> Error {
-    match error {
-        Error::InvalidArgument(message) => Error::InvalidArgument(format!("{context}: {message}")),
-        Error::Corruption { file, offset, what } => Error::Corruption {
-            file,
-            offset,
-            what: format!("{context}: {what}"),
-        },
-        Error::Io {
-            context: inner,
-            source,
-        } => Error::Io {
-            context: format!("{context}: {inner}"),
-            source,
-        },
-        Error::ResourcesExhausted(message) => Error::ResourcesExhausted(format!("{context}: {message}")),
-        Error::Poisoned(message) => Error::Poisoned(format!("{context}: {message}")),
-        Error::Internal(message) => Error::Internal(format!("{context}: {message}")),
-        Error::Interrupted(message) => Error::Interrupted(format!("{context}: {message}")),
-        // A kind added to core later: keep the text, and flag it as ours to fix.
-        other => Error::Internal(format!("{context}: {other}")),
-    }
+use crate::queue::Producer;
+use crate::wait::{Blocked, Wait};
+
+/// The state every worker of a running phase shares: the first error and
+/// the cancellation it triggers.
+///
+/// # Invariants
+/// `cancelled` becomes true only after `first_error` is set, and the
+/// cancellation channel is disconnected only after that; so whoever sees the
+/// phase cancelled finds the error.
+pub(crate) struct PhaseShared {
+    name: String,
+    cancelled: AtomicBool,
+    first_error: Mutex<Option<Error>>,
+    /// Dropped on cancellation, which disconnects every worker's receiver
+    /// and wakes the channel waits.
+    cancel_sender: Mutex<Option<Sender<()>>>,
 }
 
-/// A copy of `error` with `context` prefixed: same kind, same errno for I/O
-/// errors (the copy's `io::Error` is rebuilt from the raw errno when there is
-/// one, else from the error kind and its text).
-pub(crate) fn duplicate(error: &Error, context: &str) -> Error {
-    let copy = match error {
-        Error::InvalidArgument(message) => Error::InvalidArgument(message.clone()),
-        Error::Corruption { file, offset, what } => Error::Corruption {
-            file: file.clone(),
-            offset: *offset,
-            what: what.clone(),
-        },
-        Error::Io {
-            context: inner,
-            source,
-        } => Error::Io {
-            context: inner.clone(),
-            source: match source.raw_os_error() {
-                Some(errno) => io::Error::from_raw_os_error(errno),
-                None => io::Error::new(source.kind(), source.to_string()),
-            },
-        },
-        Error::ResourcesExhausted(message) => Error::ResourcesExhausted(message.clone()),
-        Error::Poisoned(message) => Error::Poisoned(message.clone()),
-        Error::Internal(message) => Error::Internal(message.clone()),
-        Error::Interrupted(message) => Error::Interrupted(message.clone()),
-        other => Error::Internal(other.to_string()),
-    };
-    with_context(copy, context)
-}
-
-/// The text of a panic payload (`panic!` with a literal or a formatted message).
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_string()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a panic with a non-string payload".to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use spillway_core::ErrorKind;
-
-    #[test]
-    fn context_keeps_kind_and_errno() {
-        let error = Error::io("reading run 3", io::Error::from_raw_os_error(5));
-        let wrapped = with_context(error, "stage 'reader' worker 2");
-        assert_eq!(wrapped.kind(), ErrorKind::Io);
-        assert_eq!(wrapped.raw_os_error(), Some(5));
-        assert!(
-            wrapped
-                .to_string()
-                .starts_with("stage 'reader' worker 2: reading run 3: "),
-            "{wrapped}"
-        );
-
-        let copy = duplicate(&wrapped, "phase 'one' cancelled");
-        assert_eq!(copy.kind(), ErrorKind::Io);
-        assert_eq!(copy.raw_os_error(), Some(5));
-        assert!(copy.to_string().contains("stage 'reader' worker 2"), "{copy}");
-    }
-
-    #[test]
-    fn every_kind_is_kept() {
-        let errors = [
-            Error::InvalidArgument("a".into()),
-            Error::corruption("/x", 7, "bad"),
-            Error::ResourcesExhausted("b".into()),
-            Error::Poisoned("c".into()),
-            Error::Internal("d".into()),
-            Error::io("e", io::Error::other("no errno")),
-        ];
-        for error in errors {
-            let kind = error.kind();
-            let copy = duplicate(&error, "ctx");
-            assert_eq!(copy.kind(), kind);
-            assert!(copy.to_string().contains("ctx: "), "{copy}");
-            let wrapped = with_context(error, "ctx");
-            assert_eq!(wrapped.kind(), kind);
-            assert!(wrapped.to_string().contains("ctx: "), "{wrapped}");
+impl PhaseShared {
+    /// The shared state of the phase `name`, whose workers' cancellation
+    /// receivers disconnect when `cancel_sender` is dropped.
+    pub(crate) fn new(name: String, cancel_sender: Sender<()>) -> Self {
+        PhaseShared {
+            name,
+            cancelled: AtomicBool::new(false),
+            first_error: Mutex::new(None),
+            cancel_sender: Mutex::new(Some(cancel_sender)),
         }
     }
 
-    #[test]
-    fn panic_messages() {
-        assert_eq!(panic_message(&"literal"), "literal");
-        assert_eq!(panic_message(&String::from("formatted 3")), "formatted 3");
-        assert_eq!(panic_message(&17_u32), "a panic with a non-string payload");
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Records `error` if it is the first, and cancels the phase.
+    pub(crate) fn fail(&self, error: Error) {
+        {
+            let mut first_error = sync::lock(&self.first_error);
+            if first_error.is_none() {
+                *first_error = Some(error);
+            }
+        }
+        self.cancelled.store(true, Ordering::Release);
+        drop(sync::lock(&self.cancel_sender).take());
+    }
+
+    /// What a worker woken by the cancellation gets: a copy of the first
+    /// error (same kind, same errno), saying that the phase was cancelled.
+    pub(crate) fn cancellation_error(&self) -> Error {
+        let context = format!("phase '{}' was cancelled by an earlier failure", self.name);
+        match &*sync::lock(&self.first_error) {
+            Some(error) => error.duplicate().context(context),
+            None => Error::Internal(format!("{context}, but no failure was recorded")),
+        }
+    }
+
+    pub(crate) fn take_error(&self) -> Option<Error> {
+        sync::lock(&self.first_error).take()
+    }
+}
+
+/// The part of a worker that the monitor and the report read while it runs.
+///
+/// # Thread safety
+/// Every atomic has one writer (the worker) and is read with relaxed loads:
+/// the monitor needs recent values, not a consistent snapshot.
+#[derive(Debug)]
+pub(crate) struct WorkerSlot {
+    pub(crate) index: usize,
+    pub(crate) units_in: AtomicU64,
+    pub(crate) bytes_in: AtomicU64,
+    pub(crate) units_out: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
+    /// Nanoseconds blocked, indexed by [`Blocked`].
+    pub(crate) blocked_nanos: [AtomicU64; 3],
+    /// Waits that ended (granted, closed or cancelled): progress for the
+    /// deadlock detector even when no unit moved.
+    pub(crate) waits_ended: AtomicU64,
+    /// Wall time of the body in nanoseconds, set when it returns.
+    pub(crate) wall_nanos: AtomicU64,
+    pub(crate) finished: AtomicBool,
+    pub(crate) wait: Mutex<Option<Wait>>,
+}
+
+impl WorkerSlot {
+    pub(crate) fn new(index: usize) -> Self {
+        Self {
+            index,
+            units_in: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            units_out: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            blocked_nanos: Default::default(),
+            waits_ended: AtomicU64::new(0),
+            wall_nanos: AtomicU64::new(0),
+            finished: AtomicBool::new(false),
+            wait: Mutex::new(None),
+        }
+    }
+}
+
+/// Everything of a worker except its channel ends (split so that a borrowed
+/// end and the mutable counters can be used together).
+pub(crate) struct WorkerContext {
+    pub(crate) phase: Arc<PhaseShared>,
+    pub(crate) slot: Arc<WorkerSlot>,
+    /// Disconnected when the phase is cancelled; selected on by every
+    /// blocking channel operation.
+    pub(crate) cancel: Receiver<()>,
+    pub(crate) stage: Arc<str>,
+    pub(crate) index: usize,
+    pub(crate) workers: usize,
+    units_in: u64,
+    bytes_in: u64,
+    units_out: u64,
+    bytes_out: u64,
+    blocked_nanos: [u64; 3],
+    waits_ended: u64,
+    /// Largest depth seen after a send, by queue id.
+    pub(crate) max_depth: Vec<usize>,
+}
+
+impl WorkerContext {
+    pub(crate) fn new(
+        phase: Arc<PhaseShared>,
+        slot: Arc<WorkerSlot>,
+        cancel: Receiver<()>,
+        stage: Arc<str>,
+        workers: usize,
+        queues: usize,
+    ) -> Self {
+        let index = slot.index;
+        WorkerContext {
+            phase,
+            slot,
+            cancel,
+            stage,
+            index,
+            workers,
+            units_in: 0,
+            bytes_in: 0,
+            units_out: 0,
+            bytes_out: 0,
+            blocked_nanos: [0; 3],
+            waits_ended: 0,
+            max_depth: vec![0; queues],
+        }
+    }
+
+    /// Whether the phase is being torn down.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.phase.is_cancelled()
+    }
+
+    /// Fails with a copy of the phase's first error if it is being torn down.
+    pub(crate) fn check_cancelled(&self) -> Result<()> {
+        if self.cancelled() {
+            return Err(self.phase.cancellation_error());
+        }
+        Ok(())
+    }
+
+    /// Publishes `wait` and returns when it started.
+    pub(crate) fn begin_wait(&self, wait: Wait) -> Instant {
+        *sync::lock(&self.slot.wait) = Some(wait);
+        Instant::now()
+    }
+
+    /// Ends the published wait and charges its time to its kind.
+    pub(crate) fn end_wait(&mut self, started: Instant) {
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let kind = sync::lock(&self.slot.wait)
+            .take()
+            .map_or(Blocked::Input, |wait| wait.blocked());
+        let total = &mut self.blocked_nanos[kind as usize];
+        *total = total.saturating_add(nanos);
+        self.slot.blocked_nanos[kind as usize].store(*total, Ordering::Relaxed);
+        self.waits_ended += 1;
+        self.slot.waits_ended.store(self.waits_ended, Ordering::Relaxed);
+    }
+
+    pub(crate) fn counted_in(&mut self, bytes: u64) {
+        self.units_in += 1;
+        self.bytes_in += bytes;
+        self.slot.units_in.store(self.units_in, Ordering::Relaxed);
+        self.slot.bytes_in.store(self.bytes_in, Ordering::Relaxed);
+    }
+
+    pub(crate) fn counted_out(&mut self, bytes: u64) {
+        self.units_out += 1;
+        self.bytes_out += bytes;
+        self.slot.units_out.store(self.units_out, Ordering::Relaxed);
+        self.slot.bytes_out.store(self.bytes_out, Ordering::Relaxed);
+    }
+
+    #[cold]
+    pub(crate) fn recv_blocking<T>(&mut self, receiver: &Receiver<T>, queue: usize) -> Result<Option<T>> {
+        let started = self.begin_wait(Wait::Input { queue });
+        let outcome = crossbeam_channel::select! {
+            recv(receiver) -> message => Some(message.ok()),
+            recv(self.cancel) -> _ => None,
+        };
+        self.end_wait(started);
+        outcome.ok_or_else(|| self.phase.cancellation_error())
+    }
+
+    #[cold]
+    pub(crate) fn send_blocking<T>(&mut self, sender: &Sender<T>, to: &Producer<T>, unit: T) -> Result<()> {
+        let started = self.begin_wait(Wait::Output { queue: to.queue });
+        let outcome = crossbeam_channel::select! {
+            send(sender, unit) -> sent => Some(sent.is_ok()),
+            recv(self.cancel) -> _ => None,
+        };
+        self.end_wait(started);
+        match outcome {
+            Some(true) => Ok(()),
+            Some(false) => Err(self.no_reader_error(&to.name)),
+            None => Err(self.phase.cancellation_error()),
+        }
+    }
+
+    #[cold]
+    pub(crate) fn no_reader_error(&self, queue: &str) -> Error {
+        if self.cancelled() {
+            return self.phase.cancellation_error();
+        }
+        Error::InvalidArgument(format!(
+            "queue '{queue}' has no reader left: every worker of the stages that read it returned \
+             (a reader stage must drain its queues until recv returns None)"
+        ))
     }
 }

@@ -30,8 +30,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use spillway_core::sync;
 use spillway_core::{ensure, Result};
 
-use crate::memory::CANCEL_POLL;
-use crate::worker::{Wait, WorkerContext};
+use crate::context::WorkerContext;
+use crate::wait::{Blocked, Resource, Wait, CANCEL_POLL};
 
 /// Hands out write and read tokens per disk; see the module rules above.
 ///
@@ -68,6 +68,44 @@ struct DiskState {
 enum Access {
     Read,
     Write,
+}
+
+/// A worker's wait for a token of `disk`.
+#[derive(Debug)]
+struct TokenWait {
+    disks: DiskScheduler,
+    disk: usize,
+    access: Access,
+}
+
+impl Resource for TokenWait {
+    fn state(&self) -> u64 {
+        self.disks.generation(self.disk)
+    }
+
+    fn code(&self) -> u64 {
+        let kind = match self.access {
+            Access::Write => 4,
+            Access::Read => 5,
+        };
+        ((self.disk as u64) << 3) | kind
+    }
+
+    fn describe(&self) -> String {
+        let disk = self.disk;
+        match self.access {
+            Access::Write => format!(
+                "waits for a write token of disk {disk} ({} of {} write tokens held, {} reads in flight)",
+                self.disks.writes_in_flight(disk),
+                self.disks.write_tokens_per_disk(),
+                self.disks.reads_in_flight(disk)
+            ),
+            Access::Read => format!(
+                "waits for a read token of disk {disk} ({} writes in flight)",
+                self.disks.writes_in_flight(disk)
+            ),
+        }
+    }
 }
 
 impl fmt::Debug for DiskScheduler {
@@ -223,17 +261,17 @@ impl DiskScheduler {
         state.waiting.push_back(ticket);
         drop(state);
 
-        let wait = match access {
-            Access::Read => Wait::ReadToken {
+        let started = cx.begin_wait(Wait::Resource {
+            blocked: match access {
+                Access::Read => Blocked::Input,
+                Access::Write => Blocked::Output,
+            },
+            resource: Arc::new(TokenWait {
                 disks: self.clone(),
                 disk,
-            },
-            Access::Write => Wait::WriteToken {
-                disks: self.clone(),
-                disk,
-            },
-        };
-        let started = cx.begin_wait(wait);
+                access,
+            }),
+        });
         let mut state = sync::lock(&slot.state);
         let granted = loop {
             if state.waiting.front() == Some(&ticket) && self.compatible(&state, access) {

@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use spillway_core::{Error, Result};
 
-use crate::phase::{Phase, DEADLOCK_TIMEOUT_DEFAULT};
 use crate::queue::{Consumer, ErasedChannel, Producer, TypedChannel};
 use crate::unit::WorkUnit;
 use crate::worker::Worker;
@@ -121,8 +120,22 @@ fn push_unique(list: &mut Vec<QueueRef>, queue: QueueRef) {
     }
 }
 
+/// A checked graph: every queue has writers and readers, and the stages
+/// have a topological order.
+pub(crate) struct Graph {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) queues: Vec<QueueDecl>,
+    pub(crate) stages: Vec<StageDecl>,
+    /// Stage indices in topological order.
+    pub(crate) order: Vec<usize>,
+    /// Queue indices in the order of their first writer stage.
+    pub(crate) queue_order: Vec<usize>,
+}
+
 /// A phase under construction: declare queues, then stages that use them,
-/// then [`build`](Self::build) to check the graph.
+/// then [`build`](Self::build) to check the graph and get a runnable
+/// [`Phase`](crate::Phase).
 ///
 /// Mistakes in `queue` and `stage` (a duplicate name, a zero capacity) are
 /// collected and reported together by `build`, so declarations stay one
@@ -194,15 +207,9 @@ impl PhaseBuilder {
         self
     }
 
-    /// Checks the graph and returns a runnable phase.
-    ///
-    /// Fails with `InvalidArgument` listing every problem found: no stages;
-    /// empty or duplicate stage or queue names; a stage with 0 workers; a queue of
-    /// capacity 0; a stage naming a queue of another phase; a queue that no
-    /// stage writes or no stage reads; a cycle (a stage that reads, directly
-    /// or through other stages, a queue it writes could never see that
-    /// queue close).
-    pub fn build(self) -> Result<Phase> {
+    /// Checks the graph: what [`build`](Self::build) runs before it makes
+    /// the phase.
+    pub(crate) fn check(self) -> Result<Graph> {
         let mut problems = Vec::new();
         if self.stages.is_empty() {
             problems.push("the phase has no stages".to_string());
@@ -294,16 +301,13 @@ impl PhaseBuilder {
             let first_writer = writers[queue].iter().map(|&stage| position[stage]).min();
             (first_writer, *queue)
         });
-        Ok(Phase {
+        Ok(Graph {
             id: self.id,
             name: self.name,
             queues: self.queues,
             stages: self.stages,
             order,
             queue_order,
-            deadlock_timeout: Some(DEADLOCK_TIMEOUT_DEFAULT),
-            progress: None,
-            interrupt: None,
         })
     }
 }
@@ -349,7 +353,7 @@ fn topological_order(
 }
 
 /// Used by `Phase::describe`.
-pub(crate) fn describe(phase: &Phase) -> String {
+pub(crate) fn describe(phase: &Graph) -> String {
     use std::fmt::Write as _;
     let queue_label = |queue: &QueueRef| {
         let decl = &phase.queues[queue.queue];

@@ -69,6 +69,7 @@ mod phase;
 mod queue;
 mod report;
 mod unit;
+mod wait;
 mod worker;
 
 pub use disk::{DiskScheduler, ReadToken, WriteToken};

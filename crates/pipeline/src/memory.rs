@@ -11,19 +11,14 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use spillway_core::sync;
 use spillway_core::{ensure, Result};
 
+use crate::context::WorkerContext;
 use crate::unit::WorkUnit;
-use crate::worker::{Wait, WorkerContext};
-
-/// How often a worker waiting on a condition variable rechecks whether the
-/// phase was cancelled (quotas and disks are shared between phases, so they
-/// cannot be woken by one phase's cancellation).
-pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(20);
+use crate::wait::{Blocked, Resource, Wait, CANCEL_POLL};
 
 /// A budget of bytes that workers allocate from and give back to (Themis's
 /// Quota policy: one quota per producer-to-consumer edge, e.g. "Reader to
@@ -167,9 +162,12 @@ impl MemoryQuota {
         if let Some(allocation) = self.grant(&mut sync::lock(&self.inner.state), bytes) {
             return Ok(allocation);
         }
-        let started = cx.begin_wait(Wait::Memory {
-            quota: self.clone(),
-            requested: bytes,
+        let started = cx.begin_wait(Wait::Resource {
+            blocked: Blocked::Memory,
+            resource: Arc::new(QuotaWait {
+                quota: self.clone(),
+                requested: bytes,
+            }),
         });
         let mut state = sync::lock(&self.inner.state);
         let outcome = loop {
@@ -184,6 +182,33 @@ impl MemoryQuota {
         drop(state);
         cx.end_wait(started);
         outcome.map_err(|()| cx.phase.cancellation_error())
+    }
+}
+
+/// A worker's wait for `requested` bytes of `quota`.
+#[derive(Debug)]
+struct QuotaWait {
+    quota: MemoryQuota,
+    requested: u64,
+}
+
+impl Resource for QuotaWait {
+    fn state(&self) -> u64 {
+        self.quota.generation()
+    }
+
+    fn code(&self) -> u64 {
+        self.requested.wrapping_shl(3) | 2
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "waits for {} bytes of memory quota '{}' ({} of {} bytes free)",
+            self.requested,
+            self.quota.name(),
+            self.quota.available(),
+            self.quota.capacity_bytes()
+        )
     }
 }
 
@@ -356,7 +381,10 @@ impl BufferPool {
             Err(TryRecvError::Empty) => {}
             Err(TryRecvError::Disconnected) => unreachable!("the pool holds both ends of its channel"),
         }
-        let started = cx.begin_wait(Wait::Buffer { pool: self.clone() });
+        let started = cx.begin_wait(Wait::Resource {
+            blocked: Blocked::Memory,
+            resource: Arc::new(self.clone()),
+        });
         let outcome = crossbeam_channel::select! {
             recv(self.inner.free_receiver) -> buffer => buffer.ok(),
             recv(cx.cancel) -> _ => None,
@@ -366,6 +394,26 @@ impl BufferPool {
             Some(buffer) => Ok(self.wrap(buffer)),
             None => Err(cx.phase.cancellation_error()),
         }
+    }
+}
+
+/// A worker's wait for a buffer of the pool.
+impl Resource for BufferPool {
+    fn state(&self) -> u64 {
+        self.available() as u64
+    }
+
+    fn code(&self) -> u64 {
+        3
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "waits for a buffer from pool '{}' ({} of {} buffers free)",
+            self.name(),
+            self.available(),
+            self.buffers()
+        )
     }
 }
 
@@ -403,6 +451,16 @@ impl DerefMut for PooledBuffer {
 impl WorkUnit for PooledBuffer {
     fn bytes(&self) -> u64 {
         self.buffer.len() as u64
+    }
+}
+
+/// A unit that carries the memory it was charged to: the allocation travels
+/// with the data and goes back to its quota when the consumer drops the pair.
+/// This is how a Themis-style Quota between a producer and a consumer stage
+/// is expressed (the producer allocates, the consumer frees).
+impl<T: WorkUnit> WorkUnit for (T, Allocation) {
+    fn bytes(&self) -> u64 {
+        self.0.bytes()
     }
 }
 

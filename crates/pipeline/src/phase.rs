@@ -25,20 +25,21 @@
 
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{RecvTimeoutError, Sender};
+use crossbeam_channel::RecvTimeoutError;
 use spillway_core::sync;
 use spillway_core::{Error, Interrupt, Result};
 
-use crate::context::{duplicate, panic_message, with_context};
-use crate::graph::{describe, QueueDecl, StageBody, StageDecl};
+use crate::context::{PhaseShared, WorkerSlot};
+use crate::graph::{describe, Graph, PhaseBuilder, QueueRef, StageBody};
 use crate::queue::{ErasedEnd, QueueInfo};
 use crate::report::{collect, PhaseReport, StageLayout};
-use crate::worker::{QueueEnds, Wait, Worker, WorkerSlot};
+use crate::wait::Wait;
+use crate::worker::{QueueEnds, Worker};
 
 /// How long every running worker must stay blocked, with nothing changing
 /// hands, before the phase is declared deadlocked.
@@ -46,58 +47,6 @@ pub const DEADLOCK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(2);
 
 /// The longest interval between two deadlock probes.
 const PROBE_INTERVAL_MAX: Duration = Duration::from_millis(50);
-
-/// The state every worker of a running phase shares: the first error and
-/// the cancellation it triggers.
-///
-/// # Invariants
-/// `cancelled` becomes true only after `first_error` is set, and the
-/// cancellation channel is disconnected only after that; so whoever sees the
-/// phase cancelled finds the error.
-pub(crate) struct PhaseShared {
-    name: String,
-    cancelled: AtomicBool,
-    first_error: Mutex<Option<Error>>,
-    /// Dropped on cancellation, which disconnects every worker's receiver
-    /// and wakes the channel waits.
-    cancel_sender: Mutex<Option<Sender<()>>>,
-}
-
-impl PhaseShared {
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Acquire)
-    }
-
-    /// Records `error` if it is the first, and cancels the phase.
-    pub(crate) fn fail(&self, error: Error) {
-        {
-            let mut first_error = sync::lock(&self.first_error);
-            if first_error.is_none() {
-                *first_error = Some(error);
-            }
-        }
-        self.cancelled.store(true, Ordering::Release);
-        drop(sync::lock(&self.cancel_sender).take());
-    }
-
-    /// What a worker woken by the cancellation gets: a copy of the first
-    /// error (same kind, same errno), saying that the phase was cancelled.
-    pub(crate) fn cancellation_error(&self) -> Error {
-        let context = format!("phase '{}' was cancelled by an earlier failure", self.name);
-        match &*sync::lock(&self.first_error) {
-            Some(error) => duplicate(error, &context),
-            None => Error::Internal(format!("{context}, but no failure was recorded")),
-        }
-    }
-
-    fn take_error(&self) -> Option<Error> {
-        sync::lock(&self.first_error).take()
-    }
-}
 
 /// A callback for progress bars, called by the monitor thread.
 pub(crate) struct Progress {
@@ -109,29 +58,42 @@ pub(crate) struct Progress {
 /// Build it with [`PhaseBuilder`](crate::PhaseBuilder), print it with
 /// [`describe`](Self::describe), run it once with [`run`](Self::run).
 pub struct Phase {
-    pub(crate) id: u64,
-    pub(crate) name: String,
-    pub(crate) queues: Vec<QueueDecl>,
-    pub(crate) stages: Vec<StageDecl>,
-    /// Stage indices in topological order.
-    pub(crate) order: Vec<usize>,
-    /// Queue indices in the order of their first writer stage.
-    pub(crate) queue_order: Vec<usize>,
-    pub(crate) deadlock_timeout: Option<Duration>,
-    pub(crate) progress: Option<Progress>,
-    pub(crate) interrupt: Option<Interrupt>,
+    graph: Graph,
+    deadlock_timeout: Option<Duration>,
+    progress: Option<Progress>,
+    interrupt: Option<Interrupt>,
+}
+
+impl PhaseBuilder {
+    /// Checks the graph and returns a runnable phase.
+    ///
+    /// Fails with `InvalidArgument` listing every problem found: no stages;
+    /// empty or duplicate stage or queue names; a stage with 0 workers; a queue of
+    /// capacity 0; a stage naming a queue of another phase; a queue that no
+    /// stage writes or no stage reads; a cycle (a stage that reads, directly
+    /// or through other stages, a queue it writes could never see that
+    /// queue close).
+    pub fn build(self) -> Result<Phase> {
+        Ok(Phase {
+            graph: self.check()?,
+            deadlock_timeout: Some(DEADLOCK_TIMEOUT_DEFAULT),
+            progress: None,
+            interrupt: None,
+        })
+    }
 }
 
 impl fmt::Debug for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Phase")
-            .field("name", &self.name)
+            .field("name", &self.graph.name)
             .field(
                 "stages",
                 &self
+                    .graph
                     .order
                     .iter()
-                    .map(|&stage| &self.stages[stage].spec)
+                    .map(|&stage| &self.graph.stages[stage].spec)
                     .collect::<Vec<_>>(),
             )
             .field("deadlock_timeout", &self.deadlock_timeout)
@@ -142,7 +104,7 @@ impl fmt::Debug for Phase {
 impl Phase {
     /// The phase's name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.graph.name
     }
 
     /// The graph as text: stages with worker counts and the queues they read
@@ -156,7 +118,7 @@ impl Phase {
     ///   queue 'numbers' capacity 4: 'source' -> 'sink'
     /// ```
     pub fn describe(&self) -> String {
-        describe(self)
+        describe(&self.graph)
     }
 
     /// Sets how long every running worker must stay blocked, with no unit
@@ -216,16 +178,12 @@ impl Phase {
     pub fn run_with_report(self) -> (PhaseReport, Result<()>) {
         let started = Instant::now();
         let (cancel_sender, cancel_receiver) = crossbeam_channel::bounded::<()>(0);
-        let shared = Arc::new(PhaseShared {
-            name: self.name.clone(),
-            cancelled: AtomicBool::new(false),
-            first_error: Mutex::new(None),
-            cancel_sender: Mutex::new(Some(cancel_sender)),
-        });
+        let shared = Arc::new(PhaseShared::new(self.graph.name.clone(), cancel_sender));
 
         // 1. Queue bookkeeping.
-        let workers_of = |stage: usize| self.stages[stage].spec.workers;
+        let workers_of = |stage: usize| self.graph.stages[stage].spec.workers;
         let queues: Arc<[QueueInfo]> = self
+            .graph
             .queues
             .iter()
             .enumerate()
@@ -237,7 +195,7 @@ impl Phase {
                     capacity: decl.capacity,
                     writer_stages: writers
                         .iter()
-                        .map(|&stage| self.stages[stage].spec.name.clone())
+                        .map(|&stage| self.graph.stages[stage].spec.name.clone())
                         .collect(),
                     live_writers: AtomicUsize::new(writers.iter().map(|&stage| workers_of(stage)).sum()),
                     live_readers: AtomicUsize::new(readers.iter().map(|&stage| workers_of(stage)).sum()),
@@ -247,20 +205,20 @@ impl Phase {
             .collect();
 
         // 2. Workers with their channel ends.
-        let mut layouts = Vec::with_capacity(self.order.len());
+        let mut layouts = Vec::with_capacity(self.graph.order.len());
         let mut slots = Vec::new();
         let mut launches: Vec<(Worker, StageBody)> = Vec::new();
-        for &stage in &self.order {
-            let decl = &self.stages[stage];
+        for &stage in &self.graph.order {
+            let decl = &self.graph.stages[stage];
             let spec = &decl.spec;
             let stage_name: Arc<str> = Arc::from(spec.name.as_str());
             let first_slot = slots.len();
             for index in 0..spec.workers {
-                let ends_for = |used: &[crate::graph::QueueRef], sender: bool| {
+                let ends_for = |used: &[QueueRef], sender: bool| {
                     let mut ends: Vec<Option<Box<dyn ErasedEnd>>> =
-                        (0..self.queues.len()).map(|_| None).collect();
+                        (0..self.graph.queues.len()).map(|_| None).collect();
                     for queue in used {
-                        let channel = &self.queues[queue.queue].channel;
+                        let channel = &self.graph.queues[queue.queue].channel;
                         ends[queue.queue] = Some(if sender {
                             channel.sender()
                         } else {
@@ -270,7 +228,7 @@ impl Phase {
                     ends
                 };
                 let ends = QueueEnds {
-                    phase_id: self.id,
+                    phase_id: self.graph.id,
                     senders: ends_for(&spec.writes, true),
                     receivers: ends_for(&spec.reads, false),
                 };
@@ -283,7 +241,7 @@ impl Phase {
                     cancel_receiver.clone(),
                     Arc::clone(&stage_name),
                     spec.workers,
-                    self.queues.len(),
+                    self.graph.queues.len(),
                 );
                 launches.push((worker, Arc::clone(&decl.body)));
             }
@@ -295,13 +253,16 @@ impl Phase {
             });
         }
         let Phase {
-            name,
-            queues: queue_decls,
-            queue_order,
+            graph:
+                Graph {
+                    name,
+                    queues: queue_decls,
+                    queue_order,
+                    ..
+                },
             deadlock_timeout,
             progress,
             interrupt,
-            ..
         } = self;
         drop(queue_decls);
         drop(cancel_receiver);
@@ -386,11 +347,12 @@ impl Phase {
 
     /// Stages that write (`writers`) or read `queue`, in topological order.
     fn users(&self, queue: usize, writers: bool) -> Vec<usize> {
-        self.order
+        self.graph
+            .order
             .iter()
             .copied()
             .filter(|&stage| {
-                let spec = &self.stages[stage].spec;
+                let spec = &self.graph.stages[stage].spec;
                 let used = if writers { &spec.writes } else { &spec.reads };
                 used.iter().any(|used| used.queue == queue)
             })
@@ -411,7 +373,7 @@ fn run_worker(mut worker: Worker, body: &StageBody, shared: &PhaseShared, queues
     let context = format!("stage '{}' worker {}", worker.stage(), worker.index());
     match outcome {
         Ok(Ok(())) => {}
-        Ok(Err(error)) => shared.fail(with_context(error, &context)),
+        Ok(Err(error)) => shared.fail(error.context(&context)),
         Err(payload) => shared.fail(Error::Internal(format!(
             "{context} panicked: {}",
             panic_message(payload.as_ref())
@@ -536,7 +498,7 @@ impl Monitor {
             );
             signature.push(slot.waits_ended.load(Ordering::Relaxed));
             signature.push(wait.resource_state());
-            signature.push(wait_code(&wait));
+            signature.push(wait.code());
             waits.push(Some(wait));
         }
         if running == 0 {
@@ -575,14 +537,25 @@ impl Monitor {
     }
 }
 
-/// Distinguishes wait kinds in a probe signature.
-fn wait_code(wait: &Wait) -> u64 {
-    match wait {
-        Wait::Input { queue } => (*queue as u64) << 3,
-        Wait::Output { queue } => ((*queue as u64) << 3) | 1,
-        Wait::Memory { requested, .. } => requested.wrapping_shl(3) | 2,
-        Wait::Buffer { .. } => 3,
-        Wait::WriteToken { disk, .. } => ((*disk as u64) << 3) | 4,
-        Wait::ReadToken { disk, .. } => ((*disk as u64) << 3) | 5,
+/// The text of a panic payload (`panic!` with a literal or a formatted message).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic with a non-string payload".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_messages() {
+        assert_eq!(panic_message(&"literal"), "literal");
+        assert_eq!(panic_message(&String::from("formatted 3")), "formatted 3");
+        assert_eq!(panic_message(&17_u32), "a panic with a non-string payload");
     }
 }

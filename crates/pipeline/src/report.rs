@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::WorkerSlot;
 use crate::queue::QueueInfo;
-use crate::worker::WorkerSlot;
 
 /// Bytes per megabyte in every MB and MB/s this crate prints (decimal, as
 /// the seed's tables are).

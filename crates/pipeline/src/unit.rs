@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use crate::memory::Allocation;
-
 /// A unit of work flowing between stages (a buffer of records, a sorted run,
 /// a list of buffers for one logical disk).
 ///
@@ -38,15 +36,5 @@ impl WorkUnit for Arc<[u8]> {
 impl WorkUnit for String {
     fn bytes(&self) -> u64 {
         self.len() as u64
-    }
-}
-
-/// A unit that carries the memory it was charged to: the allocation travels
-/// with the data and goes back to its quota when the consumer drops the pair.
-/// This is how a Themis-style Quota between a producer and a consumer stage
-/// is expressed (the producer allocates, the consumer frees).
-impl<T: WorkUnit> WorkUnit for (T, Allocation) {
-    fn bytes(&self) -> u64 {
-        self.0.bytes()
     }
 }

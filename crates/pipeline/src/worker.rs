@@ -1,171 +1,19 @@
-//! The worker: what a stage body sees, and the per-worker state the phase's
-//! monitor reads.
-//!
-//! # Hot path
-//! `recv` and `send` first try the channel without blocking; only when that
-//! fails do they record a wait (one uncontended per-worker mutex), block on
-//! the channel *and* the phase's cancellation channel, and time the wait.
-//! The counters are plain fields mirrored into per-worker relaxed atomics
-//! that only this worker writes, so no cache line is shared between workers
-//! per unit except the channel's own.
+//! The worker: what a stage body sees, its only way to block (see
+//! `context.rs` for the hot path of `recv` and `send`).
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
-use spillway_core::sync;
 use spillway_core::{Error, Result};
 
+use crate::context::{PhaseShared, WorkerContext, WorkerSlot};
 use crate::disk::{DiskScheduler, ReadToken, WriteToken};
 use crate::memory::{Allocation, BufferPool, MemoryQuota, PooledBuffer};
-use crate::phase::PhaseShared;
 use crate::queue::{Consumer, ErasedEnd, Producer, QueueInfo};
 use crate::unit::WorkUnit;
-
-/// The three kinds of blocked time a stage reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Blocked {
-    /// Waiting for a unit to arrive, or for a read token.
-    Input = 0,
-    /// Waiting for room in a full queue, or for a write token.
-    Output = 1,
-    /// Waiting for quota memory or a pooled buffer.
-    Memory = 2,
-}
-
-/// What a blocked worker waits for; published in its slot so the deadlock
-/// detector can tell "blocked" from "working" and say what is missing.
-#[derive(Debug, Clone)]
-pub(crate) enum Wait {
-    /// A unit from the queue with this id (the queue is empty).
-    Input { queue: usize },
-    /// Room in the queue with this id (the queue is full).
-    Output { queue: usize },
-    /// `requested` bytes of `quota`.
-    Memory { quota: MemoryQuota, requested: u64 },
-    /// A buffer from `pool`.
-    Buffer { pool: BufferPool },
-    /// A write token for `disk`.
-    WriteToken { disks: DiskScheduler, disk: usize },
-    /// A read token for `disk`.
-    ReadToken { disks: DiskScheduler, disk: usize },
-}
-
-impl Wait {
-    /// A number that changes whenever the awaited resource changes hands,
-    /// so that a freed byte of quota or a returned token resets the
-    /// detector's window even if no blocked worker could use it yet.
-    pub(crate) fn resource_state(&self) -> u64 {
-        match self {
-            Wait::Input { .. } | Wait::Output { .. } => 0,
-            Wait::Memory { quota, .. } => quota.generation(),
-            Wait::Buffer { pool } => pool.available() as u64,
-            Wait::WriteToken { disks, disk } | Wait::ReadToken { disks, disk } => disks.generation(*disk),
-        }
-    }
-
-    /// One line saying what is awaited and how much of it there is.
-    pub(crate) fn describe(&self, queues: &[QueueInfo]) -> String {
-        match self {
-            Wait::Input { queue } => {
-                let info = &queues[*queue];
-                format!(
-                    "waits for input from queue '{}' (empty; {} writer worker(s) of stage(s) {} still running)",
-                    info.name,
-                    info.live_writers.load(Ordering::Relaxed),
-                    quoted_list(&info.writer_stages),
-                )
-            }
-            Wait::Output { queue } => {
-                let info = &queues[*queue];
-                format!(
-                    "waits for room in queue '{}' (full: {} of {} units)",
-                    info.name, info.capacity, info.capacity
-                )
-            }
-            Wait::Memory { quota, requested } => format!(
-                "waits for {requested} bytes of memory quota '{}' ({} of {} bytes free)",
-                quota.name(),
-                quota.available(),
-                quota.capacity_bytes()
-            ),
-            Wait::Buffer { pool } => format!(
-                "waits for a buffer from pool '{}' ({} of {} buffers free)",
-                pool.name(),
-                pool.available(),
-                pool.buffers()
-            ),
-            Wait::WriteToken { disks, disk } => format!(
-                "waits for a write token of disk {disk} ({} of {} write tokens held, {} reads in flight)",
-                disks.writes_in_flight(*disk),
-                disks.write_tokens_per_disk(),
-                disks.reads_in_flight(*disk)
-            ),
-            Wait::ReadToken { disks, disk } => format!(
-                "waits for a read token of disk {disk} ({} writes in flight)",
-                disks.writes_in_flight(*disk)
-            ),
-        }
-    }
-
-    fn blocked(&self) -> Blocked {
-        match self {
-            Wait::Input { .. } | Wait::ReadToken { .. } => Blocked::Input,
-            Wait::Output { .. } | Wait::WriteToken { .. } => Blocked::Output,
-            Wait::Memory { .. } | Wait::Buffer { .. } => Blocked::Memory,
-        }
-    }
-}
-
-fn quoted_list(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|name| format!("'{name}'"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The part of a worker that the monitor and the report read while it runs.
-///
-/// # Thread safety
-/// Every atomic has one writer (the worker) and is read with relaxed loads:
-/// the monitor needs recent values, not a consistent snapshot.
-#[derive(Debug)]
-pub(crate) struct WorkerSlot {
-    pub(crate) index: usize,
-    pub(crate) units_in: AtomicU64,
-    pub(crate) bytes_in: AtomicU64,
-    pub(crate) units_out: AtomicU64,
-    pub(crate) bytes_out: AtomicU64,
-    /// Nanoseconds blocked, indexed by [`Blocked`].
-    pub(crate) blocked_nanos: [AtomicU64; 3],
-    /// Waits that ended (granted, closed or cancelled): progress for the
-    /// deadlock detector even when no unit moved.
-    pub(crate) waits_ended: AtomicU64,
-    /// Wall time of the body in nanoseconds, set when it returns.
-    pub(crate) wall_nanos: AtomicU64,
-    pub(crate) finished: AtomicBool,
-    pub(crate) wait: Mutex<Option<Wait>>,
-}
-
-impl WorkerSlot {
-    pub(crate) fn new(index: usize) -> Self {
-        Self {
-            index,
-            units_in: AtomicU64::new(0),
-            bytes_in: AtomicU64::new(0),
-            units_out: AtomicU64::new(0),
-            bytes_out: AtomicU64::new(0),
-            blocked_nanos: Default::default(),
-            waits_ended: AtomicU64::new(0),
-            wall_nanos: AtomicU64::new(0),
-            finished: AtomicBool::new(false),
-            wait: Mutex::new(None),
-        }
-    }
-}
 
 /// The channel ends of one worker, indexed by queue id: only the queues its
 /// stage declared.
@@ -209,112 +57,6 @@ impl QueueEnds {
     }
 }
 
-/// Everything of a worker except its channel ends (split so that a borrowed
-/// end and the mutable counters can be used together).
-pub(crate) struct WorkerContext {
-    pub(crate) phase: Arc<PhaseShared>,
-    pub(crate) slot: Arc<WorkerSlot>,
-    /// Disconnected when the phase is cancelled; selected on by every
-    /// blocking channel operation.
-    pub(crate) cancel: Receiver<()>,
-    pub(crate) stage: Arc<str>,
-    pub(crate) index: usize,
-    pub(crate) workers: usize,
-    units_in: u64,
-    bytes_in: u64,
-    units_out: u64,
-    bytes_out: u64,
-    blocked_nanos: [u64; 3],
-    waits_ended: u64,
-    /// Largest depth seen after a send, by queue id.
-    max_depth: Vec<usize>,
-}
-
-impl WorkerContext {
-    /// Whether the phase is being torn down.
-    pub(crate) fn cancelled(&self) -> bool {
-        self.phase.is_cancelled()
-    }
-
-    /// Fails with a copy of the phase's first error if it is being torn down.
-    pub(crate) fn check_cancelled(&self) -> Result<()> {
-        if self.cancelled() {
-            return Err(self.phase.cancellation_error());
-        }
-        Ok(())
-    }
-
-    /// Publishes `wait` and returns when it started.
-    pub(crate) fn begin_wait(&self, wait: Wait) -> Instant {
-        *sync::lock(&self.slot.wait) = Some(wait);
-        Instant::now()
-    }
-
-    /// Ends the published wait and charges its time to its kind.
-    pub(crate) fn end_wait(&mut self, started: Instant) {
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let kind = sync::lock(&self.slot.wait)
-            .take()
-            .map_or(Blocked::Input, |wait| wait.blocked());
-        let total = &mut self.blocked_nanos[kind as usize];
-        *total = total.saturating_add(nanos);
-        self.slot.blocked_nanos[kind as usize].store(*total, Ordering::Relaxed);
-        self.waits_ended += 1;
-        self.slot.waits_ended.store(self.waits_ended, Ordering::Relaxed);
-    }
-
-    fn counted_in(&mut self, bytes: u64) {
-        self.units_in += 1;
-        self.bytes_in += bytes;
-        self.slot.units_in.store(self.units_in, Ordering::Relaxed);
-        self.slot.bytes_in.store(self.bytes_in, Ordering::Relaxed);
-    }
-
-    fn counted_out(&mut self, bytes: u64) {
-        self.units_out += 1;
-        self.bytes_out += bytes;
-        self.slot.units_out.store(self.units_out, Ordering::Relaxed);
-        self.slot.bytes_out.store(self.bytes_out, Ordering::Relaxed);
-    }
-
-    #[cold]
-    fn recv_blocking<T>(&mut self, receiver: &Receiver<T>, queue: usize) -> Result<Option<T>> {
-        let started = self.begin_wait(Wait::Input { queue });
-        let outcome = crossbeam_channel::select! {
-            recv(receiver) -> message => Some(message.ok()),
-            recv(self.cancel) -> _ => None,
-        };
-        self.end_wait(started);
-        outcome.ok_or_else(|| self.phase.cancellation_error())
-    }
-
-    #[cold]
-    fn send_blocking<T>(&mut self, sender: &Sender<T>, to: &Producer<T>, unit: T) -> Result<()> {
-        let started = self.begin_wait(Wait::Output { queue: to.queue });
-        let outcome = crossbeam_channel::select! {
-            send(sender, unit) -> sent => Some(sent.is_ok()),
-            recv(self.cancel) -> _ => None,
-        };
-        self.end_wait(started);
-        match outcome {
-            Some(true) => Ok(()),
-            Some(false) => Err(self.no_reader_error(&to.name)),
-            None => Err(self.phase.cancellation_error()),
-        }
-    }
-
-    #[cold]
-    fn no_reader_error(&self, queue: &str) -> Error {
-        if self.cancelled() {
-            return self.phase.cancellation_error();
-        }
-        Error::InvalidArgument(format!(
-            "queue '{queue}' has no reader left: every worker of the stages that read it returned \
-             (a reader stage must drain its queues until recv returns None)"
-        ))
-    }
-}
-
 /// One worker thread of a stage, handed to the stage body.
 ///
 /// Every way a worker can block goes through a method here, so that the
@@ -351,24 +93,9 @@ impl Worker {
         workers: usize,
         queues: usize,
     ) -> Self {
-        let index = slot.index;
         Self {
             ends,
-            cx: WorkerContext {
-                phase,
-                slot,
-                cancel,
-                stage,
-                index,
-                workers,
-                units_in: 0,
-                bytes_in: 0,
-                units_out: 0,
-                bytes_out: 0,
-                blocked_nanos: [0; 3],
-                waits_ended: 0,
-                max_depth: vec![0; queues],
-            },
+            cx: WorkerContext::new(phase, slot, cancel, stage, workers, queues),
         }
     }
 

@@ -477,7 +477,7 @@ impl Tiered for RwLock<View> {
     }
 
     fn install(&self, tier: Option<Arc<Tier>>, replaced: &[Arc<Tier>]) -> bool {
-        let mut view = sync::write(&self);
+        let mut view = sync::write(self);
         let position = |segments: &[Arc<Segment>], first: &Arc<Segment>| {
             segments.iter().position(|segment| Arc::ptr_eq(segment, first))
         };

@@ -498,10 +498,10 @@ impl<E: Indexed> TemplateTree<E> {
         fill: f64,
     ) -> bool {
         let stretched = |tree: &TemplateTree<E>| tree.is_stretched(expected_entries, threshold, fill);
-        if !stretched(&sync::read(&tree)) {
+        if !stretched(&sync::read(tree)) {
             return false;
         }
-        let mut tree = sync::write(&tree);
+        let mut tree = sync::write(tree);
         if !stretched(&tree) {
             return false;
         }

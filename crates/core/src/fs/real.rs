@@ -287,7 +287,7 @@ impl FsFile for RealFile {
             .then(|| self.aio.get_or_init(|| aio::Context::new().map(Mutex::new)));
         if let Some(Some(aio)) = aio {
             // A poisoned lock only means a write panicked; the context is fine.
-            let mut aio = sync::lock(&aio);
+            let mut aio = sync::lock(aio);
             let fd = self.file.as_raw_fd();
             if let Some(written) = aio.write(fd, buf, offset, meanwhile) {
                 let written = written.io_context(context)?;

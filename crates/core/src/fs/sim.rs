@@ -401,7 +401,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     // Every mutation completes under the lock without panicking in between,
     // so a poisoned lock still guards consistent state; recovering it keeps
     // a test's panic from turning into an abort in `SimFile::drop`.
-    sync::lock(&state)
+    sync::lock(state)
 }
 
 fn os_error(errno: i32) -> io::Error {
