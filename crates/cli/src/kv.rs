@@ -28,7 +28,7 @@ use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{json, Map, Value as Json};
 use spillway_agg::{Output, Value};
-use spillway_core::stats::HistogramSnapshot;
+use spillway_core::HistogramSnapshot;
 use spillway_core::Interrupt;
 use spillway_kv::{
     AggregateMerge, KvStats, MergeOperator, NodeDescription, Options, RepairReport, Store, SyncMode,

@@ -12,7 +12,7 @@
 //! - [`limits`]: the bounds every decoder checks before it allocates.
 //! - [`log`]: logs of checksummed frames (write-ahead logs, manifests), with
 //!   group commit and torn-tail detection.
-//! - [`stats`]: counters and latency histograms.
+//! - [`histogram`]: latency histograms with bounded percentile error.
 //! - [`threads`]: the worker-thread count convention (0 = every core).
 //! - [`sync`]: taking a lock whose holder panicked.
 //! - [`io_accounting`]: this process's bytes read and written, from `/proc/self/io`.
@@ -28,13 +28,13 @@ pub mod decimal;
 pub mod error;
 pub mod fs;
 pub mod hash;
+pub mod histogram;
 pub mod interrupt;
 pub mod io_accounting;
 pub mod limits;
 pub mod log;
 pub mod memory;
 pub mod scratch;
-pub mod stats;
 pub mod sync;
 pub mod threads;
 pub mod varint;
@@ -44,9 +44,9 @@ pub use codec::Codec;
 pub use error::{Error, ErrorKind, IoContext, Poison, Result};
 pub use fs::{DirectoryLock, Fs, FsFile, OpenOptions, RealFs, SimFs};
 pub use hash::{hash64, Hash64};
+pub use histogram::{Histogram, HistogramSnapshot, Timer};
 pub use interrupt::Interrupt;
 pub use io_accounting::IoCounters;
 pub use limits::Limits;
-pub use stats::{Counter, Gauge, Histogram, Stats, StatsSnapshot};
 pub use threads::{check_threads, prefer_throughput, worker_threads, THREADS_MAX};
 pub use varint::DecodeError;

@@ -40,8 +40,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use spillway_core::log::LogSync;
-use spillway_core::stats::HistogramSnapshot;
 use spillway_core::sync;
+use spillway_core::HistogramSnapshot;
 use spillway_core::{
     ensure, hash64, DirectoryLock, Error, ErrorKind, Fs, Histogram, Interrupt, Poison, RealFs, Result,
 };

@@ -1,28 +1,23 @@
-//! Counters, gauges and latency histograms that every engine exposes through
-//! `stats()`.
+//! Latency histograms, the distributions engines report in `stats()`.
 //!
-//! A [`Stats`] registry hands out handles by name once; hot paths keep the
-//! handle and update it with one relaxed atomic operation, no lookup, no lock
-//! and no allocation. [`Stats::snapshot`] reads everything into a plain,
-//! serializable [`StatsSnapshot`], sorted by name.
-//!
-//! Names follow the conventions: lower snake case, units and qualifiers last
-//! (`spill_latency_us`, `wal_bytes_written`, `root_buffer_bytes`); debug
-//! builds assert it (`[a-z][a-z0-9_]*`). One name is one metric: asking for
-//! it as another kind panics.
+//! A [`Histogram`] is a handle: hot paths keep it and record with four
+//! relaxed atomic operations, no lookup, no lock and no allocation;
+//! [`Histogram::snapshot`] reads it into a plain, serializable
+//! [`HistogramSnapshot`]. Each engine's statistics are a typed struct of its
+//! own that holds its counters and histograms (the key-value store's write,
+//! GET and spill latencies), so their names are field names, checked by the
+//! compiler, and their units are in those names (`spill_latency_us`).
 //!
 //! ```
-//! use spillway_core::stats::Stats;
-//! let stats = Stats::new();
-//! let spills = stats.counter("spills");
-//! let latency = stats.histogram("spill_latency_us");
+//! use spillway_core::Histogram;
+//! let latency_us = Histogram::new();
 //! {
-//!     let _timer = latency.start_timer();
-//!     spills.inc();
+//!     let _timer = latency_us.start_timer();
 //! }
-//! let snapshot = stats.snapshot();
-//! assert_eq!(snapshot.counters["spills"], 1);
-//! assert_eq!(snapshot.histograms["spill_latency_us"].count, 1);
+//! latency_us.record_us(250);
+//! let snapshot = latency_us.snapshot();
+//! assert_eq!(snapshot.count, 2);
+//! assert_eq!(snapshot.max, 250);
 //! ```
 //!
 //! # Histogram buckets
@@ -34,72 +29,12 @@
 //! percentile is within 1/32 (3.125 %) of the true value of that rank**.
 //! Count, sum, min and max are exact, and so are p0 and p100.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::sync;
 use serde::{Deserialize, Serialize};
-
-/// A monotonically increasing count (operations, bytes, errors).
-///
-/// # Thread safety
-/// Clones share one atomic; increments from any thread are never lost.
-#[derive(Clone, Debug, Default)]
-pub struct Counter {
-    value: Arc<AtomicU64>,
-}
-
-impl Counter {
-    /// Adds one.
-    pub fn inc(&self) {
-        self.add(1);
-    }
-
-    /// Adds `amount` (wrapping at `u64::MAX`, which no real count reaches).
-    pub fn add(&self, amount: u64) {
-        self.value.fetch_add(amount, Ordering::Relaxed);
-    }
-
-    /// The current value.
-    pub fn get(&self) -> u64 {
-        self.value.load(Ordering::Relaxed)
-    }
-}
-
-/// A value that goes up and down (bytes in the root buffer, open files,
-/// queue depth).
-///
-/// # Thread safety
-/// Clones share one atomic.
-#[derive(Clone, Debug, Default)]
-pub struct Gauge {
-    value: Arc<AtomicI64>,
-}
-
-impl Gauge {
-    /// Sets the value.
-    pub fn set(&self, value: i64) {
-        self.value.store(value, Ordering::Relaxed);
-    }
-
-    /// Adds `amount` (negative to subtract).
-    pub fn add(&self, amount: i64) {
-        self.value.fetch_add(amount, Ordering::Relaxed);
-    }
-
-    /// Subtracts `amount`.
-    pub fn sub(&self, amount: i64) {
-        self.value.fetch_sub(amount, Ordering::Relaxed);
-    }
-
-    /// The current value.
-    pub fn get(&self) -> i64 {
-        self.value.load(Ordering::Relaxed)
-    }
-}
 
 /// Values 0..16 are exact; each power of two above is split in 16.
 const SUB_BUCKET_BITS: u32 = 4;
@@ -170,8 +105,7 @@ impl fmt::Debug for Histogram {
 }
 
 impl Histogram {
-    /// An empty histogram that belongs to no registry (one is also created
-    /// by [`Stats::histogram`]).
+    /// An empty histogram.
     pub fn new() -> Self {
         Histogram {
             cells: Arc::new(HistogramCells {
@@ -365,156 +299,6 @@ pub struct HistogramSnapshot {
     pub max: u64,
 }
 
-#[derive(Debug, Clone)]
-enum Metric {
-    Counter(Counter),
-    Gauge(Gauge),
-    Histogram(Histogram),
-}
-
-impl Metric {
-    fn kind(&self) -> &'static str {
-        match self {
-            Metric::Counter(_) => "counter",
-            Metric::Gauge(_) => "gauge",
-            Metric::Histogram(_) => "histogram",
-        }
-    }
-}
-
-/// The registry of an engine's metrics.
-///
-/// # Thread safety
-/// Cheap to clone (one `Arc`); clones share the metrics. Registration and
-/// snapshots take a lock; updates through handles do not.
-#[derive(Clone, Debug, Default)]
-pub struct Stats {
-    metrics: Arc<Mutex<BTreeMap<String, Metric>>>,
-}
-
-impl Stats {
-    /// An empty registry.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The counter called `name`, created at zero on first use; later calls
-    /// return a handle to the same counter.
-    ///
-    /// # Panics
-    /// If `name` is already registered as a gauge or histogram: a bug in the
-    /// engine, found the first time it runs.
-    pub fn counter(&self, name: &str) -> Counter {
-        match self.get_or_register(name, || Metric::Counter(Counter::default())) {
-            Metric::Counter(counter) => counter,
-            other => kind_mismatch(name, "counter", &other),
-        }
-    }
-
-    /// The gauge called `name`, created at zero on first use.
-    ///
-    /// # Panics
-    /// If `name` is already registered as another kind of metric.
-    pub fn gauge(&self, name: &str) -> Gauge {
-        match self.get_or_register(name, || Metric::Gauge(Gauge::default())) {
-            Metric::Gauge(gauge) => gauge,
-            other => kind_mismatch(name, "gauge", &other),
-        }
-    }
-
-    /// The histogram called `name`, created empty on first use.
-    ///
-    /// # Panics
-    /// If `name` is already registered as another kind of metric.
-    pub fn histogram(&self, name: &str) -> Histogram {
-        match self.get_or_register(name, || Metric::Histogram(Histogram::new())) {
-            Metric::Histogram(histogram) => histogram,
-            other => kind_mismatch(name, "histogram", &other),
-        }
-    }
-
-    /// Every metric's current value, sorted by name.
-    pub fn snapshot(&self) -> StatsSnapshot {
-        let metrics = self.lock();
-        let mut snapshot = StatsSnapshot::default();
-        for (name, metric) in metrics.iter() {
-            match metric {
-                Metric::Counter(counter) => {
-                    snapshot.counters.insert(name.clone(), counter.get());
-                }
-                Metric::Gauge(gauge) => {
-                    snapshot.gauges.insert(name.clone(), gauge.get());
-                }
-                Metric::Histogram(histogram) => {
-                    snapshot.histograms.insert(name.clone(), histogram.snapshot());
-                }
-            }
-        }
-        snapshot
-    }
-
-    /// The [`snapshot`](Self::snapshot) as JSON, for the CLI, Python and
-    /// benchmark reports.
-    pub fn to_json(&self) -> String {
-        self.snapshot().to_json()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Metric>> {
-        // Insertion cannot leave the map inconsistent, so a panic elsewhere
-        // while the lock was held does not matter.
-        sync::lock(&self.metrics)
-    }
-
-    fn get_or_register(&self, name: &str, create: impl FnOnce() -> Metric) -> Metric {
-        debug_assert!(
-            is_valid_name(name),
-            "metric name {name:?} is not lower snake case"
-        );
-        let mut metrics = self.lock();
-        if let Some(metric) = metrics.get(name) {
-            return metric.clone();
-        }
-        let metric = create();
-        metrics.insert(name.to_owned(), metric.clone());
-        metric
-    }
-}
-
-fn kind_mismatch(name: &str, wanted: &str, found: &Metric) -> ! {
-    panic!(
-        "metric {name:?} requested as a {wanted} but registered as a {}",
-        found.kind()
-    )
-}
-
-fn is_valid_name(name: &str) -> bool {
-    name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// All metrics of a registry at one moment, each map sorted by name.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StatsSnapshot {
-    /// Counter values.
-    pub counters: BTreeMap<String, u64>,
-    /// Gauge values.
-    pub gauges: BTreeMap<String, i64>,
-    /// Histogram summaries.
-    pub histograms: BTreeMap<String, HistogramSnapshot>,
-}
-
-impl StatsSnapshot {
-    /// This snapshot as JSON: `{"counters": {..}, "gauges": {..},
-    /// "histograms": {"name": {"count": .., "p99": .., ..}}}`.
-    pub fn to_json(&self) -> String {
-        // Maps with string keys and plain numbers always serialize; a
-        // non-finite mean becomes null.
-        serde_json::to_string(self).expect("a stats snapshot always serializes")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,40 +324,6 @@ mod tests {
             expected_low = high.wrapping_add(1);
         }
         assert_eq!(expected_low, 0, "the last bucket ends at u64::MAX");
-    }
-
-    #[test]
-    fn counters_from_several_threads_sum_correctly() {
-        let stats = Stats::new();
-        let threads: Vec<_> = (0..8)
-            .map(|_| {
-                let stats = stats.clone();
-                thread::spawn(move || {
-                    let counter = stats.counter("records_written");
-                    for _ in 0..10_000 {
-                        counter.inc();
-                    }
-                    stats.counter("bytes_written").add(100);
-                })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
-        let snapshot = stats.snapshot();
-        assert_eq!(snapshot.counters["records_written"], 80_000);
-        assert_eq!(snapshot.counters["bytes_written"], 800);
-    }
-
-    #[test]
-    fn gauges_go_up_and_down() {
-        let stats = Stats::new();
-        let gauge = stats.gauge("root_buffer_bytes");
-        gauge.set(100);
-        gauge.add(50);
-        gauge.sub(200);
-        assert_eq!(stats.gauge("root_buffer_bytes").get(), -50);
-        assert_eq!(stats.snapshot().gauges["root_buffer_bytes"], -50);
     }
 
     fn within_bound(reported: u64, exact: u64) -> bool {
@@ -685,8 +435,7 @@ mod tests {
 
     #[test]
     fn timer_records_on_drop_and_on_stop_but_not_when_cancelled() {
-        let stats = Stats::new();
-        let histogram = stats.histogram("spill_latency_us");
+        let histogram = Histogram::new();
         {
             let _timer = histogram.start_timer();
             thread::sleep(Duration::from_millis(2));
@@ -698,41 +447,9 @@ mod tests {
         assert!(elapsed < Duration::from_secs(60));
         histogram.start_timer().cancel();
         assert_eq!(histogram.count(), 2);
-        // The registry hands out the same histogram again.
-        assert_eq!(stats.histogram("spill_latency_us").count(), 2);
-    }
-
-    #[test]
-    fn json_contains_every_name_sorted() {
-        let stats = Stats::new();
-        stats.counter("wal_bytes_written").add(4096);
-        stats.gauge("open_files").set(3);
-        stats.histogram("spill_latency_us").record_us(250);
-        stats.counter("bloom_filter_hits").inc();
-        let json = stats.to_json();
-        for name in [
-            "wal_bytes_written",
-            "open_files",
-            "spill_latency_us",
-            "bloom_filter_hits",
-            "p999",
-        ] {
-            assert!(
-                json.contains(&format!("\"{name}\"")),
-                "{name} missing from {json}"
-            );
-        }
-        assert!(json.find("bloom_filter_hits").unwrap() < json.find("wal_bytes_written").unwrap());
-        let parsed: StatsSnapshot = serde_json::from_str(&json).unwrap();
-        assert_eq!(parsed, stats.snapshot());
-        assert_eq!(parsed.histograms["spill_latency_us"].p50, 250);
-    }
-
-    #[test]
-    #[should_panic(expected = "registered as a counter")]
-    fn one_name_cannot_be_two_kinds() {
-        let stats = Stats::new();
-        stats.counter("spills");
-        stats.histogram("spills");
+        // Clones share the buckets.
+        let clone = histogram.clone();
+        clone.record_us(1);
+        assert_eq!(histogram.count(), 3);
     }
 }
