@@ -9,6 +9,8 @@
 //! - [`varint`]: LEB128 and zig-zag integers.
 //! - [`codec`]: block compression (none, LZ4, Snappy, zstd).
 //! - [`memory`]: huge-page hints for large data buffers.
+//! - [`range`]: range partitioning from a sample of the keys.
+//! - [`gensort`]: the sort benchmark's 100-byte record.
 //! - [`limits`]: the bounds every decoder checks before it allocates.
 //! - [`log`]: logs of checksummed frames (write-ahead logs, manifests), with
 //!   group commit and torn-tail detection.
@@ -27,6 +29,7 @@ pub mod codec;
 pub mod decimal;
 pub mod error;
 pub mod fs;
+pub mod gensort;
 pub mod hash;
 pub mod histogram;
 pub mod interrupt;
@@ -34,6 +37,7 @@ pub mod io_accounting;
 pub mod limits;
 pub mod log;
 pub mod memory;
+pub mod range;
 pub mod scratch;
 pub mod sync;
 pub mod threads;

@@ -14,15 +14,10 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use spillway_core::{bail, ensure, Fs, FsFile, Result};
+use spillway_core::{bail, ensure, gensort, Fs, FsFile, Result};
 
 use crate::chunk::{self, ChunkHeader, CHUNK_HEADER_BYTES};
 use crate::scan::find_byte;
-
-/// Bytes of a gensort record (10-byte key, 90-byte value).
-pub const GENSORT_RECORD_BYTES: usize = 100;
-/// Bytes of a gensort record's key.
-pub const GENSORT_KEY_BYTES: usize = 10;
 
 /// How an input file's bytes become records for `map`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,10 +106,11 @@ impl Inputs {
             let len = file.len()?;
             if format == InputFormat::Gensort {
                 ensure!(
-                    len.is_multiple_of(GENSORT_RECORD_BYTES as u64),
+                    len.is_multiple_of(gensort::RECORD_BYTES as u64),
                     InvalidArgument,
-                    "{}: {len} bytes is not a whole number of {GENSORT_RECORD_BYTES}-byte gensort records",
-                    path.display()
+                    "{}: {len} bytes is not a whole number of {}-byte gensort records",
+                    path.display(),
+                    gensort::RECORD_BYTES
                 );
             }
             files.push((path.clone(), file, len));
@@ -175,7 +171,7 @@ impl Inputs {
                 _ => {
                     let step = match self.format {
                         InputFormat::Gensort => {
-                            (block_bytes / GENSORT_RECORD_BYTES as u64).max(1) * GENSORT_RECORD_BYTES as u64
+                            (block_bytes / gensort::RECORD_BYTES as u64).max(1) * gensort::RECORD_BYTES as u64
                         }
                         _ => block_bytes,
                     };
@@ -283,9 +279,9 @@ impl Inputs {
                 Ok(())
             }
             InputFormat::Gensort => {
-                for (index, record) in records.chunks_exact(GENSORT_RECORD_BYTES).enumerate() {
-                    let (key, value) = record.split_at(GENSORT_KEY_BYTES);
-                    visit(key, value, block.offset + (index * GENSORT_RECORD_BYTES) as u64)?;
+                for (index, record) in records.chunks_exact(gensort::RECORD_BYTES).enumerate() {
+                    let (key, value) = record.split_at(gensort::KEY_BYTES);
+                    visit(key, value, block.offset + (index * gensort::RECORD_BYTES) as u64)?;
                 }
                 Ok(())
             }

@@ -59,15 +59,16 @@ mod testing;
 
 pub use combine::{Combiner, BATCH_KEYS};
 pub use driver::{run, JobOptions, JobReport, Progress, PARTITIONS_MAX};
-pub use input::{Block, InputFormat, Inputs, GENSORT_KEY_BYTES, GENSORT_RECORD_BYTES};
+pub use input::{Block, InputFormat, Inputs};
 pub use iterate::{run_pagerank, PageRankParams};
 pub use job::{InputRecord, Job, Values};
 pub use jobs::JobSpec;
 pub use manifest::{JobManifest, ShuffleFile};
 pub use map::{map_block, map_records, MapCounts, MapOutput, RecordLimits};
 pub use output::{output_path, write_output, OutputFormat, PartitionWriter};
-pub use partition::{Boundaries, KeySample, Partitioner, Partitioning};
+pub use partition::{Boundaries, Partitioner, Partitioning};
 pub use record::{count_pairs, Pair, PairBuf, Pairs};
 pub use reduce::{reduce_memory_bytes, reduce_partition, ReduceCounts, ReduceScratch};
 pub use sample::PhaseZeroReport;
 pub use sort::SortAlgorithm;
+pub use spillway_core::range::KeySample;

@@ -8,7 +8,9 @@ use spillway_core::{bail, ensure, Error, Result};
 use crate::combine::{Combiner, BATCH_KEYS};
 use crate::input::{Block, Inputs};
 use crate::job::{InputRecord, Job};
-use crate::partition::{KeySample, Partitioner};
+use spillway_core::range::KeySample;
+
+use crate::partition::Partitioner;
 use crate::record::PairBuf;
 
 /// Limits on what map may emit.

@@ -17,6 +17,7 @@
 //! A job with its own partition function skips phase zero.
 
 use serde::{Deserialize, Serialize};
+use spillway_core::range;
 use spillway_core::{bail, ensure, hash64, Result};
 
 use crate::job::Job;
@@ -51,7 +52,7 @@ pub enum Partitioner {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "Vec<Vec<u8>>", into = "Vec<Vec<u8>>")]
 pub struct Boundaries {
-    keys: Vec<Vec<u8>>,
+    keys: range::Boundaries<Vec<u8>>,
     prefixes: Vec<u64>,
 }
 
@@ -76,7 +77,7 @@ impl Boundaries {
         below
             + self.prefixes[below..]
                 .iter()
-                .zip(&self.keys[below..])
+                .zip(&self.keys.bounds()[below..])
                 .take_while(|&(&prefix, boundary)| prefix == key_prefix && boundary.as_slice() <= key)
                 .count()
     }
@@ -85,13 +86,16 @@ impl Boundaries {
 impl From<Vec<Vec<u8>>> for Boundaries {
     fn from(keys: Vec<Vec<u8>>) -> Self {
         let prefixes = keys.iter().map(|key| prefix_of(key)).collect();
-        Boundaries { keys, prefixes }
+        Boundaries {
+            keys: range::Boundaries::from_bounds(keys),
+            prefixes,
+        }
     }
 }
 
 impl From<Boundaries> for Vec<Vec<u8>> {
     fn from(boundaries: Boundaries) -> Self {
-        boundaries.keys
+        boundaries.keys.into_bounds()
     }
 }
 
@@ -99,7 +103,7 @@ impl std::ops::Deref for Boundaries {
     type Target = [Vec<u8>];
 
     fn deref(&self) -> &[Vec<u8>] {
-        &self.keys
+        self.keys.bounds()
     }
 }
 
@@ -165,18 +169,8 @@ impl Partitioner {
     /// Range partitioning into `partitions` from sampled keys: the keys at
     /// equal-count quantiles, repeated ones dropped (a key heavier than a
     /// partition gets one to itself and fewer partitions are made).
-    pub fn range_from_sample(mut sample: Vec<Vec<u8>>, partitions: usize) -> Self {
-        assert!(partitions >= 1, "at least one partition");
-        sample.sort_unstable();
-        let mut boundaries: Vec<Vec<u8>> = Vec::with_capacity(partitions - 1);
-        for cut in 1..partitions {
-            let Some(key) = sample.get(cut * sample.len() / partitions) else {
-                break;
-            };
-            if boundaries.last().is_none_or(|last| last < key) && sample.first() != Some(key) {
-                boundaries.push(key.clone());
-            }
-        }
+    pub fn range_from_sample(sample: Vec<Vec<u8>>, partitions: usize) -> Self {
+        let boundaries = range::Boundaries::from_sample_distinct(sample, partitions).into_bounds();
         Partitioner::Range {
             boundaries: boundaries.into(),
         }
@@ -186,7 +180,7 @@ impl Partitioner {
     pub fn validate(&self) -> Result<()> {
         match self {
             Partitioner::Range { boundaries } => ensure!(
-                boundaries.windows(2).all(|pair| pair[0] < pair[1]),
+                boundaries.keys.is_strictly_increasing(),
                 InvalidArgument,
                 "range partition boundaries must increase strictly"
             ),
@@ -199,58 +193,6 @@ impl Partitioner {
             }
         }
         Ok(())
-    }
-}
-
-/// A uniform sample of a stream of keys of unknown length (reservoir
-/// sampling, Vitter's algorithm R), deterministic for a given stream.
-#[derive(Debug)]
-pub struct KeySample {
-    keys: Vec<Vec<u8>>,
-    capacity: usize,
-    seen: u64,
-    state: u64,
-}
-
-impl KeySample {
-    /// An empty sample keeping at most `capacity` keys.
-    pub fn new(capacity: usize) -> Self {
-        KeySample {
-            keys: Vec::new(),
-            capacity,
-            seen: 0,
-            state: 0x9e37_79b9_7f4a_7c15,
-        }
-    }
-
-    /// Offers one key to the sample.
-    pub fn offer(&mut self, key: &[u8]) {
-        self.seen += 1;
-        if self.keys.len() < self.capacity {
-            self.keys.push(key.to_vec());
-            return;
-        }
-        // SplitMix64 step: a slot in 0..seen.
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        let slot = ((u128::from(z) * u128::from(self.seen)) >> 64) as usize;
-        if let Some(kept) = self.keys.get_mut(slot) {
-            kept.clear();
-            kept.extend_from_slice(key);
-        }
-    }
-
-    /// Keys offered so far.
-    pub fn seen(&self) -> u64 {
-        self.seen
-    }
-
-    /// The sampled keys.
-    pub fn into_keys(self) -> Vec<Vec<u8>> {
-        self.keys
     }
 }
 
@@ -366,26 +308,5 @@ mod tests {
         }
         .validate()
         .is_err());
-    }
-
-    #[test]
-    fn the_reservoir_is_uniform_and_deterministic() {
-        let mut sample = KeySample::new(1000);
-        for key in 0..100_000u32 {
-            sample.offer(&key.to_be_bytes());
-        }
-        assert_eq!(sample.seen(), 100_000);
-        let keys = sample.into_keys();
-        let mut again = KeySample::new(1000);
-        (0..100_000u32).for_each(|key| again.offer(&key.to_be_bytes()));
-        assert_eq!(keys, again.into_keys());
-        let low = keys
-            .iter()
-            .filter(|key| u32::from_be_bytes(key[..].try_into().unwrap()) < 50_000)
-            .count();
-        assert!(
-            (400..600).contains(&low),
-            "{low} of 1000 sampled keys in the lower half"
-        );
     }
 }

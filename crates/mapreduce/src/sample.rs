@@ -4,15 +4,16 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use spillway_core::{ensure, Result};
+use spillway_core::range::KeySample;
+use spillway_core::{ensure, gensort, Result};
 
 use crate::chunk::CHUNK_HEADER_BYTES;
 use crate::combine::Combiner;
 use crate::driver::{phase_two_quota, radix_budget, seconds, JobOptions, PARTITIONS_MAX};
-use crate::input::{Block, InputFormat, Inputs, GENSORT_RECORD_BYTES};
+use crate::input::{Block, InputFormat, Inputs};
 use crate::job::Job;
 use crate::map::{map_block, MapOutput};
-use crate::partition::{KeySample, Partitioner, Partitioning};
+use crate::partition::{Partitioner, Partitioning};
 use crate::record::PairBuf;
 use crate::reduce::reduce_memory_bytes;
 use crate::sort::radix_scratch_bytes;
@@ -79,7 +80,7 @@ pub(crate) fn phase_zero(
         InputFormat::Gensort => Block {
             len: block
                 .len
-                .min(SAMPLE_PIECE_BYTES / GENSORT_RECORD_BYTES as u64 * GENSORT_RECORD_BYTES as u64),
+                .min(SAMPLE_PIECE_BYTES / gensort::RECORD_BYTES as u64 * gensort::RECORD_BYTES as u64),
             ..block
         },
         _ => Block {

@@ -986,7 +986,7 @@ fn phase_one(
                         check_ascii_records(&chunk, &input_path)?;
                     }
                     for record in chunk.records().chunks_exact(RECORD_BYTES) {
-                        let partition = boundaries.partition_of(key_value(record));
+                        let partition = boundaries.partition_of(&key_value(record));
                         let (buffer, start) = &mut buffers[partition];
                         if buffer.capacity() == 0 {
                             buffer.reserve_exact(

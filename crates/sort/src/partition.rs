@@ -1,11 +1,12 @@
 //! Phase zero: choosing the key ranges of the partitions ("logical disks")
 //! from a sample of the input, so that skewed input still yields partitions
 //! of about equal size (the sampling idea of Themis' phase zero, seed 003
-//! ch. 5; TritonSort itself assumed uniform keys).
+//! ch. 5; TritonSort itself assumed uniform keys). The partitioning itself
+//! is core's (`spillway_core::range`); this module gives it the sort's keys.
 
 use std::path::Path;
 
-use spillway_core::{ensure, FsFile, Result};
+use spillway_core::{ensure, range, FsFile, Result};
 
 use crate::record::{KEY_BYTES, RECORD_BYTES};
 
@@ -20,69 +21,13 @@ pub fn key_value(record: &[u8]) -> KeyValue {
     u128::from_be_bytes(bytes)
 }
 
-/// Contiguous groups of records read for the sample: few, large reads keep
-/// sampling cheap on a cold disk (64 positioned reads of 64 KB).
-const SAMPLE_GROUPS: u64 = 64;
-const SAMPLE_GROUP_RECORDS: u64 = 640;
-
-/// The upper key bounds of the partitions: partition `i` holds the keys `k`
-/// with `bounds[i-1] <= k < bounds[i]` (the first has no lower bound, the
-/// last no upper bound).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Boundaries {
-    bounds: Vec<KeyValue>,
-}
-
-impl Boundaries {
-    /// One partition holding every key.
-    pub fn single() -> Self {
-        Boundaries { bounds: Vec::new() }
-    }
-
-    /// `partitions` ranges cut at the quantiles of `sample` (sorted in place).
-    /// Equal sample keys may make equal bounds, hence empty partitions; never
-    /// a partition that a key cannot reach consistently.
-    pub fn from_sample(sample: &mut [KeyValue], partitions: usize) -> Self {
-        assert!(partitions >= 1);
-        sample.sort_unstable();
-        if sample.is_empty() {
-            return Boundaries::single();
-        }
-        let bounds = (1..partitions)
-            .map(|part| sample[sample.len() * part / partitions])
-            .collect();
-        Boundaries { bounds }
-    }
-
-    /// Number of partitions.
-    pub fn partitions(&self) -> usize {
-        self.bounds.len() + 1
-    }
-
-    /// The partition of `key`.
-    #[inline(always)]
-    pub fn partition_of(&self, key: KeyValue) -> usize {
-        self.bounds.partition_point(|&bound| bound <= key)
-    }
-}
+/// The range partitioning of the sort's keys (see `spillway_core::range`).
+pub type Boundaries = range::Boundaries<KeyValue>;
 
 /// Reads a sample of keys from the `records` records of `file`: groups of
 /// consecutive records spread evenly over the file.
 pub fn sample_keys(file: &dyn FsFile, records: u64) -> Result<Vec<KeyValue>> {
-    let group_records = SAMPLE_GROUP_RECORDS.min(records);
-    if group_records == 0 {
-        return Ok(Vec::new());
-    }
-    let groups = SAMPLE_GROUPS.min(records / group_records).max(1);
-    let stride = records / groups;
-    let mut buffer = vec![0u8; (group_records as usize) * RECORD_BYTES];
-    let mut keys = Vec::with_capacity((groups * group_records) as usize);
-    for group in 0..groups {
-        let first = group * stride;
-        file.read_exact_at(&mut buffer, first * RECORD_BYTES as u64)?;
-        keys.extend(buffer.chunks_exact(RECORD_BYTES).map(key_value));
-    }
-    Ok(keys)
+    range::sample_records(file, records, RECORD_BYTES, key_value)
 }
 
 /// How many partitions an input of `input_bytes` needs so that each fits
@@ -94,8 +39,11 @@ pub fn partitions_for(input_bytes: u64, partition_bytes_max: u64, path: &Path) -
         "sorting {}: the memory budget leaves {partition_bytes_max} bytes per partition, less than one record",
         path.display()
     );
-    let target = partition_bytes_max / 5 * 4;
-    Ok(input_bytes.div_ceil(target.max(RECORD_BYTES as u64)).max(1) as usize)
+    Ok(range::partitions_for(
+        input_bytes,
+        partition_bytes_max,
+        RECORD_BYTES as u64,
+    ))
 }
 
 #[cfg(test)]
@@ -113,19 +61,6 @@ mod tests {
         high[KEY_BYTES..].fill(0); // payload does not count
         low[KEY_BYTES..].fill(0xFF);
         assert!(key_value(&low) < key_value(&high));
-    }
-
-    #[test]
-    fn partition_of_respects_the_bounds() {
-        let mut sample: Vec<KeyValue> = (0..100).map(|value| value * 10).collect();
-        let boundaries = Boundaries::from_sample(&mut sample, 4);
-        assert_eq!(boundaries.partitions(), 4);
-        assert_eq!(boundaries.bounds, vec![250, 500, 750]);
-        assert_eq!(boundaries.partition_of(0), 0);
-        assert_eq!(boundaries.partition_of(249), 0);
-        assert_eq!(boundaries.partition_of(250), 1);
-        assert_eq!(boundaries.partition_of(u128::MAX), 3);
-        assert_eq!(Boundaries::single().partition_of(12345), 0);
     }
 
     #[test]
@@ -148,7 +83,7 @@ mod tests {
             let boundaries = Boundaries::from_sample(&mut sample, partitions);
             let mut sizes = vec![0u64; partitions];
             for record in data.chunks_exact(RECORD_BYTES) {
-                sizes[boundaries.partition_of(key_value(record))] += 1;
+                sizes[boundaries.partition_of(&key_value(record))] += 1;
             }
             let largest = *sizes.iter().max().unwrap();
             let even = records / partitions as u64;

@@ -4,10 +4,7 @@ use std::path::Path;
 
 use spillway_core::{ensure, Fs, FsFile, Result};
 
-/// Bytes in one record.
-pub const RECORD_BYTES: usize = 100;
-/// Bytes of the key at the start of every record.
-pub const KEY_BYTES: usize = 10;
+pub use spillway_core::gensort::{KEY_BYTES, RECORD_BYTES};
 
 /// One record.
 pub type Record = [u8; RECORD_BYTES];
