@@ -18,8 +18,12 @@ use std::fmt::Write as _;
 use spillway_core::{Error, ErrorKind, Interrupt, Result};
 
 use crate::function::{AggregateFunction, Takes};
-use crate::hash::KEY_BYTES_MAX;
 use crate::value::{Comparable, Value};
+
+/// The longest key any engine accepts: the hash aggregator's slots store key
+/// lengths in 32 bits, the CBT's root buffer its offsets, and a key this
+/// large is a mistake.
+pub const KEY_BYTES_MAX: usize = 1 << 20;
 
 /// The longest part of a key that an error message shows.
 const KEY_TEXT_BYTES_MAX: usize = 64;
@@ -43,20 +47,12 @@ pub fn key_text(key: &[u8]) -> String {
     }
 }
 
-/// `error` with `prefix` in front of its message, for errors that carry
-/// one; corruption errors, which name their file, are left as they are.
-pub(crate) fn with_prefix(error: Error, prefix: &str) -> Error {
-    match error {
-        Error::InvalidArgument(message) => Error::InvalidArgument(format!("{prefix}: {message}")),
-        Error::ResourcesExhausted(message) => Error::ResourcesExhausted(format!("{prefix}: {message}")),
-        Error::Poisoned(message) => Error::Poisoned(format!("{prefix}: {message}")),
-        Error::Internal(message) => Error::Internal(format!("{prefix}: {message}")),
-        Error::Interrupted(message) => Error::Interrupted(format!("{prefix}: {message}")),
-        Error::Io { context, source } => Error::Io {
-            context: format!("{prefix}: {context}"),
-            source,
-        },
-        other => other,
+/// `error` with `prefix` in front of its message; corruption errors,
+/// which name their file, are left as they are.
+fn with_prefix(error: Error, prefix: &str) -> Error {
+    match error.kind() {
+        ErrorKind::Corruption => error,
+        _ => error.context(prefix),
     }
 }
 
@@ -91,37 +87,6 @@ pub(crate) fn at_position(error: Error, position: usize, key: &[u8], inserted: b
 /// Pairs of a batch between two checks of its interrupt: a check is an
 /// atomic load, and this many inserts take about a millisecond.
 pub(crate) const INTERRUPT_CHECK_PAIRS: usize = 4096;
-
-/// Inserts every pair with `insert`, in order, checking `interrupt` every
-/// [`INTERRUPT_CHECK_PAIRS`] pairs. Stops at the first error, which names
-/// the pair's position and key; an interrupt names neither (it stops the
-/// batch wherever it is), nor does a failure of records accepted earlier
-/// (`Poisoned`).
-pub(crate) fn insert_pairs<'a>(
-    pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>,
-    interrupt: &Interrupt,
-    mut insert: impl FnMut(&'a [u8], Value<'a>) -> Result<()>,
-) -> Result<()> {
-    let mut pairs = pairs.into_iter();
-    let mut position = 0;
-    loop {
-        interrupt.check()?;
-        // A chunk at a time: the loop over a chunk is the insert alone.
-        let chunk_end = position + INTERRUPT_CHECK_PAIRS;
-        for (key, value) in pairs.by_ref().take(INTERRUPT_CHECK_PAIRS) {
-            if let Err(error) = insert(key, value) {
-                return Err(match error.kind() {
-                    ErrorKind::Interrupted | ErrorKind::Poisoned => error,
-                    _ => at_position(error, position, key, true),
-                });
-            }
-            position += 1;
-        }
-        if position < chunk_end {
-            return Ok(());
-        }
-    }
-}
 
 /// The first value an engine accepted, for functions that order values.
 #[derive(Debug, Clone)]
@@ -197,7 +162,7 @@ impl Admission {
     /// each key's length, each value on its own
     /// ([`AggregateFunction::check_value`]) and each value's class. The
     /// error names the first refused pair's position and key. Checks
-    /// `interrupt` every [`INTERRUPT_CHECK_PAIRS`] pairs.
+    /// `interrupt` every few thousand pairs.
     pub fn check_batch<'a>(
         &self,
         function: &dyn AggregateFunction,

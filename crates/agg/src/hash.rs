@@ -18,14 +18,11 @@ use std::time::Duration;
 use hashbrown::HashTable;
 use spillway_core::{ensure, hash64, Interrupt, Result};
 
-use crate::admission::{check_key, insert_pairs, naming_key, Admission};
+use crate::admission::{check_key, naming_key, Admission};
 use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
+use crate::ingest::{self, Ingest};
 use crate::value::{Output, Value};
-
-/// The longest key accepted: slots store key lengths in 32 bits, and a key
-/// this large is a mistake.
-pub const KEY_BYTES_MAX: usize = 1 << 20;
 
 /// One key: its hash (so the table never rehashes keys) and where its key
 /// and state lie in the arenas.
@@ -134,28 +131,14 @@ impl HashAggregator {
     /// count of inserts before it. A refused value changes nothing, and the
     /// error names the key.
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        self.clock.tick();
-        self.insert_one(key, value)
+        ingest::insert(self, key, value)
     }
 
     /// Inserts every pair in order, checking the interrupt every few
     /// thousand; stops at the first error, which names the pair's position
     /// in the batch and its key (the pairs before it were inserted).
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        let interrupt = self.interrupt.clone();
-        let outcome = insert_pairs(pairs, &interrupt, |key, value| {
-            self.clock.tick();
-            self.insert_one(key, value)
-        });
-        self.clock.read();
-        outcome
-    }
-
-    /// Every error of an insert into the table is about its pair, so each
-    /// names the key.
-    fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        self.insert_or_refuse(key, value)
-            .map_err(|error| naming_key(error, key))
+        ingest::insert_batch(self, pairs)
     }
 
     fn insert_or_refuse(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
@@ -313,6 +296,23 @@ impl HashAggregator {
     }
 }
 
+impl Ingest for HashAggregator {
+    fn insert_clock(&mut self) -> &mut InsertClock {
+        &mut self.clock
+    }
+
+    fn insert_interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
+    /// Every error of an insert into the table is about its pair, so each
+    /// names the key.
+    fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+        self.insert_or_refuse(key, value)
+            .map_err(|error| naming_key(error, key))
+    }
+}
+
 fn slot_key<'a>(keys: &'a [u8], slot: &Slot) -> &'a [u8] {
     &keys[slot.key_at as usize..][..slot.key_len as usize]
 }
@@ -327,6 +327,7 @@ fn state_len(len: usize) -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::KEY_BYTES_MAX;
     use crate::function::function;
 
     #[test]

@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 //! GroupBy-Aggregate (seed 000 ch. IV-V): aggregate functions as partial
 //! aggregation objects (PAOs).
 //!
@@ -8,26 +10,52 @@
 //! buffer and read back, and finally turned into the result
 //! ([`Aggregate::finalize`]: a mean divides its sum by its count).
 //!
-//! Engines hold PAOs as bytes and use them through the object-safe
-//! [`AggregateFunction`], which every [`Aggregate`] implements; built-in
-//! functions are chosen by name with [`function`].
+//! ```
+//! use spillway_agg::{Aggregator, AggregatorOptions, Output, Value};
+//! # fn main() -> spillway_core::Result<()> {
+//! let mut totals = Aggregator::new("sum", AggregatorOptions::default())?;
+//! totals.insert(b"apples", Value::Int(3))?;
+//! totals.insert_batch([(&b"pears"[..], Value::Int(5)), (b"apples", Value::Int(4))])?;
+//! totals.finalize()?;
+//! assert_eq!(totals.get(b"apples")?, Some(Output::Int(7)));
+//! assert_eq!(totals.get(b"plums")?, None);
+//! # Ok(())
+//! # }
+//! ```
 //!
-//! Two engines aggregate by key behind one [`Aggregator`]: the
-//! [`CompressedBufferTree`] (seed 000 ch. V), which keeps PAOs compressed
-//! and hash-sorted and merges them lazily, and the [`HashAggregator`], which
-//! updates one state per key in place.
+//! - [`Aggregator`]: one front for both engines, chosen by [`Engine`]: the
+//!   [`CompressedBufferTree`] (seed 000 ch. V), which keeps PAOs compressed
+//!   and hash-sorted and merges them lazily ([`ParallelCbt`] runs several
+//!   on worker threads), and the [`HashAggregator`], which updates one
+//!   state per key in place;
+//! - [`Aggregate`] and the object-safe [`AggregateFunction`] every
+//!   aggregate implements; built-in functions are chosen by name with
+//!   [`function`] ([`FUNCTION_NAMES`]);
+//! - [`Value`], [`Output`]: what goes in and comes out; [`Admission`]: the
+//!   door values pass, holding an engine to one class of values where the
+//!   function orders them;
+//! - [`format`](mod@format): the decoders of the byte formats, for fuzzing.
+//!
+//! The state formats, the tree's algorithm, its invariants and costs are in
+//! the crate's [DESIGN.md](../DESIGN.md).
 
-pub mod admission;
-pub mod aggregator;
-pub mod cbt;
+mod admission;
+mod aggregator;
+mod cbt;
 mod clock;
-pub mod function;
-pub mod hash;
-pub mod value;
+pub mod format;
+mod function;
+mod hash;
+mod ingest;
+mod value;
 
-pub use admission::{key_text, Admission};
+pub use admission::{key_text, Admission, KEY_BYTES_MAX};
 pub use aggregator::{Aggregator, AggregatorOptions, AggregatorStats, Engine, Results, THREADS_MAX};
-pub use cbt::{CbtIter, CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt};
-pub use function::{function, Aggregate, AggregateFunction, Input, Takes, FUNCTION_NAMES};
+pub use cbt::{CbtIter, CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt, ROOT_BUFFERS};
+pub use function::{
+    function, Aggregate, AggregateFunction, ApproxDistinct, CollectList, CollectSet, Composite, Count,
+    Extreme, Input, Moment, Moments, Positional, Sum, Takes, TopK, FUNCTION_NAMES, PRECISION_DEFAULT,
+    PRECISION_MAX, PRECISION_MIN, TOP_K_MAX,
+};
 pub use hash::{HashAggregator, HashStats};
 pub use value::{Comparable, Output, Scalar, Value};

@@ -4,4 +4,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| spillway_agg::cbt::fuzzing::fragment_decode(data));
+fuzz_target!(|data: &[u8]| spillway_agg::format::check_fragment(data));

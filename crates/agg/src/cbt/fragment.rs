@@ -156,11 +156,12 @@ fn decode_lengths(input: &[u8], at: &mut usize, records: usize, what: &str) -> R
     Ok(lengths)
 }
 
-/// The fuzz target's body (`crates/agg/fuzz`): `data` is a fragment with
-/// its header in front (codec byte, record count and decoded length, u32 LE
-/// each). Decoding must give an error or records in hash order that encode
-/// back to a fragment decoding to the same records; anything else panics.
-pub fn fuzz_decode(data: &[u8]) {
+/// The fuzz target's body (`crates/agg/fuzz`, through `format`): `data` is
+/// a fragment with its header in front (codec byte, record count and
+/// decoded length, u32 LE each). Decoding must give an error or records in
+/// hash order that encode back to a fragment decoding to the same records;
+/// anything else panics.
+pub(crate) fn check_fragment(data: &[u8]) {
     if data.len() < 9 {
         return;
     }
@@ -286,7 +287,7 @@ mod tests {
             data.extend_from_slice(&fragment.records.to_le_bytes());
             data.extend_from_slice(&fragment.encoded_bytes.to_le_bytes());
             data.extend_from_slice(&fragment.bytes);
-            fuzz_decode(&data);
+            check_fragment(&data);
             for _ in 0..500 {
                 let mut damaged = data.clone();
                 state ^= state << 13;
@@ -294,7 +295,7 @@ mod tests {
                 state ^= state << 17;
                 let at = state as usize % damaged.len();
                 damaged[at] = (state >> 32) as u8;
-                fuzz_decode(&damaged);
+                check_fragment(&damaged);
             }
         }
     }

@@ -25,6 +25,7 @@
 
 mod fragment;
 mod parallel;
+mod root;
 mod run;
 
 use std::sync::Arc;
@@ -32,20 +33,18 @@ use std::time::{Duration, Instant};
 
 use spillway_core::{bail, ensure, hash64, Codec, Error, ErrorKind, Interrupt, Result};
 
-use crate::admission::{insert_pairs, naming_key, Admission};
+use crate::admission::{naming_key, Admission};
 use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
+use crate::ingest::{self, Ingest};
 use crate::value::{Output, Value};
 use fragment::Fragment;
-use run::{merge_runs, radix_sort_by_hash, Run};
+use root::RootBuffer;
+use run::{merge_runs, Run};
 
 pub use parallel::{ParallelCbt, ROOT_BUFFERS};
 
-/// Entry points for the fuzz targets in `crates/agg/fuzz`; not an API.
-#[doc(hidden)]
-pub mod fuzzing {
-    pub use super::fragment::fuzz_decode as fragment_decode;
-}
+pub(crate) use fragment::check_fragment;
 
 /// How a [`CompressedBufferTree`] is shaped.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -222,118 +221,6 @@ struct Node {
     children: Vec<Child>,
 }
 
-/// A root buffer: records as they arrive, uncompressed. A tree fills its
-/// own; a [`ParallelCbt`] fills several per tree and hands the full ones to
-/// the tree's worker.
-#[derive(Debug, Default)]
-pub(crate) struct RootBuffer {
-    /// Each record: key length and state length (u32 LE each), key, state.
-    /// Fixed-width lengths cost a few bytes per record but no decoding
-    /// when the root is emptied.
-    data: Vec<u8>,
-    /// Each record's hash and where it starts in `data`.
-    index: Vec<(u64, u32)>,
-    sort_scratch: Vec<(u64, u32)>,
-}
-
-impl RootBuffer {
-    /// Bytes held: records plus each one's index entry.
-    fn bytes(&self) -> usize {
-        self.data.len() + run::RECORD_OVERHEAD_BYTES * self.index.len()
-    }
-
-    /// Whether the buffer has reached `buffer_bytes` and must be emptied.
-    pub(crate) fn is_full(&self, buffer_bytes: usize) -> bool {
-        self.bytes() >= buffer_bytes
-    }
-
-    /// Bytes allocated.
-    pub(crate) fn capacity_bytes(&self) -> usize {
-        let entry = size_of::<(u64, u32)>();
-        self.data.capacity() + entry * (self.index.capacity() + self.sort_scratch.capacity())
-    }
-
-    /// Appends the PAO of `input` under `key` and its `hash`; on error the
-    /// buffer is as it was.
-    pub(crate) fn push(
-        &mut self,
-        function: &dyn AggregateFunction,
-        hash: u64,
-        key: &[u8],
-        input: Input<'_>,
-    ) -> Result<()> {
-        ensure!(
-            key.len() <= crate::hash::KEY_BYTES_MAX,
-            InvalidArgument,
-            "a key of {} bytes is longer than the {} bytes allowed",
-            key.len(),
-            crate::hash::KEY_BYTES_MAX
-        );
-        let at = self.data.len();
-        // Buffers empty at buffer_bytes (at most 1 GiB), so offsets fit.
-        let offset =
-            u32::try_from(at).map_err(|_| Error::Internal("a CBT root buffer passed 4 GiB".into()))?;
-        // The state goes straight after a placeholder header and the key.
-        self.data.extend_from_slice(&[0; 8]);
-        self.data.extend_from_slice(key);
-        let state_at = self.data.len();
-        let state_len = function.init_into(input, &mut self.data).and_then(|()| {
-            u32::try_from(self.data.len() - state_at)
-                .map_err(|_| Error::InvalidArgument("a value's state is larger than 4 GiB".into()))
-        });
-        let state_len = match state_len {
-            Ok(state_len) => state_len,
-            Err(error) => {
-                self.data.truncate(at);
-                return Err(error);
-            }
-        };
-        self.data[at..at + 4].copy_from_slice(&(key.len() as u32).to_le_bytes());
-        self.data[at + 4..at + 8].copy_from_slice(&state_len.to_le_bytes());
-        self.index.push((hash, offset));
-        Ok(())
-    }
-
-    /// Orders the records by (hash, key), the order of runs: a radix sort
-    /// by hash, then a sort by key of each group of equal hashes (rare but
-    /// for collisions and repeated keys, which the stable radix sort leaves
-    /// in arrival order).
-    fn sort(&mut self) {
-        radix_sort_by_hash(&mut self.index, &mut self.sort_scratch);
-        let mut start = 0;
-        while start < self.index.len() {
-            let hash = self.index[start].0;
-            let end = start
-                + self.index[start..]
-                    .iter()
-                    .take_while(|&&(other, _)| other == hash)
-                    .count();
-            if end - start > 1 {
-                let data = &self.data;
-                self.index[start..end].sort_by(|a, b| record_key(data, a.1).cmp(record_key(data, b.1)));
-            }
-            start = end;
-        }
-    }
-
-    fn record(&self, at: u32) -> (&[u8], &[u8]) {
-        let record = &self.data[at as usize..];
-        let length = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let (key_len, state_len) = (length(0), length(4));
-        (
-            &record[8..8 + key_len],
-            &record[8 + key_len..8 + key_len + state_len],
-        )
-    }
-}
-
-/// The key of the root buffer record at `at`.
-fn record_key(data: &[u8], at: u32) -> &[u8] {
-    let record = &data[at as usize..];
-    let key_len = u32::from_le_bytes(record[..4].try_into().expect("4 bytes")) as usize;
-    &record[8..8 + key_len]
-}
-
 /// GroupBy-Aggregate in a Compressed Buffer Tree; see the module docs.
 #[derive(Debug)]
 pub struct CompressedBufferTree {
@@ -421,21 +308,14 @@ impl CompressedBufferTree {
     /// inserts before it. A refused value changes nothing, and the error
     /// names the key.
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        self.clock.tick();
-        self.insert_one(key, value)
+        ingest::insert(self, key, value)
     }
 
     /// Inserts every pair in order, checking the interrupt every few
     /// thousand; stops at the first error, which names the pair's position
     /// in the batch and its key (the pairs before it were inserted).
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        let interrupt = self.interrupt.clone();
-        let outcome = insert_pairs(pairs, &interrupt, |key, value| {
-            self.clock.tick();
-            self.insert_one(key, value)
-        });
-        self.clock.read();
-        outcome
+        ingest::insert_batch(self, pairs)
     }
 
     /// Fails if an earlier emptying failed (see `failed`).
@@ -460,37 +340,6 @@ impl CompressedBufferTree {
             self.failed = Some(error.to_string());
             self.check_usable().expect_err("just failed")
         })
-    }
-
-    fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        self.check_usable()?;
-        let memory = self.memory_bytes();
-        ensure!(
-            memory <= self.options.memory_bytes,
-            ResourcesExhausted,
-            "the CBT holds {memory} bytes ({} of them compressed fragments), over its memory budget of {} bytes; \
-             raise the budget",
-            self.fragment_bytes,
-            self.options.memory_bytes
-        );
-        let hash = self.hash(key);
-        let input = Input::new(value, self.next_sequence);
-        self.admission
-            .check(&*self.function, value)
-            .and_then(|()| self.root.push(&*self.function, hash, key, input))
-            .map_err(|error| naming_key(error, key))?;
-        self.admission.accepted(key, value);
-        self.next_sequence += 1;
-        self.stats.inserts += 1;
-        self.finalized = false;
-        if self.root.is_full(self.options.buffer_bytes) {
-            let fragment_budget = fragment_budget(&self.options, self.root.capacity_bytes(), 1);
-            let mut root = std::mem::take(&mut self.root);
-            let outcome = self.empty_buffer(&mut root, Emptying::Spill { fragment_budget });
-            self.root = root;
-            outcome?;
-        }
-        Ok(())
     }
 
     /// Empties a full root buffer into the tree (Algorithm 1 at the root),
@@ -523,19 +372,6 @@ impl CompressedBufferTree {
         fragments
     }
 
-    /// Sorts and aggregates the root buffer into a run, and empties it.
-    fn root_run(&mut self, root: &mut RootBuffer) -> Result<Run> {
-        root.sort();
-        let mut out = Run::with_capacity(root.index.len(), root.data.len());
-        for &(hash, at) in &root.index {
-            let (key, state) = root.record(at);
-            out.push_merging(&*self.function, hash, key, state)?;
-        }
-        root.data.clear();
-        root.index.clear();
-        Ok(out)
-    }
-
     /// Algorithm 1 at the root: split a root that is a leaf, spill one that
     /// is not, then empty the full children and split the root if it has
     /// too many. Finalize empties every node below too, not only the full
@@ -547,7 +383,7 @@ impl CompressedBufferTree {
         if !force {
             self.stats.root_empties += 1;
         }
-        let run = self.root_run(root)?;
+        let run = root.take_run(&*self.function)?;
         let mut children = std::mem::take(&mut self.children);
         let mut outcome = self.spill_into(run, &mut children, force);
         if let Emptying::Spill { fragment_budget } = how {
@@ -898,6 +734,47 @@ impl CompressedBufferTree {
         }
         stats.root_bytes = self.memory_bytes() - stats.compressed_bytes;
         stats
+    }
+}
+
+impl Ingest for CompressedBufferTree {
+    fn insert_clock(&mut self) -> &mut InsertClock {
+        &mut self.clock
+    }
+
+    fn insert_interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
+    fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+        self.check_usable()?;
+        let memory = self.memory_bytes();
+        ensure!(
+            memory <= self.options.memory_bytes,
+            ResourcesExhausted,
+            "the CBT holds {memory} bytes ({} of them compressed fragments), over its memory budget of {} bytes; \
+             raise the budget",
+            self.fragment_bytes,
+            self.options.memory_bytes
+        );
+        let hash = self.hash(key);
+        let input = Input::new(value, self.next_sequence);
+        self.admission
+            .check(&*self.function, value)
+            .and_then(|()| self.root.push(&*self.function, hash, key, input))
+            .map_err(|error| naming_key(error, key))?;
+        self.admission.accepted(key, value);
+        self.next_sequence += 1;
+        self.stats.inserts += 1;
+        self.finalized = false;
+        if self.root.is_full(self.options.buffer_bytes) {
+            let fragment_budget = fragment_budget(&self.options, self.root.capacity_bytes(), 1);
+            let mut root = std::mem::take(&mut self.root);
+            let outcome = self.empty_buffer(&mut root, Emptying::Spill { fragment_budget });
+            self.root = root;
+            outcome?;
+        }
+        Ok(())
     }
 }
 

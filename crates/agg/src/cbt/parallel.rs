@@ -24,10 +24,11 @@ use spillway_core::sync;
 use spillway_core::{bail, ensure, hash64, Error, ErrorKind, Interrupt, Result};
 
 use super::{CbtOptions, CbtStats, CompressedBufferTree, Emptying, RootBuffer};
-use crate::admission::{insert_pairs, naming_key, Admission};
+use crate::admission::{naming_key, Admission};
 use crate::aggregator::Results;
 use crate::clock::InsertClock;
 use crate::function::{AggregateFunction, Input};
+use crate::ingest::{self, Ingest};
 use crate::value::{Output, Value};
 
 /// Root buffers per tree: one filling, one being emptied.
@@ -225,42 +226,14 @@ impl ParallelCbt {
     /// the buffer to the tree's worker when it is full. A refused value
     /// changes nothing, and the error names the key.
     pub fn insert(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        self.clock.tick();
-        self.insert_one(key, value)
+        ingest::insert(self, key, value)
     }
 
     /// Inserts every pair in order, checking the interrupt every few
     /// thousand; stops at the first error, which names the pair's position
     /// in the batch and its key (the pairs before it were inserted).
     pub fn insert_batch<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a [u8], Value<'a>)>) -> Result<()> {
-        let interrupt = self.interrupt.clone();
-        let outcome = insert_pairs(pairs, &interrupt, |key, value| {
-            self.clock.tick();
-            self.insert_one(key, value)
-        });
-        self.clock.read();
-        outcome
-    }
-
-    fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
-        self.check_usable()?;
-        self.admission
-            .check(&*self.function, value)
-            .map_err(|error| naming_key(error, key))?;
-        let full_hash = hash64(key);
-        let tree = self.tree_of(full_hash);
-        if self.filling[tree].is_full(self.options.buffer_bytes) {
-            self.hand_over(tree)?;
-        }
-        let hash = super::tree_hash(full_hash, self.options.hash_bits);
-        let input = Input::new(value, self.next_sequence);
-        self.filling[tree]
-            .push(&*self.function, hash, key, input)
-            .map_err(|error| naming_key(error, key))?;
-        self.admission.accepted(key, value);
-        self.next_sequence += 1;
-        self.finalized = false;
-        Ok(())
+        ingest::insert_batch(self, pairs)
     }
 
     fn check_usable(&self) -> Result<()> {
@@ -481,6 +454,37 @@ impl ParallelCbt {
         total.root_bytes = self.buffer_bytes() as u64;
         total.insert_time = self.clock.elapsed();
         total
+    }
+}
+
+impl Ingest for ParallelCbt {
+    fn insert_clock(&mut self) -> &mut InsertClock {
+        &mut self.clock
+    }
+
+    fn insert_interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
+    fn insert_one(&mut self, key: &[u8], value: Value<'_>) -> Result<()> {
+        self.check_usable()?;
+        self.admission
+            .check(&*self.function, value)
+            .map_err(|error| naming_key(error, key))?;
+        let full_hash = hash64(key);
+        let tree = self.tree_of(full_hash);
+        if self.filling[tree].is_full(self.options.buffer_bytes) {
+            self.hand_over(tree)?;
+        }
+        let hash = super::tree_hash(full_hash, self.options.hash_bits);
+        let input = Input::new(value, self.next_sequence);
+        self.filling[tree]
+            .push(&*self.function, hash, key, input)
+            .map_err(|error| naming_key(error, key))?;
+        self.admission.accepted(key, value);
+        self.next_sequence += 1;
+        self.finalized = false;
+        Ok(())
     }
 }
 

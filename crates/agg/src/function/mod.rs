@@ -20,7 +20,7 @@ pub use collect::{CollectList, CollectSet};
 pub use composite::Composite;
 pub use distinct::{ApproxDistinct, PRECISION_DEFAULT, PRECISION_MAX, PRECISION_MIN};
 pub use moments::{Moment, Moments};
-pub use order::{Extreme, Positional, TopK};
+pub use order::{Extreme, Positional, TopK, TOP_K_MAX};
 pub use sum::{Count, Sum};
 
 /// One input to an aggregate: a value and its sequence number, the position
