@@ -3,13 +3,13 @@
 //! least recently used is closed when the bound is reached.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use spillway_core::sync;
 use spillway_core::{Fs, FsFile, Result};
 
-use crate::list::{FileNumber, ListFile};
 
 /// A bounded cache of open list files.
 ///
@@ -26,7 +26,8 @@ pub struct FileCache {
 
 #[derive(Debug, Default)]
 struct Inner {
-    handles: HashMap<FileNumber, (Arc<dyn FsFile>, u64)>,
+    /// By file number: the handle and when it was last used.
+    handles: HashMap<u64, (Arc<dyn FsFile>, u64)>,
     tick: u64,
 }
 
@@ -47,18 +48,18 @@ impl FileCache {
         sync::lock(&self.inner)
     }
 
-    /// An open handle of `file`.
-    pub fn handle(&self, file: &ListFile) -> Result<Arc<dyn FsFile>> {
+    /// An open handle of the list file numbered `number`, at `path`.
+    pub fn handle(&self, number: u64, path: &Path) -> Result<Arc<dyn FsFile>> {
         {
             let mut inner = self.lock();
             inner.tick += 1;
             let tick = inner.tick;
-            if let Some((handle, used)) = inner.handles.get_mut(&file.number()) {
+            if let Some((handle, used)) = inner.handles.get_mut(&number) {
                 *used = tick;
                 return Ok(handle.clone());
             }
         }
-        let handle: Arc<dyn FsFile> = Arc::from(self.fs.open_read(file.path())?);
+        let handle: Arc<dyn FsFile> = Arc::from(self.fs.open_read(path)?);
         // GETs read one block anywhere; cursors read chunks of one list's
         // range and ask for the next themselves. The kernel's read-ahead
         // would read past a range that a fast split cut (by megabytes on a
@@ -78,12 +79,12 @@ impl FileCache {
             }
         }
         let tick = inner.tick;
-        inner.handles.insert(file.number(), (handle.clone(), tick));
+        inner.handles.insert(number, (handle.clone(), tick));
         Ok(handle)
     }
 
     /// Closes the handle of file `number` (before the file is removed).
-    pub fn forget(&self, number: FileNumber) {
+    pub fn forget(&self, number: u64) {
         self.lock().handles.remove(&number);
     }
 

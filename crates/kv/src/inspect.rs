@@ -146,7 +146,7 @@ impl Store {
             if let Some(error) = file.damage_error() {
                 return Err(error);
             }
-            let handle = self.cache().handle(file)?;
+            let handle = self.cache().handle(file.number(), file.path())?;
             report.records += file.verify(handle.as_ref(), interrupt)?;
             report.files += 1;
         }

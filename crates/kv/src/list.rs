@@ -1166,7 +1166,7 @@ impl ListRef {
         let Some(mut block) = self.file.block_for(hash, self.first_block, self.end_block) else {
             return Ok(0);
         };
-        let handle = cache.handle(&self.file)?;
+        let handle = cache.handle(self.file.number(), self.file.path())?;
         let mut reads = 0;
         loop {
             let records = self.file.read_block(handle.as_ref(), block, buffer)?;
@@ -1199,7 +1199,7 @@ impl ListRef {
             return Err(error);
         }
         Ok(ListCursor {
-            handle: cache.handle(&self.file)?,
+            handle: cache.handle(self.file.number(), self.file.path())?,
             list: self.clone(),
             next_block: self.first_block,
             chunk: Vec::new(),

@@ -351,7 +351,7 @@ fn rebuild(
                         .iter()
                         .filter_map(|(_, (frames, _))| log_header(frames).map(|header| header.store_id)),
                 );
-            let store_id = most_common(ids).unwrap_or_else(|| crate::store::new_store_id(dir));
+            let store_id = most_common(ids).unwrap_or_else(|| crate::open::new_store_id(dir));
             let merge_name = most_common(
                 salvaged_logs
                     .iter()

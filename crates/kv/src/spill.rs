@@ -232,7 +232,7 @@ pub fn in_parts<'a, P: Sync, T: Send>(
                 let mut part = job.part();
                 let work = &work;
                 scope.spawn(move || {
-                    // Background work, as the worker's (store.rs).
+                    // Background work, as the worker's (worker.rs).
                     spillway_core::prefer_throughput();
                     work(&mut part, input).map(|output| (part, output))
                 })

@@ -278,7 +278,7 @@ impl Tree {
     /// Carries `edit`, computed against `base`, over to `self`: a later
     /// version that differs from `base` only by lists appended to nodes
     /// (the root spills the worker installed while a rewrite computed
-    /// `edit`, store.rs). Each node of the edit keeps its lists and gets,
+    /// `edit`, worker.rs). Each node of the edit keeps its lists and gets,
     /// after them, those appended since `base` to the node it replaces,
     /// or, for a node the edit creates, to `origin` (the node it was cut
     /// from), narrowed to its hashes: they are newer than anything the
