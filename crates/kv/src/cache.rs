@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use spillway_core::sync;
 use spillway_core::{Fs, FsFile, Result};
 
-
 /// A bounded cache of open list files.
 ///
 /// # Thread safety

@@ -393,7 +393,7 @@ impl Aggregate {
     }
 
     /// Folds `other` in.
-    pub fn merge(&mut self, other: &Aggregate) {
+    pub fn combine(&mut self, other: &Aggregate) {
         self.count += other.count;
         self.numeric += other.numeric;
         self.sum_small += other.sum_small;
@@ -515,6 +515,20 @@ pub(crate) fn newest_shadows(shadows: &mut Vec<Shadow>) {
         }
     }
     *shadows = kept;
+}
+
+/// Records in (key, time, seq) order.
+pub(crate) fn sort_records(records: Records) -> Records {
+    let mut order: Vec<u32> = (0..records.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| records.order(i as usize));
+    if order.iter().enumerate().all(|(at, &i)| at == i as usize) {
+        return records;
+    }
+    let mut sorted = Records::with_capacity(records.len(), records.values.len());
+    for i in order {
+        sorted.push_from(&records, i as usize);
+    }
+    sorted
 }
 
 #[cfg(test)]

@@ -49,9 +49,10 @@ use serde::Serialize;
 use spillway_core::{Error, ErrorKind, Fs, Interrupt, Result};
 
 use crate::batch::Op;
+use crate::cache::Cache;
 use crate::manifest::{self, Listed, LiveLog, Manifest};
 use crate::records::{Records, Shadow};
-use crate::segment::{self, Cache, Segment};
+use crate::segment::{self, Segment};
 use crate::survey::{self, Unaccounted};
 use crate::wal;
 
@@ -855,7 +856,7 @@ fn most_common_store_id(fs: &dyn Fs, dir: &Path, names: &[String], segments: &[F
     Ok(counts
         .into_iter()
         .max_by_key(|&(store_id, count)| (count, store_id))
-        .map_or_else(crate::index::new_store_id, |(store_id, _)| store_id))
+        .map_or_else(crate::open::new_store_id, |(store_id, _)| store_id))
 }
 
 /// The records and shadows of `writes` (sorted by sequence number),

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, Weak};
 use spillway_core::sync;
 use spillway_core::{block_crc, crc32c, verify_block, Error, Fs, FsFile, Result};
 
+use crate::cache::{Cache, Resident};
 use crate::records::{Aggregate, Bounds, Records, Shadow};
 
 const MAGIC: &[u8; 8] = b"SPWSEGv1";
@@ -585,8 +586,8 @@ fn decode_leaves(
 
 /// Checks a whole segment file's bytes: footer, index, every leaf's
 /// checksum, order and summary. Returns its meta. Used by `verify` and by
-/// the fuzz target; never panics on bad bytes.
-pub fn check_bytes(path: &Path, bytes: &[u8]) -> Result<SegmentMeta> {
+/// the fuzz target (through `format`); never panics on bad bytes.
+pub(crate) fn check_bytes(path: &Path, bytes: &[u8]) -> Result<SegmentMeta> {
     let footer_at = bytes.len().saturating_sub(FOOTER_BYTES);
     let footer = decode_footer(path, bytes.len() as u64, &bytes[footer_at..])?;
     let meta_range = footer.meta_offset as usize..(footer.meta_offset + footer.meta_len) as usize;
@@ -675,9 +676,8 @@ pub fn salvage(fs: &dyn Fs, path: &Path) -> Result<Salvaged> {
 /// Rewrites the checksums in `bytes` (footer, then index, then leaves, as
 /// far as each parses) so that a fuzzer's mutations reach the decoder's
 /// structural checks instead of stopping at a checksum. For fuzzing and
-/// tests only.
-#[doc(hidden)]
-pub fn reseal(bytes: &mut [u8]) {
+/// tests only (through `format`).
+pub(crate) fn reseal(bytes: &mut [u8]) {
     let path = Path::new("reseal");
     let len = bytes.len();
     if len < FOOTER_BYTES {
@@ -724,97 +724,9 @@ fn meta_from(footer: Footer, leaves: Vec<LeafSummary>, shadows: Vec<Shadow>, byt
     }
 }
 
-/// Decoded segments kept in memory, up to a budget of bytes; the oldest
-/// loaded is dropped first.
-#[derive(Debug)]
-pub struct Cache {
-    budget: usize,
-    state: Mutex<CacheState>,
-}
-
-#[derive(Debug, Default)]
-struct CacheState {
-    used: usize,
-    loaded: std::collections::VecDeque<(Weak<Segment>, usize)>,
-}
-
-impl Cache {
-    /// A cache of up to `budget` bytes (0: segments are read leaf by leaf
-    /// on every query).
-    pub fn new(budget: usize) -> Arc<Self> {
-        Arc::new(Cache {
-            budget,
-            state: Mutex::default(),
-        })
-    }
-
-    fn admit(&self, segment: &Arc<Segment>, bytes: usize) {
-        let mut evicted = Vec::new();
-        {
-            let mut state = sync::lock(&self.state);
-            state.purge();
-            state.used += bytes;
-            state.loaded.push_back((Arc::downgrade(segment), bytes));
-            while state.used > self.budget && state.loaded.len() > 1 {
-                let (victim, victim_bytes) = state.loaded.pop_front().expect("not empty");
-                state.used -= victim_bytes;
-                evicted.push(victim);
-            }
-        }
-        for victim in evicted.iter().filter_map(Weak::upgrade) {
-            *sync::lock(&victim.resident) = None;
-        }
-    }
-
-    /// Counts `bytes` held outside the cache's care (a tier's records)
-    /// against its budget until [`Cache::unpin`]: the segments they came
-    /// from are evicted for as long.
-    pub(crate) fn pin(&self, bytes: usize) {
-        sync::lock(&self.state).used += bytes;
-    }
-
-    /// Gives back what [`Cache::pin`] took.
-    pub(crate) fn unpin(&self, bytes: usize) {
-        sync::lock(&self.state).used -= bytes;
-    }
-
-    /// The budget in bytes.
-    pub(crate) fn budget(&self) -> usize {
-        self.budget
-    }
-
-    /// Stops holding `segment`'s records (merged into a tier).
-    fn forget(&self, segment: &Arc<Segment>) {
-        let weak = Arc::downgrade(segment);
-        let mut state = sync::lock(&self.state);
-        state.drop_where(|loaded| loaded.ptr_eq(&weak));
-    }
-
-    /// Bytes of decoded segments held.
-    pub fn used(&self) -> usize {
-        let mut state = sync::lock(&self.state);
-        state.purge();
-        state.used
-    }
-}
-
-impl CacheState {
-    /// Forgets the segments dropped since (merged away by a compaction).
-    fn purge(&mut self) {
-        self.drop_where(|segment| segment.strong_count() == 0);
-    }
-
-    /// Forgets the loaded segments that `gone` picks, and their bytes.
-    fn drop_where(&mut self, gone: impl Fn(&Weak<Segment>) -> bool) {
-        let mut freed = 0;
-        self.loaded.retain(|(segment, bytes)| {
-            let drop = gone(segment);
-            if drop {
-                freed += bytes;
-            }
-            !drop
-        });
-        self.used -= freed;
+impl Resident for Segment {
+    fn evict(&self) {
+        *sync::lock(&self.resident) = None;
     }
 }
 
@@ -901,11 +813,6 @@ impl Segment {
         })
     }
 
-    /// Whether it is a damaged stand-in ([`Segment::damaged`]).
-    pub fn is_damaged(&self) -> bool {
-        self.damage.is_some()
-    }
-
     /// Fails, naming the file, if it is damaged and a query within
     /// `bounds` could need it.
     pub(crate) fn check_damage(&self, bounds: &Bounds) -> Result<()> {
@@ -952,7 +859,7 @@ impl Segment {
     pub(crate) fn release(self: &Arc<Self>) {
         if self.file.is_some() {
             *sync::lock(&self.resident) = None;
-            self.cache.forget(self);
+            self.cache.forget(&(Arc::downgrade(self) as Weak<dyn Resident>));
         }
     }
 
@@ -980,7 +887,7 @@ impl Segment {
         if let Some(records) = self.resident() {
             return Ok((records, self.meta.record_range(leaves)));
         }
-        if self.cache.budget == 0 {
+        if self.cache.budget() == 0 {
             let records = Arc::new(self.read(leaves)?);
             let len = records.len();
             return Ok((records, 0..len));
@@ -994,7 +901,7 @@ impl Segment {
     /// (within the cache's budget): a flushed buffer hands its records to
     /// its segment so that the first queries need not read them back.
     pub fn adopt(self: &Arc<Self>, records: Arc<Records>) {
-        if self.cache.budget == 0 {
+        if self.cache.budget() == 0 {
             return;
         }
         let mut resident = sync::lock(&self.resident);
@@ -1002,7 +909,8 @@ impl Segment {
             let bytes = records.heap_bytes();
             *resident = Some(records);
             drop(resident);
-            self.cache.admit(self, bytes);
+            self.cache
+                .admit(Arc::downgrade(self) as Weak<dyn Resident>, bytes);
         }
     }
 

@@ -31,8 +31,9 @@ use spillway_core::log::Tail;
 use spillway_core::{Error, ErrorKind, Fs, Interrupt, Result};
 
 use crate::batch::Batch;
+use crate::cache::Cache;
 use crate::manifest::{self, Listed, Manifest, NOT_CLOSED};
-use crate::segment::{self, Cache, Segment};
+use crate::segment::{self, Segment};
 use crate::wal;
 
 /// A file in a store's directory that is not part of the store and that

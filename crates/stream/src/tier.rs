@@ -26,9 +26,10 @@ use std::thread::JoinHandle;
 use spillway_core::sync;
 use spillway_core::{Error, Result};
 
+use crate::cache::Cache;
 use crate::merge::{self, Rows, Run};
 use crate::records::{drop_shadowed, newest_shadows, Records};
-use crate::segment::{self, Cache, Segment};
+use crate::segment::{self, Segment};
 
 /// How much larger than the newer of two adjacent sources the older may
 /// be for them to merge: about 1 makes a binary counter; a little more

@@ -618,7 +618,7 @@ fn segment_bytes_that_are_not_a_segment_are_refused_without_panicking() {
     for len in [0usize, 10, 100, 200, 1000] {
         let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         assert_eq!(
-            spillway_stream::segment::check_bytes(path, &bytes)
+            spillway_stream::format::check_segment(path, &bytes)
                 .unwrap_err()
                 .kind(),
             ErrorKind::Corruption

@@ -6,12 +6,12 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use spillway_stream::segment;
+use spillway_stream::format;
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("fuzz.seg");
-    let _ = segment::check_bytes(path, data);
+    let _ = format::check_segment(path, data);
     let mut resealed = data.to_vec();
-    segment::reseal(&mut resealed);
-    let _ = segment::check_bytes(path, &resealed);
+    format::reseal_segment(&mut resealed);
+    let _ = format::check_segment(path, &resealed);
 });
