@@ -20,6 +20,7 @@
 //! - [`io_accounting`]: this process's bytes read and written, from `/proc/self/io`.
 //! - [`interrupt`]: stopping long work on Ctrl-C, SIGTERM or a caller's request.
 //! - [`scratch`]: temporary files that name their owner, swept when it is gone.
+//! - [`seconds`]: durations in reports, written as seconds.
 //!
 //! The file formats, invariants and the assumptions made about the disk are in
 //! the crate's `DESIGN.md`.
@@ -39,6 +40,7 @@ pub mod log;
 pub mod memory;
 pub mod range;
 pub mod scratch;
+pub mod seconds;
 pub mod sync;
 pub mod threads;
 pub mod varint;

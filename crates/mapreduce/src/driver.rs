@@ -210,21 +210,12 @@ pub struct JobReport {
     /// where the system reports them.
     pub io: Option<IoCounters>,
     /// Wall time of the whole job.
-    #[serde(with = "seconds")]
+    #[serde(serialize_with = "spillway_core::seconds::serialize")]
     pub elapsed: Duration,
     /// Scratch files and directories that jobs killed outright (their
     /// owner gone) had left in the temporary directory, removed before
     /// this job began.
     pub swept_files: Vec<PathBuf>,
-}
-
-pub(crate) mod seconds {
-    pub(crate) fn serialize<S: serde::Serializer>(
-        duration: &std::time::Duration,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        serializer.serialize_f64(duration.as_secs_f64())
-    }
 }
 
 /// Runs `job` over `inputs`, writing one output file per partition into

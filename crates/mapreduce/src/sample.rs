@@ -9,7 +9,7 @@ use spillway_core::{ensure, gensort, Result};
 
 use crate::chunk::CHUNK_HEADER_BYTES;
 use crate::combine::Combiner;
-use crate::driver::{phase_two_quota, radix_budget, seconds, JobOptions, PARTITIONS_MAX};
+use crate::driver::{phase_two_quota, radix_budget, JobOptions, PARTITIONS_MAX};
 use crate::input::{Block, InputFormat, Inputs};
 use crate::job::Job;
 use crate::map::{map_block, MapOutput};
@@ -36,7 +36,7 @@ pub struct PhaseZeroReport {
     /// The intermediate data phase one was expected to write.
     pub estimated_bytes: u64,
     /// Wall time.
-    #[serde(with = "seconds")]
+    #[serde(serialize_with = "spillway_core::seconds::serialize")]
     pub elapsed: Duration,
 }
 

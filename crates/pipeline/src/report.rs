@@ -18,21 +18,6 @@ use crate::queue::QueueInfo;
 /// the seed's tables are).
 pub const BYTES_PER_MB: f64 = 1_000_000.0;
 
-/// Durations are written as seconds (a float), the unit the tables use.
-mod seconds {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub(super) fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_f64(duration.as_secs_f64())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-        let seconds = f64::deserialize(deserializer)?;
-        Duration::try_from_secs_f64(seconds).map_err(serde::de::Error::custom)
-    }
-}
-
 /// One phase run: its wall time and one row per stage, in topological order.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PhaseReport {
@@ -40,7 +25,7 @@ pub struct PhaseReport {
     pub name: String,
     /// Wall time from the first thread started to the last joined (seconds
     /// in JSON).
-    #[serde(with = "seconds")]
+    #[serde(with = "spillway_core::seconds")]
     pub elapsed: Duration,
     /// The phase's input: bytes in of the source stages (stages that read
     /// no queue), or their bytes out where they counted no input.
@@ -70,16 +55,16 @@ pub struct StageReport {
     /// Bytes of those units.
     pub bytes_out: u64,
     /// Wall time not spent in a wait call: real work, summed over workers.
-    #[serde(with = "seconds")]
+    #[serde(with = "spillway_core::seconds")]
     pub busy: Duration,
     /// Time waiting for units (`recv`) and read tokens.
-    #[serde(with = "seconds")]
+    #[serde(with = "spillway_core::seconds")]
     pub blocked_input: Duration,
     /// Time waiting for room in full queues (`send`) and write tokens.
-    #[serde(with = "seconds")]
+    #[serde(with = "spillway_core::seconds")]
     pub blocked_output: Duration,
     /// Time waiting for quota memory (`allocate`) and pooled buffers (`take`).
-    #[serde(with = "seconds")]
+    #[serde(with = "spillway_core::seconds")]
     pub blocked_memory: Duration,
 }
 

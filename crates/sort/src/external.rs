@@ -209,7 +209,7 @@ pub struct SortReport {
     /// Size of the largest partition, in bytes.
     pub largest_partition_bytes: u64,
     /// Wall-clock time of the whole sort.
-    #[serde(serialize_with = "seconds")]
+    #[serde(serialize_with = "spillway_core::seconds::serialize")]
     pub elapsed: Duration,
     /// Bytes this process read from and wrote to the block device during the
     /// sort (`/proc/self/io`; reads served by the page cache do not count).
@@ -228,10 +228,6 @@ pub struct SortReport {
     /// Files that sorts killed outright had left in the temporary or the
     /// output directory (their owner gone), removed before this sort began.
     pub swept_files: Vec<PathBuf>,
-}
-
-fn seconds<S: serde::Serializer>(duration: &Duration, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-    serializer.serialize_f64(duration.as_secs_f64())
 }
 
 impl SortReport {
