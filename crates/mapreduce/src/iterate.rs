@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use spillway_core::{ensure, scratch, Fs, Result};
 
-use crate::driver::{run, JobOptions, JobReport, Progress};
+use crate::driver::{run, JobReport};
 use crate::jobs::JobSpec;
+use crate::options::{JobOptions, Progress};
 use crate::output::{output_path, OutputFormat};
 
 /// A PageRank computation.

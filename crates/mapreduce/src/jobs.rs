@@ -10,8 +10,7 @@ use spillway_core::{bail, ensure, Result};
 
 use crate::combine::BATCH_KEYS;
 use crate::input::InputFormat;
-use crate::job::{InputRecord, Job, Values};
-use crate::map::MapOutput;
+use crate::job::{InputRecord, Job, MapOutput, Values};
 use crate::record::PairBuf;
 use crate::scan::words;
 

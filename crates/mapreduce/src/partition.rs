@@ -20,7 +20,6 @@ use serde::{Deserialize, Serialize};
 use spillway_core::range;
 use spillway_core::{bail, ensure, hash64, Result};
 
-use crate::job::Job;
 use crate::sort::prefix_of;
 
 /// How keys are routed to partitions.
@@ -140,30 +139,18 @@ impl Partitioner {
         }
     }
 
-    /// The partition of `key`.
-    pub fn partition_of(&self, job: &dyn Job, key: &[u8]) -> Result<usize> {
-        Ok(match self {
-            Partitioner::Range { boundaries } => boundaries.count_at_most(key),
+    /// The partition of `key` by its range or its hash; `None` under
+    /// [`Partitioner::Job`], where the job's own partition function
+    /// decides (`MapOutput` asks it: see [`Job::partition`](crate::Job::partition)).
+    #[inline]
+    pub fn partition_of(&self, key: &[u8]) -> Option<usize> {
+        match self {
+            Partitioner::Range { boundaries } => Some(boundaries.count_at_most(key)),
             Partitioner::Hash { partitions } => {
-                ((u128::from(hash64(key)) * u128::from(*partitions)) >> 64) as usize
+                Some(((u128::from(hash64(key)) * u128::from(*partitions)) >> 64) as usize)
             }
-            Partitioner::Job { partitions } => {
-                let partitions = *partitions as usize;
-                match job.partition(key, partitions) {
-                    Some(partition) if partition < partitions => partition,
-                    Some(partition) => bail!(
-                        InvalidArgument,
-                        "job {}'s partition function put a key in partition {partition} of {partitions}",
-                        job.name()
-                    ),
-                    None => bail!(
-                        InvalidArgument,
-                        "job {} has no partition function of its own; use range or hash partitioning",
-                        job.name()
-                    ),
-                }
-            }
-        })
+            Partitioner::Job { .. } => None,
+        }
     }
 
     /// Range partitioning into `partitions` from sampled keys: the keys at
@@ -199,23 +186,6 @@ impl Partitioner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::InputRecord;
-    use crate::map::MapOutput;
-
-    #[derive(Debug)]
-    struct Modulo;
-
-    impl Job for Modulo {
-        fn name(&self) -> String {
-            "modulo".into()
-        }
-        fn map(&self, _: &InputRecord<'_>, _: &mut MapOutput<'_>) -> Result<()> {
-            Ok(())
-        }
-        fn partition(&self, key: &[u8], partitions: usize) -> Option<usize> {
-            Some(usize::from(key[0]) % (partitions + 1))
-        }
-    }
 
     #[test]
     fn range_boundaries_cut_a_skewed_sample_into_even_parts() {
@@ -241,18 +211,17 @@ mod tests {
         );
         let mut counts = vec![0usize; partitioner.partitions()];
         for key in &sample {
-            counts[partitioner.partition_of(&Modulo, key).unwrap()] += 1;
+            counts[partitioner.partition_of(key).unwrap()] += 1;
         }
         assert_eq!(counts[0], 1000, "key 0 alone in the first partition: {counts:?}");
         assert!(counts[1].abs_diff(counts[2]) < 100, "{counts:?}");
         // Order: every key of a partition is below every key of the next.
-        assert_eq!(partitioner.partition_of(&Modulo, &[0]).unwrap(), 0);
-        assert_eq!(partitioner.partition_of(&Modulo, &[255]).unwrap(), 2);
+        assert_eq!(partitioner.partition_of(&[0]).unwrap(), 0);
+        assert_eq!(partitioner.partition_of(&[255]).unwrap(), 2);
     }
 
     #[test]
     fn range_partitions_by_prefix_equal_those_by_whole_keys() {
-        let job = crate::JobSpec::WordCount.build().unwrap();
         // Keys around the boundaries: equal prefixes, zero padding, lengths
         // on both sides of 8.
         let alphabet: [&[u8]; 8] = [
@@ -281,7 +250,7 @@ mod tests {
             };
             for key in &keys {
                 assert_eq!(
-                    partitioner.partition_of(&*job, key).unwrap(),
+                    partitioner.partition_of(key).unwrap(),
                     boundaries.partition_point(|boundary| boundary <= key),
                     "{key:?} among {} boundaries",
                     boundaries.len()
@@ -291,17 +260,14 @@ mod tests {
     }
 
     #[test]
-    fn hash_and_job_partitioning_route_into_range() {
+    fn hash_partitioning_routes_into_range() {
         let hash = Partitioner::Hash { partitions: 7 };
         let mut seen = [false; 7];
         for key in 0..1000u32 {
-            seen[hash.partition_of(&Modulo, &key.to_le_bytes()).unwrap()] = true;
+            seen[hash.partition_of(&key.to_le_bytes()).unwrap()] = true;
         }
         assert!(seen.iter().all(|&hit| hit));
-        let own = Partitioner::Job { partitions: 3 };
-        assert_eq!(own.partition_of(&Modulo, &[5]).unwrap(), 1);
-        let error = own.partition_of(&Modulo, &[3]).unwrap_err();
-        assert!(error.to_string().contains("partition 3 of 3"), "{error}");
+        assert_eq!(Partitioner::Job { partitions: 3 }.partition_of(&[5]), None);
         assert!(Partitioner::Hash { partitions: 0 }.validate().is_err());
         assert!(Partitioner::Range {
             boundaries: vec![vec![2], vec![1]].into()

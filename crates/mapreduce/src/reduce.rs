@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -14,10 +14,10 @@ use spillway_core::{ensure, Error, ErrorKind, Fs, Result};
 use spillway_pipeline::{Allocation, MemoryQuota, PhaseBuilder, PhaseReport, StageSpec, WorkUnit, Worker};
 
 use crate::chunk;
-use crate::driver::{phase_two_quota, radix_budget, JobOptions, Progress};
 use crate::fold::{fold_by_key, FoldScratch};
 use crate::job::{Job, Values};
 use crate::manifest::ShuffleFile;
+use crate::options::{phase_two_quota, radix_budget, JobOptions, Progress};
 use crate::output::{finished_path, write_output, PartitionWriter};
 use crate::record::PairBuf;
 use crate::sort::{
@@ -298,22 +298,38 @@ impl Recycled {
     }
 }
 
+/// Everything phase two needs besides the partitions it reduces (which
+/// change from round to round: recovery makes lost ones again).
+pub(crate) struct PhaseTwo {
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) job: Arc<dyn Job>,
+    /// The work directory, where finished partitions are recorded.
+    pub(crate) work_dir: PathBuf,
+    /// The output directory.
+    pub(crate) output: PathBuf,
+    pub(crate) options: JobOptions,
+    pub(crate) threads: usize,
+}
+
 /// Phase two over the `pending` partitions of `files`: each is read,
 /// sorted, reduced and written to its output file, recorded as finished in
-/// `work_dir`, and its partition file is removed. A partition whose file
-/// is lost is reported in [`Reduced::lost`], not an error.
-#[allow(clippy::too_many_arguments)]
+/// the work directory, and its partition file is removed. A partition
+/// whose file is lost is reported in [`Reduced::lost`], not an error.
 pub(crate) fn phase_two(
-    fs: &Arc<dyn Fs>,
-    job: &Arc<dyn Job>,
+    plan: &PhaseTwo,
     files: &[ShuffleFile],
     pending: &[usize],
-    work_dir: &Path,
-    output: &Path,
-    options: &JobOptions,
-    threads: usize,
     progress: &Progress,
 ) -> Result<Reduced> {
+    let PhaseTwo {
+        fs,
+        job,
+        work_dir,
+        output,
+        options,
+        threads,
+    } = plan;
+    let threads = *threads;
     let files = Arc::new(files.to_vec());
     let pending = pending.to_vec();
     let total: u64 = pending.iter().map(|&partition| files[partition].bytes).sum();
@@ -377,7 +393,7 @@ pub(crate) fn phase_two(
     let totals: Arc<Mutex<Reduced>> = Arc::default();
     phase.stage(StageSpec::new("reducer", reducers).reads(&read_consumer), {
         let (fs, job, totals, lost) = (fs.clone(), job.clone(), totals.clone(), lost.clone());
-        let (output, work_dir) = (output.to_path_buf(), work_dir.to_path_buf());
+        let (output, work_dir) = (output.clone(), work_dir.clone());
         let (format, sync) = (options.output_format, options.sync);
         let radix_budget = radix_budget(options, reducers);
         move |worker: &mut Worker| {

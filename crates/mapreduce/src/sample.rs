@@ -9,17 +9,15 @@ use spillway_core::{ensure, gensort, Result};
 
 use crate::chunk::CHUNK_HEADER_BYTES;
 use crate::combine::Combiner;
-use crate::driver::{phase_two_quota, radix_budget, JobOptions, PARTITIONS_MAX};
 use crate::input::{Block, InputFormat, Inputs};
-use crate::job::Job;
-use crate::map::{map_block, MapOutput};
+use crate::job::{Job, MapOutput};
+use crate::map::map_block;
+use crate::options::{phase_two_quota, radix_budget, JobOptions, PARTITIONS_MAX, SAMPLE_PIECE_BYTES};
 use crate::partition::{Partitioner, Partitioning};
 use crate::record::PairBuf;
 use crate::reduce::reduce_memory_bytes;
 use crate::sort::radix_scratch_bytes;
 
-/// Bytes phase zero maps of each block it samples.
-pub(crate) const SAMPLE_PIECE_BYTES: u64 = 4 << 20;
 /// Keys phase zero keeps to cut range boundaries.
 const SAMPLE_KEYS: usize = 100_000;
 /// Intermediate bytes from which phase zero makes at least a partition

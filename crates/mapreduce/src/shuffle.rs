@@ -13,11 +13,11 @@ use spillway_pipeline::{
 
 use crate::chunk::{self, CHUNK_HEADER_BYTES};
 use crate::combine::Combiner;
-use crate::driver::{JobOptions, Progress};
 use crate::input::{Block, Inputs};
-use crate::job::Job;
+use crate::job::{Job, MapOutput};
 use crate::manifest::ShuffleFile;
-use crate::map::{map_records, MapOutput};
+use crate::map::map_records;
+use crate::options::{JobOptions, Progress};
 use crate::partition::Partitioner;
 use crate::record::PairBuf;
 
