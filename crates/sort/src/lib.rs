@@ -18,19 +18,26 @@
 //!
 //! Formats and algorithms are described in the crate's `DESIGN.md`.
 
+mod disks;
 mod external;
+mod files;
 mod gensort;
 pub mod lcg;
+mod options;
+mod output;
 mod partition;
 mod radix;
 mod record;
+mod reduce;
+mod shuffle;
 mod valsort;
 
-pub use external::{sort_file, Progress, SortMode, SortOptions, SortReport, MEMORY_BYTES_MIN};
+pub use external::sort_file;
 pub use gensort::{
     generate_file, generate_vec, GenerateReport, GenerateSpec, Generator, RecordFormat, WriteOptions,
     BLOCK_RECORDS,
 };
+pub use options::{Progress, SortMode, SortOptions, SortReport, MEMORY_BYTES_MIN};
 pub use partition::{key_value, partitions_for, sample_keys, Boundaries, KeyValue};
 pub use radix::{segments_of, sort_records, SortScratch, SEGMENTS_MAX, SEGMENT_RECORDS_MAX};
 pub use record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
