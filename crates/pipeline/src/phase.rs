@@ -34,7 +34,7 @@ use crossbeam_channel::RecvTimeoutError;
 use spillway_core::sync;
 use spillway_core::{Error, Interrupt, Result};
 
-use crate::context::{PhaseShared, WorkerSlot};
+use crate::context::{PhaseShared, WorkerContext, WorkerSlot};
 use crate::graph::{describe, Graph, PhaseBuilder, QueueRef, StageBody};
 use crate::queue::{ErasedEnd, QueueInfo};
 use crate::report::{collect, PhaseReport, StageLayout};
@@ -236,12 +236,14 @@ impl Phase {
                 slots.push(Arc::clone(&slot));
                 let worker = Worker::new(
                     ends,
-                    Arc::clone(&shared),
-                    slot,
-                    cancel_receiver.clone(),
-                    Arc::clone(&stage_name),
-                    spec.workers,
-                    self.graph.queues.len(),
+                    WorkerContext::new(
+                        Arc::clone(&shared),
+                        slot,
+                        cancel_receiver.clone(),
+                        Arc::clone(&stage_name),
+                        spec.workers,
+                        self.graph.queues.len(),
+                    ),
                 );
                 launches.push((worker, Arc::clone(&decl.body)));
             }

@@ -3,13 +3,12 @@
 
 use std::fmt;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use spillway_core::{Error, Result};
 
-use crate::context::{PhaseShared, WorkerContext, WorkerSlot};
+use crate::context::WorkerContext;
 use crate::disk::{DiskScheduler, ReadToken, WriteToken};
 use crate::memory::{Allocation, BufferPool, MemoryQuota, PooledBuffer};
 use crate::queue::{Consumer, ErasedEnd, Producer, QueueInfo};
@@ -84,19 +83,8 @@ impl fmt::Debug for Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(
-        ends: QueueEnds,
-        phase: Arc<PhaseShared>,
-        slot: Arc<WorkerSlot>,
-        cancel: Receiver<()>,
-        stage: Arc<str>,
-        workers: usize,
-        queues: usize,
-    ) -> Self {
-        Self {
-            ends,
-            cx: WorkerContext::new(phase, slot, cancel, stage, workers, queues),
-        }
+    pub(crate) fn new(ends: QueueEnds, cx: WorkerContext) -> Self {
+        Self { ends, cx }
     }
 
     /// The name of this worker's stage (for logs and file names).
