@@ -1,7 +1,7 @@
 //! Collapsing (seed 001 §3.1): several records of one key become one, the
 //! newest PUT or DELETE winning and MERGE operands folded into what they
 //! follow. Spills, splits, scans and GETs all fold through [`Folded`]; the
-//! k-way [`Merger`] feeds it the records of several sorted sources.
+//! k-way [`Interleaver`] feeds it the records of several sorted sources.
 
 use std::sync::Arc;
 
@@ -100,10 +100,10 @@ pub trait Source: Send {
     }
 }
 
-/// Merges sources into one sequence in (hash, key) order, collapsing each
+/// Interleaves sources into one sequence in (hash, key) order, collapsing each
 /// key's records. Sources are given oldest first; among records of one
 /// key the older source's comes first.
-pub struct Merger {
+pub struct Interleaver {
     sources: Vec<Box<dyn Source>>,
     /// A binary min-heap of sources by (hash, key, index): each source's
     /// index with the hash of its current record. Hashes rarely tie, so
@@ -120,17 +120,17 @@ pub struct Merger {
     top_taken: bool,
 }
 
-impl std::fmt::Debug for Merger {
+impl std::fmt::Debug for Interleaver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Merger")
+        f.debug_struct("Interleaver")
             .field("sources", &self.sources.len())
             .field("records_in", &self.records_in)
             .finish()
     }
 }
 
-impl Merger {
-    /// A merger over `sources` (oldest first), each positioned by its first
+impl Interleaver {
+    /// An interleaver over `sources` (oldest first), each positioned by its first
     /// `advance` here.
     pub fn new(mut sources: Vec<Box<dyn Source>>, merge: Option<Arc<dyn MergeOperator>>) -> Result<Self> {
         for source in &mut sources {
@@ -141,7 +141,7 @@ impl Merger {
             .enumerate()
             .filter_map(|(index, source)| Some((source.record()?.hash, index)))
             .collect();
-        let mut merger = Merger {
+        let mut interleaver = Interleaver {
             heap,
             sources,
             merge,
@@ -151,10 +151,10 @@ impl Merger {
             records_in: 0,
             top_taken: false,
         };
-        for i in (0..merger.heap.len() / 2).rev() {
-            merger.sift_down(i);
+        for i in (0..interleaver.heap.len() / 2).rev() {
+            interleaver.sift_down(i);
         }
-        Ok(merger)
+        Ok(interleaver)
     }
 
     /// Whether heap entry `a` comes before heap entry `b`.
@@ -317,9 +317,9 @@ mod tests {
             (5, Kind::Delete, b"y".to_vec(), Vec::new()),
             put(9, "z", "9"),
         ]);
-        let mut merger = Merger::new(vec![Box::new(older), Box::new(newer)], None).unwrap();
+        let mut interleaver = Interleaver::new(vec![Box::new(older), Box::new(newer)], None).unwrap();
         let mut out = Vec::new();
-        while let Some(record) = merger.next_record().unwrap() {
+        while let Some(record) = interleaver.next_record().unwrap() {
             out.push((
                 record.hash,
                 record.kind,
@@ -336,7 +336,7 @@ mod tests {
                 put(9, "z", "9"),
             ]
         );
-        assert_eq!(merger.records_in(), 6);
+        assert_eq!(interleaver.records_in(), 6);
     }
 
     #[test]

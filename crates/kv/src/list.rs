@@ -190,7 +190,7 @@ impl ListWriter {
     }
 
     /// Appends `record`, which must follow the previous one in (hash, key)
-    /// order (checked in debug builds by the callers' merges).
+    /// order (checked in debug builds by the callers' interleavings).
     pub fn add(&mut self, record: &RecordRef<'_>) -> Result<()> {
         let len = record.encoded_len();
         if let Some(start) = self.block_start {
@@ -1304,7 +1304,7 @@ impl ListCursor {
         self.at = self.blocks[0].0.start;
         // The handle reads no further than asked (cache.rs): ask for the
         // next chunk of the range now, so that it arrives while this one
-        // is merged.
+        // is interleaved.
         if self.next_block < self.list.end_block {
             let next = file.block_offset(self.next_block);
             let range_end = file.block_offset(self.list.end_block);

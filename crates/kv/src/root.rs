@@ -493,7 +493,7 @@ impl Source for SortedRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collapse::Merger;
+    use crate::collapse::Interleaver;
 
     fn versions(root: &RootBuffer, hash: Hash64, key: &[u8]) -> Vec<(Kind, Vec<u8>)> {
         let mut found = Vec::new();
@@ -658,9 +658,9 @@ mod tests {
         let order = Arc::new(root.sorted());
         assert_eq!(order.len(), 5);
         let run = SortedRun::new(root.clone(), order.clone(), 0, u64::MAX, None);
-        let mut merger = Merger::new(vec![Box::new(run)], None).unwrap();
+        let mut interleaver = Interleaver::new(vec![Box::new(run)], None).unwrap();
         let mut out = Vec::new();
-        while let Some(record) = merger.next_record().unwrap() {
+        while let Some(record) = interleaver.next_record().unwrap() {
             out.push((
                 record.hash,
                 record.kind,
@@ -677,9 +677,9 @@ mod tests {
             ]
         );
         let part = SortedRun::new(root, order, 4, 9, None);
-        let mut merger = Merger::new(vec![Box::new(part)], None).unwrap();
+        let mut interleaver = Interleaver::new(vec![Box::new(part)], None).unwrap();
         let mut count = 0;
-        while merger.next_record().unwrap().is_some() {
+        while interleaver.next_record().unwrap().is_some() {
             count += 1;
         }
         assert_eq!(count, 2);
@@ -698,16 +698,16 @@ mod tests {
         let order = Arc::new(root.sorted());
         let merge: Arc<dyn MergeOperator> = sum.clone();
         let run = SortedRun::new(root, order, 0, u64::MAX, Some(merge.clone()));
-        let mut merger = Merger::new(vec![Box::new(run)], Some(merge)).unwrap();
-        let first = merger.next_record().unwrap().unwrap();
+        let mut interleaver = Interleaver::new(vec![Box::new(run)], Some(merge)).unwrap();
+        let first = interleaver.next_record().unwrap().unwrap();
         assert_eq!((first.hash, first.kind, first.key), (5, Kind::Merge, &b"k"[..]));
         assert_eq!(sum.finalize(first.value).unwrap(), spillway_agg::Output::Int(9));
-        let second = merger.next_record().unwrap().unwrap();
+        let second = interleaver.next_record().unwrap().unwrap();
         assert_eq!(
             (second.hash, second.key, second.value),
             (7, &b"other"[..], &b"x"[..])
         );
-        assert!(merger.next_record().unwrap().is_none());
-        assert_eq!(merger.records_in(), 4, "every version read is counted");
+        assert!(interleaver.next_record().unwrap().is_none());
+        assert_eq!(interleaver.records_in(), 4, "every version read is counted");
     }
 }

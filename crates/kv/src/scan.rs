@@ -4,14 +4,14 @@
 //!
 //! The scan goes one leaf at a time: the records in the leaf's hash range
 //! come from the leaf's lists, the lists of every node above it, and the
-//! root buffers, merged oldest to newest and collapsed as a GET would.
+//! root buffers, interleaved oldest to newest and collapsed as a GET would.
 
 use std::sync::Arc;
 
 use spillway_core::Result;
 
 use crate::cache::FileCache;
-use crate::collapse::{Merger, Source};
+use crate::collapse::{Interleaver, Source};
 use crate::merge::MergeOperator;
 use crate::record::Kind;
 use crate::root::{RootBuffer, SortedOrder, SortedRun};
@@ -28,7 +28,7 @@ pub struct Scan {
     roots: Vec<(Arc<RootBuffer>, Arc<SortedOrder>)>,
     leaves: Vec<NodeId>,
     next_leaf: usize,
-    merger: Option<Merger>,
+    interleaver: Option<Interleaver>,
     merge: Option<Arc<dyn MergeOperator>>,
     done: bool,
 }
@@ -59,7 +59,7 @@ impl Store {
             tree,
             roots,
             next_leaf: 0,
-            merger: None,
+            interleaver: None,
             merge: self.options().merge_operator.clone(),
             done: false,
         })
@@ -67,8 +67,8 @@ impl Store {
 }
 
 impl Scan {
-    /// A merger over everything in leaf `id`'s hash range, oldest first.
-    fn leaf_merger(&self, id: NodeId) -> Result<Merger> {
+    /// An interleaver over everything in leaf `id`'s hash range, oldest first.
+    fn leaf_interleaver(&self, id: NodeId) -> Result<Interleaver> {
         let leaf = self.tree.node(id);
         let mut path = Vec::new();
         self.tree.walk(leaf.low, |node| {
@@ -92,24 +92,24 @@ impl Scan {
                 self.merge.clone(),
             )));
         }
-        Merger::new(sources, self.merge.clone())
+        Interleaver::new(sources, self.merge.clone())
     }
 
     fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         loop {
-            if let Some(merger) = &mut self.merger {
-                while let Some(record) = merger.next_record()? {
+            if let Some(interleaver) = &mut self.interleaver {
+                while let Some(record) = interleaver.next_record()? {
                     if record.kind != Kind::Delete {
                         return Ok(Some((record.key.to_vec(), record.value.to_vec())));
                     }
                 }
-                self.merger = None;
+                self.interleaver = None;
             }
             let Some(&leaf) = self.leaves.get(self.next_leaf) else {
                 return Ok(None);
             };
             self.next_leaf += 1;
-            self.merger = Some(self.leaf_merger(leaf)?);
+            self.interleaver = Some(self.leaf_interleaver(leaf)?);
         }
     }
 }

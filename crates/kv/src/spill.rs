@@ -2,7 +2,7 @@
 //!
 //! - The root spills its buffer: sorted by hash, collapsed, cut by the
 //!   children's hash ranges, each part written as a new list of its child.
-//! - An internal node spills its lists: merged (collapsing) into one
+//! - An internal node spills its lists: interleaved (collapsing) into one
 //!   sequence, cut the same way, one new list per child. The children's
 //!   data is never read.
 //!
@@ -17,7 +17,7 @@ use spillway_core::sync;
 use spillway_core::{Fs, Hash64, Result};
 
 use crate::cache::FileCache;
-use crate::collapse::{Merger, Source};
+use crate::collapse::{Interleaver, Source};
 use crate::list::{FileNumber, ListFile, ListMeta, ListRef, ListWriter};
 use crate::merge::MergeOperator;
 use crate::options::Options;
@@ -120,19 +120,19 @@ impl<'a> Job<'a> {
         self.bytes_read += part.bytes_read;
     }
 
-    /// A merger over the lists of `node`, oldest first.
-    pub fn merge_lists(&mut self, node: &Node) -> Result<Merger> {
+    /// An interleaver over the lists of `node`, oldest first.
+    pub fn interleave_lists(&mut self, node: &Node) -> Result<Interleaver> {
         let mut sources: Vec<Box<dyn Source>> = Vec::with_capacity(node.lists.len());
         for list in &node.lists {
             self.bytes_read += list.bytes();
             sources.push(Box::new(list.cursor(self.cache)?));
         }
-        Merger::new(sources, self.merge.clone())
+        Interleaver::new(sources, self.merge.clone())
     }
 }
 
 /// The first and last sequence numbers of the writes `lists` may hold:
-/// what a list merged from them records (list.rs).
+/// what a list interleaved from them records (list.rs).
 pub fn seqs_of(lists: &[ListRef]) -> (u64, u64) {
     lists
         .iter()
@@ -145,12 +145,12 @@ pub fn seqs_of(lists: &[ListRef]) -> (u64, u64) {
         .unwrap_or((0, 0))
 }
 
-/// Writes a merged sequence of the writes `seqs` into one new list per
+/// Writes an interleaved sequence of the writes `seqs` into one new list per
 /// child of `node` that gets records; returns the children that got one,
 /// with their files.
 fn partition(
     job: &mut Job<'_>,
-    merger: &mut Merger,
+    interleaver: &mut Interleaver,
     node: &Node,
     seqs: (u64, u64),
 ) -> Result<Vec<(usize, Arc<ListFile>)>> {
@@ -158,7 +158,7 @@ fn partition(
     let mut child = 0;
     let mut high = node.child_high(0);
     let mut writer: Option<ListWriter> = None;
-    while let Some(record) = merger.next_record()? {
+    while let Some(record) = interleaver.next_record()? {
         if record.hash > high {
             if let Some(full) = writer.take() {
                 files.push((child, job.finish(full)?));
@@ -175,7 +175,7 @@ fn partition(
     if let Some(last) = writer {
         files.push((child, job.finish(last)?));
     }
-    job.records_in += merger.records_in();
+    job.records_in += interleaver.records_in();
     Ok(files)
 }
 
@@ -204,8 +204,8 @@ pub fn spill_root(job: &mut Job<'_>, tree: &Tree, root: Arc<RootBuffer>, seqs: (
     let parts = part_ranges(&order, node, job.threads());
     let files = in_parts(job, &parts, |job, &(low, high)| {
         let run = SortedRun::new(root.clone(), order.clone(), low, high, job.merge.clone());
-        let mut merger = Merger::new(vec![Box::new(run)], job.merge.clone())?;
-        partition(job, &mut merger, node, seqs)
+        let mut interleaver = Interleaver::new(vec![Box::new(run)], job.merge.clone())?;
+        partition(job, &mut interleaver, node, seqs)
     })?
     .concat();
     Ok(Edit {
@@ -273,13 +273,13 @@ fn part_ranges(order: &SortedOrder, node: &Node, threads: usize) -> Vec<(Hash64,
     ranges
 }
 
-/// Spills internal node `id`: merges its lists into new lists of its
+/// Spills internal node `id`: interleaves its lists into new lists of its
 /// children and empties it.
 pub fn spill_node(job: &mut Job<'_>, tree: &Tree, id: NodeId) -> Result<Edit> {
     let node = tree.node(id);
     debug_assert!(!node.is_leaf() && id != crate::tree::ROOT);
-    let mut merger = job.merge_lists(node)?;
-    let files = partition(job, &mut merger, node, seqs_of(&node.lists))?;
+    let mut interleaver = job.interleave_lists(node)?;
+    let files = partition(job, &mut interleaver, node, seqs_of(&node.lists))?;
     let mut nodes = append_to_children(tree, node, files);
     let mut emptied = (**node).clone();
     emptied.lists.clear();
@@ -290,7 +290,7 @@ pub fn spill_node(job: &mut Job<'_>, tree: &Tree, id: NodeId) -> Result<Edit> {
     })
 }
 
-/// Whether a record must be kept when a leaf's lists are merged: at the
+/// Whether a record must be kept when a leaf's lists are interleaved: at the
 /// bottom of the tree a tombstone shadows nothing, so it goes.
 pub fn kept_at_leaf(record: &RecordRef<'_>) -> bool {
     record.kind != Kind::Delete

@@ -1,13 +1,13 @@
 //! Splits (seed 001 §3.2.2, §3.3): a full leaf becomes two, and a node
 //! with too many children gives half of them to a new sibling.
 //!
-//! - **Slow split**: the leaf's lists are merged, collapsed (tombstones
+//! - **Slow split**: the leaf's lists are interleaved, collapsed (tombstones
 //!   dropped: nothing lies below a leaf) and written as one new list; if
 //!   that list is more than half a node, it is cut at its median block
 //!   between the leaf and a new leaf, both referring to the one file.
 //!   Otherwise the leaf keeps it alone (collapsing freed the room). About
 //!   2B of I/O for a leaf of B bytes. On several threads the leaf's two
-//!   halves are merged at once, into a list each (cut at the largest
+//!   halves are interleaved at once, into a list each (cut at the largest
 //!   list's median, as a fast split cuts).
 //! - **Fast split**: no data moves. The median hash of the leaf's largest
 //!   list (read from its first-hash index) cuts every list; the new leaf
@@ -43,6 +43,20 @@ fn narrowed(node: &Node, id: NodeId, low: Hash64, high: Hash64) -> Node {
     }
 }
 
+/// The edit that puts `left` (keeping `id`) and `right`, its new sibling,
+/// in the place of node `id`.
+fn in_two(tree: &Tree, id: NodeId, left: Node, right: Node) -> Edit {
+    let sibling = Child {
+        low: right.low,
+        id: right.id,
+    };
+    let parent = parent_with_sibling(tree, id, sibling);
+    Edit {
+        nodes: vec![left, right, parent],
+        removed: Vec::new(),
+    }
+}
+
 /// The parent of `id` with `sibling` inserted after it.
 fn parent_with_sibling(tree: &Tree, id: NodeId, sibling: Child) -> Node {
     let (parent, index) = tree.parent_of(id).expect("a non-root node has a parent");
@@ -59,18 +73,7 @@ fn cut_leaf(tree: &Tree, id: NodeId, new_id: NodeId, separator: Hash64, fast_spl
     let mut right = narrowed(node, new_id, separator, node.high);
     left.fast_splits = fast_splits;
     right.fast_splits = fast_splits;
-    let parent = parent_with_sibling(
-        tree,
-        id,
-        Child {
-            low: separator,
-            id: new_id,
-        },
-    );
-    Edit {
-        nodes: vec![left, right, parent],
-        removed: Vec::new(),
-    }
+    in_two(tree, id, left, right)
 }
 
 /// The outcome of a slow split.
@@ -84,7 +87,7 @@ pub enum SlowSplit {
 
 /// Slow-splits leaf `id`; the new leaf, if any, is numbered `new_id`.
 /// On more than one of [`Job::threads`] the leaf's two halves (cut at its largest list's
-/// median, as a fast split cuts) are merged at once, each into a list of
+/// median, as a fast split cuts) are interleaved at once, each into a list of
 /// its own: a leaf that stays whole keeps two lists of disjoint hash
 /// ranges (a GET tests only the one whose range holds its hash).
 pub fn slow_split(job: &mut Job<'_>, tree: &Tree, id: NodeId, new_id: NodeId) -> Result<(Edit, SlowSplit)> {
@@ -125,13 +128,13 @@ pub fn slow_split(job: &mut Job<'_>, tree: &Tree, id: NodeId, new_id: NodeId) ->
     }
 }
 
-/// Merges the lists of leaf `node` into one new list, tombstones dropped;
+/// Interleaves the lists of leaf `node` into one new list, tombstones dropped;
 /// `None` if nothing is left.
 fn rewrite(job: &mut Job<'_>, node: &Node) -> Result<Option<Arc<ListFile>>> {
-    let mut merger = job.merge_lists(node)?;
+    let mut interleaver = job.interleave_lists(node)?;
     let mut writer = None;
     let seqs = seqs_of(&node.lists);
-    while let Some(record) = merger.next_record()? {
+    while let Some(record) = interleaver.next_record()? {
         if kept_at_leaf(&record) {
             if writer.is_none() {
                 writer = Some(job.list_writer((node.low, node.high), seqs)?);
@@ -139,7 +142,7 @@ fn rewrite(job: &mut Job<'_>, node: &Node) -> Result<Option<Arc<ListFile>>> {
             writer.as_mut().expect("a writer is open").add(&record)?;
         }
     }
-    job.records_in += merger.records_in();
+    job.records_in += interleaver.records_in();
     writer.map(|writer| job.finish(writer)).transpose()
 }
 
@@ -165,18 +168,7 @@ pub fn divide(tree: &Tree, id: NodeId, new_id: NodeId) -> Edit {
     left.children = node.children[..half].to_vec();
     let mut right = narrowed(node, new_id, separator, node.high);
     right.children = node.children[half..].to_vec();
-    let parent = parent_with_sibling(
-        tree,
-        id,
-        Child {
-            low: separator,
-            id: new_id,
-        },
-    );
-    Edit {
-        nodes: vec![left, right, parent],
-        removed: Vec::new(),
-    }
+    in_two(tree, id, left, right)
 }
 
 /// Grows the tree a level: the root's children go to two new nodes,

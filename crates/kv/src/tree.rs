@@ -282,7 +282,7 @@ impl Tree {
     /// after them, those appended since `base` to the node it replaces,
     /// or, for a node the edit creates, to `origin` (the node it was cut
     /// from), narrowed to its hashes: they are newer than anything the
-    /// edit merged, so they stay last.
+    /// edit interleaved, so they stay last.
     ///
     /// # Errors
     /// `Internal` if `self` changed `base` otherwise (a node of the edit
@@ -514,7 +514,7 @@ mod tests {
 
     #[test]
     fn a_rebased_edit_keeps_the_lists_appended_since_its_base_narrowed_to_each_node() {
-        let [old, merged, appended] = three_lists();
+        let [old, interleaved, appended] = three_lists();
         let mut base = Tree::empty();
         let mut leaf = (**base.node(1)).clone();
         leaf.lists.push(old);
@@ -522,15 +522,15 @@ mod tests {
             nodes: vec![leaf.clone()],
             removed: Vec::new(),
         });
-        // A slow split of leaf 1 computed against `base`: its lists merged
+        // A slow split of leaf 1 computed against `base`: its lists interleaved
         // into file 2, cut between leaf 1 and a new leaf 2.
-        let cut = merged.median_hash().unwrap();
+        let cut = interleaved.median_hash().unwrap();
         let mut root = (**base.root()).clone();
         root.children.push(Child { low: cut, id: 2 });
         let mut left = Node::new(1, 0, cut - 1);
-        left.lists.push(merged.narrow(0, cut - 1).unwrap());
+        left.lists.push(interleaved.narrow(0, cut - 1).unwrap());
         let mut right = Node::new(2, cut, u64::MAX);
-        right.lists.push(merged.narrow(cut, u64::MAX).unwrap());
+        right.lists.push(interleaved.narrow(cut, u64::MAX).unwrap());
         let split = Edit {
             nodes: vec![root, left, right],
             removed: Vec::new(),
@@ -551,7 +551,7 @@ mod tests {
             assert_eq!(
                 numbers,
                 vec![2, 3],
-                "node {id}: the merged list, then the newer one"
+                "node {id}: the interleaved list, then the newer one"
             );
             let narrowed = appended.narrow(node.low, node.high).unwrap();
             assert!(node.lists[1].same_run(&narrowed), "node {id}");
