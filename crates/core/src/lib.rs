@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Foundations shared by every Spillway engine.
 //!
 //! - [`error`]: the error type, its kinds, `bail!`/`ensure!` and the sticky
@@ -22,8 +23,23 @@
 //! - [`scratch`]: temporary files that name their owner, swept when it is gone.
 //! - [`seconds`]: durations in reports, written as seconds.
 //!
+//! ```
+//! use std::path::Path;
+//! use spillway_core::{ensure, Fs, Result, SimFs};
+//! # fn main() -> Result<()> {
+//! // Engines do their I/O through the Fs seam; tests run them on SimFs.
+//! let fs = SimFs::new();
+//! fs.create_dir_all(Path::new("/store"))?;
+//! let file = fs.create(Path::new("/store/000001.log"))?;
+//! file.write_at(b"frame", 0)?;
+//! file.sync_data()?;
+//! ensure!(file.len()? == 5, Internal, "a write of 5 bytes left {} bytes", file.len()?);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The file formats, invariants and the assumptions made about the disk are in
-//! the crate's `DESIGN.md`.
+//! the crate's [DESIGN.md](../DESIGN.md).
 
 pub mod checksum;
 pub mod codec;

@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 //! The WB Tree (seeds 000 ch. III and VI, 001): a durable, write-optimized,
 //! hash-ordered key-value store that replaces an LSM tree's compactions
 //! with spills and splits, and in merge mode aggregates more keys than fit
@@ -27,7 +29,7 @@
 //! - [`format`](mod@format): the decoders of the files, over byte images.
 //!
 //! The formats, invariants, recovery, repair and costs are in the crate's
-//! DESIGN.md.
+//! [DESIGN.md](../DESIGN.md).
 
 mod batch;
 mod bloom;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use spillway_core::{hash64, Error, Fs, Poison, RealFs, Result};
 
 use crate::cache::FileCache;
-use crate::list::{self};
+use crate::list;
 use crate::manifest::{self, Counters, ManifestWriter};
 use crate::metrics::Metrics;
 use crate::options::{Options, SyncMode};

@@ -15,7 +15,7 @@ use spillway_core::{ensure, hash64, DirectoryLock, Error, Fs, Interrupt, RealFs,
 use crate::batch::WriteBatch;
 use crate::cache::FileCache;
 use crate::collapse::Folded;
-use crate::manifest::{self};
+use crate::manifest;
 use crate::merge::{AggregateMerge, MergeOperator};
 use crate::metrics::{add, get, KvStats};
 use crate::open;

@@ -22,7 +22,7 @@ use crate::shared::{Frozen, Shared, WorkerExit, WorkerHandle};
 use crate::spill::{self, Job};
 use crate::split::{self, SlowSplit};
 use crate::tree::{Edit, Node, NodeId, Tree, ROOT};
-use crate::wal::{self};
+use crate::wal;
 
 /// How long the idle worker sleeps before it looks for files to delete.
 const IDLE_WAKE: Duration = Duration::from_millis(200);

@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 //! MapReduce on one node, as Themis runs it (seed 003 ch. 5): every record
 //! is read and written exactly twice.
 //!
@@ -34,9 +36,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Formats, invariants and recovery are in the crate's `DESIGN.md`.
+//! Formats, invariants and recovery are in the crate's [DESIGN.md](../DESIGN.md).
 
-pub mod chunk;
+mod chunk;
 mod combine;
 mod driver;
 mod fold;

@@ -51,11 +51,11 @@ pub struct JobOptions {
     /// fdatasync the partition files and the output.
     pub sync: bool,
     /// Keep the work directory of a job that fails after phase one, so
-    /// that running it again resumes at phase two (see [`run`]).
+    /// that running it again resumes at phase two (see [`run`](crate::run)).
     pub resumable: bool,
     /// Stops the job when raised (Ctrl-C): it fails with `Interrupted`
     /// within a few tens of milliseconds and removes its work directory
-    /// and every output file of the job (see [`run`]).
+    /// and every output file of the job (see [`run`](crate::run)).
     pub interrupt: Interrupt,
 }
 

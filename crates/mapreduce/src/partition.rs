@@ -37,7 +37,7 @@ pub enum Partitioner {
         /// The partition count.
         partitions: u32,
     },
-    /// The job's own [`Job::partition`].
+    /// The job's own [`Job::partition`](crate::Job::partition).
     Job {
         /// The partition count.
         partitions: u32,

@@ -59,7 +59,7 @@
 //!
 //! The threading, closing, cancellation and deadlock models, the disk
 //! scheduler's rules, the metric definitions and the invariants are in the
-//! crate's `DESIGN.md`.
+//! crate's [DESIGN.md](../DESIGN.md).
 
 mod context;
 mod disk;

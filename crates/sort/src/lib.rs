@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 //! Sort benchmark records and the 2-IO external sort.
 //!
 //! This crate generates the input of the sort benchmarks byte for byte as
@@ -16,13 +18,13 @@
 //! assert!(!summary.is_sorted()); // random input is not sorted
 //! ```
 //!
-//! Formats and algorithms are described in the crate's `DESIGN.md`.
+//! Formats and algorithms are described in the crate's [DESIGN.md](../DESIGN.md).
 
 mod disks;
 mod external;
 mod files;
 mod gensort;
-pub mod lcg;
+mod lcg;
 mod options;
 mod output;
 mod partition;

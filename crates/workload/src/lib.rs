@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 //! Deterministic workload generators for Spillway's benchmarks.
 //!
 //! A benchmark is only comparable when every engine sees the same data, so
@@ -28,7 +30,7 @@
 //! bad parameters only where `validate` does, so a caller can check before it
 //! creates any output. Text and R-MAT build blocks on `threads` worker threads
 //! (0 = every core, capped by [`worker_count`]). Algorithms, stream formats
-//! and defaults are in the crate's `DESIGN.md`.
+//! and defaults are in the crate's [DESIGN.md](../DESIGN.md).
 //!
 //! ```
 //! use spillway_workload::{write_clicks, write_kv, ClickParams, KvFormat, KvParams, Preset};
@@ -52,9 +54,6 @@
 //! assert!(summary.sessions >= summary.distinct_users);
 //! # Ok::<(), spillway_core::Error>(())
 //! ```
-
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod blocks;
 pub mod clicks;

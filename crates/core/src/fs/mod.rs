@@ -205,7 +205,7 @@ pub trait FsFile: Send + Sync + Debug {
 
     /// Appends exactly `len` bytes read at `offset` to `buf`, failing like
     /// [`read_exact_at`](Self::read_exact_at); on failure `buf` keeps its
-    /// old length. [`RealFs`](super::RealFs) reads straight into the spare
+    /// old length. [`RealFs`] reads straight into the spare
     /// capacity, so a reader that refills large buffers does not zero every
     /// byte before the kernel overwrites it.
     fn read_exact_append(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> Result<()> {
@@ -224,7 +224,7 @@ pub trait FsFile: Send + Sync + Debug {
 
     /// Writes all of `buf` at `offset` as [`write_at`](Self::write_at)
     /// does, running `meanwhile` once while the device works: a file of
-    /// [`RealFs`](super::RealFs) open with direct I/O on Linux starts the
+    /// [`RealFs`] open with direct I/O on Linux starts the
     /// write, runs `meanwhile` and then waits for the write, so the caller's
     /// own work overlaps the device's round trip; elsewhere the write is
     /// done first. `meanwhile` runs before the write's outcome is known,
