@@ -12,7 +12,7 @@
 //! 2. Open every list file the tree names (footer, filter, index, sketch)
 //!    and check its store identity. A read-only open puts a damaged
 //!    stand-in in place of a file that is missing or unreadable, and reads
-//!    that need it fail (list.rs); an open for writing fails.
+//!    that need it fail (list/); an open for writing fails.
 //! 3. Follow the log chain from the manifest's log number: each log's
 //!    header (store, number, the log before it, its first write), its
 //!    batches in sequence, its trailer (its successor, its end); the next

@@ -66,7 +66,7 @@ pub(crate) struct Frozen {
     /// (and older ones already in the tree).
     pub(crate) log_number: u64,
     /// The sequence numbers of the writes it holds, first and last: its
-    /// lists record them (list.rs).
+    /// lists record them (list/).
     pub(crate) seqs: (u64, u64),
 }
 

@@ -132,7 +132,7 @@ impl<'a> Job<'a> {
 }
 
 /// The first and last sequence numbers of the writes `lists` may hold:
-/// what a list interleaved from them records (list.rs).
+/// what a list interleaved from them records (list/).
 pub fn seqs_of(lists: &[ListRef]) -> (u64, u64) {
     lists
         .iter()
