@@ -230,14 +230,9 @@ mod tests {
     #[test]
     fn distinct_bounds_give_a_heavy_key_its_own_partition() {
         // Key 0 is half the sample; the rest spread over 1..=100.
-        let sample: Vec<Vec<u8>> = (0..2000u32)
-            .map(|i| {
-                if i % 2 == 0 {
-                    vec![0]
-                } else {
-                    vec![(i % 100 + 1) as u8]
-                }
-            })
+        let heavy = std::iter::repeat_n(vec![0u8], 1000);
+        let sample: Vec<Vec<u8>> = heavy
+            .chain((0..1000u32).map(|i| vec![(i % 100 + 1) as u8]))
             .collect();
         let boundaries = Boundaries::from_sample_distinct(sample.clone(), 4);
         assert!(boundaries.is_strictly_increasing());
