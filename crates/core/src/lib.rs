@@ -8,6 +8,7 @@
 //! - [`checksum`]: CRC32C that mixes in the file number and offset.
 //! - [`hash`]: XXH3-64 with a fixed seed, the only hash Spillway persists.
 //! - [`varint`]: LEB128 and zig-zag integers.
+//! - [`decimal`]: unsigned integers as decimal text, without `format!`.
 //! - [`codec`]: block compression (none, LZ4, Snappy, zstd).
 //! - [`memory`]: huge-page hints for large data buffers.
 //! - [`range`]: range partitioning from a sample of the keys.
