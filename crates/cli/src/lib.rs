@@ -18,7 +18,7 @@ pub mod kv;
 mod mr;
 mod progress;
 mod sort;
-pub mod stream;
+mod stream;
 mod units;
 mod valsort;
 mod workload;

@@ -12,12 +12,7 @@
 //!
 //! `ingest` stops between batches at SIGINT or SIGTERM: what was written
 //! is flushed, the index closed, and the command exits with 130 or 143.
-//!
-//! The public helpers ([`template_policy`], [`check_records`],
-//! [`write_records`], [`write_checked`], [`stats_json`], [`verify_json`],
-//! [`aggregate_json`]) are shared with the Python binding, so that both
-//! front ends name options, split large batches and report statistics the
-//! same way.
+//! The `--json` outputs are the engine's types as they serialize.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -26,11 +21,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
-use serde_json::{json, Map, Value};
-use spillway_core::{Error, Interrupt, Result};
+use serde_json::{json, Value};
+use spillway_core::Interrupt;
 use spillway_stream::{
-    Aggregate, Batch, Bounds, Op, Options, OverflowStats, RepairReport, StreamIndex, StreamStats,
-    TemplatePolicy, Unaccounted, VerifyReport, NOT_FINITE,
+    Aggregate, Bounds, Op, Options, StreamIndex, StreamStats, TemplatePolicy, Unaccounted, NOT_FINITE,
 };
 use spillway_workload::{StreamGenerator, StreamKeys, StreamParams};
 
@@ -186,7 +180,7 @@ struct IngestArgs {
     /// The longest value accepted, in bytes, at most half a buffer
     /// [default: 1 MiB, or half a buffer if that is less].
     #[arg(long, value_name = "BYTES")]
-    max_value_bytes: Option<usize>,
+    value_bytes_max: Option<usize>,
     /// Refuse records whose time is before the latest time written.
     #[arg(long)]
     ordered_time: bool,
@@ -258,11 +252,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
 }
 
-/// The name of the file a stream index directory always holds (the
-/// engine's manifest): how the read-only commands tell an index from a
-/// mistyped directory, which opening would create.
-const MANIFEST: &str = "MANIFEST";
-
 fn mib(value: u64, flag: &str) -> anyhow::Result<usize> {
     value
         .checked_mul(1 << 20)
@@ -270,29 +259,9 @@ fn mib(value: u64, flag: &str) -> anyhow::Result<usize> {
         .with_context(|| format!("{flag} {value} is too large"))
 }
 
-/// Whether `dir` holds a file an index keeps (a segment or a log): then
-/// a missing manifest is damage, for the engine to name, not a mistyped
-/// directory.
-fn holds_index_files(dir: &Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries.flatten().any(|entry| {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            name.ends_with(".seg") || name.ends_with(".wal")
-        })
-    })
-}
-
-/// Opens an existing index for reading: the read-only commands refuse a
-/// directory without one rather than create an empty index there.
+/// Opens an existing index for reading (a directory without one is
+/// refused, not made an empty index).
 fn open_existing(dir: &DirArgs) -> anyhow::Result<StreamIndex> {
-    if !dir.dir.join(MANIFEST).is_file() && !holds_index_files(&dir.dir) {
-        bail!(
-            "{} holds no stream index (no {MANIFEST} file); create one with `spillway stream ingest --dir {}`",
-            dir.dir.display(),
-            dir.dir.display()
-        );
-    }
     let options = Options {
         cache_bytes: mib(dir.cache_mib, "--cache-mib")?,
         ..Options::default()
@@ -379,8 +348,7 @@ impl Pending {
             return Ok(());
         }
         interrupt.check()?;
-        let checked = check_records(
-            index.options(),
+        let checked = index.check_records(
             self.len(),
             |i| self.record(i),
             |i| format!("{unit} {}", self.lines[i]),
@@ -391,13 +359,15 @@ impl Pending {
         };
         let first_line = self.lines[0];
         let last_line = self.lines[valid.saturating_sub(1)];
-        write_records(index, Op::Append, valid, |i| self.record(i), interrupt).with_context(|| {
-            if first_line == last_line {
-                format!("{source} {unit} {first_line}")
-            } else {
-                format!("{source} {unit}s {first_line}-{last_line}")
-            }
-        })?;
+        index
+            .write_all(Op::Append, valid, |i| self.record(i), interrupt)
+            .with_context(|| {
+                if first_line == last_line {
+                    format!("{source} {unit} {first_line}")
+                } else {
+                    format!("{source} {unit}s {first_line}-{last_line}")
+                }
+            })?;
         self.clear();
         match failure {
             // The error names the record's line itself.
@@ -411,12 +381,14 @@ fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
     if args.batch == 0 {
         bail!("--batch must be at least 1");
     }
-    let template_name = match args.template {
-        TemplateArg::None => "none",
-        TemplateArg::Fixed => "fixed",
-        TemplateArg::Rebuild => "rebuild",
-    };
-    let template = template_policy(template_name, args.rebuild_threshold)?;
+    let template = match args.template {
+        TemplateArg::None => TemplatePolicy::None,
+        TemplateArg::Fixed => TemplatePolicy::Fixed,
+        TemplateArg::Rebuild => TemplatePolicy::Rebuild {
+            threshold: spillway_stream::REBUILD_THRESHOLD_DEFAULT,
+        },
+    }
+    .with_threshold(args.rebuild_threshold)?;
     let buffer_bytes = mib(args.buffer_mib, "--buffer-mib")?;
     let options = Options {
         buffer_bytes,
@@ -424,7 +396,7 @@ fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
         fan_out: args.fan_out,
         template,
         fill: args.fill,
-        max_value_bytes: args.max_value_bytes.unwrap_or(Options::default().max_value_bytes),
+        value_bytes_max: args.value_bytes_max.unwrap_or(Options::default().value_bytes_max),
         ordered_time: args.ordered_time,
         sync: !args.no_sync,
         cache_bytes: mib(args.dir.cache_mib, "--cache-mib")?,
@@ -461,7 +433,7 @@ fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
             "records": records,
             "seconds": elapsed,
             "records_per_second": per_second,
-            "stats": stats_json(&stats),
+            "stats": stats,
         });
         println!("{report}");
     } else {
@@ -642,7 +614,7 @@ fn query(args: QueryArgs) -> anyhow::Result<u8> {
         let aggregate = index.aggregate(bounds)?;
         let elapsed = started.elapsed().as_secs_f64();
         if args.json {
-            println!("{}", aggregate_json(&aggregate));
+            println!("{}", json!(aggregate));
         } else {
             let number = |value: f64| {
                 if aggregate.numeric == 0 {
@@ -681,7 +653,7 @@ fn query(args: QueryArgs) -> anyhow::Result<u8> {
                     Some(number) => json!(number),
                     None => json!(String::from_utf8_lossy(value)),
                 },
-                ValuesArg::Float => json!(float_value(value, i, key, time)?),
+                ValuesArg::Float => json!(records.number(i).context(FLOAT_HINT)?),
                 ValuesArg::Text => json!(String::from_utf8_lossy(value)),
                 ValuesArg::Hex => json!(hex(value)),
             };
@@ -692,7 +664,7 @@ fn query(args: QueryArgs) -> anyhow::Result<u8> {
                     Some(number) => number.to_string(),
                     None => String::from_utf8_lossy(value).into_owned(),
                 },
-                ValuesArg::Float => float_value(value, i, key, time)?.to_string(),
+                ValuesArg::Float => records.number(i).context(FLOAT_HINT)?.to_string(),
                 ValuesArg::Text => String::from_utf8_lossy(value).into_owned(),
                 ValuesArg::Hex => hex(value),
             };
@@ -717,16 +689,9 @@ fn query(args: QueryArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// A value read as a number, or an error naming its record.
-fn float_value(value: &[u8], i: usize, key: u64, time: u64) -> anyhow::Result<f64> {
-    match Aggregate::number(value) {
-        Some(number) => Ok(number),
-        None => bail!(
-            "record {i} (key {key}, time {time}) has a {}-byte value, not an 8-byte number; print it with --values text or hex",
-            value.len()
-        ),
-    }
-}
+/// What `--values float` needs of every value.
+const FLOAT_HINT: &str =
+    "--values float prints every value as a number (print others with --values text or hex)";
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
@@ -734,7 +699,7 @@ fn hex(bytes: &[u8]) -> String {
 
 fn stats(args: ReadArgs) -> anyhow::Result<u8> {
     let index = open_existing(&args.dir)?;
-    let stats = stats_json(&index.stats());
+    let stats = serde_json::to_value(index.stats())?;
     if args.json {
         println!("{stats}");
     } else {
@@ -768,7 +733,7 @@ fn verify(args: ReadArgs) -> anyhow::Result<u8> {
         .verify()
         .with_context(|| format!("verifying the stream index in {}", args.dir.dir.display()))?;
     if args.json {
-        println!("{}", verify_json(&report));
+        println!("{}", json!(report));
     } else {
         for name in &report.redundant {
             eprintln!(
@@ -796,7 +761,7 @@ fn repair(args: RepairArgs) -> anyhow::Result<u8> {
     let report = StreamIndex::repair_interruptible(&dir, &Interrupt::on_signals())
         .with_context(|| format!("repairing the stream index in {}", dir.display()))?;
     if args.json {
-        println!("{}", repair_json(&report));
+        println!("{}", json!(report));
         return Ok(0);
     }
     let dir = dir.display();
@@ -876,274 +841,6 @@ fn stats_line(stats: &StreamStats) -> String {
     )
 }
 
-/// The template policy named `name` (`none`, `fixed` or `rebuild`), with
-/// `threshold` for `rebuild` (default 0.05); a threshold given with
-/// another policy is refused, since it would be silently ignored.
-pub fn template_policy(name: &str, threshold: Option<f64>) -> Result<TemplatePolicy> {
-    let policy = match name {
-        "none" => TemplatePolicy::None,
-        "fixed" => TemplatePolicy::Fixed,
-        "rebuild" => TemplatePolicy::Rebuild {
-            threshold: threshold.unwrap_or(0.05),
-        },
-        other => {
-            return Err(Error::InvalidArgument(format!(
-                "template must be 'none', 'fixed' or 'rebuild', not '{other}'"
-            )))
-        }
-    };
-    if threshold.is_some() && !matches!(policy, TemplatePolicy::Rebuild { .. }) {
-        return Err(Error::InvalidArgument(format!(
-            "rebuild_threshold applies only to template 'rebuild', not '{name}'"
-        )));
-    }
-    Ok(policy)
-}
-
-/// What a record costs in a buffer beyond its value (an estimate of the
-/// engine's own accounting), for sizing the batches of [`write_records`].
-const RECORD_COST_BYTES: usize = 48;
-
-/// Checks records against `options` before any is written, so that a batch
-/// written in parts is still refused whole for a bad record: values no
-/// longer than `max_value_bytes` and, with `ordered_time`, times that never
-/// go back within the records. (Times before the stream's latest are left
-/// to the engine, which refuses the first part whole.) `name(i)` names
-/// record `i` in errors ("record 7", "line 9"). On failure returns the
-/// number of the first bad record and why.
-pub fn check_records<'a>(
-    options: &Options,
-    count: usize,
-    record: impl Fn(usize) -> (u64, u64, &'a [u8]),
-    name: impl Fn(usize) -> String,
-) -> Result<(), (usize, Error)> {
-    let mut latest: Option<(usize, u64)> = None;
-    for i in 0..count {
-        let (key, time, value) = record(i);
-        if let Err(number) = Aggregate::check_number(value) {
-            return Err((
-                i,
-                Error::InvalidArgument(format!(
-                    "{} (key {key}, time {time}) has the value {number}: {NOT_FINITE}",
-                    name(i)
-                )),
-            ));
-        }
-        if value.len() > options.max_value_bytes {
-            return Err((
-                i,
-                Error::InvalidArgument(format!(
-                    "{} (key {key}, time {time}) has a value of {} bytes, over the limit of {} \
-                     (option max_value_bytes)",
-                    name(i),
-                    value.len(),
-                    options.max_value_bytes
-                )),
-            ));
-        }
-        if options.ordered_time {
-            if let Some((before, latest_time)) = latest {
-                if time < latest_time {
-                    return Err((
-                        i,
-                        Error::InvalidArgument(format!(
-                            "{} (key {key}) has time {time}, before the time {latest_time} of {} \
-                             (option ordered_time forbids times going back)",
-                            name(i),
-                            name(before)
-                        )),
-                    ));
-                }
-            }
-            if latest.is_none_or(|(_, latest_time)| time > latest_time) {
-                latest = Some((i, time));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Writes `count` records with `op` (a delete's value is ignored) in
-/// batches of about a quarter of a buffer: a large batch then neither
-/// grows a buffer far past `buffer_bytes` nor holds a copy of itself
-/// whole. Each batch is acknowledged (logged, and with `sync` fsynced)
-/// before the next; if one fails, or `interrupt` is raised before it,
-/// those before it stay written.
-pub fn write_records<'a>(
-    index: &StreamIndex,
-    op: Op,
-    count: usize,
-    record: impl Fn(usize) -> (u64, u64, &'a [u8]),
-    interrupt: &Interrupt,
-) -> Result<()> {
-    let limit = (index.options().buffer_bytes / 4).max(1);
-    let mut batch = Batch::new();
-    let mut bytes = 0;
-    for i in 0..count {
-        let (key, time, value) = record(i);
-        let value = if op == Op::Delete { &[][..] } else { value };
-        let cost = value.len() + RECORD_COST_BYTES;
-        if !batch.is_empty() && bytes + cost > limit {
-            interrupt.check()?;
-            index.write(&batch)?;
-            batch.clear();
-            bytes = 0;
-        }
-        batch.push(op, key, time, value);
-        bytes += cost;
-    }
-    interrupt.check()?;
-    index.write(&batch)
-}
-
-/// [`check_records`], then [`write_records`]: the records are refused
-/// whole if one is bad.
-pub fn write_checked<'a>(
-    index: &StreamIndex,
-    op: Op,
-    count: usize,
-    record: impl Fn(usize) -> (u64, u64, &'a [u8]) + Copy,
-    interrupt: &Interrupt,
-) -> Result<()> {
-    check_records(index.options(), count, record, |i| format!("record {i}")).map_err(|(_, error)| error)?;
-    write_records(index, op, count, record, interrupt)
-}
-
-/// Overflow statistics as a JSON object.
-fn overflow_json(overflow: &OverflowStats) -> Value {
-    let OverflowStats {
-        leaves,
-        overflowed,
-        entries,
-        overflow_entries,
-    } = overflow;
-    json!({
-        "leaves": leaves,
-        "overflowed": overflowed,
-        "overflowed_leaves": overflow.overflowed_leaves(),
-        "overflowed_share": overflow.overflowed_share(),
-        "entries": entries,
-        "overflow_entries": overflow_entries,
-    })
-}
-
-/// Every field of the stats as a JSON object (overflow statistics as
-/// nested objects, `overflowed` being the leaves with 1, 2 and 3 or more
-/// overflow nodes). Destructured so that a field added to the engine's
-/// stats fails to compile here until it is reported.
-pub fn stats_json(stats: &StreamStats) -> Value {
-    let StreamStats {
-        writes,
-        next_seq,
-        buffer_records,
-        buffer_bytes,
-        segments,
-        segment_records,
-        segment_bytes,
-        flushes,
-        flush_pause_seconds,
-        templates,
-        template_leaves,
-        last_overflow,
-        total_overflow,
-        compactions,
-        compacted_segments,
-        tiers,
-        tier_merges,
-        tier_records,
-        cache_bytes,
-        leaves_summarized,
-        leaves_read,
-        unaccounted_files,
-        damaged_segments,
-    } = stats;
-    let mut object = Map::new();
-    for (name, value) in [
-        ("writes", json!(writes)),
-        ("next_seq", json!(next_seq)),
-        ("buffer_records", json!(buffer_records)),
-        ("buffer_bytes", json!(buffer_bytes)),
-        ("segments", json!(segments)),
-        ("segment_records", json!(segment_records)),
-        ("segment_bytes", json!(segment_bytes)),
-        ("flushes", json!(flushes)),
-        ("flush_pause_seconds", json!(flush_pause_seconds)),
-        ("templates", json!(templates)),
-        ("template_leaves", json!(template_leaves)),
-        ("last_overflow", overflow_json(last_overflow)),
-        ("total_overflow", overflow_json(total_overflow)),
-        ("compactions", json!(compactions)),
-        ("compacted_segments", json!(compacted_segments)),
-        ("tiers", json!(tiers)),
-        ("tier_merges", json!(tier_merges)),
-        ("tier_records", json!(tier_records)),
-        ("cache_bytes", json!(cache_bytes)),
-        ("leaves_summarized", json!(leaves_summarized)),
-        ("leaves_read", json!(leaves_read)),
-        ("unaccounted_files", json!(unaccounted_files)),
-        ("damaged_segments", json!(damaged_segments)),
-    ] {
-        object.insert(name.to_string(), value);
-    }
-    Value::Object(object)
-}
-
-/// A verify report as a JSON object.
-pub fn verify_json(report: &VerifyReport) -> Value {
-    let VerifyReport {
-        segments,
-        records,
-        leaves,
-        bytes,
-        logs,
-        log_writes,
-        redundant,
-        unaccounted,
-    } = report;
-    json!({
-        "segments": segments,
-        "records": records,
-        "leaves": leaves,
-        "bytes": bytes,
-        "logs": logs,
-        "log_writes": log_writes,
-        "redundant": redundant,
-        "unaccounted": unaccounted,
-    })
-}
-
-/// A repair report as a JSON object (the engine's fields, as they are).
-pub fn repair_json(report: &RepairReport) -> Value {
-    serde_json::to_value(report).expect("a report of numbers and strings")
-}
-
-/// An aggregate as a JSON object; `min` and `max` are null when no value
-/// is a number. The sum is a number, but for a total beyond a float64's
-/// range (about ±1.8e308), which JSON cannot write as a number: the
-/// string "inf" or "-inf".
-pub fn aggregate_json(aggregate: &Aggregate) -> Value {
-    let number = |value: f64| {
-        if aggregate.numeric == 0 {
-            Value::Null
-        } else {
-            json!(value)
-        }
-    };
-    let sum = aggregate.sum();
-    let sum = if sum.is_finite() {
-        json!(sum)
-    } else {
-        json!(if sum > 0.0 { "inf" } else { "-inf" })
-    };
-    json!({
-        "count": aggregate.count,
-        "numeric": aggregate.numeric,
-        "sum": sum,
-        "min": number(aggregate.min),
-        "max": number(aggregate.max),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1175,56 +872,5 @@ mod tests {
         assert!(error.to_string().contains("key '-1' is not"), "{error}");
         let error = parse_csv_line(b"1,12", &mut value).unwrap_err();
         assert!(error.to_string().contains("expected key,time,value"), "{error}");
-    }
-
-    #[test]
-    fn template_policies_by_name() {
-        assert_eq!(template_policy("fixed", None).unwrap(), TemplatePolicy::Fixed);
-        assert_eq!(
-            template_policy("rebuild", Some(0.2)).unwrap(),
-            TemplatePolicy::Rebuild { threshold: 0.2 }
-        );
-        assert!(template_policy("none", Some(0.2))
-            .unwrap_err()
-            .to_string()
-            .contains("rebuild_threshold"));
-        assert!(template_policy("grown", None)
-            .unwrap_err()
-            .to_string()
-            .contains("'grown'"));
-    }
-
-    #[test]
-    fn checks_name_the_first_bad_record() {
-        let options = Options {
-            max_value_bytes: 4,
-            ordered_time: true,
-            ..Options::default()
-        };
-        let records: [(u64, u64, &[u8]); 4] = [(1, 5, b"ab"), (2, 5, b""), (3, 9, b"abcd"), (4, 8, b"")];
-        let name = |i| format!("record {i}");
-        let (at, error) = check_records(&options, 4, |i| records[i], name).unwrap_err();
-        assert_eq!(at, 3);
-        assert!(
-            error.to_string().contains("before the time 9 of record 2"),
-            "{error}"
-        );
-        let nan = f64::NAN.to_le_bytes();
-        let numbers: [(u64, u64, &[u8]); 2] = [(1, 5, b"ab"), (2, 6, &nan)];
-        let (at, error) = check_records(&options, 2, |i| numbers[i], name).unwrap_err();
-        assert_eq!(at, 1);
-        assert!(
-            error
-                .to_string()
-                .contains("record 1 (key 2, time 6) has the value NaN"),
-            "{error}"
-        );
-        let long: [(u64, u64, &[u8]); 2] = [(1, 5, b"ab"), (2, 6, b"abcde")];
-        let (at, error) = check_records(&options, 2, |i| long[i], name).unwrap_err();
-        assert_eq!(at, 1);
-        assert!(
-            error.to_string().contains("5 bytes, over the limit of 4"),
-            "{error}"
-        );
     }
 }

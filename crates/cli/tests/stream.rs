@@ -193,12 +193,12 @@ fn csv_records_round_trip_and_bad_lines_are_named() {
         path_str(&bad_dir),
         "--input",
         path_str(&bad),
-        "--max-value-bytes",
+        "--value-bytes-max",
         "8",
     ]);
     assert!(
         error.contains("bad.csv: invalid argument: line 2 (key 2, time 2) has a value of 10 bytes")
-            && error.contains("max_value_bytes"),
+            && error.contains("value_bytes_max"),
         "{error}"
     );
 

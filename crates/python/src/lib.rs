@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 mod agg;
 mod errors;
 mod interrupt;
+mod json;
 mod kv;
 mod mapreduce;
 mod sort;

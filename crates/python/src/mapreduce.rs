@@ -15,6 +15,7 @@ use spillway_mapreduce::{
 
 use crate::errors::to_py_err;
 use crate::interrupt::interruptible;
+use crate::json::to_json;
 
 /// A job whose map and reduce are Python callables: `map(key, value)` and
 /// `reduce(key, values)` each return an iterable of `(key, value)` pairs
@@ -169,7 +170,7 @@ pub fn mapreduce_run(
             let job: Arc<dyn Job> = python.clone();
             interruptible(py, |interrupt| {
                 options.interrupt = interrupt.clone();
-                run(fs, job, &inputs, &output, &options, &progress).and_then(|report| json(&report))
+                run(fs, job, &inputs, &output, &options, &progress)
             })?
             .map_err(|error| {
                 python
@@ -179,6 +180,7 @@ pub fn mapreduce_run(
                     .take()
                     .unwrap_or_else(|| to_py_err(error))
             })
+            .and_then(|report| to_json(&report).map_err(to_py_err))
         }
         (None, None) => {
             let spec: JobSpec = serde_json::from_str(job)
@@ -193,10 +195,10 @@ pub fn mapreduce_run(
                             iterations,
                         };
                         run_pagerank(fs, &inputs, &output, params, &options, &progress)
-                            .and_then(|reports| json(&reports))
+                            .and_then(|reports| to_json(&reports))
                     }
                     spec => run(fs, spec.build()?, &inputs, &output, &options, &progress)
-                        .and_then(|report| json(&report)),
+                        .and_then(|report| to_json(&report)),
                 }
             })?
             .map_err(to_py_err)
@@ -205,9 +207,4 @@ pub fn mapreduce_run(
             "a Python job needs both map and reduce".into(),
         ))),
     }
-}
-
-fn json(value: &impl serde::Serialize) -> Result<String> {
-    serde_json::to_string(value)
-        .map_err(|error| Error::Internal(format!("the job report does not serialize: {error}")))
 }

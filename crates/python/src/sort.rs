@@ -13,6 +13,7 @@ use spillway_sort::{
 
 use crate::errors::to_py_err;
 use crate::interrupt::interruptible;
+use crate::json::to_json;
 
 /// Generates gensort 1.5 records into `path`; returns a dict report.
 #[pyfunction]
@@ -147,6 +148,5 @@ pub fn sort(
         )
     })?
     .map_err(to_py_err)?;
-    serde_json::to_string(&report)
-        .map_err(|error| to_py_err(spillway_core::Error::Internal(error.to_string())))
+    to_json(&report).map_err(to_py_err)
 }

@@ -1,7 +1,7 @@
 //! The stream index for Python: `spillway._native.StreamIndex`, wrapped by
-//! `spillway.StreamIndex` (python/spillway/stream.py), which checks the
-//! options, packs columns (NumPy, Arrow, lists) into flat little-endian
-//! buffers and turns results back into NumPy arrays. Flat buffers cross
+//! `spillway.StreamIndex` (python/spillway/stream.py), which converts the
+//! options' Python values, packs columns (NumPy, Arrow, lists) into flat
+//! little-endian buffers and turns results back into NumPy arrays. Flat buffers cross
 //! the boundary in one piece, without a Python object per record. The
 //! long calls (writes of many records, flush, compact, verify, repair)
 //! run through `interruptible`, so Ctrl-C stops them.
@@ -11,12 +11,12 @@ use std::sync::{PoisonError, RwLock};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
-use spillway_cli::stream::{repair_json, stats_json, template_policy, verify_json, write_checked};
 use spillway_core::{Error, Interrupt, Result};
 use spillway_stream::{key, Aggregate, Bounds, Op, Options, Records, StreamIndex, TemplatePolicy};
 
 use crate::errors::to_py_err;
 use crate::interrupt::interruptible;
+use crate::json::to_json;
 
 /// A stream index, closed by `close` (which flushes it).
 #[pyclass(module = "spillway._native", name = "StreamIndex")]
@@ -133,33 +133,12 @@ fn value_ends(values: &[u8], value_ends: Option<&[u8]>, count: usize, op: Op) ->
     }
 }
 
-fn op_named(op: &str) -> Result<Op> {
-    match op {
-        "append" => Ok(Op::Append),
-        "update" => Ok(Op::Update),
-        "delete" => Ok(Op::Delete),
-        other => Err(Error::InvalidArgument(format!(
-            "op must be 'append', 'update' or 'delete', not '{other}'"
-        ))),
-    }
-}
-
 /// The records' values as float64s, little-endian, or an error naming the
 /// first record whose value is not 8 bytes.
 fn values_as_floats(records: &Records) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(records.len() * 8);
     for i in 0..records.len() {
-        let value = records.value(i);
-        if value.len() != 8 {
-            return Err(Error::InvalidArgument(format!(
-                "record {i} of the result (key {}, time {}) has a {}-byte value, not an 8-byte float; \
-                 read it with values='bytes'",
-                records.keys[i],
-                records.times[i],
-                value.len()
-            )));
-        }
-        out.extend_from_slice(value);
+        out.extend_from_slice(&records.number(i)?.to_le_bytes());
     }
     Ok(out)
 }
@@ -175,7 +154,7 @@ impl PyStreamIndex {
     #[new]
     #[pyo3(signature = (
         path, *, buffer_bytes=None, leaf_capacity=None, fan_out=None, template=None,
-        rebuild_threshold=None, fill=None, max_value_bytes=None, ordered_time=None, sync=None,
+        rebuild_threshold=None, fill=None, value_bytes_max=None, ordered_time=None, sync=None,
         cache_bytes=None, tiers=None, read_only=None
     ))]
     #[allow(clippy::too_many_arguments)] // one per engine option, all keyword-only
@@ -188,7 +167,7 @@ impl PyStreamIndex {
         template: Option<&str>,
         rebuild_threshold: Option<f64>,
         fill: Option<f64>,
-        max_value_bytes: Option<usize>,
+        value_bytes_max: Option<usize>,
         ordered_time: Option<bool>,
         sync: Option<bool>,
         cache_bytes: Option<usize>,
@@ -196,18 +175,19 @@ impl PyStreamIndex {
         read_only: Option<bool>,
     ) -> PyResult<Self> {
         let defaults = Options::default();
-        let template = match (template, rebuild_threshold) {
-            (None, None) => defaults.template,
-            (name, threshold) => template_policy(name.unwrap_or("rebuild"), threshold).map_err(to_py_err)?,
-        };
-        let buffer_bytes = buffer_bytes.unwrap_or(defaults.buffer_bytes);
+        let template = match template {
+            Some(name) => name.parse::<TemplatePolicy>(),
+            None => Ok(defaults.template),
+        }
+        .and_then(|policy| policy.with_threshold(rebuild_threshold))
+        .map_err(to_py_err)?;
         let options = Options {
-            buffer_bytes,
+            buffer_bytes: buffer_bytes.unwrap_or(defaults.buffer_bytes),
             leaf_capacity: leaf_capacity.unwrap_or(defaults.leaf_capacity),
             fan_out: fan_out.unwrap_or(defaults.fan_out),
             template,
             fill: fill.unwrap_or(defaults.fill),
-            max_value_bytes: max_value_bytes.unwrap_or(Options::default().max_value_bytes),
+            value_bytes_max: value_bytes_max.unwrap_or(defaults.value_bytes_max),
             ordered_time: ordered_time.unwrap_or(defaults.ordered_time),
             sync: sync.unwrap_or(defaults.sync),
             cache_bytes: cache_bytes.unwrap_or(defaults.cache_bytes),
@@ -225,27 +205,10 @@ impl PyStreamIndex {
         })
     }
 
-    /// The options in effect, as a dict.
-    fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    /// The options in effect, as JSON text.
+    fn options(&self, py: Python<'_>) -> PyResult<String> {
         let options = self.with_index(py, |index| Ok(index.options().clone()))?;
-        let (template, threshold) = match options.template {
-            TemplatePolicy::None => ("none", None),
-            TemplatePolicy::Fixed => ("fixed", None),
-            TemplatePolicy::Rebuild { threshold } => ("rebuild", Some(threshold)),
-        };
-        let dict = pyo3::types::PyDict::new(py);
-        dict.set_item("buffer_bytes", options.buffer_bytes)?;
-        dict.set_item("leaf_capacity", options.leaf_capacity)?;
-        dict.set_item("fan_out", options.fan_out)?;
-        dict.set_item("template", template)?;
-        dict.set_item("rebuild_threshold", threshold)?;
-        dict.set_item("fill", options.fill)?;
-        dict.set_item("max_value_bytes", options.max_value_bytes)?;
-        dict.set_item("ordered_time", options.ordered_time)?;
-        dict.set_item("sync", options.sync)?;
-        dict.set_item("cache_bytes", options.cache_bytes)?;
-        dict.set_item("tiers", options.tiers)?;
-        Ok(dict)
+        to_json(&options).map_err(to_py_err)
     }
 
     /// Whether `close` has been called.
@@ -293,7 +256,7 @@ impl PyStreamIndex {
         value_ends: Option<&[u8]>,
     ) -> PyResult<()> {
         let prepare = || -> Result<(Op, usize, Vec<usize>)> {
-            let op = op_named(op)?;
+            let op: Op = op.parse()?;
             let count = u64_count(keys, "keys")?;
             let time_count = u64_count(times, "times")?;
             if time_count != count {
@@ -311,7 +274,7 @@ impl PyStreamIndex {
                 let start = if i == 0 { 0 } else { ends[i - 1] };
                 (u64_at(keys, i), u64_at(times, i), &values[start..ends[i]])
             };
-            write_checked(index, op, count, record, interrupt)
+            index.write_all(op, count, record, interrupt)
         })
     }
 
@@ -395,15 +358,16 @@ impl PyStreamIndex {
 
     /// Every statistic, as JSON text.
     fn stats(&self, py: Python<'_>) -> PyResult<String> {
-        self.with_index(py, |index| Ok(stats_json(&index.stats()).to_string()))
+        to_json(&self.with_index(py, |index| Ok(index.stats()))?).map_err(to_py_err)
     }
 
     /// Checks the index as opening it does and reads every segment whole;
     /// the report as JSON text.
     fn verify(&self, py: Python<'_>) -> PyResult<String> {
-        self.with_index_interruptible(py, |index, interrupt| {
-            Ok(verify_json(&index.verify_with_interrupt(interrupt)?).to_string())
-        })
+        to_json(
+            &self.with_index_interruptible(py, |index, interrupt| index.verify_with_interrupt(interrupt))?,
+        )
+        .map_err(to_py_err)
     }
 
     /// The files the open found in the directory that are not part of
@@ -422,11 +386,11 @@ impl PyStreamIndex {
     /// text.
     #[staticmethod]
     fn repair(py: Python<'_>, path: PathBuf) -> PyResult<String> {
-        interruptible(py, |interrupt| {
+        let report = interruptible(py, |interrupt| {
             StreamIndex::repair_interruptible(&path, interrupt)
         })?
-        .map(|report| repair_json(&report).to_string())
-        .map_err(to_py_err)
+        .map_err(to_py_err)?;
+        to_json(&report).map_err(to_py_err)
     }
 
     /// Flushes and closes the index; later calls (but `close`) fail. A

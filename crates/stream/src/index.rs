@@ -27,8 +27,9 @@ use crate::survey::{self, Unaccounted};
 use crate::tier::{TierCounters, Tiering};
 use crate::wal;
 
-/// What [`StreamIndex::verify`] checked.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What [`StreamIndex::verify`] checked. Serialized field by field (the
+/// front ends' `verify`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VerifyReport {
     /// Segment files checked.
     pub segments: u64,

@@ -72,7 +72,7 @@ pub use batch::{Batch, Op, NOT_FINITE};
 pub use bptree::BPlusTree;
 pub use entry::Entry;
 pub use index::{StreamIndex, VerifyReport};
-pub use options::{Options, TemplatePolicy};
+pub use options::{Options, TemplatePolicy, REBUILD_THRESHOLD_DEFAULT};
 pub use records::{Aggregate, Bounds, Records, Shadow};
 pub use repair::{ByteRange, LostFile, RepairReport, LOST_DIR};
 pub use segment::{Extent, LeafSummary, SegmentMeta};

@@ -1,10 +1,17 @@
 //! What a [`StreamIndex`](crate::StreamIndex) is opened with: the buffer's
 //! size and index, the segments' shape, durability, the cache and tiers.
 
-use spillway_core::{ensure, Result};
+use std::str::FromStr;
 
-/// How each buffer is indexed.
-#[derive(Debug, Clone, Copy, PartialEq)]
+use serde::Serialize;
+use spillway_core::{ensure, Error, Result};
+
+/// How each buffer is indexed. Named by its [`name`](Self::name) (and
+/// parsed from it, `rebuild` with the default threshold); serialized as
+/// that name and `rebuild_threshold` (null but for `rebuild`), as users
+/// set it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(into = "TemplateSetting")]
 pub enum TemplatePolicy {
     /// No template: every buffer grows an ordinary B+ tree with splits
     /// (the seed's baseline, "rebuilt per buffer").
@@ -27,8 +34,74 @@ pub enum TemplatePolicy {
     },
 }
 
-/// What a [`StreamIndex`](crate::StreamIndex) is opened with.
-#[derive(Debug, Clone)]
+/// The default share of overflowed leaves above which `rebuild` makes a
+/// new template.
+pub const REBUILD_THRESHOLD_DEFAULT: f64 = 0.05;
+
+impl TemplatePolicy {
+    /// The policy's name: `none`, `fixed` or `rebuild`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TemplatePolicy::None => "none",
+            TemplatePolicy::Fixed => "fixed",
+            TemplatePolicy::Rebuild { .. } => "rebuild",
+        }
+    }
+
+    /// `rebuild` with `threshold` when one is given; a threshold given
+    /// with another policy is refused, since it would be silently ignored.
+    pub fn with_threshold(self, threshold: Option<f64>) -> Result<TemplatePolicy> {
+        match (self, threshold) {
+            (policy, None) => Ok(policy),
+            (TemplatePolicy::Rebuild { .. }, Some(threshold)) => Ok(TemplatePolicy::Rebuild { threshold }),
+            (policy, Some(_)) => Err(Error::InvalidArgument(format!(
+                "rebuild_threshold applies only to template 'rebuild', not '{}'",
+                policy.name()
+            ))),
+        }
+    }
+}
+
+impl FromStr for TemplatePolicy {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<TemplatePolicy> {
+        match name {
+            "none" => Ok(TemplatePolicy::None),
+            "fixed" => Ok(TemplatePolicy::Fixed),
+            "rebuild" => Ok(TemplatePolicy::Rebuild {
+                threshold: REBUILD_THRESHOLD_DEFAULT,
+            }),
+            other => Err(Error::InvalidArgument(format!(
+                "template must be 'none', 'fixed' or 'rebuild', not '{other}'"
+            ))),
+        }
+    }
+}
+
+/// A [`TemplatePolicy`] as users set it: two options.
+#[derive(Serialize)]
+struct TemplateSetting {
+    template: &'static str,
+    rebuild_threshold: Option<f64>,
+}
+
+impl From<TemplatePolicy> for TemplateSetting {
+    fn from(policy: TemplatePolicy) -> Self {
+        TemplateSetting {
+            template: policy.name(),
+            rebuild_threshold: match policy {
+                TemplatePolicy::Rebuild { threshold } => Some(threshold),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// What a [`StreamIndex`](crate::StreamIndex) is opened with; serialized
+/// with the options users set (the template as two, see
+/// [`TemplatePolicy`]).
+#[derive(Debug, Clone, Serialize)]
 pub struct Options {
     /// Bytes of records (values plus a fixed cost per record) a buffer
     /// holds before it is flushed as a segment.
@@ -38,11 +111,12 @@ pub struct Options {
     /// Children per internal node.
     pub fan_out: usize,
     /// How buffers are indexed.
+    #[serde(flatten)]
     pub template: TemplatePolicy,
     /// Leaf fill a rebuilt template aims at, in (0, 1].
     pub fill: f64,
     /// The longest value accepted (capped at half of `buffer_bytes`).
-    pub max_value_bytes: usize,
+    pub value_bytes_max: usize,
     /// Refuse writes whose time is before the latest time written.
     pub ordered_time: bool,
     /// Sync the log before a write returns (else a crash of the machine,
@@ -63,9 +137,11 @@ impl Default for Options {
             buffer_bytes: 64 << 20,
             leaf_capacity: 64,
             fan_out: 64,
-            template: TemplatePolicy::Rebuild { threshold: 0.05 },
+            template: TemplatePolicy::Rebuild {
+                threshold: REBUILD_THRESHOLD_DEFAULT,
+            },
             fill: 0.7,
-            max_value_bytes: 1 << 20,
+            value_bytes_max: 1 << 20,
             ordered_time: false,
             sync: true,
             cache_bytes: 1 << 30,
@@ -104,18 +180,43 @@ impl Options {
             ensure!(
                 (0.0..=1.0).contains(&threshold),
                 InvalidArgument,
-                "the template rebuild threshold must be in 0..=1, got {threshold}"
+                "rebuild_threshold must be in 0..=1, got {threshold}"
             );
         }
         Ok(())
     }
 
-    /// The longest value accepted: `max_value_bytes`, but never more than
+    /// The longest value accepted: `value_bytes_max`, but never more than
     /// half a buffer (so a buffer always holds two) nor what a log frame
     /// can say.
     pub fn value_limit(&self) -> usize {
-        self.max_value_bytes
+        self.value_bytes_max
             .min(self.buffer_bytes / 2)
             .min(u32::MAX as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_policies_by_name() {
+        assert_eq!("fixed".parse::<TemplatePolicy>().unwrap(), TemplatePolicy::Fixed);
+        let rebuild: TemplatePolicy = "rebuild".parse().unwrap();
+        assert_eq!(
+            rebuild.with_threshold(Some(0.2)).unwrap(),
+            TemplatePolicy::Rebuild { threshold: 0.2 }
+        );
+        assert!(TemplatePolicy::None
+            .with_threshold(Some(0.2))
+            .unwrap_err()
+            .to_string()
+            .contains("rebuild_threshold"));
+        assert!("grown"
+            .parse::<TemplatePolicy>()
+            .unwrap_err()
+            .to_string()
+            .contains("'grown'"));
     }
 }

@@ -174,7 +174,7 @@ impl StreamIndex {
                     .iter()
                     .take_while(|&&(key, _)| key <= leaf.last_key)
                     .any(|&(_, by)| by > number);
-                let whole = bounds.covers(leaf.first_key, leaf.last_key, leaf.min_time, leaf.max_time);
+                let whole = bounds.covers(leaf.first_key, leaf.last_key, leaf.time_min, leaf.time_max);
                 if whole && !touched {
                     total.combine(&leaf.aggregate);
                     self.shared

@@ -144,6 +144,21 @@ impl Records {
         &self.values[self.value_start(i)..self.value_start(i + 1)]
     }
 
+    /// Record `i`'s value as a number (a little-endian float64), or an
+    /// error naming the record if its value is not 8 bytes.
+    pub fn number(&self, i: usize) -> spillway_core::Result<f64> {
+        let value = self.value(i);
+        Aggregate::number(value).ok_or_else(|| {
+            spillway_core::Error::InvalidArgument(format!(
+                "record {i} (key {}, time {}) has a {}-byte value, not an 8-byte number; read its \
+                 value as bytes",
+                self.keys[i],
+                self.times[i],
+                value.len()
+            ))
+        })
+    }
+
     /// Where record `i`'s value starts in `values` (for `i == len()`, the
     /// end of the last one).
     #[inline]
@@ -323,7 +338,13 @@ pub struct Shadow {
 /// scaled down by 2^-128. Neither part can overflow (it would take more
 /// than 2^64 numbers), so [`Aggregate::sum`] is infinite only when the
 /// total itself lies beyond the range of an `f64`, and never NaN.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// Serialized as `count`, `numeric`, `sum`, `min` and `max`: `min` and
+/// `max` null when no value is a number, and a sum beyond a float64's
+/// range, which JSON cannot write as a number, as the text `"inf"` or
+/// `"-inf"`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(into = "AggregateReport")]
 pub struct Aggregate {
     /// Live records.
     pub count: u64,
@@ -337,6 +358,42 @@ pub struct Aggregate {
     pub(crate) sum_small: f64,
     /// The sum of the others, each times 2^-128.
     pub(crate) sum_large: f64,
+}
+
+/// [`Aggregate`] as it is serialized.
+#[derive(serde::Serialize)]
+struct AggregateReport {
+    count: u64,
+    numeric: u64,
+    sum: Sum,
+    min: Option<f64>,
+    max: Option<f64>,
+}
+
+/// A sum: a number, or the text of an infinity.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Sum {
+    Number(f64),
+    Infinite(&'static str),
+}
+
+impl From<Aggregate> for AggregateReport {
+    fn from(aggregate: Aggregate) -> Self {
+        let number = |value: f64| (aggregate.numeric > 0).then_some(value);
+        let sum = aggregate.sum();
+        AggregateReport {
+            count: aggregate.count,
+            numeric: aggregate.numeric,
+            sum: match sum {
+                sum if sum.is_finite() => Sum::Number(sum),
+                sum if sum > 0.0 => Sum::Infinite("inf"),
+                _ => Sum::Infinite("-inf"),
+            },
+            min: number(aggregate.min),
+            max: number(aggregate.max),
+        }
+    }
 }
 
 /// Numbers of this magnitude or more are summed apart, scaled: 2^960.

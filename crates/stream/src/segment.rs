@@ -55,9 +55,9 @@ pub struct LeafSummary {
     /// Highest key.
     pub last_key: u64,
     /// Earliest time.
-    pub min_time: u64,
+    pub time_min: u64,
     /// Latest time.
-    pub max_time: u64,
+    pub time_max: u64,
     /// Count, sum, min and max of its records.
     pub aggregate: Aggregate,
 }
@@ -91,9 +91,9 @@ impl SegmentMeta {
     pub fn ranges(&self) -> Option<(u64, u64, u64, u64)> {
         let first = self.leaves.first()?;
         let last = self.leaves.last()?;
-        let min_time = self.leaves.iter().map(|leaf| leaf.min_time).min()?;
-        let max_time = self.leaves.iter().map(|leaf| leaf.max_time).max()?;
-        Some((first.first_key, last.last_key, min_time, max_time))
+        let time_min = self.leaves.iter().map(|leaf| leaf.time_min).min()?;
+        let time_max = self.leaves.iter().map(|leaf| leaf.time_max).max()?;
+        Some((first.first_key, last.last_key, time_min, time_max))
     }
 
     /// Lowest and highest key, earliest and latest time of its records
@@ -266,8 +266,8 @@ fn summarize(records: &Records, rows: Range<usize>) -> LeafSummary {
         crc: 0,
         first_key: records.keys[rows.start],
         last_key: records.keys[rows.end - 1],
-        min_time: times.iter().copied().min().unwrap_or(0),
-        max_time: times.iter().copied().max().unwrap_or(0),
+        time_min: times.iter().copied().min().unwrap_or(0),
+        time_max: times.iter().copied().max().unwrap_or(0),
         aggregate,
     }
 }
@@ -305,7 +305,7 @@ fn encode_summary(leaf: &LeafSummary, out: &mut Vec<u8>) {
     out.extend_from_slice(&leaf.crc.to_le_bytes());
     out.extend_from_slice(&(leaf.aggregate.count as u32).to_le_bytes());
     out.extend_from_slice(&(leaf.aggregate.numeric as u32).to_le_bytes());
-    for field in [leaf.first_key, leaf.last_key, leaf.min_time, leaf.max_time] {
+    for field in [leaf.first_key, leaf.last_key, leaf.time_min, leaf.time_max] {
         out.extend_from_slice(&field.to_le_bytes());
     }
     let [sum_small, sum_large] = leaf.aggregate.sum_parts();
@@ -456,7 +456,7 @@ fn decode_meta(path: &Path, footer: &Footer, meta: &[u8]) -> Result<(Vec<LeafSum
         for field in &mut keys_times {
             *field = cursor.u64().ok_or_else(truncated)?;
         }
-        let [first_key, last_key, min_time, max_time] = keys_times;
+        let [first_key, last_key, time_min, time_max] = keys_times;
         let (sum_small, sum_large, min, max) = (
             cursor.f64().ok_or_else(truncated)?,
             cursor.f64().ok_or_else(truncated)?,
@@ -483,7 +483,7 @@ fn decode_meta(path: &Path, footer: &Footer, meta: &[u8]) -> Result<(Vec<LeafSum
                 && numeric <= count
                 && numbers_fit
                 && first_key <= last_key
-                && min_time <= max_time
+                && time_min <= time_max
                 && leaves
                     .last()
                     .is_none_or(|prev: &LeafSummary| prev.last_key <= first_key)
@@ -497,8 +497,8 @@ fn decode_meta(path: &Path, footer: &Footer, meta: &[u8]) -> Result<(Vec<LeafSum
             crc,
             first_key,
             last_key,
-            min_time,
-            max_time,
+            time_min,
+            time_max,
             aggregate: Aggregate {
                 count,
                 numeric,
@@ -568,7 +568,7 @@ fn decode_leaves(
             let len = cursor.u32().ok_or_else(truncated)?;
             let value = cursor.take(len as usize).ok_or_else(truncated)?;
             if !(leaf.first_key..=leaf.last_key).contains(&key)
-                || !(leaf.min_time..=leaf.max_time).contains(&time)
+                || !(leaf.time_min..=leaf.time_max).contains(&time)
                 || !(meta.first_seq..=meta.last_seq).contains(&seq)
                 || previous.is_some_and(|previous| previous >= (key, time, seq))
             {

@@ -6,8 +6,9 @@ use std::sync::atomic::AtomicU64;
 use crate::template::OverflowStats;
 
 /// Counters of a [`StreamIndex`](crate::StreamIndex); see
-/// [`StreamIndex::stats`](crate::StreamIndex::stats).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// [`StreamIndex::stats`](crate::StreamIndex::stats). Serialized field by
+/// field (the front ends' `stats`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct StreamStats {
     /// Writes accepted since the store was opened (appends, updates and
     /// deletes; replayed ones included).

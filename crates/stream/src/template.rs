@@ -232,8 +232,11 @@ fn get_mut<E>(leaf: &mut Mutex<Leaf<E>>) -> &mut Leaf<E> {
 }
 
 /// How stretched the leaves are: the seed's measure of a template's
-/// quality (its Tables 4.1-4.3).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// quality (its Tables 4.1-4.3). Serialized with the two figures users
+/// read first, [`overflowed_leaves`](Self::overflowed_leaves) and
+/// [`overflowed_share`](Self::overflowed_share), beside the counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(into = "OverflowReport")]
 pub struct OverflowStats {
     /// Leaves of the template.
     pub leaves: usize,
@@ -245,6 +248,30 @@ pub struct OverflowStats {
     /// drifted away from can have few overflowed leaves but one long
     /// chain at its edge.
     pub overflow_entries: usize,
+}
+
+/// [`OverflowStats`] as it is serialized.
+#[derive(serde::Serialize)]
+struct OverflowReport {
+    leaves: usize,
+    overflowed: [usize; 3],
+    overflowed_leaves: usize,
+    overflowed_share: f64,
+    entries: usize,
+    overflow_entries: usize,
+}
+
+impl From<OverflowStats> for OverflowReport {
+    fn from(stats: OverflowStats) -> Self {
+        OverflowReport {
+            leaves: stats.leaves,
+            overflowed: stats.overflowed,
+            overflowed_leaves: stats.overflowed_leaves(),
+            overflowed_share: stats.overflowed_share(),
+            entries: stats.entries,
+            overflow_entries: stats.overflow_entries,
+        }
+    }
 }
 
 impl OverflowStats {

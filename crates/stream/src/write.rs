@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use spillway_core::sync;
-use spillway_core::{Error, Result};
+use spillway_core::{Error, Interrupt, Result};
 
-use crate::batch::Batch;
+use crate::batch::{check_writes, Batch, Op};
 use crate::buffer::{Buffer, BufferEntry, BufferTree, RECORD_OVERHEAD_BYTES};
 use crate::index::StreamIndex;
 use crate::manifest::LiveLog;
@@ -102,6 +102,74 @@ impl StreamIndex {
             .writes
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         synced
+    }
+
+    /// Checks records `0..count` (`record(i)` gives record `i`'s key,
+    /// time and value) as a write checks them, before any is written:
+    /// values no longer than [`Options::value_limit`](crate::Options::value_limit),
+    /// numbers finite, and with `ordered_time` times that never go back,
+    /// within the records or from the stream's latest. `name(i)` names
+    /// record `i` in errors ("record 7", "line 9"). On failure returns the
+    /// position of the first bad record and why: a caller may write the
+    /// records before it, as [`StreamIndex::write_all`] of that many.
+    pub fn check_records<'a>(
+        &self,
+        count: usize,
+        record: impl Fn(usize) -> (u64, u64, &'a [u8]),
+        name: impl Fn(usize) -> String,
+    ) -> std::result::Result<(), (usize, Error)> {
+        let options = &self.shared.options;
+        check_writes(
+            count,
+            record,
+            options.value_limit(),
+            options.ordered_time,
+            self.last_time.load(Ordering::Relaxed),
+            name,
+        )
+        .map(drop)
+    }
+
+    /// Writes records `0..count` with `op` (a delete's value is ignored),
+    /// checked whole first ([`StreamIndex::check_records`], naming them
+    /// "record i"): one bad record refuses them all.
+    ///
+    /// They are written in parts of about a quarter of a buffer, counted
+    /// as the buffer counts them (a value and a fixed cost per record), so
+    /// that a large write neither grows a buffer far past `buffer_bytes`
+    /// nor holds a copy of itself whole. Each part is acknowledged (logged,
+    /// and with `sync` synced) before the next; if one fails, or
+    /// `interrupt` is raised before it, the parts before it stay written.
+    pub fn write_all<'a>(
+        &self,
+        op: Op,
+        count: usize,
+        record: impl Fn(usize) -> (u64, u64, &'a [u8]),
+        interrupt: &Interrupt,
+    ) -> Result<()> {
+        let record = |i: usize| {
+            let (key, time, value) = record(i);
+            (key, time, if op == Op::Delete { &[][..] } else { value })
+        };
+        self.check_records(count, record, |i| format!("record {i}"))
+            .map_err(|(_, error)| error)?;
+        let part_bytes = (self.shared.options.buffer_bytes / 4).max(1);
+        let mut part = Batch::new();
+        let mut bytes = 0;
+        for i in 0..count {
+            let (key, time, value) = record(i);
+            let cost = value.len() + RECORD_OVERHEAD_BYTES;
+            if !part.is_empty() && bytes + cost > part_bytes {
+                interrupt.check()?;
+                self.write(&part)?;
+                part.clear();
+                bytes = 0;
+            }
+            part.push(op, key, time, value);
+            bytes += cost;
+        }
+        interrupt.check()?;
+        self.write(&part)
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {

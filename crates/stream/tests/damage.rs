@@ -35,7 +35,7 @@ fn options() -> Options {
         leaf_capacity: 4,
         fan_out: 4,
         template: TemplatePolicy::Rebuild { threshold: 0.05 },
-        max_value_bytes: 64,
+        value_bytes_max: 64,
         sync: true,
         cache_bytes: 0,
         tiers: false,

@@ -23,7 +23,7 @@ fn options() -> Options {
         leaf_capacity: 4,
         fan_out: 4,
         template: TemplatePolicy::Fixed,
-        max_value_bytes: 64,
+        value_bytes_max: 64,
         cache_bytes: 0,
         tiers: false,
         ..Options::default()

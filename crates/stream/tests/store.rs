@@ -76,7 +76,7 @@ fn small_options(template: TemplatePolicy) -> Options {
         leaf_capacity: 4,
         fan_out: 4,
         template,
-        max_value_bytes: 64,
+        value_bytes_max: 64,
         sync: true,
         ..Options::default()
     }
@@ -402,7 +402,7 @@ fn a_drifting_stream_overflows_a_fixed_template_and_one_rebuilt_within_buffers_s
             fan_out: 16,
             template,
             sync: false,
-            max_value_bytes: 1024,
+            value_bytes_max: 1024,
             ..Options::default()
         };
         let index = StreamIndex::open_on(fs, Path::new("/d"), options).unwrap();
@@ -734,7 +734,7 @@ fn a_flush_that_fails_in_the_background_poisons_the_store_and_loses_no_acknowled
 fn a_value_limit_above_half_a_buffer_is_capped_there() {
     let options = Options {
         buffer_bytes: 8192,
-        max_value_bytes: 1 << 20,
+        value_bytes_max: 1 << 20,
         ..Options::default()
     };
     assert_eq!(options.value_limit(), 4096);
