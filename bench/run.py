@@ -1155,7 +1155,7 @@ def stage_tables(part: dict[str, Any]) -> list[str]:
                 lines += [
                     "",
                     "Queues: "
-                    + "; ".join(f"{q.get('name')} capacity {q.get('capacity')}, max depth {q.get('max_depth')}" for q in queues)
+                    + "; ".join(f"{q.get('name')} capacity {q.get('capacity')}, max depth {q.get('depth_max')}" for q in queues)
                     + ".",
                 ]
             lines.append("")

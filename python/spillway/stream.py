@@ -23,7 +23,6 @@ and aggregates count every 8-byte value as a float, which must be finite
 from __future__ import annotations
 
 import json
-import math
 import os
 import struct
 import sys
@@ -39,12 +38,12 @@ from .errors import InvalidArgumentError
 
 _U64_MAX = 2**64 - 1
 
-# The engine's options, and how each is checked before it goes there.
-_SIZE_OPTIONS = ("buffer_bytes", "max_value_bytes", "cache_bytes")
+# The engine's options, and how each is converted before it goes there
+# (the engine checks their values: its errors name the option).
+_SIZE_OPTIONS = ("buffer_bytes", "value_bytes_max", "cache_bytes")
 _COUNT_OPTIONS = ("leaf_capacity", "fan_out")
 _SHARE_OPTIONS = ("rebuild_threshold", "fill")
 _FLAG_OPTIONS = ("ordered_time", "sync", "tiers", "read_only")
-_TEMPLATES = ("none", "fixed", "rebuild")
 # In the order of spillway_stream::Options.
 OPTIONS = (
     "buffer_bytes",
@@ -53,7 +52,7 @@ OPTIONS = (
     "template",
     "rebuild_threshold",
     "fill",
-    "max_value_bytes",
+    "value_bytes_max",
     "ordered_time",
     "sync",
     "cache_bytes",
@@ -63,7 +62,7 @@ OPTIONS = (
 
 
 def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
-    """The options as the engine takes them, or an error naming the bad one."""
+    """The options as the engine takes them, or an error naming one the native layer cannot convert."""
     checked = {}
     for name, value in options.items():
         if name not in OPTIONS:
@@ -75,13 +74,13 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
         elif name in _COUNT_OPTIONS:
             value = count(value, name)
         elif name in _SHARE_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InvalidArgumentError(f"{name} must be a number between 0 and 1, not {value!r}")
             value = float(value)
         elif name in _FLAG_OPTIONS:
             if not isinstance(value, bool):
                 raise InvalidArgumentError(f"{name} must be True or False, not {value!r}")
-        elif value not in _TEMPLATES:
+        elif not isinstance(value, str):
             raise InvalidArgumentError(f"template must be 'none', 'fixed' or 'rebuild', not {value!r}")
         checked[name] = value
     return checked
@@ -198,7 +197,7 @@ class StreamIndex:
       and rebuilds the template, within a buffer and between buffers, when
       more than ``rebuild_threshold`` (0.05) of its leaves overflowed;
     - ``fill`` (0.7): the leaf fill a rebuilt template aims at;
-    - ``max_value_bytes`` (1M, at most half a buffer): the longest value;
+    - ``value_bytes_max`` (1M, at most half a buffer): the longest value;
     - ``ordered_time`` (False): refuse times before the latest written;
     - ``sync`` (True): fsync the log before a write returns;
     - ``cache_bytes`` (1G): decoded segments kept in memory;

@@ -237,7 +237,7 @@ def test_bad_input_is_refused_with_errors_that_name_it(tmp_path):
     with pytest.raises(spillway.InvalidArgumentError, match="fill must be"):
         spillway.StreamIndex(tmp_path / "a", fill=1.5)
 
-    with spillway.StreamIndex(tmp_path / "b", ordered_time=True, max_value_bytes=16, sync=False) as index:
+    with spillway.StreamIndex(tmp_path / "b", ordered_time=True, value_bytes_max=16, sync=False) as index:
         index.append_batch([1, 2], [100, 200], [1.0, 2.0])
         with pytest.raises(spillway.InvalidArgumentError, match="record 2 .*time 150, before the time 300 of record 1"):
             index.append_batch([3, 4, 5], [250, 300, 150], [1.0, 2.0, 3.0])
@@ -245,7 +245,7 @@ def test_bad_input_is_refused_with_errors_that_name_it(tmp_path):
             index.append(6, 199, 1.0)
         with pytest.raises(spillway.InvalidArgumentError, match="record 1 .*17 bytes, over the limit of 16"):
             index.append_batch([7, 8], [300, 301], [b"short", b"x" * 17])
-        with pytest.raises(spillway.InvalidArgumentError, match="max_value_bytes"):
+        with pytest.raises(spillway.InvalidArgumentError, match="value_bytes_max"):
             index.append(9, 400, b"y" * 17)
         assert index.aggregate(0, 100)["count"] == 2, "a refused batch writes nothing"
 

@@ -115,7 +115,7 @@ struct PendingValue {
 struct SumTable {
     slots: Vec<SumSlot>,
     taken: usize,
-    max_slots: usize,
+    slots_max: usize,
     /// A ring of values waiting for their slot: `pending_len` of them
     /// from `pending_head`.
     pending: [PendingValue; PENDING_VALUES],
@@ -124,12 +124,12 @@ struct SumTable {
 }
 
 impl SumTable {
-    fn new(max_bytes: u64) -> Self {
-        let max_slots = (max_bytes as usize / size_of::<SumSlot>()).max(SUM_SLOTS_INITIAL);
+    fn new(bytes_max: u64) -> Self {
+        let slots_max = (bytes_max as usize / size_of::<SumSlot>()).max(SUM_SLOTS_INITIAL);
         SumTable {
             slots: empty_slots(SUM_SLOTS_INITIAL),
             taken: 0,
-            max_slots,
+            slots_max,
             pending: [PendingValue {
                 key: SumSlot::EMPTY.key,
                 hash: 0,
@@ -202,7 +202,7 @@ impl SumTable {
 
     /// Doubles the table; `false` if it is at its largest.
     fn grow(&mut self) -> bool {
-        if 2 * self.slots.len() > self.max_slots {
+        if 2 * self.slots.len() > self.slots_max {
             return false;
         }
         let doubled = empty_slots(2 * self.slots.len());

@@ -146,7 +146,7 @@ pub(crate) struct WorkerContext {
     blocked_nanos: [u64; 3],
     waits_ended: u64,
     /// Largest depth seen after a send, by queue id.
-    pub(crate) max_depth: Vec<usize>,
+    pub(crate) depth_max: Vec<usize>,
 }
 
 impl WorkerContext {
@@ -172,7 +172,7 @@ impl WorkerContext {
             bytes_out: 0,
             blocked_nanos: [0; 3],
             waits_ended: 0,
-            max_depth: vec![0; queues],
+            depth_max: vec![0; queues],
         }
     }
 

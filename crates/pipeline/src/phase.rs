@@ -199,7 +199,7 @@ impl Phase {
                         .collect(),
                     live_writers: AtomicUsize::new(writers.iter().map(|&stage| workers_of(stage)).sum()),
                     live_readers: AtomicUsize::new(readers.iter().map(|&stage| workers_of(stage)).sum()),
-                    max_depth: AtomicUsize::new(0),
+                    depth_max: AtomicUsize::new(0),
                 }
             })
             .collect();

@@ -159,5 +159,5 @@ pub(crate) struct QueueInfo {
     /// queue was drained.
     pub(crate) live_readers: AtomicUsize,
     /// The largest depth a writer saw right after one of its sends.
-    pub(crate) max_depth: AtomicUsize,
+    pub(crate) depth_max: AtomicUsize,
 }

@@ -78,7 +78,7 @@ pub struct QueueReport {
     /// The most units it held, as seen by its writers right after a send;
     /// never above `capacity`. A queue that reaches its capacity means its
     /// readers were slower than its writers at some point.
-    pub max_depth: usize,
+    pub depth_max: usize,
 }
 
 impl StageReport {
@@ -191,7 +191,7 @@ impl PhaseReport {
             let _ = writeln!(
                 text,
                 "queue '{}': capacity {}, max depth {}",
-                queue.name, queue.capacity, queue.max_depth
+                queue.name, queue.capacity, queue.depth_max
             );
         }
         text
@@ -278,7 +278,7 @@ pub(crate) fn collect(
             QueueReport {
                 name: info.name.to_string(),
                 capacity: info.capacity,
-                max_depth: info.max_depth.load(Ordering::Relaxed),
+                depth_max: info.depth_max.load(Ordering::Relaxed),
             }
         })
         .collect();
@@ -333,7 +333,7 @@ mod tests {
             queues: vec![QueueReport {
                 name: "buffers".into(),
                 capacity: 4,
-                max_depth: 4,
+                depth_max: 4,
             }],
         };
         // reader: 100 MB / (8 s / 8) = 100 MB/s; writer 100 MB/s too; coalescer 10,000 MB/s.

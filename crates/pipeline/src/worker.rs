@@ -165,9 +165,9 @@ impl Worker {
         }
         self.cx.counted_out(bytes);
         let depth = sender.len();
-        let max_depth = &mut self.cx.max_depth[to.queue];
-        if depth > *max_depth {
-            *max_depth = depth;
+        let depth_max = &mut self.cx.depth_max[to.queue];
+        if depth > *depth_max {
+            *depth_max = depth;
         }
         Ok(())
     }
@@ -224,7 +224,7 @@ impl Worker {
         for (queue, end) in ends.senders.iter().enumerate() {
             if end.is_some() {
                 let info = &queues[queue];
-                info.max_depth.fetch_max(cx.max_depth[queue], Ordering::Relaxed);
+                info.depth_max.fetch_max(cx.depth_max[queue], Ordering::Relaxed);
                 info.live_writers.fetch_sub(1, Ordering::AcqRel);
             }
         }

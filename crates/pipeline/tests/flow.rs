@@ -74,7 +74,7 @@ fn three_stages_move_every_unit_exactly_once() {
         "a generator's bytes out are the phase's input"
     );
     for queue in &report.queues {
-        assert!(queue.max_depth <= queue.capacity, "{queue:?}");
+        assert!(queue.depth_max <= queue.capacity, "{queue:?}");
     }
 }
 
@@ -146,7 +146,7 @@ fn a_slow_consumer_keeps_a_fast_producer_blocked_on_output() {
     assert!(fast.blocked_output > Duration::ZERO, "{report}");
     assert!(fast.blocked_output > slow.blocked_input, "{report}");
     assert_eq!(
-        report.queues[0].max_depth, CAPACITY,
+        report.queues[0].depth_max, CAPACITY,
         "the queue should fill up: {report}"
     );
     // The producer counts after its send returns and the consumer while it
