@@ -15,7 +15,7 @@
 //! The `--json` outputs are the engine's types as they serialize.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -24,7 +24,7 @@ use clap::{Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use spillway_core::Interrupt;
 use spillway_stream::{
-    Aggregate, Bounds, Op, Options, StreamIndex, StreamStats, TemplatePolicy, Unaccounted, NOT_FINITE,
+    ingest, Aggregate, Bounds, IngestBatch, Options, StreamIndex, StreamStats, TemplatePolicy, Unaccounted,
 };
 use spillway_workload::{StreamGenerator, StreamKeys, StreamParams};
 
@@ -293,90 +293,6 @@ fn warn_of_damage(index: &StreamIndex) {
     }
 }
 
-/// One record of the input, kept until its batch is written.
-#[derive(Debug, Default)]
-struct Pending {
-    keys: Vec<u64>,
-    times: Vec<u64>,
-    value_ends: Vec<usize>,
-    values: Vec<u8>,
-    /// Where each record came from (its line, for errors).
-    lines: Vec<u64>,
-}
-
-impl Pending {
-    fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    fn push(&mut self, key: u64, time: u64, value: &[u8], line: u64) {
-        self.keys.push(key);
-        self.times.push(time);
-        self.values.extend_from_slice(value);
-        self.value_ends.push(self.values.len());
-        self.lines.push(line);
-    }
-
-    fn record(&self, i: usize) -> (u64, u64, &[u8]) {
-        let start = if i == 0 { 0 } else { self.value_ends[i - 1] };
-        (
-            self.keys[i],
-            self.times[i],
-            &self.values[start..self.value_ends[i]],
-        )
-    }
-
-    fn clear(&mut self) {
-        self.keys.clear();
-        self.times.clear();
-        self.value_ends.clear();
-        self.values.clear();
-        self.lines.clear();
-    }
-
-    /// Writes the records, checked first. A record that fails the check
-    /// stops the write after the records before it; errors name the
-    /// record as "`source` `unit` N" (`data.csv line 7`).
-    fn write(
-        &mut self,
-        index: &StreamIndex,
-        source: &str,
-        unit: &str,
-        interrupt: &Interrupt,
-    ) -> anyhow::Result<()> {
-        if self.keys.is_empty() {
-            return Ok(());
-        }
-        interrupt.check()?;
-        let checked = index.check_records(
-            self.len(),
-            |i| self.record(i),
-            |i| format!("{unit} {}", self.lines[i]),
-        );
-        let (valid, failure) = match checked {
-            Ok(()) => (self.len(), None),
-            Err((at, error)) => (at, Some(error)),
-        };
-        let first_line = self.lines[0];
-        let last_line = self.lines[valid.saturating_sub(1)];
-        index
-            .write_all(Op::Append, valid, |i| self.record(i), interrupt)
-            .with_context(|| {
-                if first_line == last_line {
-                    format!("{source} {unit} {first_line}")
-                } else {
-                    format!("{source} {unit}s {first_line}-{last_line}")
-                }
-            })?;
-        self.clear();
-        match failure {
-            // The error names the record's line itself.
-            Some(error) => Err(anyhow::Error::new(error).context(source.to_string())),
-            None => Ok(()),
-        }
-    }
-}
-
 fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
     if args.batch == 0 {
         bail!("--batch must be at least 1");
@@ -456,106 +372,17 @@ fn ingest_csv(
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let total = file.metadata().map(|meta| meta.len()).unwrap_or(0);
     let bar = progress::bar(total, "ingest");
-    let source = path.display().to_string();
-    let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut pending = Pending::default();
-    let mut line = Vec::with_capacity(256);
-    let mut value = Vec::with_capacity(256);
-    let mut number = 0u64;
-    let mut records = 0u64;
-    let mut read = 0u64;
-    loop {
-        line.clear();
-        let len = reader
-            .read_until(b'\n', &mut line)
-            .with_context(|| format!("reading {source}"))?;
-        if len == 0 {
-            break;
-        }
-        number += 1;
-        read += len as u64;
-        if number == 1 && args.header {
-            continue;
-        }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        let text = text.strip_suffix(b"\r").unwrap_or(text);
-        if text.is_empty() {
-            continue;
-        }
-        match parse_csv_line(text, &mut value) {
-            Ok((key, time)) => pending.push(key, time, &value, number),
-            Err(error) => {
-                // Every line before the bad one is written.
-                let before = records + pending.len() as u64;
-                pending.write(index, &source, "line", interrupt)?;
-                bar.finish_and_clear();
-                return Err(error.context(format!(
-                    "{source} line {number} (the {before} records before it were written)"
-                )));
-            }
-        }
-        if pending.len() >= args.batch {
-            records += pending.len() as u64;
-            pending.write(index, &source, "line", interrupt)?;
-            bar.set_position(read);
-        }
-    }
-    records += pending.len() as u64;
-    pending.write(index, &source, "line", interrupt)?;
+    let records = ingest::ingest_csv(
+        index,
+        BufReader::with_capacity(1 << 20, file),
+        &path.display().to_string(),
+        args.header,
+        args.batch,
+        interrupt,
+        |read| bar.set_position(read),
+    );
     bar.finish_and_clear();
-    Ok(records)
-}
-
-/// Parses `key,time,value` into the key and time, and the value into
-/// `value`: a finite number as 8 little-endian bytes of an f64, anything
-/// else (or a quoted field) as its bytes.
-fn parse_csv_line(line: &[u8], value: &mut Vec<u8>) -> anyhow::Result<(u64, u64)> {
-    let mut fields = line.splitn(3, |&byte| byte == b',');
-    let (Some(key), Some(time), Some(field)) = (fields.next(), fields.next(), fields.next()) else {
-        bail!("expected key,time,value, got '{}'", String::from_utf8_lossy(line));
-    };
-    let integer = |field: &[u8], what: &str| -> anyhow::Result<u64> {
-        std::str::from_utf8(field)
-            .ok()
-            .and_then(|text| text.trim().parse::<u64>().ok())
-            .with_context(|| {
-                format!(
-                    "the {what} '{}' is not an unsigned 64-bit integer",
-                    String::from_utf8_lossy(field)
-                )
-            })
-    };
-    let key = integer(key, "key")?;
-    let time = integer(time, "time")?;
-    value.clear();
-    if field.len() >= 2 && field.starts_with(b"\"") && field.ends_with(b"\"") {
-        // A quoted field is text, with "" standing for one quote.
-        let inner = &field[1..field.len() - 1];
-        let mut at = 0;
-        while at < inner.len() {
-            value.push(inner[at]);
-            at += if inner[at] == b'"' && inner.get(at + 1) == Some(&b'"') {
-                2
-            } else {
-                1
-            };
-        }
-        return Ok((key, time));
-    }
-    let number = std::str::from_utf8(field)
-        .ok()
-        .and_then(|text| text.trim().parse::<f64>().ok());
-    match number {
-        Some(number) if !number.is_finite() => bail!(
-            "the value '{}' reads as {number}, which the index refuses: {NOT_FINITE} \
-             (quote it, \"{}\", to store it as text)",
-            String::from_utf8_lossy(field),
-            String::from_utf8_lossy(field)
-        ),
-        Some(number) => value.extend_from_slice(&number.to_le_bytes()),
-        None => value.extend_from_slice(field),
-    }
-    Ok((key, time))
+    Ok(records?)
 }
 
 /// Writes `--generate` records from the workload's stream generator;
@@ -583,15 +410,15 @@ fn ingest_generated(index: &StreamIndex, args: &IngestArgs, interrupt: &Interrup
     };
     let generator = StreamGenerator::new(&params)?;
     let bar = progress::records_bar(records, "ingest");
-    let mut pending = Pending::default();
+    let mut batch = IngestBatch::new("generated", "record");
     for (number, record) in (1..).zip(generator) {
-        pending.push(record.key, record.time, &record.value.to_le_bytes(), number);
-        if pending.len() >= args.batch {
-            pending.write(index, "generated", "record", interrupt)?;
+        batch.push(record.key, record.time, &record.value.to_le_bytes(), number);
+        if batch.len() >= args.batch {
+            batch.write(index, interrupt)?;
             bar.set_position(number);
         }
     }
-    pending.write(index, "generated", "record", interrupt)?;
+    batch.write(index, interrupt)?;
     bar.finish_and_clear();
     Ok(records)
 }
@@ -839,38 +666,4 @@ fn stats_line(stats: &StreamStats) -> String {
         overflow.leaves,
         overflow.overflowed_share() * 100.0
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_values_are_numbers_or_text() {
-        let mut value = Vec::new();
-        assert_eq!(parse_csv_line(b"7,12,2.5", &mut value).unwrap(), (7, 12));
-        assert_eq!(value, 2.5f64.to_le_bytes());
-        parse_csv_line(b"7,12,hello, world", &mut value).unwrap();
-        assert_eq!(value, b"hello, world");
-        parse_csv_line(b"7,12,\"2.5\"", &mut value).unwrap();
-        assert_eq!(value, b"2.5");
-        parse_csv_line(b"7,12,\"say \"\"hi\"\"\"", &mut value).unwrap();
-        assert_eq!(value, b"say \"hi\"");
-        for not_finite in ["inf", "NaN", "-infinity", " nan "] {
-            let error = parse_csv_line(format!("7,12,{not_finite}").as_bytes(), &mut value).unwrap_err();
-            let text = error.to_string();
-            assert!(
-                text.contains(&format!("'{not_finite}'")) && text.contains("must be finite"),
-                "{text}"
-            );
-        }
-        parse_csv_line(b"7,12,\"NaN\"", &mut value).unwrap();
-        assert_eq!(value, b"NaN");
-        parse_csv_line(b"7,12,", &mut value).unwrap();
-        assert!(value.is_empty());
-        let error = parse_csv_line(b"-1,12,3", &mut value).unwrap_err();
-        assert!(error.to_string().contains("key '-1' is not"), "{error}");
-        let error = parse_csv_line(b"1,12", &mut value).unwrap_err();
-        assert!(error.to_string().contains("expected key,time,value"), "{error}");
-    }
 }

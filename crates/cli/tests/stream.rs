@@ -197,7 +197,7 @@ fn csv_records_round_trip_and_bad_lines_are_named() {
         "8",
     ]);
     assert!(
-        error.contains("bad.csv: invalid argument: line 2 (key 2, time 2) has a value of 10 bytes")
+        error.contains("bad.csv: line 2 (key 2, time 2) has a value of 10 bytes")
             && error.contains("value_bytes_max"),
         "{error}"
     );

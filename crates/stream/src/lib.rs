@@ -25,6 +25,8 @@
 //!   manifest, queries, compaction), opened with [`Options`];
 //! - [`Batch`]: appends, updates and deletes written all or nothing;
 //!   [`Bounds`], [`Records`] and [`Aggregate`]: what queries take and give;
+//! - [`ingest`]: records from a CSV file or a generator written in
+//!   batches, a refused record named by its line;
 //! - [`key`]: order-preserving encodings of i64, f64, 2-D points and string
 //!   prefixes into the `u64` keys the index orders by;
 //! - [`BPlusTree`]: an ordinary B+ tree with splits, which grows the first
@@ -51,6 +53,7 @@ mod entry;
 mod flusher;
 pub mod format;
 mod index;
+pub mod ingest;
 pub mod key;
 mod manifest;
 mod merge;
@@ -72,6 +75,7 @@ pub use batch::{Batch, Op, NOT_FINITE};
 pub use bptree::BPlusTree;
 pub use entry::Entry;
 pub use index::{StreamIndex, VerifyReport};
+pub use ingest::IngestBatch;
 pub use options::{Options, TemplatePolicy, REBUILD_THRESHOLD_DEFAULT};
 pub use records::{Aggregate, Bounds, Records, Shadow};
 pub use repair::{ByteRange, LostFile, RepairReport, LOST_DIR};
