@@ -188,12 +188,8 @@ def build(spec: CargoBuild | CxxBuild, target_dir: Path, features: set[str]) -> 
     binary = Path(info["path"])
     if not binary.exists():
         raise BenchmarkFailure(f"the build of {spec.name} made no {binary}")
-    info.update(
-        name=spec.name,
-        build_s=round(time.perf_counter() - started, 1),
-        binary_modified=file_modified(binary),
-        profile=build_profile(binary),
-    )
+    info.update(name=spec.name, build_s=round(time.perf_counter() - started, 1), binary_modified=file_modified(binary))
+    info.setdefault("profile", build_profile(binary))
     return info
 
 
@@ -239,4 +235,9 @@ def cxx_build(spec: CxxBuild, target_dir: Path) -> dict[str, Any]:
     if subprocess.run(command, check=False).returncode != 0:
         raise BenchmarkFailure(f"g++ of {spec.source} failed: {shown}")
     version = command_output(["g++", "--version"]).splitlines()
-    return {"command": shown, "path": str(path), "toolchain": version[0] if version else "g++"}
+    return {
+        "command": shown,
+        "path": str(path),
+        "profile": " ".join(flag for flag in spec.flags if flag.startswith("-O")) or "g++ default",
+        "toolchain": version[0] if version else "g++",
+    }

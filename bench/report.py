@@ -107,13 +107,17 @@ def part_data_line(report: dict[str, Any], part: dict[str, Any]) -> str:
 
 
 def cache_line(report: dict[str, Any]) -> str:
-    warm = sorted({c["name"] for part in report["parts"] for c in part["contenders"] if not c.get("cold", True)})
-    if report["cache"] == "cold":
+    """Which runs started with the page cache dropped, and the memory limit."""
+    contenders = {c["name"]: c.get("cold", True) for part in report["parts"] for c in part["contenders"]}
+    warm = sorted(name for name, cold in contenders.items() if not cold)
+    if not any(contenders.values()):
+        text = "Page cache kept: by the workload's design every run starts with what it holds, after a sync"
+    elif not report.get("cache_droppable", True):
+        text = "**Page cache NOT dropped (cache-warm)**: the kernel did not allow it"
+    else:
         text = "Page cache dropped before every run"
         if warm:
-            text += " except those of " + ", ".join(warm) + " (which run with what the page cache holds, after a sync)"
-    else:
-        text = "**Page cache NOT dropped (cache-warm)**: the kernel did not allow it"
+            text += " except those of " + ", ".join(warm) + " (which start with what it holds, after a sync)"
     if report["memory_limit_bytes"]:
         text += f"; every run inside a cgroup v1 memory limit of {format_bytes(report['memory_limit_bytes'])} (page cache included)"
     return text + ". Figures are medians with the (min–max) of the runs."
@@ -512,8 +516,11 @@ def commands_section(report: dict[str, Any]) -> list[str]:
         return []
     lines = ["## Commands", "", "`$DIR` is the part's scratch directory, deleted afterwards.", ""]
 
+    python = report["invocation"].get("python")
+
     def shown(command: list[str], data_dir: str) -> str:
-        text = " ".join(command).replace(data_dir, "$DIR").replace(f"{REPO_ROOT}/", "")
+        words = ["python3" if python and word == python else word for word in command]
+        text = " ".join(words).replace(data_dir, "$DIR").replace(f"{REPO_ROOT}/", "")
         return f"`{text}`"
 
     seen_setup: set[str] = set()

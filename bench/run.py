@@ -239,8 +239,10 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
                 "variants": [variant.name for variant in variants if variant],
                 "contenders_left_out": [c.name for c in workload.contenders if c not in contenders],
                 "params": params,
+                "python": sys.executable,
             },
             "cache": "cold" if cache_droppable else "warm",
+            "cold_contenders": [c.name for c in contenders if (workload.cold if c.cold is None else c.cold)],
             "cache_droppable": cache_droppable,
             "memory_limit_bytes": memory_limit,
             "order": "alternating: every round runs each contender once, in the declared order",
@@ -657,10 +659,13 @@ def print_header(workload: Workload, report: dict[str, Any], plan: list[tuple[in
         )
     for built in report["builds"]:
         print(f"built      {built['name']}: {built['path']} ({built['profile']}, {built['build_s']:.0f} s)")
-    print(
-        f"cache      {report['cache']} "
-        f"({'page cache dropped before every cold run' if report['cache'] == 'cold' else 'page cache NOT dropped'})"
-    )
+    cold = report["cold_contenders"]
+    if not cold:
+        print("cache      kept (the workload's contenders start with what the page cache holds)")
+    elif report["cache"] == "cold":
+        print(f"cache      dropped before the runs of {len(cold)} contender(s)")
+    else:
+        print("cache      NOT dropped: the kernel does not allow it; runs are cache-warm")
     if report["memory_limit_bytes"]:
         print(f"memory     every run in a cgroup v1 memory limit of {format_bytes(report['memory_limit_bytes'])}")
     print(flush=True)
