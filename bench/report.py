@@ -27,13 +27,13 @@ SCHEMA = "spillway-bench/2"
 ROLE_COLORS = {"spillway": "#1f77b4", "peer": "#999999"}
 
 
-def write_reports(report: dict[str, Any], out_dir: Path) -> None:
+def write_reports(report: dict[str, Any], out_dir: Path, page_commands: dict[str, str] | None = None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     name = report["workload"]
     (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
     (out_dir / f"{name}.md").write_text(markdown_report(report))
     write_chart(report, out_dir / f"{name}.png")
-    write_index(out_dir)
+    write_index(out_dir, page_commands)
     print(f"\nwrote {out_dir / name}.json, .md, .png and {out_dir / 'README.md'}", flush=True)
 
 
@@ -606,8 +606,13 @@ def write_chart(report: dict[str, Any], path: Path) -> None:
 # The index
 
 
-def write_index(out_dir: Path) -> None:
-    """docs/benchmarks/README.md, regenerated from every <workload>.json present."""
+def write_index(out_dir: Path, page_commands: dict[str, str] | None = None) -> None:
+    """docs/benchmarks/README.md, regenerated from every <workload>.json present.
+
+    `page_commands` (workload name -> the command that makes its page) are listed
+    for the pages written before this schema, which that command regenerates.
+    """
+    page_commands = page_commands or {}
     lines = [
         "# Benchmarks",
         "",
@@ -629,7 +634,7 @@ def write_index(out_dir: Path) -> None:
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if report.get("schema") != SCHEMA:
-            former.append(f"- [{name}]({name}.md), measured {str(report.get('generated_at') or report.get('date'))[:10]}")
+            former.append(former_line(name, report, page_commands.get(name)))
             continue
         status = "" if report.get("complete", True) else " (**incomplete**)"
         for part in report["parts"]:
@@ -653,9 +658,26 @@ def write_index(out_dir: Path) -> None:
     if former:
         lines += [
             "",
-            "Pages measured before the harness wrote one schema for every workload (their method and figures are "
-            "in the pages; `python3 bench/run.py --list` gives the command that regenerates each):",
+            "Pages written before every workload ran under this harness and schema; each is to be regenerated with "
+            "its command, on a quiet machine:",
             "",
             *former,
         ]
     (out_dir / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def former_line(name: str, report: dict[str, Any], command: str | None) -> str:
+    """A page of the former schema: when it was measured, its first ratio if it has one, its command now."""
+    measured = str(report.get("generated_at") or report.get("date") or "")[:10]
+    line = f"- [{name}]({name}.md), measured {measured}"
+    parts = report.get("parts") if isinstance(report.get("parts"), list) else [report]
+    comparisons = [c for part in parts for c in (part.get("comparisons") or []) if isinstance(c, dict) and "ratio" in c]
+    if comparisons:
+        first = comparisons[0]
+        line += f" ({first.get('contender')} / {first.get('peer')}: {first['ratio']:.2f}, one of {len(comparisons)} ratios)"
+    elif "merged" in report or any(
+        isinstance(dataset, dict) and ("parts" in dataset or "command" in dataset)
+        for dataset in report.get("datasets", [])
+    ):
+        line += " (assembled from several runs by the former runner's `--merge`)"
+    return line + (f": `{command}`" if command else "")

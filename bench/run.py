@@ -276,7 +276,7 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
                 report["generated_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
                 report["benchmark_wall_s"] = time.perf_counter() - started
                 # After every part, so a long benchmark cut short keeps what it measured (marked incomplete).
-                reports.write_reports(report, invocation.out_dir)
+                reports.write_reports(report, invocation.out_dir, page_commands())
         finally:
             if cgroup is not None:
                 remove_memory_cgroup(cgroup)
@@ -284,6 +284,10 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
         if created_base_dir and base_dir.exists() and not any(base_dir.iterdir()):
             base_dir.rmdir()
     return report
+
+
+def page_commands() -> dict[str, str]:
+    return {workload.name: workload.page_command for workload in WORKLOADS.values()}
 
 
 def default_reproduce(workload: Workload, invocation: Invocation) -> str:
