@@ -216,6 +216,7 @@ def check_target(target: Target, workload: Workload, contenders: dict[str, dict[
         "median": figures["median"],
         "min": figures["min"],
         "max": figures["max"],
+        "values": figures["values"],
         "target": target.value,
         "verdict": verdict(figures["values"], figures["median"], target.value, better),
     }
@@ -235,6 +236,7 @@ def check_probe_target(target: ProbeTarget, probes: dict[str, list[dict[str, Any
                     "median": value,
                     "min": value,
                     "max": value,
+                    "values": [value],
                     "target": target.value,
                     "verdict": MET if meets(value, target.value, target.better) else MISSED,
                 })

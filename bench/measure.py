@@ -227,13 +227,14 @@ def machine_info(data_dir: Path) -> dict[str, Any]:
 def source_info() -> dict[str, Any]:
     """The commit of the repository the harness runs from, and whether tracked files differ from it."""
     commit = command_output(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"]) or "unknown"
+    # Names only: porcelain lines start with a status column that stripping would eat.
     changes = command_output(
-        ["git", "--no-optional-locks", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"]
-    )
+        ["git", "--no-optional-locks", "-C", str(REPO_ROOT), "diff", "HEAD", "--name-only"]
+    ).splitlines()
     return {
         "commit": commit,
         "dirty": bool(changes),
-        "changed_files": [line[3:] for line in changes.splitlines()][:20],
+        "changed_files": changes[:20],
         "described": commit + ("-dirty" if changes else ""),
     }
 

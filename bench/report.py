@@ -207,10 +207,7 @@ def targets_section(report: dict[str, Any]) -> list[str]:
             else:
                 metric = metric_info(report, target["metric"])
                 what = f"{target['label']}: {target['contender']}, {metric['label']}"
-                measured = cell(report, target["metric"], {
-                    "median": target["median"], "min": target["min"], "max": target["max"],
-                    "values": [target["min"], target["max"]] if target["min"] != target["max"] else [target["median"]],
-                })
+                measured = cell(report, target["metric"], target)
             shown_target = (
                 f"{target['target']:g}" if "probe" in target
                 else figure(report, target["metric"], target["target"])

@@ -415,8 +415,8 @@ def run_part(
     measured = {name: entry for name, entry in results.items() if name not in failed}
     agreements = workload.agreements + (variant.agreements if variant else [])
     checked = [analysis.check_agreement(agreement, measured, label) for agreement in agreements]
-    comparisons = workload.comparisons + (variant.comparisons if variant else [])
-    targets = workload.targets + (variant.targets if variant else [])
+    comparisons = (variant.comparisons if variant else []) + workload.comparisons
+    targets = (variant.targets if variant else []) + workload.targets
     target_checks: list[dict[str, Any]] = []
     for target in targets:
         if isinstance(target, ProbeTarget):

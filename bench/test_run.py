@@ -387,7 +387,8 @@ def test_json_results_make_metrics_tables_targets_agreements_and_probes(tmp_path
     (fill_ratio, read_ratio) = one["comparisons"]
     assert fill_ratio["ratio"] == 2.0 and fill_ratio["verdict"] == "met"
     assert read_ratio["ratio"] == 1.0 and read_ratio["verdict"] is None and not read_ratio["loss"]
-    assert one["targets"][0]["verdict"] == "met" and one["targets"][1]["label"] == "share of a"
+    assert [target["label"] for target in one["targets"]] == ["share of a", "p99"]
+    assert one["targets"][1]["verdict"] == "met" and one["targets"][1]["values"] == [5.0, 5.0]
     assert [target["label"] for target in two["targets"]] == ["p99"]  # the probe target is variant one's
     assert one["probes"]["shares"] == [{"kind": "a", "share": 4.5}]
     assert one["agreements"][0]["value"] == {"result.hits": 7}

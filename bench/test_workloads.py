@@ -159,13 +159,15 @@ def test_kv_end_to_end_on_fake_drivers(tmp_path):
     report = invoke(faked(WORKLOADS["kv"], tmp_path, "16B"), tmp_path, 16 * 1000)
     (part,) = report["parts"]
     assert part["records"] == 1000 and part["label"] == "16B, 15.62 KiB"
-    found = {(c["label"], c["peer"]): c for c in part["comparisons"]}
+    found = {(c["label"], c["peer"]): c for c in part["comparisons"] if c["target"] is not None}
     fill_leveldb = found[("fill", "leveldb fill")]
     assert fill_leveldb["ratio"] == pytest.approx(7.5) and fill_leveldb["target"] == 10 and fill_leveldb["verdict"] == "missed"
     # The better RocksDB is universal: 3.75x, against a target of 3x.
     assert found[("fill", "rocksdb-universal fill")]["verdict"] == "met"
     assert found[("fill", "rocksdb-universal fill")]["peer_chosen_from"] == ["rocksdb-leveled fill", "rocksdb-universal fill"]
     assert found[("read", "rocksdb-leveled read")]["ratio"] == 2.0
+    # Every step against every peer too, without a target: where Spillway loses.
+    assert len([c for c in part["comparisons"] if c["target"] is None]) == 15
     targets = {t["label"]: t for t in part["targets"]}
     assert targets["device reads per GET"]["median"] == 1.0 and targets["device reads per GET"]["verdict"] == "met"
     assert targets["index RAM per key"]["median"] == 1.5
