@@ -372,6 +372,8 @@ class Workload:
     (default: one table of every metric); `comparisons`, `targets` and
     `agreements` are checked on every part; `probes` add tables of rows;
     `disk_bound` adds the fraction of the disk's limit (file workloads).
+    `requires` are the packages its setup steps need (a contender's own are
+    its `requires`).
     `notes` are paragraphs copied into the report (method choices a reader must
     know); `page_command` is the exact command that makes the committed page in
     docs/benchmarks, and `scale_note` says where that command scales the
@@ -392,6 +394,7 @@ class Workload:
     agreements: list[Agreement] = field(default_factory=list)
     probes: list[Probe] = field(default_factory=list)
     builds: list[CargoBuild | CxxBuild] = field(default_factory=list)
+    requires: list[Requirement] = field(default_factory=list)
     params: dict[str, str] = field(default_factory=dict)
     size_unit: str = "bytes"
     record_bytes: int | None = RECORD_BYTES

@@ -78,16 +78,20 @@ def direction(better: str | None) -> str:
     return "at most" if better == "lower" else "at least"
 
 
-def verdict_text(check: dict[str, Any]) -> str:
+def verdict_text(report: dict[str, Any], check: dict[str, Any]) -> str:
     """Met, missed (in bold) or within noise, with what straddled the target."""
     verdict = check["verdict"]
-    if verdict == "met":
-        return "met"
-    if verdict == "missed":
-        return "**missed**"
+    single = len(check.get("per_round_ratios", check.get("values", []))) == 1 and "probe" not in check
+    if verdict in ("met", "missed"):
+        shown = "met" if verdict == "met" else "**missed**"
+        return shown + (" (one run: its noise is not measured)" if single else "")
     if "per_round_ratios" in check:
         return f"within noise ({ratio_range(check['per_round_ratios'])} straddle {check['target']:g})"
-    return f"within noise (runs {check['min']:.4g}–{check['max']:.4g} straddle {check['target']:g})"
+    name = check["metric"]
+    return (
+        f"within noise (runs {figure(report, name, check['min'])}–{figure(report, name, check['max'])} "
+        f"straddle {figure(report, name, check['target'])})"
+    )
 
 
 def part_data_line(report: dict[str, Any], part: dict[str, Any]) -> str:
@@ -168,6 +172,8 @@ def markdown_report(report: dict[str, Any]) -> str:
     params = report["invocation"].get("params")
     if params:
         lines += ["", "Params: " + ", ".join(f"`{name}={value}`" for name, value in params.items()) + "."]
+    if report.get("note"):
+        lines += ["", report["note"]]
     if report.get("scale_note"):
         lines += ["", f"**Scale.** {report['scale_note']}"]
     lines += ["", "Reproduce (this page is this one command's output):", "", "```", report["reproduce"], "```", ""]
@@ -198,7 +204,7 @@ def targets_section(report: dict[str, Any]) -> list[str]:
             rows.append(
                 f"| {part['label']} | {comparison['label']}: {comparison['contender']} / {peer}, {metric['label']} "
                 f"| **{comparison['ratio']:.2f}x** ({ratio_range(comparison['per_round_ratios'])}) "
-                f"| {direction(comparison['better'])} {comparison['target']:g}x | {verdict_text(comparison)} |"
+                f"| {direction(comparison['better'])} {comparison['target']:g}x | {verdict_text(report, comparison)} |"
             )
         for target in part["targets"]:
             if "probe" in target:
@@ -214,7 +220,7 @@ def targets_section(report: dict[str, Any]) -> list[str]:
             )
             rows.append(
                 f"| {part['label']} | {what} | **{measured}** | {direction(target['better'])} {shown_target} "
-                f"| {verdict_text(target)} |"
+                f"| {verdict_text(report, target)} |"
             )
     for part in report["parts"]:
         for failure in part.get("failed", []):
@@ -334,7 +340,7 @@ def part_section(report: dict[str, Any], part: dict[str, Any]) -> list[str]:
             per_round = ", ".join(f"{value:.2f}" for value in comparison["per_round_ratios"])
             target = ""
             if comparison["target"] is not None:
-                target = f"{direction(comparison['better'])} {comparison['target']:g}x: {verdict_text(comparison)}"
+                target = f"{direction(comparison['better'])} {comparison['target']:g}x: {verdict_text(report, comparison)}"
             lines.append(
                 f"| {comparison['label']}: {comparison['contender']} / {comparison['peer']} ({metric['label']}) "
                 f"| **{comparison['ratio']:.2f}** | {per_round} | {target} |"

@@ -70,7 +70,12 @@ DEFAULT_OUT_DIR = REPO_ROOT / "docs" / "benchmarks"
 
 @dataclass
 class Invocation:
-    """What one run of the harness was asked to do (besides the workload)."""
+    """What one run of the harness was asked to do (besides the workload).
+
+    Defaults are resolved by the command line: `memory_limit_bytes` None is no
+    limit here, whatever the workload's `memory_limit`; `params` are only the
+    `--set` overrides.
+    """
 
     sizes: list[int]
     runs: list[int]
@@ -85,6 +90,7 @@ class Invocation:
     params: dict[str, str] = field(default_factory=dict)
     target_dir: Path = install.DEFAULT_DRIVER_TARGET_DIR
     reproduce: str = ""
+    note: str = ""
 
 
 # ---------------------------------------------------------------------------
@@ -217,6 +223,7 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
                 built = install.build(spec, invocation.target_dir, features)
                 builds.append(built)
                 base_params[spec.name] = built["path"]
+        install.ensure_requirements(workload.requires)
         for contender in contenders:
             install.ensure_requirements(contender.requires)
 
@@ -230,6 +237,7 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
             "description": workload.description,
             "notes": workload.notes,
             "scale_note": workload.scale_note,
+            "note": invocation.note,
             "page_command": workload.page_command,
             "reproduce": invocation.reproduce or default_reproduce(workload, invocation),
             "invocation": {
@@ -741,6 +749,7 @@ def parser() -> argparse.ArgumentParser:
     parsed.add_argument("--memory-limit", default=None,
                         help="run every contender in a cgroup v1 memory limit (default: the workload's; 'none')")
     parsed.add_argument("--warm", action="store_true", help="do not drop the page cache between runs")
+    parsed.add_argument("--note", default="", help="a sentence for the page (how quiet the machine was, say)")
     parsed.add_argument("--target-dir", type=Path, default=install.DEFAULT_DRIVER_TARGET_DIR,
                         help=f"where drivers are built (default {install.DEFAULT_DRIVER_TARGET_DIR})")
     return parsed
@@ -786,6 +795,7 @@ def main(argv: list[str] | None = None) -> int:
             params=dict(args.set),
             target_dir=args.target_dir,
             reproduce=shlex.join(["python3", "bench/run.py", *words]),
+            note=args.note,
         )
         size_plan(invocation.sizes, invocation.runs)
     except (BenchmarkFailure, argparse.ArgumentTypeError) as failure:

@@ -109,6 +109,8 @@ AGG = Workload(
     default_runs=3,
     cold=False,
     builds=[AGG_DRIVER, AGG_SPARSEHASH],
+    # The setup's Parquet conversion (agg_peers.py to-parquet).
+    requires=[PIP_PYARROW, PIP_NUMPY],
     variants=[dataset_variant(shape, keys) for shape, keys in DATASETS],
     contenders=[
         contender("spillway-cbt", ["{agg_driver}", "run", "--engine", "cbt", "--threads", "2", "{dir}"]),

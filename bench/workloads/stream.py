@@ -132,6 +132,10 @@ def query_metrics() -> list[Metric]:
     return metrics
 
 
+def threads_text(threads: int) -> str:
+    return f"{threads} thread{'s' if threads > 1 else ''}"
+
+
 def store_key(label: str, threads: int) -> str:
     return f"store {label} t{threads} b1000 nosync"
 
@@ -141,24 +145,24 @@ def comparisons() -> list[Comparison]:
     found = []
     for threads in (1, 2):
         for peer in ("bptree", "btreemap"):
-            found.append(Comparison(label=f"index insert, {threads} thread(s)",
+            found.append(Comparison(label=f"index insert, {threads_text(threads)}",
                                     contender=f"index template-rebuild t{threads}", peer=f"index {peer} t{threads}",
                                     metric="insert_rate", target=INSERT_RATIO_TARGET))
     for threads in (1, 2):
         for peer in ("spillway-none", "btreemap"):
-            found.append(Comparison(label=f"store ingest, {threads} thread(s)",
+            found.append(Comparison(label=f"store ingest, {threads_text(threads)}",
                                     contender=store_key("spillway-rebuild", threads), peer=store_key(peer, threads),
                                     metric="ingest_rate", target=INSERT_RATIO_TARGET))
     for threads in (1, 2):
-        found.append(Comparison(label=f"store ingest, {threads} thread(s)",
+        found.append(Comparison(label=f"store ingest, {threads_text(threads)}",
                                 contender=store_key("spillway-rebuild", threads), peer=store_key("rocksdb", threads),
                                 metric="ingest_rate"))
         for peer in ("bptree", "btreemap"):
-            found.append(Comparison(label=f"index insert and drain, {threads} thread(s)",
+            found.append(Comparison(label=f"index insert and drain, {threads_text(threads)}",
                                     contender=f"index template-rebuild t{threads}", peer=f"index {peer} t{threads}",
                                     metric="total_rate"))
         for peer in ("rocksdb", "btreemap"):
-            found.append(Comparison(label=f"99/1 mix, {threads} thread(s)", contender=f"mixed spillway-rebuild t{threads}",
+            found.append(Comparison(label=f"99/1 mix, {threads_text(threads)}", contender=f"mixed spillway-rebuild t{threads}",
                                     peer=f"mixed {peer} t{threads}", metric="mixed_ops"))
     for selectivity in SELECTIVITIES:
         for peer in ("rocksdb", "btreemap"):
