@@ -17,12 +17,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis import lookup
+from analysis import MEGABYTE, lookup
 from install import import_pyplot
 from measure import REPO_ROOT
 from units import format_bytes, plural
 
-MEGABYTE = 1_000_000
 SCHEMA = "spillway-bench/2"
 ROLE_COLORS = {"spillway": "#1f77b4", "peer": "#999999"}
 

@@ -39,9 +39,7 @@ import analysis  # noqa: E402  (the path is set just above)
 import install  # noqa: E402
 import report as reports  # noqa: E402
 from declarations import (  # noqa: E402
-    CargoBuild,
     Contender,
-    CxxBuild,
     Probe,
     ProbeTarget,
     Step,
@@ -227,6 +225,7 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
         for contender in contenders:
             install.ensure_requirements(contender.requires)
 
+        cold_contenders = [c.name for c in contenders if (workload.cold if c.cold is None else c.cold)]
         cache_droppable = invocation.drop_cache and drop_page_cache()
         machine = machine_info(base_dir)
         memory_limit = invocation.memory_limit_bytes
@@ -249,8 +248,8 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
                 "params": params,
                 "python": sys.executable,
             },
-            "cache": "cold" if cache_droppable else "warm",
-            "cold_contenders": [c.name for c in contenders if (workload.cold if c.cold is None else c.cold)],
+            "cache": "kept" if not cold_contenders else "cold" if cache_droppable else "warm",
+            "cold_contenders": cold_contenders,
             "cache_droppable": cache_droppable,
             "memory_limit_bytes": memory_limit,
             "order": "alternating: every round runs each contender once, in the declared order",
@@ -671,11 +670,10 @@ def print_header(workload: Workload, report: dict[str, Any], plan: list[tuple[in
         )
     for built in report["builds"]:
         print(f"built      {built['name']}: {built['path']} ({built['profile']}, {built['build_s']:.0f} s)")
-    cold = report["cold_contenders"]
-    if not cold:
+    if report["cache"] == "kept":
         print("cache      kept (the workload's contenders start with what the page cache holds)")
     elif report["cache"] == "cold":
-        print(f"cache      dropped before the runs of {len(cold)} contender(s)")
+        print(f"cache      dropped before the runs of {len(report['cold_contenders'])} contender(s)")
     else:
         print("cache      NOT dropped: the kernel does not allow it; runs are cache-warm")
     if report["memory_limit_bytes"]:
