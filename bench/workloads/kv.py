@@ -148,7 +148,7 @@ KV = Workload(
     record_bytes=None,
     default_size="1G",
     default_runs=3,
-    memory_limit="512M",
+    memory_limit="1G",
     params={"reads": "50000", "seconds": "10", "batch1_records": "1000000"},
     builds=[KV_DRIVER, KV_LEVELDB],
     variants=[shape_variant(name) for name in SHAPES],
@@ -210,10 +210,13 @@ KV = Workload(
         "The workload was designed for 2 GiB of keys and values per shape in a 1 GiB memory limit, 1 M GETs, "
         "30 s of reads while writing and 10 M single-record writes, one run each: well over an hour for one run "
         "on 2 cores (RocksDB and LevelDB fill 2 GiB of 16-byte records in about 6-7 minutes each). To give three "
-        "runs of everything within about an hour, the page's command halves the data and the limit together "
-        "(1 GiB in 512 MiB: still twice the memory), and runs 50 k GETs, 10 s of reads while writing and 1 M "
-        "single-record writes (params `reads`, `seconds`, `batch1_records`). Trees and LSMs are a level shallower "
-        "at this size, so absolute rates are higher than at 2 GiB and the ratios may differ."
+        "runs of everything within about an hour, the page's command halves the data (1 GiB per shape) and runs "
+        "50 k GETs, 10 s of reads while writing and 1 M single-record writes (params `reads`, `seconds`, "
+        "`batch1_records`). The limit stays 1 GiB: the engines' own memory does not shrink with the data "
+        "(Spillway's two 64 MiB roots and its node spills, RocksDB's memtables), so a smaller limit would measure "
+        "them starved, not the data larger than memory. The stores (1.2-1.4x the data on disk) still exceed what "
+        "the limit leaves the page cache beside the engines, but by less than at 2 GiB, and the trees and LSMs are "
+        "a level shallower: absolute rates are higher than at 2 GiB, and the ratios may differ."
     ),
     notes=[
         (
