@@ -6,7 +6,7 @@
 //              [--sync always|none] [--seed 42] [--reads N] [--seconds T]
 //
 // The operations, keys and values are those of bench/kv-driver (its module
-// docs define them); bench/kv.py refuses a run in which the engines' GETs
+// docs define them); bench/run.py kv refuses a run in which the engines' GETs
 // found different numbers of keys, so a drift between the two drivers shows.
 // LevelDB runs with its defaults except: no compression, a 10-bit Bloom
 // filter, and as many open files as RocksDB gets. It has one background

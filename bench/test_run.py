@@ -1,4 +1,4 @@
-"""Self-test of the benchmark harness on a toy workload (no spillway binary needed).
+"""Self-test of the benchmark harness on toy workloads (no spillway binary, no driver build).
 
 Run with `python3 -m pytest bench/test_run.py`. It checks the harness's plumbing
 and report files, never a timing.
@@ -7,6 +7,7 @@ and report files, never a timing.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,36 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run
-from workloads import Comparison, Contender, DiskBound, Step, Variant, Workload
+from declarations import (
+    Agreement,
+    Column,
+    Comparison,
+    Contender,
+    DiskBound,
+    Metric,
+    Probe,
+    ProbeCommand,
+    ProbeTarget,
+    Step,
+    Table,
+    Target,
+    Variant,
+    Workload,
+)
+from measure import BenchmarkFailure
+
+
+def invoke(workload: Workload, tmp_path: Path, sizes: int | list[int] = 1000, runs: int | list[int] = 1,
+           **options) -> dict:
+    """Runs the workload with the cache warm, its data and report under tmp_path."""
+    return run.run_workload(workload, run.Invocation(
+        sizes=[sizes] if isinstance(sizes, int) else sizes,
+        runs=[runs] if isinstance(runs, int) else runs,
+        base_dir=tmp_path / "data",
+        out_dir=tmp_path / "out",
+        drop_cache=False,
+        **options,
+    ))
 
 TOY = Workload(
     name="toy",
@@ -42,23 +72,18 @@ TOY = Workload(
 
 def test_toy_workload_writes_reports(tmp_path: Path) -> None:
     out_dir = tmp_path / "out"
-    report = run.run_workload(
-        TOY,
-        size_bytes=2**20,
-        runs=2,
-        base_dir=tmp_path / "data",
-        out_dir=out_dir,
-        drop_cache=False,
-    )
+    report = invoke(TOY, tmp_path, 2**20, 2)
 
     saved = json.loads((out_dir / "toy.json").read_text())
-    assert saved["workload"] == "toy"
-    assert saved["records"] == 2**20 // 100
-    assert saved["data_bytes"] == (2**20 // 100) * 100
+    assert saved["workload"] == "toy" and saved["schema"] == "spillway-bench/2" and saved["complete"]
+    (part,) = saved["parts"]
+    assert part["records"] == 2**20 // 100
+    assert part["data_bytes"] == (2**20 // 100) * 100
     assert saved["cache"] == "warm"
     assert saved["machine"]["cpu_cores"] >= 1
-    assert saved["spillway"] is None
-    contenders = {entry["name"]: entry for entry in saved["contenders"]}
+    assert saved["spillway"] is None and saved["builds"] == []
+    assert saved["source"]["commit"] and saved["reproduce"] == "python3 bench/run.py toy --size 1M --runs 2"
+    contenders = {entry["name"]: entry for entry in part["contenders"]}
     assert list(contenders) == ["head write", "dd write", "cat read"]
     for entry in contenders.values():
         assert [r["round"] for r in entry["runs"]] == [0, 1]
@@ -66,23 +91,28 @@ def test_toy_workload_writes_reports(tmp_path: Path) -> None:
             assert measured["exit_code"] == 0
             assert measured["wall_s"] > 0
             assert measured["peak_rss_kib"] > 0
-            assert measured["throughput_mb_s"] > 0
+            assert measured["metrics"]["throughput"] > 0
         summary = entry["summary"]
         assert summary["wall_s"]["min"] <= summary["wall_s"]["median"] <= summary["wall_s"]["max"]
+        assert len(summary["throughput"]["values"]) == 2
     # /proc/<pid>/io of the child (a shell counts the children it reaped) saw the bytes.
-    assert contenders["dd write"]["runs"][0]["wchar"] >= saved["data_bytes"]
-    assert contenders["head write"]["runs"][0]["wchar"] >= saved["data_bytes"]
-    assert contenders["cat read"]["runs"][0]["rchar"] >= saved["data_bytes"]
+    assert contenders["dd write"]["runs"][0]["wchar"] >= part["data_bytes"]
+    assert contenders["head write"]["runs"][0]["wchar"] >= part["data_bytes"]
+    assert contenders["cat read"]["runs"][0]["rchar"] >= part["data_bytes"]
 
-    (comparison,) = saved["comparisons"]
-    head_median = contenders["head write"]["summary"]["throughput_mb_s"]["median"]
-    dd_median = contenders["dd write"]["summary"]["throughput_mb_s"]["median"]
+    (comparison,) = part["comparisons"]
+    head_median = contenders["head write"]["summary"]["throughput"]["median"]
+    dd_median = contenders["dd write"]["summary"]["throughput"]["median"]
     assert comparison["ratio"] == pytest.approx(head_median / dd_median)
     assert len(comparison["per_round_ratios"]) == 2
-    assert report["comparisons"][0]["ratio"] == comparison["ratio"]
+    assert comparison["verdict"] in ("met", "missed", "within noise")
+    assert report["parts"][0]["comparisons"][0]["ratio"] == comparison["ratio"]
 
     markdown = (out_dir / "toy.md").read_text()
     assert "| head write |" in markdown and "head write / dd write" in markdown
+    assert "python3 bench/run.py toy --size 1M --runs 2" in markdown and "commit" in markdown
+    # Medians with the spread of the runs.
+    assert re.search(r"\| head write \| [0-9,]+ \([0-9,]+–[0-9,]+\) \|", markdown)
     assert (out_dir / "toy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "[toy](toy.md)" in (out_dir / "README.md").read_text()
     # The scratch data directory is gone afterwards.
@@ -96,8 +126,8 @@ def test_failing_contender_fails_loudly(tmp_path: Path) -> None:
         contenders=[Contender(name="false", role="peer", command=["sh", "-c", "echo oops >&2; exit 3"])],
         comparisons=[],
     )
-    with pytest.raises(run.BenchmarkFailure, match=r"exit code 3[\s\S]*oops"):
-        run.run_workload(broken, 1000, 1, tmp_path / "data", tmp_path / "out", drop_cache=False)
+    with pytest.raises(BenchmarkFailure, match=r"exit code 3[\s\S]*oops"):
+        invoke(broken, tmp_path)
     assert not (tmp_path / "out" / "broken.json").exists()
 
 
@@ -128,16 +158,16 @@ def test_a_peer_that_may_fail_is_reported_failed_and_the_rest_measured(tmp_path:
             Comparison(label="go", contender="ours", peer="greedy", target=5.0),
         ],
     )
-    run.run_workload(flaky, 1000, 2, tmp_path / "data", tmp_path / "out", drop_cache=False)
-    saved = json.loads((tmp_path / "out" / "flaky.json").read_text())
-    assert [entry["name"] for entry in saved["contenders"]] == ["ours", "steady"]
-    assert [c["peer"] for c in saved["comparisons"]] == ["steady"]
-    (failure,) = saved["failed"]
+    invoke(flaky, tmp_path, runs=2)
+    (part,) = json.loads((tmp_path / "out" / "flaky.json").read_text())["parts"]
+    assert [entry["name"] for entry in part["contenders"]] == ["ours", "steady"]
+    assert [c["peer"] for c in part["comparisons"]] == ["steady"]
+    (failure,) = part["failed"]
     assert failure["name"] == "greedy"
     assert "Out of Memory Error" in failure["reason"]
     assert failure["comparisons"][0]["target"] == 5.0
     markdown = (tmp_path / "out" / "flaky.md").read_text()
-    assert "greedy failed: " in markdown and "(no ratio: the peer failed)" in markdown
+    assert "greedy failed, so it has no ratio: " in markdown and "no ratio: the peer failed" in markdown
     # A contender that may not fail still stops the benchmark.
     strict = Workload(
         name="strict",
@@ -145,8 +175,8 @@ def test_a_peer_that_may_fail_is_reported_failed_and_the_rest_measured(tmp_path:
         contenders=[Contender(name="greedy", role="peer", command=["sh", "-c", "exit 1"])],
         comparisons=[],
     )
-    with pytest.raises(run.BenchmarkFailure):
-        run.run_workload(strict, 1000, 1, tmp_path / "data", tmp_path / "out", drop_cache=False)
+    with pytest.raises(BenchmarkFailure):
+        invoke(strict, tmp_path)
 
 
 def test_wrong_output_size_fails(tmp_path: Path) -> None:
@@ -156,23 +186,17 @@ def test_wrong_output_size_fails(tmp_path: Path) -> None:
         contenders=[Contender(name="short", role="peer", command=["sh", "-c", "echo x > {dir}/a"], writes="{dir}/a")],
         comparisons=[],
     )
-    with pytest.raises(run.BenchmarkFailure, match="expected 1000"):
-        run.run_workload(short, 1000, 1, tmp_path / "data", tmp_path / "out", drop_cache=False)
-
-
-def test_parse_size() -> None:
-    assert run.parse_size("4G") == 4 * 2**30
-    assert run.parse_size("100M") == 100 * 2**20
-    assert run.parse_size("1k") == 1024
-    assert run.parse_size("12345") == 12345
-    assert run.format_size_arg(4 * 2**30) == "4G"
+    with pytest.raises(BenchmarkFailure, match="expected 1000"):
+        invoke(short, tmp_path)
 
 
 def test_list_command() -> None:
     listing = subprocess.run(
         [sys.executable, str(Path(run.__file__)), "--list"], capture_output=True, text=True, check=True
     ).stdout
-    assert "gensort" in listing
+    for name in ("gensort", "sort", "mr-wordcount", "agg", "kv", "stream"):
+        assert f"\n{name} " in "\n" + listing
+    assert "page: python3 bench/run.py kv " in listing
 
 
 def test_accepted_exit_code_needs_expected_output(tmp_path: Path) -> None:
@@ -186,26 +210,20 @@ def test_accepted_exit_code_needs_expected_output(tmp_path: Path) -> None:
         )
         return Workload(name="checker", description="valsort-like exit codes", contenders=[checker], comparisons=[])
 
-    report = run.run_workload(
-        workload("echo 'Records: 10' >&2; exit 1"), 1000, 1, tmp_path / "data", tmp_path / "out", drop_cache=False
-    )
-    assert report["contenders"][0]["runs"][0]["exit_code"] == 1
-    with pytest.raises(run.BenchmarkFailure, match="without printing"):
-        run.run_workload(
-            workload("echo 'Records: 9'; exit 1"), 1000, 1, tmp_path / "data", tmp_path / "out", drop_cache=False
-        )
-    with pytest.raises(run.BenchmarkFailure, match="exit code 2"):
-        run.run_workload(
-            workload("echo 'Records: 10'; exit 2"), 1000, 1, tmp_path / "data", tmp_path / "out", drop_cache=False
-        )
+    report = invoke(workload("echo 'Records: 10' >&2; exit 1"), tmp_path)
+    assert report["parts"][0]["contenders"][0]["runs"][0]["exit_code"] == 1
+    with pytest.raises(BenchmarkFailure, match="without printing"):
+        invoke(workload("echo 'Records: 9'; exit 1"), tmp_path)
+    with pytest.raises(BenchmarkFailure, match="exit code 2"):
+        invoke(workload("echo 'Records: 10'; exit 2"), tmp_path)
 
 
 def test_refuses_data_inside_the_repository(tmp_path: Path) -> None:
     inside = run.REPO_ROOT / "bench" / "not-here"
     if not (run.REPO_ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    with pytest.raises(run.BenchmarkFailure, match="inside the repository"):
-        run.run_workload(TOY, 1000, 1, inside, tmp_path / "out", drop_cache=False)
+    with pytest.raises(BenchmarkFailure, match="inside the repository"):
+        run.run_workload(TOY, run.Invocation(sizes=[1000], runs=[1], base_dir=inside, out_dir=tmp_path / "out"))
     assert not inside.exists()
 
 
@@ -269,14 +287,12 @@ def parts_workload(validate_script: str = "cmp {dir}/copy.dat {dir}/input.dat") 
 
 def test_sizes_and_variants_make_parts(tmp_path: Path) -> None:
     out_dir = tmp_path / "out"
-    report = run.run_workload(
-        parts_workload(), size_bytes=[1000, 2000], runs=[2, 1], base_dir=tmp_path / "data", out_dir=out_dir,
-        drop_cache=False,
-    )
+    report = invoke(parts_workload(), tmp_path, [1000, 2000], [2, 1])
     saved = json.loads((out_dir / "parts.json").read_text())
     assert [part["label"] for part in saved["parts"]] == [
-        "1000 B, zeros", "1000 B, ones", "1.95 KiB, zeros", "1.95 KiB, ones",
+        "zeros, 1000 B", "ones, 1000 B", "zeros, 1.95 KiB", "ones, 1.95 KiB",
     ]
+    assert [part["captured"]["sum"] for part in saved["parts"]] == [part["captured"]["sum"] for part in report["parts"]]
     assert [part["runs_per_contender"] for part in saved["parts"]] == [2, 2, 1, 1]
     first, _, large, _ = saved["parts"]
     assert first["disk_bound"]["in_memory"] and first["disk_bound"]["passes"] == 1
@@ -295,19 +311,130 @@ def test_sizes_and_variants_make_parts(tmp_path: Path) -> None:
     assert first["setup"][0]["exit_code"] == 0
     assert report["parts"][0]["comparisons"][0]["ratio"] > 0
     markdown = (out_dir / "parts.md").read_text()
-    assert "## 1000 B, zeros" in markdown and "Summary" in markdown and "of disk-bound limit" in markdown
+    assert "## zeros, 1000 B" in markdown and "## Summary" in markdown and "of disk-bound limit" in markdown
     assert "Overlapped limit" in markdown
     assert "so no 2-IO sort reaches it on this disk" in markdown
     assert (out_dir / "parts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     index = (out_dir / "README.md").read_text()
-    assert "1.95 KiB, ones" in index
+    assert "ones, 1.95 KiB" in index
     assert not (tmp_path / "data").exists()
 
 
 def test_output_that_does_not_validate_fails_loudly(tmp_path: Path) -> None:
-    with pytest.raises(run.BenchmarkFailure, match="OUTPUT DID NOT VALIDATE: cp copy"):
-        run.run_workload(
-            parts_workload("exit 1"), 1000, 1, tmp_path / "data", tmp_path / "out", drop_cache=False
-        )
+    with pytest.raises(BenchmarkFailure, match="OUTPUT DID NOT VALIDATE: cp copy"):
+        invoke(parts_workload("exit 1"), tmp_path)
     assert not (tmp_path / "out" / "parts.json").exists()
     assert not (tmp_path / "data").exists()
+
+
+def driver_workload() -> Workload:
+    """Contenders that print JSON results (as the drivers do), in groups, with targets, agreements and a probe."""
+
+    def printer(name: str, role: str, group: str, ops: str, hits: str = "7", **options) -> Contender:
+        store = "{dir}/store-" + name.replace(" ", "-")
+        script = (
+            f"mkdir -p {store}; head -c 4096 /dev/zero > {store}/f; echo noise; "
+            + "printf '{{\"ops\": %s, \"hits\": %s, \"lat\": {{\"p99\": 5}}}}\\n' "
+            + f"{ops} {hits}"
+        )
+        return Contender(name=name, role=role, group=group, command=["sh", "-c", script], result="json-line",
+                         output_dir=store, cleanup=[store], **options)
+
+    return Workload(
+        name="drivers",
+        description="Drivers printing JSON lines.",
+        size_unit="records",
+        record_bytes=None,
+        params={"reads": "10"},
+        contenders=[
+            printer("ours fill", "spillway", "fill", "{reads}0"),
+            printer("theirs fill", "peer", "fill", "$(( {reads} * 5 ))", cold=False),
+            printer("ours read", "spillway", "read", "3"),
+            printer("theirs read", "peer", "read", "3"),
+        ],
+        metrics=[
+            Metric("ops", "ops/s", "result.ops", digits=0),
+            Metric("p99", "p99", "result.lat.p99", better="lower"),
+            Metric("store_kib", "store KiB", "output_dir_bytes / 1024", better="lower", groups=["fill"]),
+            Metric("per_record", "ops per record", "result.ops / records", groups=["fill"]),
+        ],
+        tables=[Table("Fill", group="fill", metrics=["ops", "store_kib", "per_record"]),
+                Table("Read", group="read", metrics=["ops", "p99"], chart=False)],
+        comparisons=[Comparison("fill", "ours fill", "theirs fill", target=1.5),
+                     Comparison("read", "ours read", "theirs read", metric="ops")],
+        targets=[Target("p99", "ours read", "p99", 10.0)],
+        agreements=[Agreement("hits", ["ours read", "theirs read"], ["result.hits"])],
+        probes=[Probe(name="shares", title="Shares", columns=[Column("kind", "kind", 0), Column("share", "share", 1, "%")],
+                      commands=[ProbeCommand(["sh", "-c", "echo '{{\"kind\": \"a\", \"share\": 4.5}}'; "
+                                                          "echo '{{\"kind\": \"b\", \"share\": 9}}'"],
+                                             where={"kind": "a"})])],
+        variants=[Variant(name="one", targets=[ProbeTarget("share of a", "shares", {"kind": "a"}, "share", 5.0)]),
+                  Variant(name="two")],
+    )
+
+
+def test_json_results_make_metrics_tables_targets_agreements_and_probes(tmp_path: Path) -> None:
+    report = invoke(driver_workload(), tmp_path, 50, 2, params={"reads": "2k"})
+    one, two = report["parts"]
+    assert one["label"] == "one, 50 records" and report["invocation"]["params"] == {"reads": "2000"}
+    fill = {c["name"]: c for c in one["contenders"]}
+    assert fill["ours fill"]["summary"]["ops"]["median"] == 20_000
+    assert fill["ours fill"]["summary"]["per_record"]["median"] == 400
+    assert fill["ours fill"]["summary"]["store_kib"]["median"] == 4.0
+    assert "store_kib" not in fill["ours read"]["summary"]  # a metric of the fill group only
+    assert fill["theirs fill"]["cold"] is False and fill["ours fill"]["cold"] is True
+    assert not list((tmp_path / "data").glob("*/store-*"))  # cleaned up, directories too
+    (fill_ratio, read_ratio) = one["comparisons"]
+    assert fill_ratio["ratio"] == 2.0 and fill_ratio["verdict"] == "met"
+    assert read_ratio["ratio"] == 1.0 and read_ratio["verdict"] is None and not read_ratio["loss"]
+    assert [target["label"] for target in one["targets"]] == ["share of a", "p99"]
+    assert one["targets"][1]["verdict"] == "met" and one["targets"][1]["values"] == [5.0, 5.0]
+    assert [target["label"] for target in two["targets"]] == ["p99"]  # the probe target is variant one's
+    assert one["probes"]["shares"] == [{"kind": "a", "share": 4.5}]
+    assert one["agreements"][0]["value"] == {"result.hits": 7}
+    markdown = (tmp_path / "out" / "drivers.md").read_text()
+    assert "### Fill" in markdown and "### Read" in markdown and "## Shares" in markdown
+    assert "| one, 50 records | a | 4.5% |" in markdown
+    assert "share of a (probe shares, one deterministic run)" in markdown
+    assert "`reads=2000`" in markdown
+
+
+def test_results_that_disagree_stop_the_benchmark_and_keep_the_parts_before(tmp_path: Path) -> None:
+    workload = driver_workload()
+    workload.contenders[3].command = ["sh", "-c", "echo '{{\"ops\": 1, \"hits\": {records}}}'"]
+    with pytest.raises(BenchmarkFailure, match=r"RESULTS DISAGREE on one, 9 records \(hits\)"):
+        invoke(workload, tmp_path, 9)
+    assert not (tmp_path / "out" / "drivers.json").exists()
+    # The second part disagrees: the first is kept, in a report marked incomplete.
+    workload.contenders[3].command = ["sh", "-c", "case {dir} in *two*) hits=8;; *) hits=7;; esac; "
+                                      "echo '{{\"ops\": 1, \"hits\": '$hits'}}'"]
+    with pytest.raises(BenchmarkFailure, match="RESULTS DISAGREE on two"):
+        invoke(workload, tmp_path, 7)
+    saved = json.loads((tmp_path / "out" / "drivers.json").read_text())
+    assert [part["label"] for part in saved["parts"]] == ["one, 7 records"] and not saved["complete"]
+    assert "**INCOMPLETE: the benchmark stopped after 1 of its 2 parts" in (tmp_path / "out" / "drivers.md").read_text()
+
+
+def test_selection_of_variants_and_contenders(tmp_path: Path) -> None:
+    report = invoke(driver_workload(), tmp_path, 5, 1, variants=["two"], skip=["theirs"])
+    (part,) = report["parts"]
+    assert part["label"] == "two, 5 records"
+    assert [c["name"] for c in part["contenders"]] == ["ours fill", "ours read"]
+    assert part["comparisons"] == [] and report["invocation"]["contenders_left_out"] == ["theirs fill", "theirs read"]
+    with pytest.raises(BenchmarkFailure, match="no variant"):
+        invoke(driver_workload(), tmp_path, 5, 1, variants=["three"])
+    with pytest.raises(BenchmarkFailure, match="no param"):
+        invoke(driver_workload(), tmp_path, 5, 1, params={"writes": "1"})
+    with pytest.raises(BenchmarkFailure, match="leave no contender"):
+        invoke(driver_workload(), tmp_path, 5, 1, only=["nobody"])
+
+
+def test_main_reports_the_command_as_typed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(run.WORKLOADS, "drivers", driver_workload())
+    arguments = ["drivers", "--size", "3", "--runs", "1", "--variant", "one", "--warm", "--set", "reads=5",
+                 "--dir", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
+    assert run.main(arguments) == 0
+    saved = json.loads((tmp_path / "out" / "drivers.json").read_text())
+    assert saved["reproduce"] == "python3 bench/run.py " + " ".join(arguments)
+    assert run.main(["drivers", "--size", "3", "--runs", "1", "--runs", "2"]) == 2
+    assert run.main(["nothing"]) == 2

@@ -1,4 +1,4 @@
-//! The aggregation benchmark's own programs; `bench/agg.py` runs them.
+//! The aggregation benchmark's own programs; `bench/run.py agg` runs them.
 //!
 //! - `agg-driver generate --shape S --records N --keys K DIR` writes a
 //!   dataset: N records whose keys are drawn from K possible keys.

@@ -1,4 +1,4 @@
-//! The stream benchmark's driver; `bench/stream.py` runs it.
+//! The stream benchmark's driver; `bench/run.py stream` runs it.
 //!
 //! Every subcommand generates its dataset in memory first (untimed, from
 //! the workload crate's `StreamGenerator` with seed 42), runs one

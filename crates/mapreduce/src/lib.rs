@@ -38,7 +38,10 @@
 //!
 //! Formats, invariants and recovery are in the crate's [DESIGN.md](../DESIGN.md).
 
-mod chunk;
+/// The chunk format of partition files: public for drivers that move a
+/// partition's chunks themselves (a cluster's shuffle, the benchmarks)
+/// and hand them to [`reduce_partition`].
+pub mod chunk;
 mod combine;
 mod driver;
 mod fold;

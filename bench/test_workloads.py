@@ -1,0 +1,252 @@
+"""Self-test of the declared workloads: each is consistent, and kv, stream and agg run end to end on fake drivers.
+
+Run with `python3 -m pytest bench/test_workloads.py`. The fake drivers print what
+the real ones print (bench/kv-driver, bench/stream-driver, bench/agg-driver and
+the peers' drivers), with made-up figures, so that every metric, table, target,
+agreement and probe the workloads declare is exercised in seconds, without a
+build and without a timing that means anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import run
+from declarations import CargoBuild, CxxBuild, ProbeCommand, Step, Workload, check_workload
+from measure import BenchmarkFailure
+from workloads import WORKLOADS
+
+FAKE = r'''
+import json, os, sys
+
+program, arguments = sys.argv[1], sys.argv[2:]
+command = arguments[0] if arguments and not arguments[0].startswith("-") else ""
+options = {}
+words = arguments[1:] if command else arguments
+for index, word in enumerate(words):
+    if word.startswith("--"):
+        following = words[index + 1] if index + 1 < len(words) else ""
+        options[word[2:]] = True if following.startswith("--") or not following else following
+say = lambda value: print(json.dumps(value))
+latency = lambda ns: {"p50_ns": ns, "p99_ns": 2 * ns, "p999_ns": 3 * ns}
+disagree = os.environ.get("FAKE_DISAGREE") == program
+
+if program in ("kv_driver", "kv_leveldb"):
+    engine = options.get("engine", "leveldb")
+    workload, records = options["workload"], int(options["records"])
+    rates = {"spillway": 3e6, "rocksdb-leveled": 0.5e6, "rocksdb-universal": 0.8e6, "leveldb": 0.4e6}
+    rate = rates[engine] if workload == "fillrandom" else 2e5 if engine == "spillway" else 1e5
+    if workload == "fillrandom":
+        os.makedirs(options["dir"], exist_ok=True)
+        open(os.path.join(options["dir"], "table"), "wb").write(b"x" * 8192)
+    reads = int(options["reads"]) if workload == "readrandom" else 0
+    stats = {"index_memory_bytes": records * 1.5, "list_records": records} if engine == "spillway" else (
+        {"filter_and_index_bytes": records * 1.3, "estimate_keys": records} if engine != "leveldb" else None)
+    operations = records if workload == "fillrandom" else reads or 100
+    say({"engine": engine, "workload": workload, "operations": operations, "seconds": operations / rate,
+         "operations_per_second": rate, "latency_ns": {"p50": 1e4, "p99": 5e4, "p999": 9e4},
+         "hits": reads // 3 + (1 if disagree and engine == "leveldb" else 0), "writer_operations": 500,
+         "read_bytes": 4096 * operations, "write_bytes": 3 * 16 * records, "user_bytes": 16 * records,
+         "stall_seconds": None if engine == "leveldb" else 0.5, "engine_stats": stats})
+elif program == "stream_driver":
+    records = int(options["records"])
+    template = lambda contender: contender.startswith("template")
+    overflow = lambda share: {"leaves": 1000, "percent_1": share, "percent_2": 0.0, "percent_3_plus": 0.0,
+                              "percent_any": share, "percent_entries_in_overflow": share / 2}
+    if command == "index":
+        contender = options["contender"]
+        rate = {"template-rebuild": 9e6, "template-fixed": 8e6, "bptree": 4e6, "btreemap": 3e6}[contender]
+        say({"experiment": "index", "contender": contender, "insert_records_per_s": rate,
+             "total_records_per_s": rate * 0.8, "batch_latency": latency(1e5), "templates": 2,
+             "overflow": overflow(2.0) if template(contender) else None, "drained": {"records": records, "sum": "7"}})
+    elif command == "overflow":
+        for fan_out in str(options.get("fan-outs", "4,10,64,100")).split(","):
+            for contender in ("template-fixed", "template-rebuild"):
+                say({"experiment": "overflow", "dataset": options["dataset"], "contender": contender,
+                     "fan_out": int(fan_out), "leaf_capacity": int(fan_out), "fill": float(options.get("fill", 0.7)),
+                     "templates": 3, "overflow": overflow(40.0 if contender == "template-fixed" else 3.0)})
+    else:
+        engine = options["engine"]
+        result = {"experiment": "mixed" if "mixed" in options else "store", "engine": engine}
+        if "mixed" in options:
+            result["mixed"] = {"operations_per_s": 2e6 if engine == "rocksdb" else 1e6, "records_per_query": 3.0,
+                               "query_latency": latency(9e3), "write_latency": latency(1e5)}
+        else:
+            rate = {"spillway": 5e6, "btreemap": 1.5e6, "rocksdb": 0.8e6}[engine] / (2 if options["policy"] == "none" and engine == "spillway" else 1)
+            result["ingest"] = {"records_per_s": rate, "write_latency": latency(5e5)}
+            result["stats"] = {"total_overflow": overflow(3.0), "segments": 3, "flush_pause_seconds": 0.1} \
+                if engine == "spillway" else {"settle_s": 1.5}
+        if "queries" in options:
+            found = {"records": 5, "sum": "12" if disagree and engine == "rocksdb" else "11"}
+            result["queries"] = [
+                {"selectivity": s, "queries": 10, "found": found, "latency": latency(5e5 * (i + 1)),
+                 **({"unordered_latency": latency(2e5 * (i + 1))} if engine == "spillway" else {})}
+                for i, s in enumerate([0.0001, 0.001, 0.01, 0.1])
+            ]
+        say(result)
+elif program == "agg_driver" and command == "generate":
+    directory = arguments[-1]
+    json.dump({"records": int(options["records"]), "key_bytes": 10 * int(options["records"])},
+              open(os.path.join(directory, "meta.json"), "w"))
+elif program == "agg_peers" and command == "to-parquet":
+    open(os.path.join(arguments[-1], "keys.parquet"), "wb").write(b"PAR1")
+else:  # an aggregation contender
+    name = options.get("engine", command or program)
+    figures = {"groups": 10, "sum_of_sums": "4950", "sum_of_counts": 100, "count_squares": 1000, "sum_squares": 9}
+    if disagree:
+        figures["groups"] = 11
+    extra = {"insert_s": 1.0, "finalize_s": 0.5} if name == "cbt" else {}
+    say({"engine": name, **figures, **extra})
+'''
+
+
+def faked(workload: Workload, directory: Path, variant: str) -> Workload:
+    """The workload with its builds and peer drivers replaced by the fake above, one variant, nothing to install."""
+    script = directory / "fake.py"
+    script.write_text(FAKE)
+    params = dict(workload.params)
+
+    def program(name: str) -> str:
+        path = directory / name
+        path.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {script} {name} \"$@\"\n")
+        path.chmod(0o755)
+        params[name] = str(path)
+        return "{" + name + "}"
+
+    def rewrite(command: list[str]) -> list[str]:
+        if command[:1] == ["{python}"] and command[1].endswith("_peers.py"):
+            return [program(Path(command[1]).stem), *command[2:]]
+        return command
+
+    for build in workload.builds:
+        assert isinstance(build, (CargoBuild, CxxBuild))
+        program(build.name)
+    contenders = [dataclasses.replace(c, command=rewrite(c.command), requires=[]) for c in workload.contenders]
+    (chosen,) = [v for v in workload.variants if v.name == variant]
+    setup = [
+        dataclasses.replace(step, command=rewrite(step.command)) if isinstance(step, Step) else rewrite(step)
+        for step in chosen.setup
+    ]
+    return dataclasses.replace(
+        workload, builds=[], params=params, contenders=contenders,
+        variants=[dataclasses.replace(chosen, setup=setup)],
+    )
+
+
+def invoke(workload: Workload, tmp_path: Path, size: int, runs: int = 2) -> dict:
+    return run.run_workload(workload, run.Invocation(
+        sizes=[size], runs=[runs], base_dir=tmp_path / "data", out_dir=tmp_path / "out", drop_cache=False,
+    ))
+
+
+def test_every_workload_is_consistent_and_has_its_page_command():
+    for workload in WORKLOADS.values():
+        assert check_workload(workload) == []
+        assert workload.page_command.startswith(f"python3 bench/run.py {workload.name} ")
+        arguments = run.parser().parse_args(shlex.split(workload.page_command)[2:])
+        assert arguments.workload == workload.name
+
+
+def test_kv_end_to_end_on_fake_drivers(tmp_path):
+    report = invoke(faked(WORKLOADS["kv"], tmp_path, "16B"), tmp_path, 16 * 1000)
+    (part,) = report["parts"]
+    assert part["records"] == 1000 and part["label"] == "16B, 15.62 KiB"
+    found = {(c["label"], c["peer"]): c for c in part["comparisons"] if c["target"] is not None}
+    fill_leveldb = found[("fill", "leveldb fill")]
+    assert fill_leveldb["ratio"] == pytest.approx(7.5) and fill_leveldb["target"] == 10 and fill_leveldb["verdict"] == "missed"
+    # The better RocksDB is universal: 3.75x, against a target of 3x.
+    assert found[("fill", "rocksdb-universal fill")]["verdict"] == "met"
+    assert found[("fill", "rocksdb-universal fill")]["peer_chosen_from"] == ["rocksdb-leveled fill", "rocksdb-universal fill"]
+    assert found[("read", "rocksdb-leveled read")]["ratio"] == 2.0
+    # Every step against every peer too, without a target: where Spillway loses.
+    assert len([c for c in part["comparisons"] if c["target"] is None]) == 15
+    targets = {t["label"]: t for t in part["targets"]}
+    assert targets["device reads per GET"]["median"] == 1.0 and targets["device reads per GET"]["verdict"] == "met"
+    assert targets["index RAM per key"]["median"] == 1.5
+    summaries = {c["name"]: c["summary"] for c in part["contenders"]}
+    assert summaries["spillway fill"]["write_amp"]["median"] == 3.0
+    assert summaries["spillway fill"]["store_gib"]["median"] > 0
+    assert "stall_s" not in summaries["leveldb fill"]  # LevelDB says nothing: a dash, not a zero
+    assert summaries["rocksdb-leveled rww"]["rww_puts"]["median"] > 0
+    text = (tmp_path / "out" / "kv.md").read_text()
+    for heading in ("## Targets", "## Where Spillway loses", "### fillrandom, batches of 1000, log synced",
+                    "### readrandom, page cache dropped", "### readwhilewriting", "**Scale.**"):
+        assert heading in text
+    assert "| leveldb fill | 400 (400–400) | 50 (50–50) | 90 (90–90) | - |" in text
+
+
+def test_kv_engines_that_read_different_keys_stop_the_benchmark(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_DISAGREE", "kv_leveldb")
+    with pytest.raises(BenchmarkFailure, match="RESULTS DISAGREE on 16B, 15.62 KiB .readrandom hits."):
+        invoke(faked(WORKLOADS["kv"], tmp_path, "16B"), tmp_path, 16 * 1000, runs=1)
+
+
+def test_stream_end_to_end_on_fake_drivers(tmp_path):
+    report = invoke(faked(WORKLOADS["stream"], tmp_path, "drifting"), tmp_path, 1000, runs=1)
+    (part,) = report["parts"]
+    assert len(part["contenders"]) == 35
+    found = {(c["contender"], c["peer"]): c for c in part["comparisons"]}
+    assert found[("index template-rebuild t1", "index bptree t1")]["ratio"] == pytest.approx(2.25)
+    assert found[("store spillway-rebuild t1 b1000 nosync", "store spillway-none t1 b1000 nosync")]["ratio"] == 2.0
+    assert found[("mixed spillway-rebuild t1", "mixed rocksdb t1")]["loss"]
+    metrics = [c["metric"] for c in part["comparisons"] if c["peer"] == "store rocksdb t1 b1000 nosync"]
+    assert metrics == ["ingest_rate"] + [f"query_{share}pct_p50" for share in ("0.01", "0.1", "1", "10")]
+    targets = {t["label"]: t for t in part["targets"]}
+    assert targets["StreamIndex 1% range query median (in memory)"]["median"] == 1.5e6
+    assert targets["StreamIndex 1% range query median (in memory)"]["verdict"] == "missed"
+    assert targets["rebuild policy: overflowed leaves (index layer, fan-out 64)"]["verdict"] == "met"
+    assert targets["rebuild policy: overflowed leaves (StreamIndex, total_overflow)"]["median"] == 3.0
+    # The overflow tables on every fan-out, and the drift sweep: five streams, the fixed rows of the
+    # sweeps with another fill left out.
+    assert len(part["probes"]["overflow"]) == 8
+    assert len(part["probes"]["drift sweep"]) == 3 * 2 + 2
+    text = (tmp_path / "out" / "stream.md").read_text()
+    for heading in ("## Targets", "### Insert throughput, index layer", "### Ingest, whole stores",
+                    "### Range queries: median latency", "### Mixed: 99% inserts, 1% queries",
+                    "## Overflow share per template policy", "## Drift speed and the rebuild policy's fill"):
+        assert heading in text
+    assert "| drifting, 1,000 records | drifting:0.1 | template-rebuild | 64 |" in text
+    assert (tmp_path / "out" / "stream.png").exists()
+
+
+def test_stream_stores_whose_queries_disagree_stop_the_benchmark(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_DISAGREE", "stream_driver")
+    with pytest.raises(BenchmarkFailure, match="records found by the range queries"):
+        invoke(faked(WORKLOADS["stream"], tmp_path, "uniform"), tmp_path, 1000, runs=1)
+
+
+def test_agg_end_to_end_on_fake_drivers(tmp_path):
+    report = invoke(faked(WORKLOADS["agg"], tmp_path, "word:100M"), tmp_path, 100)
+    (part,) = report["parts"]
+    assert part["captured"] == {"key_bytes": "1000"}
+    labels = [c["label"] for c in part["comparisons"]]
+    assert labels == ["peak RSS vs the leanest peer", "throughput vs sparsehash", "throughput vs the fastest peer"]
+    (finalize,) = part["targets"]
+    assert finalize["median"] == 0.5 and finalize["verdict"] == "met"
+    cbt = next(c for c in part["contenders"] if c["name"] == "spillway-cbt")
+    assert cbt["summary"]["groups"]["median"] == 10 and "rss_per_group" in cbt["summary"]
+    saved = json.loads((tmp_path / "out" / "agg.json").read_text())
+    assert saved["workload"] == "agg" and saved["invocation"]["size_unit"] == "records"
+    assert "| spillway-cbt |" in (tmp_path / "out" / "agg.md").read_text()
+
+
+def test_agg_contenders_that_disagree_stop_the_benchmark(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_DISAGREE", "agg_sparsehash")
+    with pytest.raises(BenchmarkFailure, match="RESULTS DISAGREE on uniform:1M"):
+        invoke(faked(WORKLOADS["agg"], tmp_path, "uniform:1M"), tmp_path, 100, runs=1)
+
+
+def test_probe_commands_keep_only_the_rows_they_ask_for():
+    stream = WORKLOADS["stream"]
+    drifting = next(v for v in stream.variants if v.name == "drifting")
+    (sweep,) = drifting.probes
+    assert [c.where for c in sweep.commands].count({"contender": "template-rebuild"}) == 2
+    assert all(isinstance(c, ProbeCommand) for c in sweep.commands)
