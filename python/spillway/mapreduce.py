@@ -33,10 +33,6 @@ from ._args import count, size, threads as thread_count
 PathLike = Union[str, "os.PathLike[str]"]
 Pairs = Optional[Iterable[Tuple[bytes, bytes]]]
 
-BUILT_IN_JOBS = ("wordcount", "ngram", "inverted_index", "kmer", "grep", "sort", "sessionize", "pagerank")
-# The command line's spellings, taken too.
-_ALIASES = {"word_count": "wordcount", "ngram_count": "ngram", "index": "inverted_index", "kmer_count": "kmer"}
-
 
 @dataclass(frozen=True)
 class JobReport:
@@ -64,35 +60,6 @@ class JobReport:
         return cls(**{name: report[name] for name in names}, seconds=report["elapsed"], details=report)
 
 
-def _spec(job: str, n, k, pattern, gap_ms, vertices, damping) -> str:
-    def needs(value, flag):
-        if value is None:
-            raise _invalid(f"job {job} needs {flag}=")
-        return count(value, flag)
-
-    specs = {
-        "wordcount": lambda: {"job": "word_count"},
-        "ngram": lambda: {"job": "ngram_count", "n": needs(n, "n")},
-        "inverted_index": lambda: {"job": "inverted_index"},
-        "kmer": lambda: {"job": "kmer_count", "k": needs(k, "k")},
-        "grep": lambda: {"job": "grep", "pattern": needs(pattern, "pattern")},
-        "sort": lambda: {"job": "sort"},
-        "sessionize": lambda: {"job": "sessionize", "gap_ms": needs(gap_ms, "gap_ms")},
-        "pagerank": lambda: {"job": "page_rank", "vertices": needs(vertices, "vertices"), "damping": damping},
-    }
-    name = job.replace("-", "_")
-    name = _ALIASES.get(name, name)
-    if name not in specs:
-        raise _invalid(f"unknown job {job!r}; the built-in jobs are {', '.join(BUILT_IN_JOBS)} (or give map= and reduce=)")
-    return json.dumps(specs[name]())
-
-
-def _invalid(message: str) -> Exception:
-    from .errors import InvalidArgumentError
-
-    return InvalidArgumentError(message)
-
-
 def run(
     job: str,
     inputs: Union[PathLike, Sequence[PathLike]],
@@ -105,7 +72,7 @@ def run(
     pattern: Optional[str] = None,
     gap_ms: Optional[int] = None,
     vertices: Optional[int] = None,
-    damping: float = 0.85,
+    damping: Optional[float] = None,
     iterations: int = 10,
     memory: Union[int, str] = 1 << 30,
     tmp: Optional[PathLike] = None,
@@ -121,7 +88,7 @@ def run(
     output files into ``output``.
 
     Parameters of the built-in jobs: ``n`` (ngram), ``k`` (kmer),
-    ``pattern`` (grep), ``gap_ms`` (sessionize), ``vertices``, ``damping``
+    ``pattern`` (grep), ``gap_ms`` (sessionize), ``vertices``, ``damping`` (0.85)
     and ``iterations`` (pagerank, which returns a list of reports: its
     first job builds the graph, then one per iteration).
 
@@ -143,18 +110,21 @@ def run(
     input...); an exception raised by a Python ``map`` or ``reduce`` is
     raised again as it was.
     """
-    if (map is None) != (reduce is None):
-        raise _invalid("a Python job needs both map= and reduce=")
-    spec = job if map is not None else _spec(job, n, k, pattern, gap_ms, vertices, damping)
     if isinstance(inputs, (str, bytes, os.PathLike)):
         inputs = [inputs]
     reports = json.loads(
         _native.mapreduce_run(
-            spec,
+            job,
             [os.fspath(path) for path in inputs],
             os.fspath(output),
             map=map,
             reduce=reduce,
+            n=None if n is None else count(n, "n"),
+            k=None if k is None else count(k, "k"),
+            pattern=pattern,
+            gap_ms=None if gap_ms is None else count(gap_ms, "gap_ms"),
+            vertices=None if vertices is None else count(vertices, "vertices"),
+            damping=damping,
             iterations=count(iterations, "iterations"),
             memory=size(memory, "memory"),
             tmp=None if tmp is None else os.fspath(tmp),

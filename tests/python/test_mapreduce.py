@@ -86,7 +86,7 @@ def test_bad_jobs_and_options_raise_invalid_argument(tmp_path):
     path, _ = corpus(tmp_path)
     with pytest.raises(InvalidArgumentError, match="unknown job"):
         mr.run("nope", [path], tmp_path / "o1")
-    with pytest.raises(InvalidArgumentError, match="needs n="):
+    with pytest.raises(InvalidArgumentError, match="job ngram needs n"):
         mr.run("ngram", [path], tmp_path / "o2")
     with pytest.raises(InvalidArgumentError, match="both map= and reduce="):
         mr.run("half", [path], tmp_path / "o3", map=lambda key, value: None)

@@ -4,11 +4,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::bail;
 use spillway_core::{Interrupt, RealFs};
 use spillway_mapreduce::{
-    run as run_job, run_pagerank, InputFormat, JobOptions, JobReport, JobSpec, OutputFormat, PageRankParams,
-    Partitioning,
+    run as run_job, run_pagerank, InputFormat, JobOptions, JobParams, JobReport, JobSpec, OutputFormat,
+    PageRankParams, Partitioning,
 };
 
 use crate::progress;
@@ -57,7 +56,7 @@ pub struct Args {
     #[arg(long, default_value_t = 10)]
     iterations: usize,
     /// PageRank damping factor.
-    #[arg(long, default_value_t = 0.85)]
+    #[arg(long, default_value_t = spillway_mapreduce::DAMPING_DEFAULT)]
     damping: f64,
     /// Input format: text, tsv, csv, gensort or kv (default: the job's).
     #[arg(long, value_name = "FORMAT")]
@@ -92,41 +91,16 @@ pub struct Args {
 }
 
 /// The job named on the command line, with its parameters.
-fn job_spec(args: &Args) -> anyhow::Result<JobSpec> {
-    fn needs<T: Copy>(value: Option<T>, job: &str, flag: &str) -> anyhow::Result<T> {
-        match value {
-            Some(value) => Ok(value),
-            None => bail!("job {job} needs {flag}"),
-        }
-    }
-    // Python spells job names with underscores: take them too.
-    let job = args.job.replace('_', "-");
-    let job = job.as_str();
-    Ok(match job {
-        "wordcount" | "word-count" => JobSpec::WordCount,
-        "ngram" => JobSpec::NgramCount {
-            n: needs(args.n, job, "--n")?,
-        },
-        "inverted-index" => JobSpec::InvertedIndex,
-        "kmer" => JobSpec::KmerCount {
-            k: needs(args.k, job, "--k")?,
-        },
-        "grep" => match &args.pattern {
-            Some(pattern) => JobSpec::Grep {
-                pattern: pattern.clone(),
-            },
-            None => bail!("job grep needs --pattern"),
-        },
-        "sort" => JobSpec::Sort,
-        "sessionize" => JobSpec::Sessionize {
-            gap_ms: needs(args.gap, job, "--gap")?,
-        },
-        "pagerank" => JobSpec::PageRank {
-            vertices: needs(args.vertices, job, "--vertices")?,
-            damping: args.damping,
-        },
-        _ => JobSpec::parse(job, None)?,
-    })
+fn job_spec(args: &Args) -> spillway_core::Result<JobSpec> {
+    let params = JobParams {
+        n: args.n,
+        k: args.k,
+        pattern: args.pattern.clone(),
+        gap_ms: args.gap,
+        vertices: args.vertices,
+        damping: Some(args.damping),
+    };
+    JobSpec::named(&args.job, &params)
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {

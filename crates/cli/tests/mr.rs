@@ -110,7 +110,7 @@ fn bad_command_lines_say_what_is_wrong() {
     std::fs::write(&text, "a b\n").unwrap();
     let output = directory.path().join("out");
     let (text, output) = (path_str(&text), path_str(&output));
-    assert!(failure(&["mr", "ngram", text, "-o", output]).contains("needs --n"));
+    assert!(failure(&["mr", "ngram", text, "-o", output]).contains("job ngram needs n"));
     assert!(failure(&["mr", "nope", text, "-o", output]).contains("unknown job"));
     assert!(
         failure(&["mr", "wordcount", text, "-o", output, "--format", "xml"]).contains("unknown input format")

@@ -142,42 +142,71 @@ impl JobSpec {
         })
     }
 
-    /// The spec named `name` with parameters from `parameter` (`n` for
-    /// `ngram`, `k` for `kmer`, the pattern for `grep`).
-    pub fn parse(name: &str, parameter: Option<&str>) -> Result<Self> {
-        let number = |what: &str| -> Result<usize> {
-            let Some(text) = parameter else {
-                bail!(InvalidArgument, "job {name} needs {what}");
-            };
-            text.parse().map_err(|_| {
-                spillway_core::Error::InvalidArgument(format!(
-                    "job {name}: {what} must be a whole number, not '{text}'"
-                ))
-            })
-        };
-        // Python spells names with underscores, the command line with
-        // hyphens: each takes both.
+    /// The built-in job named `name` (Python's underscores and the command
+    /// line's hyphens both taken, and the longer names `word-count`,
+    /// `ngram-count`, `index`, `kmer-count`), with the parameters it needs
+    /// from `params`; an error names a missing one.
+    pub fn named(name: &str, params: &JobParams) -> Result<Self> {
+        fn needs<T: Clone>(value: &Option<T>, job: &str, what: &str) -> Result<T> {
+            match value {
+                Some(value) => Ok(value.clone()),
+                None => bail!(InvalidArgument, "job {job} needs {what}"),
+            }
+        }
         let name = name.replace('_', "-");
-        Ok(match name.as_str() {
+        let job = name.as_str();
+        Ok(match job {
             "wordcount" | "word-count" => JobSpec::WordCount,
-            "ngram" | "ngram-count" => JobSpec::NgramCount { n: number("n")? },
+            "ngram" | "ngram-count" => JobSpec::NgramCount {
+                n: needs(&params.n, job, "n (words per n-gram)")?,
+            },
             "inverted-index" | "index" => JobSpec::InvertedIndex,
-            "kmer" | "kmer-count" => JobSpec::KmerCount { k: number("k")? },
-            "grep" => match parameter {
-                Some(pattern) => JobSpec::Grep { pattern: pattern.to_string() },
-                None => bail!(InvalidArgument, "job grep needs a pattern"),
+            "kmer" | "kmer-count" => JobSpec::KmerCount {
+                k: needs(&params.k, job, "k (bytes per k-mer)")?,
+            },
+            "grep" => JobSpec::Grep {
+                pattern: needs(&params.pattern, job, "pattern (the bytes searched for)")?,
             },
             "sort" => JobSpec::Sort,
-            "pagerank-init" => JobSpec::PageRankInit { vertices: number("the number of vertices")? as u64 },
-            "pagerank" => JobSpec::PageRank { vertices: number("the number of vertices")? as u64, damping: 0.85 },
-            "sessionize" => JobSpec::Sessionize { gap_ms: number("the session gap in milliseconds")? as u64 },
+            "sessionize" => JobSpec::Sessionize {
+                gap_ms: needs(&params.gap_ms, job, "gap_ms (the longest pause within a session)")?,
+            },
+            "pagerank-init" => JobSpec::PageRankInit {
+                vertices: needs(&params.vertices, job, "vertices (the vertices in the graph)")?,
+            },
+            "pagerank" => JobSpec::PageRank {
+                vertices: needs(&params.vertices, job, "vertices (the vertices in the graph)")?,
+                damping: params.damping.unwrap_or(DAMPING_DEFAULT),
+            },
             _ => bail!(
                 InvalidArgument,
-                "unknown job '{name}'; the built-in jobs are wordcount, ngram, inverted-index, kmer, grep, sort, sessionize and pagerank"
+                "unknown job '{name}'; the built-in jobs are wordcount, ngram, inverted-index, kmer, grep, sort, \
+                 sessionize and pagerank"
             ),
         })
     }
 }
+
+/// The parameters of the built-in jobs as users give them, each needed by
+/// some jobs only ([`JobSpec::named`]).
+#[derive(Debug, Clone, Default)]
+pub struct JobParams {
+    /// Words per n-gram (ngram).
+    pub n: Option<usize>,
+    /// Bytes per k-mer (kmer).
+    pub k: Option<usize>,
+    /// The bytes searched for (grep).
+    pub pattern: Option<String>,
+    /// The longest pause within a session, in milliseconds (sessionize).
+    pub gap_ms: Option<u64>,
+    /// Vertices in the graph (pagerank).
+    pub vertices: Option<u64>,
+    /// The damping factor (pagerank; [`DAMPING_DEFAULT`] if none).
+    pub damping: Option<f64>,
+}
+
+/// PageRank's usual damping factor.
+pub const DAMPING_DEFAULT: f64 = 0.85;
 
 /// The most words an n-gram may have.
 const NGRAM_WORDS_MAX: usize = 16;

@@ -68,7 +68,7 @@ pub use driver::{run, JobReport};
 pub use input::{Block, InputFormat, Inputs};
 pub use iterate::{run_pagerank, PageRankParams};
 pub use job::{InputRecord, Job, MapOutput, RecordLimits, Values};
-pub use jobs::JobSpec;
+pub use jobs::{JobParams, JobSpec, DAMPING_DEFAULT};
 pub use manifest::{JobManifest, ShuffleFile};
 pub use map::{map_block, map_records, MapCounts};
 pub use options::{JobOptions, Progress, PARTITIONS_MAX};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use spillway_core::{ErrorKind, Fs, RealFs};
 use spillway_mapreduce::{
-    output_path, run, InputFormat, InputRecord, Job, JobOptions, JobReport, JobSpec, MapOutput, OutputFormat,
-    PairBuf, Partitioner, Partitioning, Values,
+    output_path, run, InputFormat, InputRecord, Job, JobOptions, JobParams, JobReport, JobSpec, MapOutput,
+    OutputFormat, PairBuf, Partitioner, Partitioning, Values,
 };
 use spillway_workload::text::{TextParams, TextSize};
 
@@ -469,14 +469,29 @@ fn bad_jobs_and_bad_inputs_get_errors_that_say_what_is_wrong() {
         );
         assert!(error.to_string().contains(what), "{error}");
     }
-    assert!(JobSpec::parse("ngram", Some("x"))
+    assert!(JobSpec::named("ngram", &JobParams::default())
         .unwrap_err()
         .to_string()
-        .contains("whole number"));
-    assert!(JobSpec::parse("nope", None)
+        .contains("job ngram needs n"));
+    assert!(JobSpec::named("nope", &JobParams::default())
         .unwrap_err()
         .to_string()
         .contains("wordcount"));
+    let params = JobParams {
+        vertices: Some(4),
+        ..JobParams::default()
+    };
+    assert_eq!(
+        JobSpec::named("pagerank", &params).unwrap(),
+        JobSpec::PageRank {
+            vertices: 4,
+            damping: spillway_mapreduce::DAMPING_DEFAULT
+        }
+    );
+    assert_eq!(
+        JobSpec::named("inverted_index", &params).unwrap(),
+        JobSpec::InvertedIndex
+    );
     assert!(JobSpec::NgramCount { n: 0 }.build().is_err());
 }
 

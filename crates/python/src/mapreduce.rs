@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use spillway_core::{Error, RealFs, Result};
 use spillway_mapreduce::{
-    run, run_pagerank, InputFormat, InputRecord, Job, JobOptions, JobSpec, MapOutput, OutputFormat,
-    PageRankParams, PairBuf, Partitioning, Values,
+    run, run_pagerank, InputFormat, InputRecord, Job, JobOptions, JobParams, JobSpec, MapOutput,
+    OutputFormat, PageRankParams, PairBuf, Partitioning, Values,
 };
 
 use crate::errors::to_py_err;
@@ -118,10 +118,11 @@ fn bytes_pair(pair: &Bound<'_, PyAny>) -> Option<(Vec<u8>, Vec<u8>)> {
 /// Runs a job over `inputs` into `output`; returns the report(s) as JSON
 /// text (a list for PageRank, one report per job it ran).
 ///
-/// `job` is a built-in's JSON spec (`{"job": "word_count"}`) unless `map`
-/// and `reduce` are given, which make a Python job named `job`.
+/// `job` names a built-in job, with its parameters (`n`, `k`, `pattern`,
+/// `gap_ms`, `vertices`, `damping`), unless `map` and `reduce` are given,
+/// which make a Python job named `job`.
 #[pyfunction]
-#[pyo3(signature = (job, inputs, output, *, map=None, reduce=None, iterations=10, memory=1 << 30, tmp=None, threads=0, partitions=0, partitioning="range", input_format=None, output_format="text", block_size=0, sync=true))]
+#[pyo3(signature = (job, inputs, output, *, map=None, reduce=None, n=None, k=None, pattern=None, gap_ms=None, vertices=None, damping=None, iterations=10, memory=1 << 30, tmp=None, threads=0, partitions=0, partitioning="range", input_format=None, output_format="text", block_size=0, sync=true))]
 #[allow(clippy::too_many_arguments)]
 pub fn mapreduce_run(
     py: Python<'_>,
@@ -130,6 +131,12 @@ pub fn mapreduce_run(
     output: PathBuf,
     map: Option<Py<PyAny>>,
     reduce: Option<Py<PyAny>>,
+    n: Option<usize>,
+    k: Option<usize>,
+    pattern: Option<String>,
+    gap_ms: Option<u64>,
+    vertices: Option<u64>,
+    damping: Option<f64>,
     iterations: usize,
     memory: u64,
     tmp: Option<PathBuf>,
@@ -183,8 +190,15 @@ pub fn mapreduce_run(
             .and_then(|report| to_json(&report).map_err(to_py_err))
         }
         (None, None) => {
-            let spec: JobSpec = serde_json::from_str(job)
-                .map_err(|error| to_py_err(Error::InvalidArgument(format!("job spec {job}: {error}"))))?;
+            let params = JobParams {
+                n,
+                k,
+                pattern,
+                gap_ms,
+                vertices,
+                damping,
+            };
+            let spec = JobSpec::named(job, &params).map_err(to_py_err)?;
             interruptible(py, |interrupt| {
                 options.interrupt = interrupt.clone();
                 match spec {
@@ -204,7 +218,7 @@ pub fn mapreduce_run(
             .map_err(to_py_err)
         }
         _ => Err(to_py_err(Error::InvalidArgument(
-            "a Python job needs both map and reduce".into(),
+            "a Python job needs both map= and reduce=".into(),
         ))),
     }
 }
