@@ -265,7 +265,7 @@ class StreamIndex:
 
     def options(self) -> Dict[str, Any]:
         """The options in effect (those given, and the engine's defaults for the rest)."""
-        return self._native.options()
+        return json.loads(self._native.options())
 
     # -- writes --
 
