@@ -124,6 +124,11 @@ impl<'a> Loader<'a> {
         Ok(self.written)
     }
 
+    /// The store it writes to.
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+
     /// Operations written so far (a batch not yet written not counted).
     pub fn written(&self) -> u64 {
         self.written
@@ -147,13 +152,25 @@ mod tests {
     #[test]
     fn lines_parse_into_writes_and_gets_are_skipped() {
         let put = Operation::parse("PUT\t6b31\t7631\r").unwrap().unwrap();
-        assert_eq!((put.kind, &put.key[..], &put.value[..]), (Kind::Put, &b"k1"[..], &b"v1"[..]));
+        assert_eq!(
+            (put.kind, &put.key[..], &put.value[..]),
+            (Kind::Put, &b"k1"[..], &b"v1"[..])
+        );
         let delete = Operation::parse("DELETE\t6B").unwrap().unwrap();
         assert_eq!((delete.kind, &delete.key[..]), (Kind::Delete, &b"k"[..]));
-        assert_eq!(Operation::parse("MERGE\t00\t").unwrap().unwrap().kind, Kind::Merge);
+        assert_eq!(
+            Operation::parse("MERGE\t00\t").unwrap().unwrap().kind,
+            Kind::Merge
+        );
         assert_eq!(Operation::parse("GET\t6b").unwrap(), None);
         assert_eq!(Operation::parse("").unwrap(), None);
-        for bad in ["PUT\t6b", "PUT\t6g\t00", "DELETE\t6b3", "UPSERT\t6b\t00", "PUT 6b 00"] {
+        for bad in [
+            "PUT\t6b",
+            "PUT\t6g\t00",
+            "DELETE\t6b3",
+            "UPSERT\t6b\t00",
+            "PUT 6b 00",
+        ] {
             let error = Operation::parse(bad).unwrap_err();
             assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{bad}");
             assert!(error.to_string().contains("hex key"), "{error}");
