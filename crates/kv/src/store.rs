@@ -108,12 +108,13 @@ impl Store {
     /// Recovery (recovery.rs, through open.rs), then the worker.
     fn open_with(fs: Arc<dyn Fs>, dir: &Path, mut options: Options, read_only: bool) -> Result<Store> {
         if read_only && options.merge_operator.is_none() {
-            // A reader opens with whatever the store was written with.
-            let stored = manifest::merge_name(fs.as_ref(), dir).map_err(recovery::with_hint)?;
-            if let Some(name) = stored {
-                options.merge_operator = AggregateMerge::from_stored_name(&name)?
-                    .map(|merge| Arc::new(merge) as Arc<dyn MergeOperator>);
-            }
+            // A reader opens with whatever aggregate the store was written
+            // with. A name that cannot be read or resolved is left to
+            // recovery, whose checks name what is wrong.
+            let stored = manifest::merge_name(fs.as_ref(), dir).ok().flatten();
+            options.merge_operator = stored
+                .and_then(|name| AggregateMerge::from_stored_name(&name).ok().flatten())
+                .map(|merge| Arc::new(merge) as Arc<dyn MergeOperator>);
         }
         let (shared, worker) = open::open(fs, dir, options, read_only)?;
         Ok(Store {
