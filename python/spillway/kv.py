@@ -26,7 +26,7 @@ import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _native
-from ._args import count, size
+from ._args import U64_MAX, count, size
 from .errors import InvalidArgumentError
 
 Key = Union[bytes, bytearray, memoryview, str]
@@ -34,10 +34,15 @@ Key = Union[bytes, bytearray, memoryview, str]
 _PUT, _DELETE, _MERGE = 0, 1, 2
 # Pairs a scan reads from the engine per call.
 _SCAN_PAGE = 4096
-_SIZE_OPTIONS = ("root_bytes", "node_bytes", "max_key_bytes", "max_value_bytes")
-_COUNT_OPTIONS = ("fan_out", "block_bytes", "bloom_bits_per_key", "index_bits_per_key", "fast_splits_per_slow_split",
-                  "lists_max", "spill_threads")
-OPTIONS = _SIZE_OPTIONS + _COUNT_OPTIONS + ("unique_ratio_min", "false_positives_max", "sync", "merge", "read_only")
+# Sizes, as text ("64M") or whole numbers.
+_SIZE_OPTIONS = ("root_bytes", "node_bytes", "key_bytes_max", "value_bytes_max")
+# Whole numbers, and the largest the native types hold (u32 or u64).
+_U32_MAX = (1 << 32) - 1
+_COUNT_OPTIONS = {"fan_out": U64_MAX, "block_bytes": _U32_MAX, "bloom_bits_per_key": _U32_MAX,
+                  "index_bits_per_key": _U32_MAX, "fast_splits_per_slow_split": _U32_MAX, "lists_max": U64_MAX,
+                  "spill_threads": U64_MAX}
+_NUMBER_OPTIONS = ("unique_ratio_min", "false_positives_max")
+OPTIONS = _SIZE_OPTIONS + tuple(_COUNT_OPTIONS) + _NUMBER_OPTIONS + ("sync", "merge", "read_only")
 
 
 def _key(key: Any) -> bytes:
@@ -73,42 +78,33 @@ def _path(path: Any) -> str:
 
 
 def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
-    """The options as the engine takes them, or an error naming the bad one."""
+    """The options as the native types take them (the engine checks their values)."""
     settings: Dict[str, Any] = {name: None for name in OPTIONS}
     settings["read_only"] = False
-    settings["sync_period"] = None
     for name, value in options.items():
         if name not in OPTIONS:
             raise TypeError(f"KV has no option {name!r}; the options are {', '.join(OPTIONS)}")
         if value is None:
             continue
         if name in _SIZE_OPTIONS:
-            value = size(value, name, 1)
+            value = size(value, name)
         elif name in _COUNT_OPTIONS:
-            value = count(value, name)
-        elif name == "unique_ratio_min":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise InvalidArgumentError(f"unique_ratio_min must be a number between 0 and 1, not {value!r}")
-            value = float(value)
-        elif name == "false_positives_max":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-                raise InvalidArgumentError(f"false_positives_max must be a number, 0 or above, not {value!r}")
+            value = count(value, name, 0, _COUNT_OPTIONS[name])
+        elif name in _NUMBER_OPTIONS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidArgumentError(f"{name} must be a number, not {value!r}")
             value = float(value)
         elif name == "sync":
             # True / "always": before every write returns; False / "none": never;
             # a number: every that many seconds, in the background.
-            if value is True or value == "always":
-                value = "always"
-            elif value is False or value == "none":
-                value = "none"
-            elif isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                settings["sync_period"] = float(value)
-                value = "periodic"
-            else:
+            if value is True or value is False:
+                value = "always" if value else "none"
+            elif isinstance(value, (int, float)):
+                value = repr(float(value))
+            elif not isinstance(value, str):
                 raise InvalidArgumentError(f"sync must be True, False, 'always', 'none' or seconds above zero, not {value!r}")
-        elif name == "merge":
-            if not isinstance(value, str):
-                raise InvalidArgumentError(f"merge must be the name of an aggregate function such as 'sum', not {value!r}")
+        elif name == "merge" and not isinstance(value, str):
+            raise InvalidArgumentError(f"merge must be the name of an aggregate function such as 'sum', not {value!r}")
         elif name == "read_only" and not isinstance(value, bool):
             raise InvalidArgumentError(f"read_only must be True or False, not {value!r}")
         settings[name] = value
@@ -159,7 +155,7 @@ class KV:
     every core; the threads a root spill or a slow split works on), ``sync``
     (True: sync the log before each write returns; False: never; seconds: in
     the background), ``merge`` (an aggregate function: ``sum``, ``count``,
-    ``sum+count``, ``max``, ...), ``max_key_bytes``, ``max_value_bytes``,
+    ``sum+count``, ``max``, ...), ``key_bytes_max``, ``value_bytes_max``,
     ``read_only`` (share the store with other readers; writes refused; list
     files that are missing or damaged fail only the reads that need them).
     Sizes take suffixes: ``"64M"``. An open that fails leaves nothing it

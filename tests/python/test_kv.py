@@ -14,7 +14,7 @@ import spillway
 from spillway import CorruptionError, InvalidArgumentError, KV
 
 # Tiny sizes so that a few thousand writes spill, split and grow the tree.
-SMALL = dict(root_bytes="64K", node_bytes="128K", fan_out=4, block_bytes=512, sync=False, max_key_bytes=1024, max_value_bytes=4096)
+SMALL = dict(root_bytes="64K", node_bytes="128K", fan_out=4, block_bytes=512, sync=False, key_bytes_max=1024, value_bytes_max=4096)
 
 
 def test_a_store_behaves_as_a_mapping_and_survives_reopening(tmp_path):

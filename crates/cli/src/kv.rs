@@ -15,8 +15,8 @@
 //! The read commands open the store read-only (beside no writer) and with
 //! the merge operator it was written with. `load` stops between batches on
 //! SIGINT or SIGTERM: what it wrote is a store, closed cleanly, and the
-//! command exits with 130 or 143. [`stats_json`], [`verify_json`] and
-//! [`repair_json`] are shared with the Python binding.
+//! command exits with 130 or 143. `--json` prints the engine's own
+//! reports (their `Serialize`), the same JSON Python's `spillway.KV` reads.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
@@ -27,12 +27,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{json, Map, Value as Json};
-use spillway_agg::{Output, Value};
-use spillway_core::HistogramSnapshot;
+use spillway_agg::Output;
 use spillway_core::Interrupt;
 use spillway_kv::{
-    AggregateMerge, KvStats, MergeOperator, NodeDescription, Options, RepairReport, Store, SyncMode,
-    VerifyReport, WriteBatch,
+    hex_decode, AggregateMerge, Kind, KvStats, Loader, MergeOperator, Operation, Options, Store, SyncMode,
 };
 use spillway_workload::{KeyDistribution, KvGenerator, KvParams, OperationKind, Preset};
 
@@ -140,7 +138,8 @@ struct LoadArgs {
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Operations per write batch (each batch is logged, and synced, once).
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batch: usize,
     /// When the log is synced.
     #[arg(long, value_enum, default_value = "always")]
@@ -222,26 +221,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
 }
 
-/// The aggregate merge operator named by `spec`, if any.
-pub fn aggregate(spec: Option<&str>) -> spillway_core::Result<Option<Arc<AggregateMerge>>> {
-    spec.map(|spec| AggregateMerge::new(spec).map(Arc::new))
-        .transpose()
-}
-
-/// The stored operand for `bytes` given to an aggregate: an integer or a
-/// number if the bytes read as one, else the bytes.
-pub fn operand(merge: &AggregateMerge, bytes: &[u8]) -> spillway_core::Result<Vec<u8>> {
-    let text = std::str::from_utf8(bytes).ok().map(str::trim);
-    let value = match text {
-        Some(text) if text.parse::<i64>().is_ok() => Value::Int(text.parse().expect("checked")),
-        Some(text) if text.parse::<f64>().is_ok_and(f64::is_finite) => {
-            Value::Float(text.parse().expect("checked"))
-        }
-        _ => Value::Bytes(bytes),
-    };
-    merge.operand(value)
-}
-
 fn mib(value: u64, flag: &str) -> anyhow::Result<u64> {
     value
         .checked_mul(1 << 20)
@@ -249,10 +228,12 @@ fn mib(value: u64, flag: &str) -> anyhow::Result<u64> {
 }
 
 fn load(args: LoadArgs) -> anyhow::Result<u8> {
-    if args.batch == 0 {
-        bail!("--batch must be at least 1");
-    }
-    let merge = aggregate(args.merge.as_deref())?;
+    let merge = args
+        .merge
+        .as_deref()
+        .map(AggregateMerge::new)
+        .transpose()?
+        .map(|merge| Arc::new(merge) as Arc<dyn MergeOperator>);
     let root_bytes = usize::try_from(mib(args.root_mib, "--root-mib")?)?;
     let node_bytes = mib(args.node_mib, "--node-mib")?;
     let options = Options {
@@ -267,7 +248,7 @@ fn load(args: LoadArgs) -> anyhow::Result<u8> {
             SyncArg::Periodic => SyncMode::Periodic(Duration::from_millis(100)),
             SyncArg::None => SyncMode::None,
         },
-        merge_operator: merge.clone().map(|merge| merge as Arc<dyn MergeOperator>),
+        merge_operator: merge,
         ..Options::default()
     };
     // A missing or unreadable input is refused before a store is created.
@@ -285,10 +266,12 @@ fn load(args: LoadArgs) -> anyhow::Result<u8> {
         .with_context(|| format!("opening the key-value store in {}", dir.display()))?;
     let interrupt = Interrupt::on_signals();
     let started = Instant::now();
-    let written = match (input, &args.input) {
-        (Some(file), Some(path)) => load_file(&store, file, path, merge.as_deref(), args.batch, &interrupt),
-        _ => load_generated(&store, &args, merge.as_deref(), &interrupt),
-    };
+    let written = Loader::new(&store, args.batch)
+        .map_err(anyhow::Error::new)
+        .and_then(|mut loader| match (input, &args.input) {
+            (Some(file), Some(path)) => load_file(&mut loader, file, path, &interrupt),
+            _ => load_generated(&mut loader, &args, &interrupt),
+        });
     // What was written before a failure or an interrupt is kept, made
     // durable and closed cleanly: a valid store.
     let synced = store.sync().context("syncing the log");
@@ -304,7 +287,7 @@ fn load(args: LoadArgs) -> anyhow::Result<u8> {
             "operations": operations,
             "seconds": elapsed,
             "operations_per_second": per_second,
-            "stats": stats_json(&stats),
+            "stats": stats,
         });
         println!("{report}");
     } else {
@@ -317,50 +300,17 @@ fn load(args: LoadArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// Adds one operation to `batch`.
-fn push(
-    batch: &mut WriteBatch,
-    kind: OperationKind,
-    key: &[u8],
-    value: &[u8],
-    merge: Option<&AggregateMerge>,
-) -> spillway_core::Result<()> {
-    match (kind, merge) {
-        (OperationKind::Get, _) => {}
-        (OperationKind::Delete, _) => {
-            batch.delete(key);
-        }
-        (OperationKind::Put | OperationKind::Merge, Some(merge)) => {
-            batch.merge(key, &operand(merge, value)?);
-        }
-        (OperationKind::Put, None) => {
-            batch.put(key, value);
-        }
-        (OperationKind::Merge, None) => {
-            batch.merge(key, value);
-        }
-    }
-    Ok(())
+/// The context of a write that failed or was interrupted: how many
+/// operations the store keeps.
+fn stopped(loader: &Loader<'_>) -> String {
+    format!(
+        "kv load: stopped after {} operations, which the store in {} keeps",
+        loader.written(),
+        loader.store().dir().display()
+    )
 }
 
-/// Writes `batch` unless an interrupt came; the batch is then dropped
-/// whole (nothing of it reached the log), and the error says how many
-/// operations, `written` before it, the store keeps.
-fn write_batch(store: &Store, batch: &WriteBatch, interrupt: &Interrupt, written: u64) -> anyhow::Result<()> {
-    store.write_interruptible(batch, interrupt).with_context(|| {
-        format!(
-            "kv load: stopped after {written} operations, which the store in {} keeps",
-            store.dir().display()
-        )
-    })
-}
-
-fn load_generated(
-    store: &Store,
-    args: &LoadArgs,
-    merge: Option<&AggregateMerge>,
-    interrupt: &Interrupt,
-) -> anyhow::Result<u64> {
+fn load_generated(loader: &mut Loader<'_>, args: &LoadArgs, interrupt: &Interrupt) -> anyhow::Result<u64> {
     let operations = args.generate.expect("clap requires --input or --generate");
     let mut params = KvParams::preset(Preset::FillRandom, operations);
     params.key_bytes = args.key_bytes;
@@ -377,110 +327,62 @@ fn load_generated(
     };
     let mut generator = KvGenerator::new(&params)?;
     let bar = progress::records_bar(operations, "load");
-    let mut batch = WriteBatch::new();
-    let mut written = 0;
     while let Some(operation) = generator.next_op() {
-        push(&mut batch, operation.kind, operation.key, operation.value, merge)?;
-        if batch.len() >= args.batch {
-            write_batch(store, &batch, interrupt, written)?;
-            written += batch.len() as u64;
-            batch.clear();
-            bar.set_position(written);
+        let kind = match operation.kind {
+            OperationKind::Get => continue,
+            OperationKind::Put => Kind::Put,
+            OperationKind::Delete => Kind::Delete,
+            OperationKind::Merge => Kind::Merge,
+        };
+        if loader
+            .push(kind, operation.key, operation.value, interrupt)
+            .with_context(|| stopped(loader))?
+        {
+            bar.set_position(loader.written());
         }
     }
-    write_batch(store, &batch, interrupt, written)?;
-    written += batch.len() as u64;
+    let written = loader.finish(interrupt).with_context(|| stopped(loader))?;
     bar.finish_and_clear();
     Ok(written)
 }
 
-fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
-        .collect()
-}
-
-fn load_file(
-    store: &Store,
-    file: File,
-    path: &Path,
-    merge: Option<&AggregateMerge>,
-    batch_len: usize,
-    interrupt: &Interrupt,
-) -> anyhow::Result<u64> {
+fn load_file(loader: &mut Loader<'_>, file: File, path: &Path, interrupt: &Interrupt) -> anyhow::Result<u64> {
     let bar = progress::bar(file.metadata().map(|meta| meta.len()).unwrap_or(0), "load");
-    let mut batch = WriteBatch::new();
-    let mut written = 0;
     let mut read = 0;
     for (number, line) in BufReader::with_capacity(1 << 20, file).lines().enumerate() {
         let line = line.with_context(|| format!("reading {}", path.display()))?;
         read += line.len() as u64 + 1;
-        let fields: Vec<&str> = line.trim_end_matches('\r').split('\t').collect();
-        let parsed = match fields.as_slice() {
-            [""] => continue,
-            ["PUT", key, value] => Some((OperationKind::Put, *key, *value)),
-            ["MERGE", key, value] => Some((OperationKind::Merge, *key, *value)),
-            ["DELETE", key] => Some((OperationKind::Delete, *key, "")),
-            ["GET", key] => Some((OperationKind::Get, *key, "")),
-            _ => None,
+        let operation = match Operation::parse(&line) {
+            Ok(Some(operation)) => operation,
+            Ok(None) => continue,
+            Err(error) => {
+                // Every line before the bad one is written.
+                let written = loader.finish(interrupt).with_context(|| stopped(loader))?;
+                bail!(
+                    "{} line {}: {error} (the {written} operations before it were written)",
+                    path.display(),
+                    number + 1
+                );
+            }
         };
-        let decoded =
-            parsed.and_then(|(kind, key, value)| Some((kind, hex_decode(key)?, hex_decode(value)?)));
-        let Some((kind, key, value)) = decoded else {
-            // Every line before the bad one is written.
-            write_batch(store, &batch, interrupt, written)?;
-            written += batch.len() as u64;
-            bail!(
-                "{} line {}: expected PUT/MERGE<TAB>hex key<TAB>hex value or DELETE/GET<TAB>hex key (the {written} operations before it were written)",
-                path.display(),
-                number + 1
-            );
-        };
-        push(&mut batch, kind, &key, &value, merge)?;
-        if batch.len() >= batch_len {
-            write_batch(store, &batch, interrupt, written)?;
-            written += batch.len() as u64;
-            batch.clear();
+        if loader
+            .push(operation.kind, &operation.key, &operation.value, interrupt)
+            .with_context(|| stopped(loader))?
+        {
             bar.set_position(read);
         }
     }
-    write_batch(store, &batch, interrupt, written)?;
-    written += batch.len() as u64;
+    let written = loader.finish(interrupt).with_context(|| stopped(loader))?;
     bar.finish_and_clear();
     Ok(written)
 }
 
 /// Opens an existing store read-only, with the merge operator it was
-/// written with.
-fn open_existing(dir: &Path) -> anyhow::Result<(Store, Option<Arc<AggregateMerge>>)> {
-    let Some(name) =
-        Store::merge_operator_name(dir).with_context(|| format!("reading the store in {}", dir.display()))?
-    else {
-        // Store files without CURRENT are a damaged store, which an open
-        // names as such.
-        if let Err(error) = Store::open_read_only(dir, Options::default()) {
-            if error.kind() == spillway_core::ErrorKind::Corruption {
-                return Err(anyhow::Error::new(error)
-                    .context(format!("opening the key-value store in {}", dir.display())));
-            }
-        }
-        bail!(
-            "{} holds no key-value store (no CURRENT file); create one with `spillway kv load --dir {}`",
-            dir.display(),
-            dir.display()
-        );
-    };
-    let merge = AggregateMerge::from_stored_name(&name)?.map(Arc::new);
-    let options = Options {
-        merge_operator: merge.clone().map(|merge| merge as Arc<dyn MergeOperator>),
-        ..Options::default()
-    };
-    let store = Store::open_read_only(dir, options)
+/// written with, and that operator if it is an aggregate.
+fn open_existing(dir: &Path) -> anyhow::Result<(Store, Option<AggregateMerge>)> {
+    let store = Store::open_read_only(dir, Options::default())
         .with_context(|| format!("opening the key-value store in {}", dir.display()))?;
+    let merge = store.aggregate().cloned();
     Ok((store, merge))
 }
 
@@ -497,7 +399,7 @@ fn shown(value: &[u8], merge: Option<&AggregateMerge>, hex: bool) -> anyhow::Res
 /// `bytes` as text a terminal shows as it is: printable ASCII and valid
 /// UTF-8 text stay, a backslash is doubled, every other byte (control
 /// characters, NUL, bytes of no character) is `\xNN`.
-pub fn escaped(bytes: &[u8]) -> String {
+fn escaped(bytes: &[u8]) -> String {
     let mut text = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for character in chunk.valid().chars() {
@@ -524,7 +426,7 @@ fn hex_encode(bytes: &[u8]) -> String {
 }
 
 /// An aggregate's result as text: numbers, text, lists in brackets.
-pub fn output_text(output: &Output) -> String {
+fn output_text(output: &Output) -> String {
     match output {
         Output::Null => "null".into(),
         Output::Int(value) => value.to_string(),
@@ -550,7 +452,7 @@ fn get(args: GetArgs) -> anyhow::Result<u8> {
         };
         match store.get(&key)? {
             Some(value) => {
-                let value = shown(&value, merge.as_deref(), args.hex)?;
+                let value = shown(&value, merge.as_ref(), args.hex)?;
                 if args.read.json {
                     found.insert(text.clone(), json!(value));
                 } else if std::io::stdout().is_terminal() {
@@ -596,11 +498,11 @@ fn scan(args: ScanArgs) -> anyhow::Result<u8> {
             } else {
                 String::from_utf8_lossy(&key).into_owned()
             };
-            let value = shown(&value, merge.as_deref(), args.hex)?;
+            let value = shown(&value, merge.as_ref(), args.hex)?;
             writeln!(out, "{}", json!({"key": key, "value": value}))?;
             continue;
         }
-        let value = match merge.as_deref() {
+        let value = match merge.as_ref() {
             Some(merge) => output_text(&merge.finalize(&value)?).into_bytes(),
             None => value,
         };
@@ -627,7 +529,7 @@ fn stats(args: ReadArgs) -> anyhow::Result<u8> {
     let (store, _) = open_existing(&args.dir)?;
     let stats = store.stats();
     if args.json {
-        println!("{}", stats_json(&stats));
+        println!("{}", serde_json::to_string(&stats)?);
     } else {
         println!("{}", stats_line(&stats));
     }
@@ -640,7 +542,7 @@ fn verify(args: ReadArgs) -> anyhow::Result<u8> {
         .verify()
         .with_context(|| format!("verifying the key-value store in {}", args.dir.display()))?;
     if args.json {
-        println!("{}", verify_json(&report));
+        println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
             "kv verify: OK: {} nodes ({} leaves), {} lists in {} files, {} records in lists, {} in {} logs{}",
@@ -672,7 +574,7 @@ fn repair(args: RepairArgs) -> anyhow::Result<u8> {
     let report = Store::repair_interruptible(&dir, &Interrupt::on_signals())
         .with_context(|| format!("repairing the key-value store in {}", dir.display()))?;
     if args.json {
-        println!("{}", repair_json(&report));
+        println!("{}", serde_json::to_string(&report)?);
         return Ok(0);
     }
     if !report.repaired {
@@ -735,7 +637,7 @@ fn dump(args: ReadArgs) -> anyhow::Result<u8> {
     let (store, _) = open_existing(&args.dir)?;
     let nodes = store.describe();
     if args.json {
-        println!("{}", Json::Array(nodes.iter().map(node_json).collect()));
+        println!("{}", serde_json::to_string(&nodes)?);
         return Ok(0);
     }
     for node in &nodes {
@@ -751,8 +653,8 @@ fn dump(args: ReadArgs) -> anyhow::Result<u8> {
         println!(
             "{indent}{kind} {} hashes {:016x}..={:016x}: {} lists, {bytes} bytes, {} children, {} fast splits",
             node.id,
-            node.hashes.0,
-            node.hashes.1,
+            node.low,
+            node.high,
             node.lists.len(),
             node.children.len(),
             node.fast_splits
@@ -760,113 +662,11 @@ fn dump(args: ReadArgs) -> anyhow::Result<u8> {
         for list in &node.lists {
             println!(
                 "{indent}  list file {} blocks {}..{}: {} bytes, {} records",
-                list.file, list.blocks.0, list.blocks.1, list.bytes, list.records
+                list.file, list.block_first, list.block_end, list.bytes, list.records
             );
         }
     }
     Ok(0)
-}
-
-fn node_json(node: &NodeDescription) -> Json {
-    json!({
-        "id": node.id,
-        "depth": node.depth,
-        "low": format!("{:016x}", node.hashes.0),
-        "high": format!("{:016x}", node.hashes.1),
-        "children": node.children,
-        "fast_splits": node.fast_splits,
-        "lists": node.lists.iter().map(|list| json!({
-            "file": list.file,
-            "first_block": list.blocks.0,
-            "end_block": list.blocks.1,
-            "bytes": list.bytes,
-            "records": list.records,
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn histogram_json(histogram: &HistogramSnapshot) -> Json {
-    json!({
-        "count": histogram.count,
-        "mean": histogram.mean,
-        "p50": histogram.p50,
-        "p99": histogram.p99,
-        "p999": histogram.p999,
-        "max": histogram.max,
-    })
-}
-
-/// The statistics as a JSON object (the CLI's `--json` and Python's `stats()`).
-pub fn stats_json(stats: &KvStats) -> Json {
-    json!({
-        "puts": stats.puts,
-        "deletes": stats.deletes,
-        "merges": stats.merges,
-        "write_batches": stats.write_batches,
-        "user_bytes": stats.user_bytes,
-        "wal_bytes": stats.wal_bytes,
-        "gets": stats.gets,
-        "get_hits": stats.get_hits,
-        "get_block_reads": stats.get_block_reads,
-        "get_filter_passes": stats.get_filter_passes,
-        "root_records": stats.root_records,
-        "root_bytes": stats.root_bytes,
-        "root_spills": stats.root_spills,
-        "node_spills": stats.node_spills,
-        "slow_splits": stats.slow_splits,
-        "collapses": stats.collapses,
-        "fast_splits": stats.fast_splits,
-        "divides": stats.divides,
-        "grows": stats.grows,
-        "forced": stats.forced,
-        "spills_beside_rewrites": stats.spills_beside_rewrites,
-        "stall_seconds": stats.stall_seconds,
-        "stalls": stats.stalls,
-        "height": stats.height,
-        "nodes": stats.nodes,
-        "leaves": stats.leaves,
-        "lists": stats.lists,
-        "list_files": stats.list_files,
-        "list_file_bytes": stats.list_file_bytes,
-        "list_records": stats.list_records,
-        "index_memory_bytes": stats.index_memory_bytes,
-        "index_bytes_per_record": stats.index_bytes_per_record(),
-        "list_bytes_written": stats.list_bytes_written,
-        "list_bytes_read": stats.list_bytes_read,
-        "records_spilled": stats.records_spilled,
-        "write_amplification": stats.write_amplification(),
-        "manifest_rewrites": stats.manifest_rewrites,
-        "logs_over_spares": stats.logs_over_spares,
-        "files_removed": stats.files_removed,
-        "file_opens": stats.file_opens,
-        "damaged_nodes": stats.damaged_nodes,
-        "damage": stats.damage,
-        "write_latency_us": histogram_json(&stats.write_latency_us),
-        "get_latency_us": histogram_json(&stats.get_latency_us),
-        "spill_latency_us": histogram_json(&stats.spill_latency_us),
-    })
-}
-
-/// A verify report as a JSON object.
-pub fn verify_json(report: &VerifyReport) -> Json {
-    json!({
-        "nodes": report.nodes,
-        "leaves": report.leaves,
-        "lists": report.lists,
-        "files": report.files,
-        "records": report.records,
-        "root_records": report.root_records,
-        "unreferenced_files": report.unreferenced_files,
-        "unaccounted_files": report.unaccounted_files,
-        "logs": report.logs,
-        "damage": report.damage,
-    })
-}
-
-/// A repair report as a JSON object (the CLI's `--json` and Python's
-/// `KV.repair`).
-pub fn repair_json(report: &RepairReport) -> Json {
-    serde_json::to_value(report).expect("a repair report serializes")
 }
 
 /// One line of the main statistics.
@@ -885,8 +685,8 @@ fn stats_line(stats: &KvStats) -> String {
         stats.node_spills,
         stats.fast_splits,
         stats.slow_splits + stats.collapses,
-        stats.index_bytes_per_record(),
-        stats.write_amplification(),
+        stats.index_bytes_per_record,
+        stats.write_amplification,
         stats.stall_seconds,
     )
 }

@@ -14,7 +14,7 @@ use spillway_core::interrupt;
 
 mod agg;
 mod gensort;
-pub mod kv;
+mod kv;
 mod mr;
 mod progress;
 mod sort;

@@ -3,20 +3,25 @@
 
 use std::collections::BTreeSet;
 
+use serde::{Serialize, Serializer};
 use spillway_core::{Error, Hash64, Interrupt, Result};
 
 use crate::list::FileNumber;
 use crate::store::Store;
 use crate::tree::{NodeId, ROOT};
 
-/// A list as `describe` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A list as `describe` shows it (serialized, as `spillway kv dump --json`
+/// shows it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ListDescription {
     /// The file.
     pub file: FileNumber,
-    /// Its blocks the list covers, `first..end`.
-    pub blocks: (u32, u32),
+    /// The first of the file's blocks the list covers.
+    pub block_first: u32,
+    /// The block after the last it covers.
+    pub block_end: u32,
     /// The hashes that belong to the node.
+    #[serde(skip)] // the node's own range, shown once on the node
     pub hashes: (Hash64, Hash64),
     /// Bytes of its blocks.
     pub bytes: u64,
@@ -24,15 +29,20 @@ pub struct ListDescription {
     pub records: u64,
 }
 
-/// A node as `describe` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A node as `describe` shows it (serialized, as `spillway kv dump --json`
+/// shows it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NodeDescription {
     /// Its number (0 is the root).
     pub id: NodeId,
     /// Levels below the root.
     pub depth: u32,
-    /// The hashes it owns.
-    pub hashes: (Hash64, Hash64),
+    /// The lowest hash it owns.
+    #[serde(serialize_with = "hex")] // JSON readers keep 53 bits of a number
+    pub low: Hash64,
+    /// The highest hash it owns (inclusive).
+    #[serde(serialize_with = "hex")]
+    pub high: Hash64,
     /// Its children's numbers (none for a leaf).
     pub children: Vec<NodeId>,
     /// Its lists, oldest first.
@@ -42,7 +52,7 @@ pub struct NodeDescription {
 }
 
 /// What [`Store::verify`] checked.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
     /// Nodes (the root included).
     pub nodes: u64,
@@ -71,6 +81,12 @@ pub struct VerifyReport {
     pub damage: Vec<String>,
 }
 
+/// A hash as 16 hexadecimal digits, as the text dump shows it: a 64-bit
+/// hash as a JSON number would reach most readers rounded.
+fn hex<S: Serializer>(hash: &Hash64, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format!("{hash:016x}"))
+}
+
 impl Store {
     /// The tree's nodes, top down and in hash order, with their lists.
     pub fn describe(&self) -> Vec<NodeDescription> {
@@ -82,14 +98,16 @@ impl Store {
             nodes.push(NodeDescription {
                 id,
                 depth,
-                hashes: (node.low, node.high),
+                low: node.low,
+                high: node.high,
                 children: node.children.iter().map(|child| child.id).collect(),
                 lists: node
                     .lists
                     .iter()
                     .map(|list| ListDescription {
                         file: list.file.number(),
-                        blocks: (list.first_block, list.end_block),
+                        block_first: list.first_block,
+                        block_end: list.end_block,
                         hashes: (list.low, list.high),
                         bytes: list.bytes(),
                         records: list.records(),

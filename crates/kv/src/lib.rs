@@ -26,6 +26,8 @@
 //! - [`Options`] and [`SyncMode`]: the tree's shape and the log's durability;
 //! - [`MergeOperator`] and [`AggregateMerge`]: merge mode (the external
 //!   online aggregator);
+//! - [`Loader`] and [`Operation`]: bulk loads, and `spillway gen kv`'s
+//!   text format of operations;
 //! - [`format`](mod@format): the decoders of the files, over byte images.
 //!
 //! The formats, invariants, recovery, repair and costs are in the crate's
@@ -39,6 +41,7 @@ pub mod format;
 mod inspect;
 mod kmv;
 mod list;
+mod load;
 mod manifest;
 mod merge;
 mod metrics;
@@ -59,6 +62,7 @@ mod worker;
 
 pub use batch::WriteBatch;
 pub use inspect::{ListDescription, NodeDescription, VerifyReport};
+pub use load::{hex_decode, Loader, Operation};
 pub use merge::{AggregateMerge, MergeOperator};
 pub use metrics::KvStats;
 pub use options::{Options, SyncMode};

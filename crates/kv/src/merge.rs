@@ -32,6 +32,12 @@ pub trait MergeOperator: Send + Sync + fmt::Debug {
         let _ = (kind, value);
         Ok(())
     }
+
+    /// The aggregate function this operator is, if it is one, so that a
+    /// reader can show a stored value as the aggregate's result.
+    fn aggregate(&self) -> Option<&AggregateMerge> {
+        None
+    }
 }
 
 /// An aggregate function of `spillway-agg` as a merge operator: values are
@@ -88,6 +94,22 @@ impl AggregateMerge {
         Ok(state)
     }
 
+    /// The stored operand for a value given as bytes, as a file of
+    /// operations or a command line gives it: an integer or a finite
+    /// number if the bytes read as one (blanks around it allowed), else
+    /// the bytes.
+    pub fn operand_of_bytes(&self, bytes: &[u8]) -> Result<Vec<u8>> {
+        let text = std::str::from_utf8(bytes).ok().map(str::trim);
+        let value = match text {
+            Some(text) if text.parse::<i64>().is_ok() => Value::Int(text.parse().expect("checked")),
+            Some(text) if text.parse::<f64>().is_ok_and(f64::is_finite) => {
+                Value::Float(text.parse().expect("checked"))
+            }
+            _ => Value::Bytes(bytes),
+        };
+        self.operand(value)
+    }
+
     /// The result a stored value stands for.
     pub fn finalize(&self, state: &[u8]) -> Result<Output> {
         self.function.finalize_bytes(state)
@@ -111,6 +133,10 @@ impl MergeOperator for AggregateMerge {
                 self.function.name()
             ))
         })
+    }
+
+    fn aggregate(&self) -> Option<&AggregateMerge> {
+        Some(self)
     }
 }
 
@@ -139,6 +165,17 @@ mod tests {
             "{error}"
         );
         assert!(AggregateMerge::new("nonsense").is_err());
+        let max = AggregateMerge::new("max").unwrap();
+        for (bytes, wanted) in [
+            (&b" 42 "[..], Output::Int(42)),
+            (b"2.5", Output::Float(2.5)),
+            (b"inf", Output::Bytes(b"inf".to_vec())),
+            (b"pear", Output::Bytes(b"pear".to_vec())),
+        ] {
+            let operand = max.operand_of_bytes(bytes).unwrap();
+            assert_eq!(max.finalize(&operand).unwrap(), wanted, "{bytes:?}");
+        }
+        assert!(max.aggregate().is_some());
         let stored = AggregateMerge::from_stored_name(&sum.name()).unwrap().unwrap();
         assert_eq!(stored.name(), sum.name());
         assert!(AggregateMerge::from_stored_name("").unwrap().is_none());

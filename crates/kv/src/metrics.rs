@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use serde::Serialize;
 use spillway_core::{Histogram, HistogramSnapshot};
 
 /// Counters and histograms, updated without locks.
@@ -48,8 +49,9 @@ pub(crate) fn get(counter: &AtomicU64) -> u64 {
     counter.load(Ordering::Relaxed)
 }
 
-/// A store's statistics at one moment.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A store's statistics at one moment; serialized as they are, they are
+/// the JSON of `spillway kv stats --json` and of Python's `KV.stats()`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KvStats {
     /// PUT records written (batches included) since the store was opened.
     pub puts: u64,
@@ -116,12 +118,17 @@ pub struct KvStats {
     pub list_records: u64,
     /// Memory of the filters, first-hash indexes and sketches.
     pub index_memory_bytes: u64,
+    /// Bytes of memory the indexes take per list record.
+    pub index_bytes_per_record: f64,
     /// Bytes of list files written by spills and splits.
     pub list_bytes_written: u64,
     /// Bytes of list blocks read by spills and splits.
     pub list_bytes_read: u64,
     /// Records read by spills and splits.
     pub records_spilled: u64,
+    /// Bytes written to logs and lists over bytes of keys and values
+    /// written.
+    pub write_amplification: f64,
     /// Manifests rewritten from a snapshot.
     pub manifest_rewrites: u64,
     /// Logs started over a spare of zeros the worker prepared, whose
@@ -144,16 +151,4 @@ pub struct KvStats {
     pub get_latency_us: HistogramSnapshot,
     /// Spill and split latency, in microseconds.
     pub spill_latency_us: HistogramSnapshot,
-}
-
-impl KvStats {
-    /// Bytes of memory the indexes take per list record.
-    pub fn index_bytes_per_record(&self) -> f64 {
-        self.index_memory_bytes as f64 / self.list_records.max(1) as f64
-    }
-
-    /// Bytes written to logs and lists over bytes of keys and values written.
-    pub fn write_amplification(&self) -> f64 {
-        (self.wal_bytes + self.list_bytes_written) as f64 / self.user_bytes.max(1) as f64
-    }
 }

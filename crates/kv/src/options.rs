@@ -1,10 +1,11 @@
 //! The store's options and their defaults.
 
 use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spillway_core::{ensure, Limits, Result};
+use spillway_core::{ensure, Error, Limits, Result};
 
 use crate::bloom::FilterBits;
 use crate::merge::MergeOperator;
@@ -23,6 +24,29 @@ pub enum SyncMode {
     /// Before every write returns. Writers that wait together share one
     /// sync (group commit).
     Always,
+}
+
+impl FromStr for SyncMode {
+    type Err = Error;
+
+    /// `always`, `none`, or a period in seconds (`0.1`): a periodic sync.
+    fn from_str(text: &str) -> Result<SyncMode> {
+        match text {
+            "always" => Ok(SyncMode::Always),
+            "none" => Ok(SyncMode::None),
+            _ => text
+                .parse::<f64>()
+                .ok()
+                .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+                .filter(|period| !period.is_zero())
+                .map(SyncMode::Periodic)
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "sync must be 'always', 'none' or a period in seconds above zero, not {text:?}"
+                    ))
+                }),
+        }
+    }
 }
 
 /// How a store is shaped and how it behaves.
@@ -232,7 +256,7 @@ impl Options {
             ensure!(
                 !interval.is_zero(),
                 InvalidArgument,
-                "a periodic sync needs an interval above zero"
+                "sync: a periodic sync needs a period above zero"
             );
         }
         self.limits.validate()?;
@@ -251,6 +275,20 @@ impl Options {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sync_modes_parse_from_their_names_and_periods() {
+        assert_eq!("always".parse::<SyncMode>().unwrap(), SyncMode::Always);
+        assert_eq!("none".parse::<SyncMode>().unwrap(), SyncMode::None);
+        assert_eq!(
+            "0.25".parse::<SyncMode>().unwrap(),
+            SyncMode::Periodic(Duration::from_millis(250))
+        );
+        for bad in ["sometimes", "0", "-1", "NaN", "inf", ""] {
+            let error = bad.parse::<SyncMode>().unwrap_err();
+            assert!(error.to_string().contains("sync must be"), "{bad}: {error}");
+        }
+    }
 
     #[test]
     fn default_limits_fit_any_tree_the_options_allow() {

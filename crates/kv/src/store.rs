@@ -81,7 +81,12 @@ impl Store {
     /// replayed into memory and nothing in the directory changes; other
     /// readers may share it, a writer may not. List files that are missing
     /// or damaged do not stop it: the reads that need them fail with a
-    /// `Corruption` error naming the file, the others are served.
+    /// `Corruption` error naming the file, the others are served. Options
+    /// that name no merge operator take the one the store was written
+    /// with, if it is an aggregate ([`Store::aggregate`]). A directory
+    /// without `CURRENT` is an `InvalidArgument` error ("holds no
+    /// key-value store"), unless it holds store files: then it is a
+    /// damaged store, a `Corruption` error.
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Store> {
         let dir = path.as_ref();
         let lock = DirectoryLock::acquire(dir, true, "the key-value store")?;
@@ -101,7 +106,16 @@ impl Store {
     }
 
     /// Recovery (recovery.rs, through open.rs), then the worker.
-    fn open_with(fs: Arc<dyn Fs>, dir: &Path, options: Options, read_only: bool) -> Result<Store> {
+    fn open_with(fs: Arc<dyn Fs>, dir: &Path, mut options: Options, read_only: bool) -> Result<Store> {
+        if read_only && options.merge_operator.is_none() {
+            // A reader opens with whatever aggregate the store was written
+            // with. A name that cannot be read or resolved is left to
+            // recovery, whose checks name what is wrong.
+            let stored = manifest::merge_name(fs.as_ref(), dir).ok().flatten();
+            options.merge_operator = stored
+                .and_then(|name| AggregateMerge::from_stored_name(&name).ok().flatten())
+                .map(|merge| Arc::new(merge) as Arc<dyn MergeOperator>);
+        }
         let (shared, worker) = open::open(fs, dir, options, read_only)?;
         Ok(Store {
             shared,
@@ -634,6 +648,12 @@ impl Store {
         &self.shared.cache
     }
 
+    /// The aggregate function the store merges with, if its merge
+    /// operator is one: what a reader shows a stored value as.
+    pub fn aggregate(&self) -> Option<&AggregateMerge> {
+        self.options().merge_operator.as_deref()?.aggregate()
+    }
+
     /// Statistics.
     pub fn stats(&self) -> KvStats {
         let shared = &*self.shared;
@@ -650,13 +670,18 @@ impl Store {
         let files = tree.files();
         let root_spills = sync::lock(&shared.control).root_spills;
         let damage = sync::lock(&shared.damage).clone();
+        let user_bytes = get(&metrics.user_bytes);
+        let wal_bytes = get(&metrics.wal_bytes);
+        let list_records: u64 = files.values().map(|file| file.records()).sum();
+        let index_memory_bytes: u64 = files.values().map(|file| file.index_memory_bytes() as u64).sum();
+        let list_bytes_written = get(&metrics.list_bytes_written);
         KvStats {
             puts: get(&metrics.puts),
             deletes: get(&metrics.deletes),
             merges: get(&metrics.merges),
             write_batches: get(&metrics.write_batches),
-            user_bytes: get(&metrics.user_bytes),
-            wal_bytes: get(&metrics.wal_bytes),
+            user_bytes,
+            wal_bytes,
             gets: get(&metrics.gets),
             get_hits: get(&metrics.get_hits),
             get_block_reads: get(&metrics.get_block_reads),
@@ -680,11 +705,13 @@ impl Store {
             lists: tree.nodes().map(|node| node.lists.len() as u64).sum(),
             list_files: files.len() as u64,
             list_file_bytes: files.values().map(|file| file.file_bytes()).sum(),
-            list_records: files.values().map(|file| file.records()).sum(),
-            index_memory_bytes: files.values().map(|file| file.index_memory_bytes() as u64).sum(),
-            list_bytes_written: get(&metrics.list_bytes_written),
+            list_records,
+            index_memory_bytes,
+            index_bytes_per_record: index_memory_bytes as f64 / list_records.max(1) as f64,
+            list_bytes_written,
             list_bytes_read: get(&metrics.list_bytes_read),
             records_spilled: get(&metrics.records_spilled),
+            write_amplification: (wal_bytes + list_bytes_written) as f64 / user_bytes.max(1) as f64,
             manifest_rewrites: get(&metrics.manifest_rewrites),
             logs_over_spares: get(&metrics.logs_over_spares),
             files_removed: get(&metrics.files_removed),

@@ -12,7 +12,7 @@ use common::{
 };
 use spillway_agg::{Output, Value};
 use spillway_core::{ErrorKind, Fs, SimFs};
-use spillway_kv::{AggregateMerge, ListDescription, Options, Store, SyncMode, WriteBatch};
+use spillway_kv::{AggregateMerge, ListDescription, MergeOperator, Options, Store, SyncMode, WriteBatch};
 
 fn check_against(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, keys: u64) {
     for i in 0..keys {
@@ -339,6 +339,11 @@ fn merge_mode_aggregates_more_keys_than_the_root_holds_while_ingest_goes_on() {
         ..small_options()
     };
     assert!(Store::open_on(fs.clone(), dir, other).is_err());
+    // A reader that names no operator gets the one the store was written with.
+    let reader = Store::open_read_only_on(fs.clone(), dir, small_options()).unwrap();
+    assert_eq!(reader.aggregate().map(|merge| merge.name()), Some(sum.name()));
+    assert_eq!(answer(&reader, 0), totals.get(&0).copied());
+    drop(reader);
     let store = Store::open_on(fs, dir, options).unwrap();
     assert_eq!(answer(&store, 0), totals.get(&0).copied());
     // A value that is not a state of the operator is refused up front.

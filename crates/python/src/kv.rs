@@ -1,27 +1,28 @@
 //! The WB Tree key-value store for Python: `spillway._native.KV`, wrapped
-//! by `spillway.KV` (python/spillway/kv.py), which turns text into bytes,
-//! checks options and gives the store a mapping's face.
+//! by `spillway.KV` (python/spillway/kv.py), which turns Python values
+//! (sizes as text, keys of several types) into what this takes and gives
+//! the store a mapping's face. The engine checks the options.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
-use spillway_cli::kv::{repair_json, stats_json, verify_json};
 use spillway_core::{Error, Interrupt, Result};
 use spillway_kv::{AggregateMerge, MergeOperator, Options, Scan, Store, SyncMode, WriteBatch};
 
 use crate::agg::{output_to_py, PyValue};
 use crate::errors::to_py_err;
 use crate::interrupt::interruptible;
+use crate::json::to_json;
 
 /// Writes in a batch above which `write_batch` runs as a long call (on a
 /// thread of its own, Ctrl-C honoured while it waits for a root to spill):
 /// small batches are written at once, without a thread's start.
 const LONG_BATCH_WRITES: usize = 4096;
 
-/// The options `spillway.KV` passes (a dict), checked there for type.
+/// The options `spillway.KV` passes (a dict), converted there to the
+/// types these take.
 #[derive(Debug, FromPyObject)]
 #[pyo3(from_item_all)]
 pub struct PyKvOptions {
@@ -36,11 +37,10 @@ pub struct PyKvOptions {
     lists_max: Option<usize>,
     false_positives_max: Option<f64>,
     spill_threads: Option<usize>,
-    /// "always", "none", or a period in seconds.
+    /// "always", "none", or a period in seconds ([`SyncMode`]'s text).
     sync: Option<String>,
-    sync_period: Option<f64>,
-    max_key_bytes: Option<usize>,
-    max_value_bytes: Option<usize>,
+    key_bytes_max: Option<usize>,
+    value_bytes_max: Option<usize>,
     /// An aggregate function (`sum`, `count`, `sum+count`, ...).
     merge: Option<String>,
     read_only: bool,
@@ -72,25 +72,17 @@ impl std::fmt::Debug for PyKvScan {
 
 fn options(settings: PyKvOptions, merge: Option<&Arc<AggregateMerge>>) -> Result<Options> {
     let defaults = Options::default();
-    let sync = match (settings.sync.as_deref(), settings.sync_period) {
-        (None | Some("always"), None) => SyncMode::Always,
-        (Some("none"), None) => SyncMode::None,
-        (Some("periodic"), Some(seconds)) if seconds.is_finite() && seconds > 0.0 => {
-            SyncMode::Periodic(Duration::from_secs_f64(seconds))
-        }
-        (other, period) => {
-            return Err(Error::InvalidArgument(format!(
-                "sync must be 'always', 'none' or a period in seconds above zero, not {other:?} (period {period:?})"
-            )))
-        }
+    let sync = match settings.sync.as_deref() {
+        Some(text) => text.parse::<SyncMode>()?,
+        None => defaults.sync,
     };
     let root_bytes = settings.root_bytes.unwrap_or(defaults.root_bytes);
     let node_bytes = settings.node_bytes.unwrap_or(defaults.node_bytes);
     let mut limits = Options::default_limits(root_bytes, node_bytes);
-    if let Some(key_bytes) = settings.max_key_bytes {
+    if let Some(key_bytes) = settings.key_bytes_max {
         limits = limits.with_key_bytes_max(key_bytes);
     }
-    if let Some(value_bytes) = settings.max_value_bytes {
+    if let Some(value_bytes) = settings.value_bytes_max {
         limits = limits.with_value_bytes_max(value_bytes);
     }
     Ok(Options {
@@ -193,19 +185,15 @@ impl PyKv {
     #[new]
     fn new(py: Python<'_>, path: PathBuf, settings: PyKvOptions) -> PyResult<Self> {
         let read_only = settings.read_only;
-        let merge = match &settings.merge {
-            Some(spec) => Some(Arc::new(AggregateMerge::new(spec).map_err(to_py_err)?)),
-            None if read_only => {
-                // A reader opens with whatever the store was written with.
-                let name = Store::merge_operator_name(&path)
-                    .map_err(to_py_err)?
-                    .unwrap_or_default();
-                AggregateMerge::from_stored_name(&name)
-                    .map_err(to_py_err)?
-                    .map(Arc::new)
-            }
-            None => None,
-        };
+        // A reader that names no function opens with the one the store
+        // was written with (the engine resolves it).
+        let merge = settings
+            .merge
+            .as_deref()
+            .map(AggregateMerge::new)
+            .transpose()
+            .map_err(to_py_err)?
+            .map(Arc::new);
         let options = options(settings, merge.as_ref()).map_err(to_py_err)?;
         let store = py
             .detach(|| {
@@ -216,6 +204,7 @@ impl PyKv {
                 }
             })
             .map_err(to_py_err)?;
+        let merge = store.aggregate().cloned().map(Arc::new);
         Ok(PyKv {
             inner: RwLock::new(Some(Arc::new(store))),
             merge,
@@ -306,13 +295,13 @@ impl PyKv {
 
     /// The statistics as a JSON object text.
     fn stats(&self, py: Python<'_>) -> PyResult<String> {
-        self.with_store(py, |store| Ok(stats_json(&store.stats()).to_string()))
+        self.with_store(py, |store| to_json(&store.stats()))
     }
 
     /// `verify`'s report as a JSON object text.
     fn verify(&self, py: Python<'_>) -> PyResult<String> {
         self.with_store_interruptible(py, |store, interrupt| {
-            Ok(verify_json(&store.verify_interruptible(interrupt)?).to_string())
+            to_json(&store.verify_interruptible(interrupt)?)
         })
     }
 
@@ -321,7 +310,7 @@ impl PyKv {
     #[staticmethod]
     fn repair(py: Python<'_>, path: PathBuf) -> PyResult<String> {
         interruptible(py, |interrupt| Store::repair_interruptible(&path, interrupt))?
-            .map(|report| repair_json(&report).to_string())
+            .and_then(|report| to_json(&report))
             .map_err(to_py_err)
     }
 
