@@ -55,7 +55,9 @@ pub(crate) fn open(
             } = checked;
             if recovered.merge_name != merge_name {
                 return Err(Error::InvalidArgument(format!(
-                    "the store in {} was written with merge operator {:?}, it is opened with {:?}",
+                    "the store in {} was written with merge operator {:?}, it is opened with {:?} \
+                     (a store written with an operator that is not a built-in aggregate opens only \
+                     with that operator, in a program that defines it)",
                     dir.display(),
                     recovered.merge_name,
                     merge_name
