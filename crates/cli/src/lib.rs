@@ -23,8 +23,6 @@ mod units;
 mod valsort;
 mod workload;
 
-pub use workload::{generate_with_arguments, Report as WorkloadReport};
-
 /// Spillway: write-heavy analytics on one machine and on a cluster.
 #[derive(Debug, Parser)]
 #[command(name = "spillway", version, about, propagate_version = true)]

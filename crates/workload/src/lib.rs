@@ -21,6 +21,11 @@
 //!   Gaussian-mixture or drifting keys, for the stream index
 //!   ([`StreamGenerator`], [`generate_stream`]).
 //!
+//! - [`generate_to`]: a generator's data into a file, all or nothing, timed
+//!   ([`Generated`]); [`KvOptions`], [`OPTION_NAMES`]: the options of
+//!   `spillway gen` and `spillway.workload`, their defaults, and the option
+//!   each parameter error is about ([`with_option_names`]).
+//!
 //! Each `write_*` function takes any [`std::io::Write`] (it writes in chunks
 //! of about 1 MiB, so the writer need not be buffered) and returns a summary
 //! with the records and bytes written and the generator's ground truth
@@ -58,6 +63,8 @@
 mod blocks;
 pub mod clicks;
 pub mod kv;
+mod options;
+mod output;
 mod permutation;
 pub mod rmat;
 mod rng;
@@ -72,6 +79,11 @@ pub use kv::{
     encode_key, write_kv, KeyDistribution, KvFormat, KvGenerator, KvParams, KvSummary, Operation,
     OperationKind, OperationMix, OperationRef, Preset,
 };
+pub use options::{
+    name_options, with_option_names, DistributionName, KvOptions, KV_ZIPF_S_DEFAULT, OPTION_NAMES,
+    THREADS_DEFAULT,
+};
+pub use output::{generate_to, Generated, Written};
 pub use permutation::Permutation;
 pub use rmat::{write_rmat, EdgeFormat, RmatGenerator, RmatParams, RmatSummary};
 pub use rng::{derive_seed, mix64, Rng, SplitMix64};
