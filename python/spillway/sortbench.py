@@ -122,7 +122,7 @@ class SortReport:
     input_bytes: int
     mode: str
     partitions: int
-    largest_partition_bytes: int
+    partition_bytes_max: int
     elapsed: float
     device_read_bytes: int
     device_write_bytes: int

@@ -13,7 +13,7 @@ use spillway_agg::{
     DelimitedOptions, Engine, Output, Value, ValueType, INTERRUPT_CHECK_RECORDS, THREADS_MAX,
 };
 use spillway_core::Interrupt;
-use spillway_workload::{Rng, Zipf};
+use spillway_workload::GroupByGenerator;
 
 use crate::units::parse_count;
 
@@ -241,24 +241,21 @@ fn strip_kind(error: &spillway_core::Error) -> String {
         .map_or(message.clone(), str::to_string)
 }
 
-/// Aggregates `--generate` records with Zipf keys `key-RANK` and random
-/// values below 1000; returns the number of records.
+/// Aggregates the `--generate` records of the workload library (Zipf keys
+/// `key-RANK`, values below 1000); returns the number of records.
 fn aggregate_generated(
     aggregator: &mut Aggregator,
     args: &Args,
     interrupt: &Interrupt,
 ) -> anyhow::Result<u64> {
-    let records = args.generate.unwrap_or(0);
-    let zipf = Zipf::new(args.keys, args.zipf)?;
-    let mut rng = Rng::new(args.seed);
-    let mut key = Vec::with_capacity(32);
-    for record in 0..records {
-        if record.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
+    let mut generator = GroupByGenerator::new(args.generate.unwrap_or(0), args.keys, args.zipf, args.seed)?;
+    let mut records = 0u64;
+    while let Some((key, value)) = generator.next_record() {
+        if records.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
             interrupt.check()?;
         }
-        key.clear();
-        write!(key, "key-{}", zipf.sample(&mut rng)).expect("writing to a Vec");
-        aggregator.insert(&key, Value::Int(rng.next_below(1000) as i64))?;
+        aggregator.insert(key, Value::Int(value))?;
+        records += 1;
     }
     Ok(records)
 }

@@ -188,16 +188,16 @@ struct ClickArgs {
     #[arg(long, value_name = "S", default_value_t = ClickParams::default().url_zipf_exponent, allow_negative_numbers = true, value_parser = parse_number)]
     url_zipf_s: f64,
     /// Mean clicks a session arrival brings (>= 1).
-    #[arg(long, value_name = "N", default_value_t = ClickParams::default().mean_clicks_per_session, allow_negative_numbers = true, value_parser = parse_number)]
+    #[arg(long, value_name = "N", default_value_t = ClickParams::default().clicks_per_session_mean, allow_negative_numbers = true, value_parser = parse_number)]
     clicks_per_session: f64,
     /// Mean gap (> 0) between a session's clicks, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = ClickParams::default().mean_click_gap_ms, allow_negative_numbers = true, value_parser = parse_number)]
+    #[arg(long, value_name = "MS", default_value_t = ClickParams::default().click_gap_ms_mean, allow_negative_numbers = true, value_parser = parse_number)]
     click_gap_ms: f64,
     /// Inactivity (>= 1) that ends a session, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = ClickParams::default().session_timeout_ms)]
     session_timeout_ms: u64,
     /// Mean gap (> 0) between session arrivals over all users, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = ClickParams::default().mean_session_arrival_gap_ms, allow_negative_numbers = true, value_parser = parse_number)]
+    #[arg(long, value_name = "MS", default_value_t = ClickParams::default().session_arrival_gap_ms_mean, allow_negative_numbers = true, value_parser = parse_number)]
     arrival_gap_ms: f64,
     /// Timestamp of the first click, in milliseconds since the Unix epoch (at most 2^62).
     #[arg(long, value_name = "MS", default_value_t = ClickParams::default().start_timestamp_ms)]
@@ -274,10 +274,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 scramble_users: !args.no_scramble,
                 urls: args.urls,
                 url_zipf_exponent: args.url_zipf_s,
-                mean_clicks_per_session: args.clicks_per_session,
-                mean_click_gap_ms: args.click_gap_ms,
+                clicks_per_session_mean: args.clicks_per_session,
+                click_gap_ms_mean: args.click_gap_ms,
                 session_timeout_ms: args.session_timeout_ms,
-                mean_session_arrival_gap_ms: args.arrival_gap_ms,
+                session_arrival_gap_ms_mean: args.arrival_gap_ms,
                 start_timestamp_ms: args.start_ms,
                 seed: args.output.seed,
             };

@@ -205,10 +205,10 @@ pub fn workload_clicks(
         scramble_users: !no_scramble,
         urls: urls.unwrap_or(defaults.urls),
         url_zipf_exponent: url_zipf_s.unwrap_or(defaults.url_zipf_exponent),
-        mean_clicks_per_session: clicks_per_session.unwrap_or(defaults.mean_clicks_per_session),
-        mean_click_gap_ms: click_gap_ms.unwrap_or(defaults.mean_click_gap_ms),
+        clicks_per_session_mean: clicks_per_session.unwrap_or(defaults.clicks_per_session_mean),
+        click_gap_ms_mean: click_gap_ms.unwrap_or(defaults.click_gap_ms_mean),
         session_timeout_ms: session_timeout_ms.unwrap_or(defaults.session_timeout_ms),
-        mean_session_arrival_gap_ms: arrival_gap_ms.unwrap_or(defaults.mean_session_arrival_gap_ms),
+        session_arrival_gap_ms_mean: arrival_gap_ms.unwrap_or(defaults.session_arrival_gap_ms_mean),
         start_timestamp_ms: start_ms.unwrap_or(defaults.start_timestamp_ms),
         seed,
     };

@@ -17,6 +17,7 @@
 //! - [`rmat`]: R-MAT graph edges ([`RmatGenerator`], [`write_rmat`]).
 //! - [`clicks`]: click logs with a known number of sessions ([`ClickGenerator`],
 //!   [`write_clicks`]).
+//! - [`GroupByGenerator`]: Zipf-keyed values for GroupBy-Aggregate.
 //! - [`stream`]: timestamped records with near-sorted times and uniform, Zipf,
 //!   Gaussian-mixture or drifting keys, for the stream index
 //!   ([`StreamGenerator`], [`generate_stream`]).
@@ -62,6 +63,7 @@
 
 mod blocks;
 pub mod clicks;
+mod groupby;
 pub mod kv;
 mod options;
 mod output;
@@ -75,6 +77,7 @@ mod zipf;
 
 pub use blocks::{worker_count, THREADS_MAX};
 pub use clicks::{write_clicks, Click, ClickGenerator, ClickParams, ClickSummary};
+pub use groupby::{GroupByGenerator, GROUPBY_VALUE_BOUND};
 pub use kv::{
     encode_key, write_kv, KeyDistribution, KvFormat, KvGenerator, KvParams, KvSummary, Operation,
     OperationKind, OperationMix, OperationRef, Preset,

@@ -159,10 +159,10 @@ pub const OPTION_NAMES: &[(&str, &str, &str)] = &[
     ("clicks", "urls", "urls"),
     ("clicks", "user_zipf_exponent", "user_zipf_s"),
     ("clicks", "url_zipf_exponent", "url_zipf_s"),
-    ("clicks", "mean_clicks_per_session", "clicks_per_session"),
-    ("clicks", "mean_click_gap_ms", "click_gap_ms"),
+    ("clicks", "clicks_per_session_mean", "clicks_per_session"),
+    ("clicks", "click_gap_ms_mean", "click_gap_ms"),
     ("clicks", "session_timeout_ms", "session_timeout_ms"),
-    ("clicks", "mean_session_arrival_gap_ms", "arrival_gap_ms"),
+    ("clicks", "session_arrival_gap_ms_mean", "arrival_gap_ms"),
     ("clicks", "start_timestamp_ms", "start_ms"),
 ];
 
@@ -277,7 +277,7 @@ mod tests {
             ..RmatParams::default()
         };
         let clicks = ClickParams {
-            mean_session_arrival_gap_ms: 0.0,
+            session_arrival_gap_ms_mean: 0.0,
             ..ClickParams::default()
         };
         for (generator, error, option) in [
