@@ -304,7 +304,7 @@ def test_numeric_parameters_are_checked_naming_what_is_allowed():
         ({"memory": "-5G"}, "memory must be a size"),
         ({"memory": 2**64}, "memory must be a size"),
         ({"buffer": -4096}, "buffer must be a size such as 512M or 4G, or a whole number of bytes, from 0 to"),
-        ({"buffer": "2G"}, "buffer of 2147483648 bytes is above the maximum of 1 GiB"),
+        ({"buffer": "2G", "memory": "64G"}, "buffer of 2147483648 bytes is above the maximum of 1 GiB"),
         ({"engine": 3}, "engine must be 'cbt' or 'hash'"),
     ]:
         with pytest.raises(spillway.InvalidArgumentError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -215,9 +215,9 @@ pub struct ClickSummary {
     /// Users with at least one click.
     pub distinct_users: u64,
     /// The first timestamp (0 when no clicks).
-    pub first_timestamp_ms: u64,
+    pub timestamp_ms_first: u64,
     /// The last timestamp (0 when no clicks).
-    pub last_timestamp_ms: u64,
+    pub timestamp_ms_last: u64,
 }
 
 /// Hashes a user id with one 64x64->128-bit multiplication by an odd
@@ -538,9 +538,9 @@ pub fn write_clicks(params: &ClickParams, writer: impl Write) -> Result<ClickSum
     let mut summary = ClickSummary::default();
     while let Some(click) = generator.try_next()? {
         if summary.records == 0 {
-            summary.first_timestamp_ms = click.timestamp_ms;
+            summary.timestamp_ms_first = click.timestamp_ms;
         }
-        summary.last_timestamp_ms = click.timestamp_ms;
+        summary.timestamp_ms_last = click.timestamp_ms;
         summary.records += 1;
         let url = generator.url_bytes(click.url_index);
         let buffer = sink.buffer();
@@ -634,8 +634,8 @@ mod tests {
                 clicks.windows(2).all(|pair| pair[0].1 <= pair[1].1),
                 "timestamps decrease"
             );
-            assert_eq!(summary.first_timestamp_ms, clicks[0].1);
-            assert_eq!(summary.last_timestamp_ms, clicks[clicks.len() - 1].1);
+            assert_eq!(summary.timestamp_ms_first, clicks[0].1);
+            assert_eq!(summary.timestamp_ms_last, clicks[clicks.len() - 1].1);
             assert_eq!(summary.sessions, sessionize(&clicks, params.session_timeout_ms));
             let users: HashSet<u64> = clicks.iter().map(|click| click.0).collect();
             assert_eq!(summary.distinct_users, users.len() as u64);

@@ -255,8 +255,8 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert_eq!(generated.summary.bytes, std::fs::metadata(&path).unwrap().len());
-        assert_eq!(std::fs::read_dir(directory.path()).unwrap().count(), 1);
+        assert_eq!(generated.summary.bytes, fs::metadata(&path).unwrap().len());
+        assert_eq!(fs::read_dir(directory.path()).unwrap().count(), 1);
     }
 
     #[test]
@@ -280,6 +280,6 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(error.kind(), spillway_core::ErrorKind::Interrupted);
-        assert_eq!(std::fs::read_dir(directory.path()).unwrap().count(), 0);
+        assert_eq!(fs::read_dir(directory.path()).unwrap().count(), 0);
     }
 }
