@@ -15,7 +15,7 @@ use spillway_agg::{
 use spillway_core::Interrupt;
 use spillway_workload::GroupByGenerator;
 
-use crate::units::parse_count;
+use crate::units::{parse_count, strip_kind};
 
 /// Aggregate values by key: one result per distinct key.
 ///
@@ -231,14 +231,6 @@ fn aggregate_file(
     Ok(aggregate_delimited(
         aggregator, reader, &source, &options, interrupt,
     )?)
-}
-
-/// The library's message without the "invalid argument: " prefix.
-fn strip_kind(error: &spillway_core::Error) -> String {
-    let message = error.to_string();
-    message
-        .strip_prefix("invalid argument: ")
-        .map_or(message.clone(), str::to_string)
 }
 
 /// Aggregates the `--generate` records of the workload library (Zipf keys

@@ -23,7 +23,7 @@
 
 use std::path::PathBuf;
 
-use crate::units::parse_count;
+use crate::units::{parse_count, parse_text};
 use anyhow::{bail, Context};
 use clap::Subcommand;
 use serde::Serialize;
@@ -375,21 +375,6 @@ fn parse_number(text: &str) -> Result<f64, String> {
     text.trim()
         .parse()
         .map_err(|_| format!("expected a number, got {text:?}"))
-}
-
-/// A value the library parses from text (a preset, a mix, a format).
-fn parse_text<T: std::str::FromStr<Err = spillway_core::Error>>(text: &str) -> Result<T, String> {
-    text.parse()
-        .map_err(|error: spillway_core::Error| strip_kind(&error))
-}
-
-/// The library's message without the "invalid argument: " prefix, which
-/// clap's own "invalid value" wording already says.
-fn strip_kind(error: &spillway_core::Error) -> String {
-    let message = error.to_string();
-    message
-        .strip_prefix("invalid argument: ")
-        .map_or(message.clone(), str::to_string)
 }
 
 #[cfg(test)]
