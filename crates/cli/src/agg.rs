@@ -15,7 +15,7 @@ use spillway_agg::{
 use spillway_core::Interrupt;
 use spillway_workload::GroupByGenerator;
 
-use crate::units::{parse_count, strip_kind};
+use crate::units::{parse_count, parse_text, strip_kind};
 
 /// Aggregate values by key: one result per distinct key.
 ///
@@ -43,16 +43,16 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     value: Option<usize>,
     /// Column separator (one byte; `\t` for tab).
-    #[arg(short, long, default_value = ",")]
-    delimiter: String,
+    #[arg(short, long, default_value = ",", value_parser = parse_delimiter_arg)]
+    delimiter: u8,
     /// Skip the first line.
     #[arg(long)]
     header: bool,
     /// How values are read: auto (integer, else float, else text), int,
     /// float or text. Integers must fit 64 bits and floats be finite (NaN
     /// and infinities are errors, in auto too).
-    #[arg(long, default_value = "auto")]
-    value_type: String,
+    #[arg(long, default_value = "auto", value_parser = parse_text::<ValueType>)]
+    value_type: ValueType,
     /// Aggregate this many generated records instead of a file.
     #[arg(long, value_name = "N", value_parser = parse_count)]
     generate: Option<u64>,
@@ -102,10 +102,6 @@ struct Report<'a> {
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let engine: Engine = args.engine.parse()?;
-    let value_type: ValueType = args
-        .value_type
-        .parse()
-        .map_err(|error: spillway_core::Error| anyhow::anyhow!("--{}", strip_kind(&error)))?;
     if args.json && args.output.is_none() {
         bail!(
             "--json prints the report to standard output, so the results need --output FILE (or --output -)"
@@ -142,7 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     aggregator.set_interrupt(interrupt.clone());
     let started = Instant::now();
     let records = match &args.input {
-        Some(path) => aggregate_file(&mut aggregator, path, &args, value_type, &interrupt)?,
+        Some(path) => aggregate_file(&mut aggregator, path, &args, &interrupt)?,
         None => aggregate_generated(&mut aggregator, &args, &interrupt)?,
     };
     aggregator.finalize()?;
@@ -184,6 +180,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+fn parse_delimiter_arg(text: &str) -> Result<u8, String> {
+    parse_delimiter(text).map_err(|error| strip_kind(&error))
+}
+
 /// Refuses an output path where the results could not go, before any work:
 /// a directory, or a file in a directory that does not exist.
 fn check_output(path: &Path) -> anyhow::Result<()> {
@@ -210,20 +210,17 @@ fn aggregate_file(
     aggregator: &mut Aggregator,
     path: &Path,
     args: &Args,
-    value_type: ValueType,
     interrupt: &Interrupt,
 ) -> anyhow::Result<u64> {
-    let delimiter =
-        parse_delimiter(&args.delimiter).map_err(|error| anyhow::anyhow!("--{}", strip_kind(&error)))?;
     if args.value.is_none() && args.function != "count" {
         bail!("--value N is needed for {}", args.function);
     }
     let options = DelimitedOptions {
-        delimiter,
+        delimiter: args.delimiter,
         key_column: args.key,
         value_column: args.value,
         header: args.header,
-        value_type,
+        value_type: args.value_type,
     };
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let reader = BufReader::with_capacity(1 << 20, file);
