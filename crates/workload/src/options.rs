@@ -207,7 +207,9 @@ pub fn with_option_names(generator: &str, error: Error, spell: impl Fn(&str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ClickParams, RmatParams, TextParams};
+    use crate::clicks::ClickParams;
+    use crate::rmat::RmatParams;
+    use crate::text::TextParams;
 
     fn flag(option: &str) -> String {
         format!("--{}", option.replace('_', "-"))

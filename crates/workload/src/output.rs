@@ -144,10 +144,10 @@ macro_rules! written {
 }
 
 written!(
-    crate::KvSummary,
-    crate::TextSummary,
-    crate::RmatSummary,
-    crate::ClickSummary
+    crate::kv::KvSummary,
+    crate::text::TextSummary,
+    crate::rmat::RmatSummary,
+    crate::clicks::ClickSummary
 );
 
 fn is_broken_pipe(error: &Error) -> bool {
@@ -231,7 +231,7 @@ impl Destination {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{write_text, TextParams, TextSize};
+    use crate::text::{write_text, TextParams, TextSize};
 
     fn text(lines: u64) -> TextParams {
         TextParams {
