@@ -36,12 +36,6 @@ from .errors import InvalidArgumentError, PoisonedError, ResourcesExhaustedError
 _INT_KEY_BYTES = 8
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 
-# The engine's limits, checked here so that a bad number is an error naming
-# its parameter rather than an OverflowError from the conversion.
-_BUFFER_MIN, _BUFFER_MAX = 4096, 2**30
-_FAN_OUT_MIN, _FAN_OUT_MAX = 2, 4096
-
-
 # Results handed over per call to the engine while iterating.
 _RESULTS_PAGE = 65536
 
@@ -127,8 +121,9 @@ class Aggregator:
             name,
             engine,
             size(memory, "memory", 1),
-            size(buffer, "buffer", _BUFFER_MIN, _BUFFER_MAX),
-            count(fan_out, "fan_out", _FAN_OUT_MIN, _FAN_OUT_MAX),
+            # The engine checks their ranges; here only what converts.
+            size(buffer, "buffer"),
+            count(fan_out, "fan_out"),
             thread_count(threads),
             user,
         )

@@ -45,8 +45,9 @@ class ValsortReport:
     unordered: int
     first_unordered: Optional[int]
     sorted: bool
-    report: str
+    bytes: int
     seconds: float
+    report: str
 
 
 def gensort(
@@ -67,18 +68,17 @@ def gensort(
     synced to disk unless ``sync`` is false. The checksum is the lower-case
     hex sum of the records' CRC-32s, as gensort ``-c`` prints it.
     """
-    return GensortReport(
-        **_native.gensort(
-            os.fspath(path),
-            count(records, "records"),
-            start=count(start, "start", high=(1 << 128) - 1),
-            ascii=ascii,
-            skew=skew,
-            checksum=checksum,
-            threads=thread_count(threads),
-            sync=sync,
-        )
+    report = _native.gensort(
+        os.fspath(path),
+        count(records, "records"),
+        start=count(start, "start", high=(1 << 128) - 1),
+        ascii=ascii,
+        skew=skew,
+        checksum=checksum,
+        threads=thread_count(threads),
+        sync=sync,
     )
+    return GensortReport(**json.loads(report))
 
 
 def valsort(
@@ -95,8 +95,8 @@ def valsort(
     ``summary_file`` a 280-byte partition summary is written; with
     ``summaries`` the file is a concatenation of such summaries.
     """
-    return ValsortReport(
-        **_native.valsort(
+    report = json.loads(
+        _native.valsort(
             os.fspath(path),
             summaries=summaries,
             summary_file=None if summary_file is None else os.fspath(summary_file),
@@ -104,6 +104,11 @@ def valsort(
             threads=thread_count(threads),
         )
     )
+    # 128-bit counts cross as decimal text (as the command's --json has them).
+    for name in ("records", "duplicates", "unordered", "first_unordered"):
+        if report[name] is not None:
+            report[name] = int(report[name])
+    return ValsortReport(**report)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,7 @@ class SortReport:
     input_bytes: int
     mode: str
     partitions: int
-    largest_partition_bytes: int
+    partition_bytes_max: int
     elapsed: float
     device_read_bytes: int
     device_write_bytes: int

@@ -297,14 +297,14 @@ def test_numeric_parameters_are_checked_naming_what_is_allowed():
         ({"threads": 100_000}, "threads must be a whole number from 0 to 1024"),
         ({"threads": 1.5}, "threads must be a whole number"),
         ({"threads": True}, "threads must be a whole number"),
-        ({"fan_out": -4}, "fan_out must be a whole number from 2 to 4096, not -4"),
-        ({"fan_out": 1}, "fan_out must be a whole number from 2 to 4096"),
+        ({"fan_out": -4}, "fan_out must be a whole number from 0 to 18446744073709551615, not -4"),
+        ({"fan_out": 1}, "fan_out must be from 2 to 4096, got 1"),
         ({"memory": -1}, "memory must be a size such as 512M or 4G, or a whole number of bytes"),
         ({"memory": 0}, "memory must be a size"),
         ({"memory": "-5G"}, "memory must be a size"),
         ({"memory": 2**64}, "memory must be a size"),
-        ({"buffer": -4096}, "buffer must be a size such as 512M or 4G, or a whole number of bytes, from 4096 to"),
-        ({"buffer": "2G"}, "buffer must be a size"),
+        ({"buffer": -4096}, "buffer must be a size such as 512M or 4G, or a whole number of bytes, from 0 to"),
+        ({"buffer": "2G", "memory": "64G"}, "buffer of 2147483648 bytes is above the maximum of 1 GiB"),
         ({"engine": 3}, "engine must be 'cbt' or 'hash'"),
     ]:
         with pytest.raises(spillway.InvalidArgumentError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -61,7 +61,7 @@ def test_kv_rmat_and_clicks_report_their_truths(tmp_path):
 
 
 def test_bad_options_raise_with_the_flag_named(tmp_path):
-    with pytest.raises(spillway.InvalidArgumentError, match="--zipf-s"):
+    with pytest.raises(spillway.InvalidArgumentError, match="zipf_s"):
         workload.text(tmp_path / "x.txt", bytes="1K", zipf_s=-1)
     with pytest.raises(spillway.InvalidArgumentError, match="no_such_option"):
         workload.rmat(tmp_path / "x.bin", no_such_option=3)

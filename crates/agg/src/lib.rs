@@ -34,6 +34,8 @@
 //! - [`Value`], [`Output`]: what goes in and comes out; [`Admission`]: the
 //!   door values pass, holding an engine to one class of values where the
 //!   function orders them;
+//! - [`aggregate_delimited`]: delimited text records (CSV-like lines) into
+//!   an aggregator, values read as what they look like ([`parse_value`]);
 //! - [`format`](mod@format): the decoders of the byte formats, for fuzzing.
 //!
 //! The state formats, the tree's algorithm, its invariants and costs are in
@@ -43,6 +45,7 @@ mod admission;
 mod aggregator;
 mod cbt;
 mod clock;
+mod delimited;
 pub mod format;
 mod function;
 mod hash;
@@ -52,6 +55,9 @@ mod value;
 pub use admission::{key_text, Admission, KEY_BYTES_MAX};
 pub use aggregator::{Aggregator, AggregatorOptions, AggregatorStats, Engine, Results, THREADS_MAX};
 pub use cbt::{CbtIter, CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt, ROOT_BUFFERS};
+pub use delimited::{
+    aggregate_delimited, parse_delimiter, parse_value, DelimitedOptions, ValueType, INTERRUPT_CHECK_RECORDS,
+};
 pub use function::{
     function, Aggregate, AggregateFunction, ApproxDistinct, CollectList, CollectSet, Composite, Count,
     Extreme, Input, Moment, Moments, Positional, Sum, Takes, TopK, FUNCTION_NAMES, PRECISION_DEFAULT,

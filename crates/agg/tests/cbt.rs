@@ -213,7 +213,7 @@ fn bad_options_and_an_exceeded_budget_are_clear_errors() {
                 fan_out: 1,
                 ..CbtOptions::default()
             },
-            "fan-out",
+            "fan_out",
         ),
         (
             CbtOptions {

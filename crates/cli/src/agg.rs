@@ -2,17 +2,20 @@
 //! generated Zipf-distributed data.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use serde_json::json;
-use spillway_agg::{Aggregator, AggregatorOptions, CbtOptions, Engine, Output, Value, THREADS_MAX};
+use serde::Serialize;
+use spillway_agg::{
+    aggregate_delimited, parse_delimiter, Aggregator, AggregatorOptions, AggregatorStats, CbtOptions,
+    DelimitedOptions, Engine, Output, Value, ValueType, INTERRUPT_CHECK_RECORDS, THREADS_MAX,
+};
 use spillway_core::Interrupt;
-use spillway_workload::{Rng, Zipf};
+use spillway_workload::GroupByGenerator;
 
-use crate::units::parse_count;
+use crate::units::{parse_count, parse_text, strip_kind};
 
 /// Aggregate values by key: one result per distinct key.
 ///
@@ -40,16 +43,16 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     value: Option<usize>,
     /// Column separator (one byte; `\t` for tab).
-    #[arg(short, long, default_value = ",")]
-    delimiter: String,
+    #[arg(short, long, default_value = ",", value_parser = parse_delimiter_arg)]
+    delimiter: u8,
     /// Skip the first line.
     #[arg(long)]
     header: bool,
     /// How values are read: auto (integer, else float, else text), int,
     /// float or text. Integers must fit 64 bits and floats be finite (NaN
     /// and infinities are errors, in auto too).
-    #[arg(long, default_value = "auto")]
-    value_type: String,
+    #[arg(long, default_value = "auto", value_parser = parse_text::<ValueType>)]
+    value_type: ValueType,
     /// Aggregate this many generated records instead of a file.
     #[arg(long, value_name = "N", value_parser = parse_count)]
     generate: Option<u64>,
@@ -85,24 +88,20 @@ pub struct Args {
     json: bool,
 }
 
-/// How a field becomes a value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum ValueType {
-    Auto,
-    Int,
-    Float,
-    Text,
+/// The `--json` report of a run: its counts and times, and the engine's
+/// statistics.
+#[derive(Serialize)]
+struct Report<'a> {
+    records: u64,
+    keys: u64,
+    seconds: f64,
+    aggregate_seconds: f64,
+    records_per_second: f64,
+    stats: &'a AggregatorStats,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let engine: Engine = args.engine.parse()?;
-    let value_type = match args.value_type.as_str() {
-        "auto" => ValueType::Auto,
-        "int" => ValueType::Int,
-        "float" => ValueType::Float,
-        "text" => ValueType::Text,
-        other => bail!("--value-type must be auto, int, float or text, not '{other}'"),
-    };
     if args.json && args.output.is_none() {
         bail!(
             "--json prints the report to standard output, so the results need --output FILE (or --output -)"
@@ -139,7 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     aggregator.set_interrupt(interrupt.clone());
     let started = Instant::now();
     let records = match &args.input {
-        Some(path) => aggregate_file(&mut aggregator, path, &args, value_type, &interrupt)?,
+        Some(path) => aggregate_file(&mut aggregator, path, &args, &interrupt)?,
         None => aggregate_generated(&mut aggregator, &args, &interrupt)?,
     };
     aggregator.finalize()?;
@@ -148,14 +147,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let elapsed = started.elapsed();
     let stats = aggregator.stats();
     if args.json {
-        let report = json!({
-            "records": records,
-            "keys": keys,
-            "seconds": elapsed.as_secs_f64(),
-            "aggregate_seconds": aggregated.as_secs_f64(),
-            "records_per_second": records as f64 / aggregated.as_secs_f64(),
-            "stats": stats,
-        });
+        let report = Report {
+            records,
+            keys,
+            seconds: elapsed.as_secs_f64(),
+            aggregate_seconds: aggregated.as_secs_f64(),
+            records_per_second: records as f64 / aggregated.as_secs_f64(),
+            stats: &stats,
+        };
+        let report = serde_json::to_value(&report)?;
         println!("{report}");
     } else {
         eprintln!(
@@ -180,9 +180,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// Records (or results) between two checks for Ctrl-C: a check is an
-/// atomic load, this many records take about a millisecond.
-const INTERRUPT_CHECK_RECORDS: u64 = 4096;
+fn parse_delimiter_arg(text: &str) -> Result<u8, String> {
+    parse_delimiter(text).map_err(|error| strip_kind(&error))
+}
 
 /// Refuses an output path where the results could not go, before any work:
 /// a directory, or a file in a directory that does not exist.
@@ -204,160 +204,47 @@ fn check_output(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn delimiter_byte(text: &str) -> anyhow::Result<u8> {
-    match text {
-        "\\t" | "\t" => Ok(b'\t'),
-        _ if text.len() == 1 => Ok(text.as_bytes()[0]),
-        _ => bail!("--delimiter must be one byte (or \\t), not '{text}'"),
-    }
-}
-
-/// Aggregates every line of `path`; returns the number of records.
+/// Aggregates every line of `path` with the library's reader of
+/// delimited records; returns the number of records.
 fn aggregate_file(
     aggregator: &mut Aggregator,
     path: &Path,
     args: &Args,
-    value_type: ValueType,
     interrupt: &Interrupt,
 ) -> anyhow::Result<u64> {
-    let delimiter = delimiter_byte(&args.delimiter)?;
-    if args.key == 0 || args.value == Some(0) {
-        bail!("columns count from 1");
+    if args.value.is_none() && args.function != "count" {
+        bail!("--value N is needed for {}", args.function);
     }
-    let value_column = match args.value {
-        Some(column) => Some(column - 1),
-        None if args.function == "count" => None,
-        None => bail!("--value N is needed for {}", args.function),
+    let options = DelimitedOptions {
+        delimiter: args.delimiter,
+        key_column: args.key,
+        value_column: args.value,
+        header: args.header,
+        value_type: args.value_type,
     };
-    let key_column = args.key - 1;
-    let last_column = key_column.max(value_column.unwrap_or(0));
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut line = Vec::with_capacity(256);
-    let mut records = 0u64;
-    let mut number = 0u64;
-    loop {
-        line.clear();
-        if reader
-            .read_until(b'\n', &mut line)
-            .with_context(|| format!("reading {}", path.display()))?
-            == 0
-        {
-            return Ok(records);
-        }
-        number += 1;
-        if number.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
-            interrupt.check()?;
-        }
-        if number == 1 && args.header {
-            continue;
-        }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        let text = text.strip_suffix(b"\r").unwrap_or(text);
-        if text.is_empty() {
-            continue;
-        }
-        // One pass over the line picks out both columns.
-        let wanted = [Some(key_column), value_column];
-        let mut fields: [Option<&[u8]>; 2] = [None, None];
-        for (index, field) in text
-            .split(|&byte| byte == delimiter)
-            .enumerate()
-            .take(last_column + 1)
-        {
-            for (slot, column) in fields.iter_mut().zip(wanted) {
-                if column == Some(index) {
-                    *slot = Some(field);
-                }
-            }
-        }
-        let missing = |column: usize| {
-            anyhow::anyhow!(
-                "{} line {number}: no column {} (the line has {})",
-                path.display(),
-                column + 1,
-                text.split(|&byte| byte == delimiter).count()
-            )
-        };
-        let key = fields[0].ok_or_else(|| missing(key_column))?;
-        let value = match value_column {
-            Some(column) => parse_value(fields[1].ok_or_else(|| missing(column))?, value_type)
-                .with_context(|| format!("{} line {number}, column {}", path.display(), column + 1))?,
-            None => Value::Int(1),
-        };
-        // A refused value is about the value's column (a key too long, the
-        // key's; counting, there is no value).
-        aggregator.insert(key, value).with_context(|| {
-            format!(
-                "{} line {number}, column {}",
-                path.display(),
-                value_column.unwrap_or(key_column) + 1
-            )
-        })?;
-        records += 1;
-    }
+    let reader = BufReader::with_capacity(1 << 20, file);
+    let source = path.display().to_string();
+    Ok(aggregate_delimited(
+        aggregator, reader, &source, &options, interrupt,
+    )?)
 }
 
-/// A field as a value. Numbers are what they look like, with two rules
-/// that hold in auto mode too, so that no number silently becomes
-/// something else: an integer must fit 64 bits (one that does not is an
-/// error, not a float), and a float must be finite (`NaN`, `inf`, `1e999`
-/// are errors, not text). See docs/aggregate.md.
-fn parse_value(field: &[u8], value_type: ValueType) -> anyhow::Result<Value<'_>> {
-    if value_type == ValueType::Text {
-        return Ok(Value::Bytes(field));
-    }
-    let shown = || String::from_utf8_lossy(field);
-    let text = std::str::from_utf8(field).ok().map(str::trim);
-    let integer = text.filter(|text| value_type != ValueType::Float && looks_like_integer(text));
-    if let Some(text) = integer {
-        return match text.parse::<i64>() {
-            Ok(value) => Ok(Value::Int(value)),
-            Err(_) => bail!(
-                "'{}' is an integer outside the 64-bit range ({} to {}); sums of 64-bit integers are exact,                  but each value must fit 64 bits",
-                shown(),
-                i64::MIN,
-                i64::MAX
-            ),
-        };
-    }
-    let float = text.and_then(|text| text.parse::<f64>().ok());
-    match (float, value_type) {
-        (Some(value), ValueType::Float | ValueType::Auto) if value.is_finite() => Ok(Value::Float(value)),
-        (Some(_), ValueType::Float | ValueType::Auto) => bail!(
-            "'{}' is not a finite number; NaN and infinities are refused (floats must be finite)",
-            shown()
-        ),
-        (_, ValueType::Int) => bail!("'{}' is not an integer", shown()),
-        (None, ValueType::Float) => bail!("'{}' is not a number", shown()),
-        _ => Ok(Value::Bytes(field)),
-    }
-}
-
-/// An optional sign and one or more ASCII digits.
-fn looks_like_integer(text: &str) -> bool {
-    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
-    !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit())
-}
-
-/// Aggregates `--generate` records with Zipf keys `key-RANK` and random
-/// values below 1000; returns the number of records.
+/// Aggregates the `--generate` records of the workload library (Zipf keys
+/// `key-RANK`, values below 1000); returns the number of records.
 fn aggregate_generated(
     aggregator: &mut Aggregator,
     args: &Args,
     interrupt: &Interrupt,
 ) -> anyhow::Result<u64> {
-    let records = args.generate.unwrap_or(0);
-    let zipf = Zipf::new(args.keys, args.zipf)?;
-    let mut rng = Rng::new(args.seed);
-    let mut key = Vec::with_capacity(32);
-    for record in 0..records {
-        if record.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
+    let mut generator = GroupByGenerator::new(args.generate.unwrap_or(0), args.keys, args.zipf, args.seed)?;
+    let mut records = 0u64;
+    while let Some((key, value)) = generator.next_record() {
+        if records.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
             interrupt.check()?;
         }
-        key.clear();
-        write!(key, "key-{}", zipf.sample(&mut rng)).expect("writing to a Vec");
-        aggregator.insert(&key, Value::Int(rng.next_below(1000) as i64))?;
+        aggregator.insert(key, Value::Int(value))?;
+        records += 1;
     }
     Ok(records)
 }
@@ -464,30 +351,5 @@ mod tests {
         let keys = write_results(&aggregator, Some(&output), &Interrupt::new()).unwrap();
         assert_eq!(keys, 10_000);
         assert_eq!(std::fs::read_to_string(&output).unwrap().lines().count(), 10_000);
-    }
-
-    #[test]
-    fn numbers_are_what_they_look_like_within_range() {
-        assert_eq!(parse_value(b" -12 ", ValueType::Auto).unwrap(), Value::Int(-12));
-        assert_eq!(parse_value(b"+7", ValueType::Auto).unwrap(), Value::Int(7));
-        assert_eq!(parse_value(b"2.5", ValueType::Auto).unwrap(), Value::Float(2.5));
-        assert_eq!(parse_value(b"7", ValueType::Float).unwrap(), Value::Float(7.0));
-        assert_eq!(
-            parse_value(b"99999999999999999999", ValueType::Float).unwrap(),
-            Value::Float(1e20)
-        );
-        assert_eq!(
-            parse_value(b"0x10", ValueType::Auto).unwrap(),
-            Value::Bytes(b"0x10")
-        );
-        assert_eq!(parse_value(b"-", ValueType::Auto).unwrap(), Value::Bytes(b"-"));
-        for field in [&b"NaN"[..], b"nan", b"inf", b"-Infinity", b"1e400"] {
-            let error = parse_value(field, ValueType::Auto).unwrap_err();
-            assert!(error.to_string().contains("is not a finite number"), "{error}");
-        }
-        let error = parse_value(b"9223372036854775808", ValueType::Auto).unwrap_err();
-        assert!(error.to_string().contains("outside the 64-bit range"), "{error}");
-        let error = parse_value(b"1.5", ValueType::Int).unwrap_err();
-        assert!(error.to_string().contains("'1.5' is not an integer"), "{error}");
     }
 }

@@ -3,7 +3,9 @@
 use spillway_core::{Interrupt, RealFs};
 use std::path::PathBuf;
 
-use spillway_sort::{format_checksum, generate_file, GenerateSpec, RecordFormat, WriteOptions, RECORD_BYTES};
+use spillway_sort::{
+    format_checksum, generate_file, GenerateReport, GenerateSpec, RecordFormat, WriteOptions, RECORD_BYTES,
+};
 
 use crate::progress;
 
@@ -45,6 +47,14 @@ pub struct Args {
     file: PathBuf,
 }
 
+/// The `--json` report: the library's, and the file written.
+#[derive(serde::Serialize)]
+struct Report<'a> {
+    #[serde(flatten)]
+    report: &'a GenerateReport,
+    file: std::borrow::Cow<'a, str>,
+}
+
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let spec = GenerateSpec {
         format: if args.ascii {
@@ -79,14 +89,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         );
     }
     if args.json {
-        let json = serde_json::json!({
-            "records": report.records,
-            "bytes": report.bytes,
-            "checksum": report.checksum.map(format_checksum),
-            "seconds": report.elapsed.as_secs_f64(),
-            "threads": report.threads,
-            "file": args.file.to_string_lossy(),
-        });
+        let json = serde_json::to_value(Report {
+            report: &report,
+            file: args.file.to_string_lossy(),
+        })?;
         println!("{json}");
     }
     Ok(0)

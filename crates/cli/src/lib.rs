@@ -23,8 +23,6 @@ mod units;
 mod valsort;
 mod workload;
 
-pub use workload::{generate_with_arguments, Report as WorkloadReport};
-
 /// Spillway: write-heavy analytics on one machine and on a cluster.
 #[derive(Debug, Parser)]
 #[command(name = "spillway", version, about, propagate_version = true)]
@@ -103,7 +101,7 @@ fn is_interrupted(error: &anyhow::Error) -> bool {
 
 /// The error and its causes on one line, each cause once: engine errors
 /// already include their operating-system cause in their own message.
-pub fn describe_error(error: &anyhow::Error) -> String {
+fn describe_error(error: &anyhow::Error) -> String {
     let mut message = String::new();
     for cause in error.chain() {
         let text = cause.to_string();

@@ -99,7 +99,7 @@ fn describe(report: &SortReport) -> String {
         report.records,
         progress::throughput(report.input_bytes, report.elapsed),
         report.partitions,
-        report.largest_partition_bytes,
+        report.partition_bytes_max,
     );
     text += &format!(
         "I/O over input size: read {:.2}, written {:.2} (files); device read {:.2}, device written {:.2}\n",

@@ -1,4 +1,5 @@
-//! Numbers with units on the command line.
+//! Values on the command line: numbers with units, and values the
+//! libraries parse from text (their `FromStr`).
 
 /// Parses a count or size with an optional binary suffix: `1000`, `64K`,
 /// `1M` (2^20), `1G`, `2T`; `KiB`/`KB`-style spellings are accepted too.
@@ -29,6 +30,21 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
     value
         .checked_mul(1u64 << shift)
         .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// A value a library parses from text (a preset, a mix, a format).
+pub fn parse_text<T: std::str::FromStr<Err = spillway_core::Error>>(text: &str) -> Result<T, String> {
+    text.parse()
+        .map_err(|error: spillway_core::Error| strip_kind(&error))
+}
+
+/// A library's message without the "invalid argument: " prefix, which
+/// clap's own "invalid value" wording (or the flag put in front) already says.
+pub fn strip_kind(error: &spillway_core::Error) -> String {
+    let message = error.to_string();
+    message
+        .strip_prefix("invalid argument: ")
+        .map_or(message.clone(), str::to_string)
 }
 
 #[cfg(test)]

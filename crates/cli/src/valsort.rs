@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use spillway_core::{Interrupt, RealFs};
-use spillway_sort::{format_checksum, validate_path, KeyOrder, ValidateOptions, RECORD_BYTES};
+use spillway_sort::{validate_path, KeyOrder, ValidateOptions, ValidationReport};
 
 use crate::progress;
 
@@ -74,26 +74,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if !args.quiet {
         eprint!("{}", summary.report());
     }
-    let bytes = if args.summaries {
-        0
-    } else {
-        (summary.records as u64).saturating_mul(RECORD_BYTES as u64)
-    };
+    let report = ValidationReport::new(&summary, args.summaries, elapsed.as_secs_f64());
     if args.stats && !args.summaries {
-        eprintln!("valsort: {}", progress::throughput(bytes, elapsed));
+        eprintln!("valsort: {}", progress::throughput(report.bytes, elapsed));
     }
     if args.json {
-        let json = serde_json::json!({
-            "records": summary.records.to_string(),
-            "checksum": format_checksum(summary.checksum),
-            "duplicates": summary.duplicates.to_string(),
-            "unordered": summary.unordered.to_string(),
-            "first_unordered": (summary.first_unordered != 0).then(|| summary.first_unordered.to_string()),
-            "sorted": summary.is_sorted(),
-            "bytes": bytes,
-            "seconds": elapsed.as_secs_f64(),
-        });
-        println!("{json}");
+        println!("{}", serde_json::to_value(&report)?);
     }
     Ok(u8::from(!summary.is_sorted()))
 }

@@ -314,7 +314,7 @@ fn bad_flags_fail_with_a_message_naming_the_flag() {
         ),
         (
             &["gen", "kv", "--zipf-s", "0.9", "-o", "-"],
-            &["--zipf-s applies to --distribution zipfian"],
+            &["--zipf-s applies to the zipfian distribution"],
         ),
         (
             &["gen", "kv", "--ops", "12X", "-o", "-"],

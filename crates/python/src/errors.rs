@@ -26,23 +26,6 @@ pub fn to_py_err(error: Error) -> PyErr {
     raise(error.kind(), error.to_string(), error.raw_os_error())
 }
 
-/// Converts an error of a command-line front end (argument parsing, or an
-/// engine error with context) into an exception: the kind of the engine error
-/// in its chain, else `Io` for an operating-system error, else
-/// `InvalidArgument` (the front ends only reject arguments themselves).
-pub fn command_error_to_py_err(error: &anyhow::Error) -> PyErr {
-    let message = spillway_cli::describe_error(error);
-    for cause in error.chain() {
-        if let Some(engine_error) = cause.downcast_ref::<Error>() {
-            return raise(engine_error.kind(), message, engine_error.raw_os_error());
-        }
-        if let Some(io_error) = cause.downcast_ref::<std::io::Error>() {
-            return raise(ErrorKind::Io, message, io_error.raw_os_error());
-        }
-    }
-    raise(ErrorKind::InvalidArgument, message, None)
-}
-
 /// The exception of `kind` with `message` (and `errno`, for `OSError`s).
 fn raise(kind: ErrorKind, message: String, errno: Option<i32>) -> PyErr {
     if kind == ErrorKind::Interrupted {

@@ -15,23 +15,13 @@ mod kv;
 mod mapreduce;
 mod sort;
 mod stream;
+mod workload;
 
 /// Runs the `spillway` command line with `arguments` (including the program
 /// name) and returns its exit status; the console script installed by pip.
 #[pyfunction]
 fn cli_main(py: Python<'_>, arguments: Vec<std::ffi::OsString>) -> u8 {
     py.detach(|| spillway_cli::main_with_args(arguments))
-}
-
-/// Runs a workload generator from `spillway gen` arguments (without
-/// `spillway gen`) and returns its summary as a JSON object text.
-#[pyfunction]
-fn generate_workload(py: Python<'_>, arguments: Vec<std::ffi::OsString>) -> PyResult<String> {
-    let report = interrupt::interruptible(py, |interrupt| {
-        spillway_cli::generate_with_arguments(arguments, interrupt)
-    })?
-    .map_err(|error| errors::command_error_to_py_err(&error))?;
-    Ok(serde_json::Value::Object(report).to_string())
 }
 
 /// The compiled module.
@@ -43,7 +33,10 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(sort::sort, module)?)?;
     module.add_function(wrap_pyfunction!(cli_main, module)?)?;
     module.add_class::<agg::PyAggregator>()?;
-    module.add_function(wrap_pyfunction!(generate_workload, module)?)?;
+    module.add_function(wrap_pyfunction!(workload::workload_kv, module)?)?;
+    module.add_function(wrap_pyfunction!(workload::workload_text, module)?)?;
+    module.add_function(wrap_pyfunction!(workload::workload_rmat, module)?)?;
+    module.add_function(wrap_pyfunction!(workload::workload_clicks, module)?)?;
     module.add_class::<stream::PyStreamIndex>()?;
     module.add_class::<kv::PyKv>()?;
     module.add_class::<kv::PyKvScan>()?;

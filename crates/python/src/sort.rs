@@ -3,24 +3,23 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use spillway_core::fs::parent_directory;
 use spillway_core::RealFs;
 use spillway_sort::{
-    format_checksum, generate_file, sort_file, validate_path, GenerateSpec, KeyOrder, RecordFormat,
-    SortOptions, ValidateOptions, WriteOptions,
+    generate_file, sort_file, validate_path, GenerateSpec, KeyOrder, RecordFormat, SortOptions,
+    ValidateOptions, ValidationReport, WriteOptions,
 };
 
 use crate::errors::to_py_err;
 use crate::interrupt::interruptible;
 use crate::json::to_json;
 
-/// Generates gensort 1.5 records into `path`; returns a dict report.
+/// Generates gensort 1.5 records into `path`; returns the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (path, records, *, start=0, ascii=false, skew=false, checksum=true, threads=0, sync=true))]
 #[allow(clippy::too_many_arguments)]
-pub fn gensort<'py>(
-    py: Python<'py>,
+pub fn gensort(
+    py: Python<'_>,
     path: PathBuf,
     records: u64,
     start: u128,
@@ -29,7 +28,7 @@ pub fn gensort<'py>(
     checksum: bool,
     threads: usize,
     sync: bool,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<String> {
     let spec = GenerateSpec {
         format: if ascii {
             RecordFormat::Ascii
@@ -50,27 +49,21 @@ pub fn gensort<'py>(
         generate_file(&RealFs::new(), &path, &spec, &options, &|_| {})
     })?
     .map_err(to_py_err)?;
-    let dict = PyDict::new(py);
-    dict.set_item("records", report.records)?;
-    dict.set_item("bytes", report.bytes)?;
-    dict.set_item("checksum", report.checksum.map(format_checksum))?;
-    dict.set_item("seconds", report.elapsed.as_secs_f64())?;
-    dict.set_item("threads", report.threads)?;
-    Ok(dict)
+    to_json(&report).map_err(to_py_err)
 }
 
 /// Validates sorted records (or concatenated partition summaries) in `path`;
-/// returns a dict report, and writes a partition summary when asked.
+/// returns the report as JSON, and writes a partition summary when asked.
 #[pyfunction]
 #[pyo3(signature = (path, *, summaries=false, summary_file=None, case_insensitive=false, threads=0))]
-pub fn valsort<'py>(
-    py: Python<'py>,
+pub fn valsort(
+    py: Python<'_>,
     path: PathBuf,
     summaries: bool,
     summary_file: Option<PathBuf>,
     case_insensitive: bool,
     threads: usize,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<String> {
     let order = if case_insensitive {
         KeyOrder::CaseInsensitive
     } else {
@@ -93,19 +86,8 @@ pub fn valsort<'py>(
         )
     })?
     .map_err(to_py_err)?;
-    let dict = PyDict::new(py);
-    dict.set_item("records", summary.records)?;
-    dict.set_item("checksum", format_checksum(summary.checksum))?;
-    dict.set_item("duplicates", summary.duplicates)?;
-    dict.set_item("unordered", summary.unordered)?;
-    dict.set_item(
-        "first_unordered",
-        (summary.first_unordered != 0).then_some(summary.first_unordered),
-    )?;
-    dict.set_item("sorted", summary.is_sorted())?;
-    dict.set_item("report", summary.report())?;
-    dict.set_item("seconds", started.elapsed().as_secs_f64())?;
-    Ok(dict)
+    let report = ValidationReport::new(&summary, summaries, started.elapsed().as_secs_f64());
+    to_json(&report).map_err(to_py_err)
 }
 
 /// Sorts gensort records from `input` into `output` with the 2-IO external

@@ -267,7 +267,7 @@ fn sort_into(
         input_bytes,
         mode,
         partitions,
-        largest_partition_bytes: sizes.iter().copied().max().unwrap_or(0),
+        partition_bytes_max: sizes.iter().copied().max().unwrap_or(0),
         elapsed: Duration::ZERO,
         device_read_bytes: 0,
         device_write_bytes: 0,

@@ -28,8 +28,10 @@ use std::time::{Duration, Instant};
 use spillway_core::fs::parent_directory;
 use spillway_core::{check_threads, ensure, scratch, worker_threads, Error, Fs, FsFile, Interrupt, Result};
 
+use serde::{Serialize, Serializer};
+
 use crate::lcg;
-use crate::record::{record_crc, KEY_BYTES, RECORD_BYTES};
+use crate::record::{format_checksum, record_crc, KEY_BYTES, RECORD_BYTES};
 
 /// The constants xor-ed into the generator values that fill bytes 10..100 of
 /// a binary record (the top 80 bits of each are used).
@@ -300,19 +302,34 @@ impl Default for WriteOptions {
     }
 }
 
-/// What [`generate_file`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What [`generate_file`] did. Serialized (the `--json` report of
+/// `spillway gensort`, the dict of `spillway.gensort`) with the checksum in
+/// hex as gensort prints it and the time as `seconds`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GenerateReport {
     /// Records written.
     pub records: u64,
     /// Bytes written.
     pub bytes: u64,
     /// Sum of the records' CRC-32s, when requested.
+    #[serde(serialize_with = "checksum_text")]
     pub checksum: Option<u128>,
     /// Wall-clock time including the final sync.
+    #[serde(rename = "seconds", serialize_with = "seconds")]
     pub elapsed: Duration,
     /// Threads used.
     pub threads: usize,
+}
+
+fn checksum_text<S: Serializer>(
+    checksum: &Option<u128>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    checksum.map(format_checksum).serialize(serializer)
+}
+
+fn seconds<S: Serializer>(elapsed: &Duration, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    elapsed.as_secs_f64().serialize(serializer)
 }
 
 /// Generates `spec` into the file at `path` (created or replaced) of `fs`,

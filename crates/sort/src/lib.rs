@@ -45,5 +45,5 @@ pub use radix::{segments_of, sort_records, SortScratch, SEGMENTS_MAX, SEGMENT_RE
 pub use record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 pub use valsort::{
     validate_file, validate_path, validate_summaries, validate_summaries_file, KeyOrder, Summary,
-    ValidateOptions, SUMMARY_BYTES,
+    ValidateOptions, ValidationReport, SUMMARY_BYTES,
 };

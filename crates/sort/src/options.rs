@@ -140,7 +140,7 @@ pub struct SortReport {
     /// Partitions (logical disks).
     pub partitions: usize,
     /// Size of the largest partition, in bytes.
-    pub largest_partition_bytes: u64,
+    pub partition_bytes_max: u64,
     /// Wall-clock time of the whole sort.
     #[serde(serialize_with = "spillway_core::seconds::serialize")]
     pub elapsed: Duration,

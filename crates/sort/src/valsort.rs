@@ -29,6 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use serde::{Serialize, Serializer};
 use spillway_core::{check_threads, ensure, worker_threads, Error, Fs, FsFile, Interrupt, Result};
 
 use crate::record::{format_checksum, open_records, record_crc, Record, KEY_BYTES, RECORD_BYTES};
@@ -85,6 +86,72 @@ pub struct Summary {
     pub first_record: Record,
     /// The last record.
     pub last_record: Record,
+}
+
+/// What a validation found, as `spillway valsort --json` and
+/// `spillway.valsort` report it: the summary's counts in decimal text (they
+/// are 128-bit; JSON readers lose precision past 2^53), the checksum in hex
+/// as valsort prints it, valsort's text, the bytes validated and the time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ValidationReport {
+    /// Records.
+    #[serde(serialize_with = "decimal")]
+    pub records: u128,
+    /// Sum of the records' CRC-32s, in hex.
+    pub checksum: String,
+    /// Records whose key equals their predecessor's.
+    #[serde(serialize_with = "decimal")]
+    pub duplicates: u128,
+    /// Records whose key is smaller than their predecessor's.
+    #[serde(serialize_with = "decimal")]
+    pub unordered: u128,
+    /// Index of the first unordered record, if any.
+    #[serde(serialize_with = "decimal_option")]
+    pub first_unordered: Option<u128>,
+    /// Whether every record is in order.
+    pub sorted: bool,
+    /// Bytes of records validated (0 for partition summaries).
+    pub bytes: u64,
+    /// Wall-clock time of the validation.
+    pub seconds: f64,
+    /// The text valsort prints ([`Summary::report`]).
+    pub report: String,
+}
+
+impl ValidationReport {
+    /// The report of `summary`, found in `seconds`; `summaries` says that
+    /// the input was partition summaries, not records.
+    pub fn new(summary: &Summary, summaries: bool, seconds: f64) -> Self {
+        let bytes = if summaries {
+            0
+        } else {
+            u64::try_from(summary.records)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(RECORD_BYTES as u64)
+        };
+        ValidationReport {
+            records: summary.records,
+            checksum: format_checksum(summary.checksum),
+            duplicates: summary.duplicates,
+            unordered: summary.unordered,
+            first_unordered: (summary.first_unordered != 0).then_some(summary.first_unordered),
+            sorted: summary.is_sorted(),
+            bytes,
+            seconds,
+            report: summary.report(),
+        }
+    }
+}
+
+fn decimal<S: Serializer>(count: &u128, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_str(count)
+}
+
+fn decimal_option<S: Serializer>(
+    count: &Option<u128>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    count.map(|count| count.to_string()).serialize(serializer)
 }
 
 impl Summary {

@@ -11,13 +11,13 @@
 //!
 //! # Algorithm (an event simulation, output in time order)
 //! 1. Session arrivals form a Poisson process over the whole site: the arrival
-//!    clock starts at 0 and advances by `Exp(mean_session_arrival_gap_ms)`
+//!    clock starts at 0 and advances by `Exp(session_arrival_gap_ms_mean)`
 //!    (kept in `f64`; the arrival's timestamp is
 //!    `start_timestamp_ms + floor(clock)`).
 //! 2. At an arrival at time `T`, draw the user (Zipf over `users` ranks with
 //!    `user_zipf_exponent`, rank `r` becomes user id `r - 1`, or
 //!    `permutation(r - 1)` when `scramble_users`) and a click count `k`
-//!    (geometric on 1, 2, ... with mean `mean_clicks_per_session`:
+//!    (geometric on 1, 2, ... with mean `clicks_per_session_mean`:
 //!    `k = 1 + floor(ln(1 - u) / ln(1 - 1/mean))`). Then:
 //!    - user never seen, or idle since more than the timeout
 //!      (`T - last_click > timeout`): a new session; its first click is at `T`;
@@ -30,7 +30,7 @@
 //!    emitting draws the URL (Zipf over `urls` with `url_zipf_exponent`,
 //!    index `rank - 1`) and, if the session has clicks left, schedules the
 //!    next one `floor(g)` ms later, `g` exponential with mean
-//!    `mean_click_gap_ms` truncated to `[0, timeout]` by inversion:
+//!    `click_gap_ms_mean` truncated to `[0, timeout]` by inversion:
 //!    `g = -mean * ln(1 - u (1 - e^(-timeout / mean)))`.
 //! 4. Stop after `clicks` clicks. Timestamps are non-decreasing: arrivals
 //!    only move forward and every scheduled click is at or after the click
@@ -93,14 +93,14 @@ pub struct ClickParams {
     /// Zipf exponent over URLs (default 1.0).
     pub url_zipf_exponent: f64,
     /// Mean clicks a session arrival brings, >= 1 (default 8).
-    pub mean_clicks_per_session: f64,
+    pub clicks_per_session_mean: f64,
     /// Mean gap between a session's clicks before truncation to the timeout
     /// (default 20 000 ms).
-    pub mean_click_gap_ms: f64,
+    pub click_gap_ms_mean: f64,
     /// Inactivity that ends a session (default 30 minutes).
     pub session_timeout_ms: u64,
     /// Mean gap between session arrivals over the whole site (default 100 ms).
-    pub mean_session_arrival_gap_ms: f64,
+    pub session_arrival_gap_ms_mean: f64,
     /// Timestamp of the first arrival, at most [`START_TIMESTAMP_MS_MAX`]
     /// (default 1 600 000 000 000, September 2020).
     pub start_timestamp_ms: u64,
@@ -117,10 +117,10 @@ impl Default for ClickParams {
             scramble_users: true,
             urls: 10_000,
             url_zipf_exponent: 1.0,
-            mean_clicks_per_session: 8.0,
-            mean_click_gap_ms: 20_000.0,
+            clicks_per_session_mean: 8.0,
+            click_gap_ms_mean: 20_000.0,
             session_timeout_ms: 30 * 60 * 1000,
-            mean_session_arrival_gap_ms: 100.0,
+            session_arrival_gap_ms_mean: 100.0,
             start_timestamp_ms: 1_600_000_000_000,
             seed: DEFAULT_SEED,
         }
@@ -159,14 +159,14 @@ impl ClickParams {
             );
         }
         ensure!(
-            self.mean_clicks_per_session.is_finite() && self.mean_clicks_per_session >= 1.0,
+            self.clicks_per_session_mean.is_finite() && self.clicks_per_session_mean >= 1.0,
             InvalidArgument,
-            "mean_clicks_per_session must be >= 1, got {}",
-            self.mean_clicks_per_session
+            "clicks_per_session_mean must be >= 1, got {}",
+            self.clicks_per_session_mean
         );
         for (name, mean) in [
-            ("mean_click_gap_ms", self.mean_click_gap_ms),
-            ("mean_session_arrival_gap_ms", self.mean_session_arrival_gap_ms),
+            ("click_gap_ms_mean", self.click_gap_ms_mean),
+            ("session_arrival_gap_ms_mean", self.session_arrival_gap_ms_mean),
         ] {
             ensure!(
                 mean.is_finite() && mean > 0.0,
@@ -215,9 +215,9 @@ pub struct ClickSummary {
     /// Users with at least one click.
     pub distinct_users: u64,
     /// The first timestamp (0 when no clicks).
-    pub first_timestamp_ms: u64,
+    pub timestamp_ms_first: u64,
     /// The last timestamp (0 when no clicks).
-    pub last_timestamp_ms: u64,
+    pub timestamp_ms_last: u64,
 }
 
 /// Hashes a user id with one 64x64->128-bit multiplication by an odd
@@ -283,10 +283,10 @@ pub struct ClickGenerator {
     url_zipf: Zipf,
     url_bytes: Vec<u8>,
     url_offsets: Vec<u32>,
-    /// `1 - e^(-timeout / mean_click_gap)`: the CDF mass the truncated gap
+    /// `1 - e^(-timeout / click_gap_mean)`: the CDF mass the truncated gap
     /// distribution keeps.
     gap_mass: f64,
-    /// `ln(1 - 1 / mean_clicks_per_session)`, or 0 for single-click sessions.
+    /// `ln(1 - 1 / clicks_per_session_mean)`, or 0 for single-click sessions.
     session_log_continue: f64,
     arrival_clock_ms: f64,
     users: UserStates,
@@ -314,7 +314,7 @@ impl ClickGenerator {
             url_bytes.extend_from_slice(words.word(URL_SECTIONS as usize + index));
             url_offsets.push(url_bytes.len() as u32);
         }
-        let continue_probability = 1.0 - 1.0 / params.mean_clicks_per_session;
+        let continue_probability = 1.0 - 1.0 / params.clicks_per_session_mean;
         Ok(ClickGenerator {
             rng: Rng::stream(params.seed, EVENT_STREAM),
             user_zipf: Zipf::new(params.users, params.user_zipf_exponent)?,
@@ -329,7 +329,7 @@ impl ClickGenerator {
             url_zipf: Zipf::new(params.urls, params.url_zipf_exponent)?,
             url_bytes,
             url_offsets,
-            gap_mass: -(-(params.session_timeout_ms as f64) / params.mean_click_gap_ms).exp_m1(),
+            gap_mass: -(-(params.session_timeout_ms as f64) / params.click_gap_ms_mean).exp_m1(),
             session_log_continue: if continue_probability > 0.0 {
                 continue_probability.ln()
             } else {
@@ -392,7 +392,7 @@ impl ClickGenerator {
         self.overflowed = true;
         Error::InvalidArgument(format!(
             "click timestamps pass 2^64 ms after {} clicks: start_timestamp_ms {} plus the span of the \
-             log does not fit (lower mean_session_arrival_gap_ms, mean_click_gap_ms or \
+             log does not fit (lower session_arrival_gap_ms_mean, click_gap_ms_mean or \
              session_timeout_ms)",
             self.emitted, self.params.start_timestamp_ms
         ))
@@ -405,7 +405,7 @@ impl ClickGenerator {
 
     /// Step 2 of the algorithm: one session arrival at `now`.
     fn arrive(&mut self, now: u64) {
-        self.arrival_clock_ms += self.rng.next_exponential(self.params.mean_session_arrival_gap_ms);
+        self.arrival_clock_ms += self.rng.next_exponential(self.params.session_arrival_gap_ms_mean);
         let rank = self.user_zipf.sample(&mut self.rng);
         let user = match &self.user_permutation {
             Some(permutation) => permutation.apply(rank - 1),
@@ -466,7 +466,7 @@ impl ClickGenerator {
         state.remaining -= 1;
         let next = if state.remaining > 0 {
             let u = self.rng.next_f64();
-            let gap = -self.params.mean_click_gap_ms * (-u * self.gap_mass).ln_1p();
+            let gap = -self.params.click_gap_ms_mean * (-u * self.gap_mass).ln_1p();
             let Some(next) = time_ms.checked_add((gap as u64).min(self.params.session_timeout_ms)) else {
                 return Err(self.overflow());
             };
@@ -538,9 +538,9 @@ pub fn write_clicks(params: &ClickParams, writer: impl Write) -> Result<ClickSum
     let mut summary = ClickSummary::default();
     while let Some(click) = generator.try_next()? {
         if summary.records == 0 {
-            summary.first_timestamp_ms = click.timestamp_ms;
+            summary.timestamp_ms_first = click.timestamp_ms;
         }
-        summary.last_timestamp_ms = click.timestamp_ms;
+        summary.timestamp_ms_last = click.timestamp_ms;
         summary.records += 1;
         let url = generator.url_bytes(click.url_index);
         let buffer = sink.buffer();
@@ -606,7 +606,7 @@ mod tests {
         ClickParams {
             users: 1000,
             clicks: 50_000,
-            mean_session_arrival_gap_ms: 60_000.0,
+            session_arrival_gap_ms_mean: 60_000.0,
             session_timeout_ms: 10 * 60 * 1000,
             ..ClickParams::default()
         }
@@ -620,7 +620,7 @@ mod tests {
             users: 2000,
             clicks: 50_000,
             session_timeout_ms: 60_000,
-            mean_click_gap_ms: 10_000.0,
+            click_gap_ms_mean: 10_000.0,
             seed: 3,
             ..ClickParams::default()
         };
@@ -634,8 +634,8 @@ mod tests {
                 clicks.windows(2).all(|pair| pair[0].1 <= pair[1].1),
                 "timestamps decrease"
             );
-            assert_eq!(summary.first_timestamp_ms, clicks[0].1);
-            assert_eq!(summary.last_timestamp_ms, clicks[clicks.len() - 1].1);
+            assert_eq!(summary.timestamp_ms_first, clicks[0].1);
+            assert_eq!(summary.timestamp_ms_last, clicks[clicks.len() - 1].1);
             assert_eq!(summary.sessions, sessionize(&clicks, params.session_timeout_ms));
             let users: HashSet<u64> = clicks.iter().map(|click| click.0).collect();
             assert_eq!(summary.distinct_users, users.len() as u64);
@@ -748,17 +748,17 @@ mod tests {
         );
         check(
             ClickParams {
-                mean_clicks_per_session: 0.5,
+                clicks_per_session_mean: 0.5,
                 ..ClickParams::default()
             },
-            "mean_clicks_per_session must be >= 1, got 0.5",
+            "clicks_per_session_mean must be >= 1, got 0.5",
         );
         check(
             ClickParams {
-                mean_click_gap_ms: 0.0,
+                click_gap_ms_mean: 0.0,
                 ..ClickParams::default()
             },
-            "mean_click_gap_ms must be > 0, got 0",
+            "click_gap_ms_mean must be > 0, got 0",
         );
         check(
             ClickParams {
@@ -810,8 +810,8 @@ mod tests {
         let sparse_arrivals = ClickParams {
             users: 1,
             clicks: 10,
-            mean_clicks_per_session: 1.0,
-            mean_session_arrival_gap_ms: 1e300,
+            clicks_per_session_mean: 1.0,
+            session_arrival_gap_ms_mean: 1e300,
             start_timestamp_ms: START_TIMESTAMP_MS_MAX,
             ..ClickParams::default()
         };
@@ -820,9 +820,9 @@ mod tests {
         let long_gaps = ClickParams {
             users: 1,
             clicks: 1000,
-            mean_clicks_per_session: 1e16,
-            mean_session_arrival_gap_ms: 1e17,
-            mean_click_gap_ms: 1e30,
+            clicks_per_session_mean: 1e16,
+            session_arrival_gap_ms_mean: 1e17,
+            click_gap_ms_mean: 1e30,
             session_timeout_ms: u64::MAX,
             ..ClickParams::default()
         };
@@ -875,7 +875,7 @@ mod tests {
                     users: 1000,
                     clicks: 100_000,
                     scramble_users: false,
-                    mean_session_arrival_gap_ms: 60_000.0,
+                    session_arrival_gap_ms_mean: 60_000.0,
                     ..ClickParams::default()
                 },
                 0xE114_0C4C_C5F8_4DF3,

@@ -17,9 +17,15 @@
 //! - [`rmat`]: R-MAT graph edges ([`RmatGenerator`], [`write_rmat`]).
 //! - [`clicks`]: click logs with a known number of sessions ([`ClickGenerator`],
 //!   [`write_clicks`]).
+//! - [`GroupByGenerator`]: Zipf-keyed values for GroupBy-Aggregate.
 //! - [`stream`]: timestamped records with near-sorted times and uniform, Zipf,
 //!   Gaussian-mixture or drifting keys, for the stream index
 //!   ([`StreamGenerator`], [`generate_stream`]).
+//!
+//! - [`generate_to`]: a generator's data into a file, all or nothing, timed
+//!   ([`Generated`]); [`KvOptions`], [`OPTION_NAMES`]: the options of
+//!   `spillway gen` and `spillway.workload`, their defaults, and the option
+//!   each parameter error is about ([`with_option_names`]).
 //!
 //! Each `write_*` function takes any [`std::io::Write`] (it writes in chunks
 //! of about 1 MiB, so the writer need not be buffered) and returns a summary
@@ -57,7 +63,10 @@
 
 mod blocks;
 pub mod clicks;
+mod groupby;
 pub mod kv;
+mod options;
+mod output;
 mod permutation;
 pub mod rmat;
 mod rng;
@@ -68,10 +77,16 @@ mod zipf;
 
 pub use blocks::{worker_count, THREADS_MAX};
 pub use clicks::{write_clicks, Click, ClickGenerator, ClickParams, ClickSummary};
+pub use groupby::{GroupByGenerator, GROUPBY_VALUE_BOUND};
 pub use kv::{
     encode_key, write_kv, KeyDistribution, KvFormat, KvGenerator, KvParams, KvSummary, Operation,
     OperationKind, OperationMix, OperationRef, Preset,
 };
+pub use options::{
+    name_options, with_option_names, DistributionName, KvOptions, KV_ZIPF_S_DEFAULT, OPTION_NAMES,
+    THREADS_DEFAULT,
+};
+pub use output::{generate_to, Generated, Written};
 pub use permutation::Permutation;
 pub use rmat::{write_rmat, EdgeFormat, RmatGenerator, RmatParams, RmatSummary};
 pub use rng::{derive_seed, mix64, Rng, SplitMix64};

@@ -95,7 +95,7 @@ impl CbtOptions {
         ensure!(
             (2..=4096).contains(&self.fan_out),
             InvalidArgument,
-            "the CBT's fan-out must be from 2 to 4096, got {}",
+            "the CBT's fan_out must be from 2 to 4096, got {}",
             self.fan_out
         );
         ensure!(

@@ -1,0 +1,279 @@
+//! Delimited text records (CSV-like lines) read into an [`Aggregator`]:
+//! the key and value columns picked out of each line, the value read as
+//! what it looks like ([`parse_value`]), with errors that name the line
+//! and the column.
+
+use std::io::BufRead;
+use std::str::FromStr;
+
+use spillway_core::{bail, Error, Interrupt, Result};
+
+use crate::aggregator::Aggregator;
+use crate::value::Value;
+
+/// Records between two checks for Ctrl-C: a check is an atomic load, this
+/// many records take about a millisecond.
+pub const INTERRUPT_CHECK_RECORDS: u64 = 4096;
+
+/// How a field becomes a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ValueType {
+    /// An integer if it looks like one, else a float if it parses as one,
+    /// else text.
+    #[default]
+    Auto,
+    /// An integer (64-bit).
+    Int,
+    /// A finite float.
+    Float,
+    /// The field's bytes.
+    Text,
+}
+
+impl FromStr for ValueType {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        match text {
+            "auto" => Ok(ValueType::Auto),
+            "int" => Ok(ValueType::Int),
+            "float" => Ok(ValueType::Float),
+            "text" => Ok(ValueType::Text),
+            other => bail!(
+                InvalidArgument,
+                "value type must be auto, int, float or text, not '{other}'"
+            ),
+        }
+    }
+}
+
+/// A column separator: one byte, or `\t` written out.
+pub fn parse_delimiter(text: &str) -> Result<u8> {
+    match text {
+        "\\t" | "\t" => Ok(b'\t'),
+        _ if text.len() == 1 => Ok(text.as_bytes()[0]),
+        _ => bail!(
+            InvalidArgument,
+            "delimiter must be one byte (or \\t), not '{text}'"
+        ),
+    }
+}
+
+/// Where the key and the value are in each line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelimitedOptions {
+    /// The column separator.
+    pub delimiter: u8,
+    /// Column of the key, counting from 1.
+    pub key_column: usize,
+    /// Column of the value, counting from 1; `None` counts records (each
+    /// value is 1).
+    pub value_column: Option<usize>,
+    /// Whether the first line is a header, skipped.
+    pub header: bool,
+    /// How values are read.
+    pub value_type: ValueType,
+}
+
+impl Default for DelimitedOptions {
+    fn default() -> Self {
+        DelimitedOptions {
+            delimiter: b',',
+            key_column: 1,
+            value_column: None,
+            header: false,
+            value_type: ValueType::Auto,
+        }
+    }
+}
+
+/// Aggregates every line of `reader` (named `source` in errors); returns
+/// the number of records. Empty lines are skipped; a line without the key
+/// or value column, or a value the type refuses, is an error naming
+/// `source`, the line and the column. `interrupt` is checked every
+/// [`INTERRUPT_CHECK_RECORDS`] lines.
+pub fn aggregate_delimited(
+    aggregator: &mut Aggregator,
+    mut reader: impl BufRead,
+    source: &str,
+    options: &DelimitedOptions,
+    interrupt: &Interrupt,
+) -> Result<u64> {
+    if options.key_column == 0 || options.value_column == Some(0) {
+        bail!(InvalidArgument, "columns count from 1");
+    }
+    let delimiter = options.delimiter;
+    let key_column = options.key_column - 1;
+    let value_column = options.value_column.map(|column| column - 1);
+    let last_column = key_column.max(value_column.unwrap_or(0));
+    let mut line = Vec::with_capacity(256);
+    let mut records = 0u64;
+    let mut number = 0u64;
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|error| Error::io(format!("reading {source}"), error))?;
+        if read == 0 {
+            return Ok(records);
+        }
+        number += 1;
+        if number.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
+            interrupt.check()?;
+        }
+        if number == 1 && options.header {
+            continue;
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.is_empty() {
+            continue;
+        }
+        // One pass over the line picks out both columns.
+        let wanted = [Some(key_column), value_column];
+        let mut fields: [Option<&[u8]>; 2] = [None, None];
+        for (index, field) in text
+            .split(|&byte| byte == delimiter)
+            .enumerate()
+            .take(last_column + 1)
+        {
+            for (slot, column) in fields.iter_mut().zip(wanted) {
+                if column == Some(index) {
+                    *slot = Some(field);
+                }
+            }
+        }
+        let missing = |column: usize| {
+            Error::InvalidArgument(format!(
+                "{source} line {number}: no column {} (the line has {})",
+                column + 1,
+                text.split(|&byte| byte == delimiter).count()
+            ))
+        };
+        let key = fields[0].ok_or_else(|| missing(key_column))?;
+        let value = match value_column {
+            Some(column) => parse_value(fields[1].ok_or_else(|| missing(column))?, options.value_type)
+                .map_err(|error| {
+                    error.context(format_args!("{source} line {number}, column {}", column + 1))
+                })?,
+            None => Value::Int(1),
+        };
+        // A refused value is about the value's column (a key too long, the
+        // key's; counting, there is no value).
+        aggregator.insert(key, value).map_err(|error| {
+            error.context(format_args!(
+                "{source} line {number}, column {}",
+                value_column.unwrap_or(key_column) + 1
+            ))
+        })?;
+        records += 1;
+    }
+}
+
+/// A field as a value. Numbers are what they look like, with two rules
+/// that hold in auto mode too, so that no number silently becomes
+/// something else: an integer must fit 64 bits (one that does not is an
+/// error, not a float), and a float must be finite (`NaN`, `inf`, `1e999`
+/// are errors, not text). See docs/aggregate.md.
+pub fn parse_value(field: &[u8], value_type: ValueType) -> Result<Value<'_>> {
+    if value_type == ValueType::Text {
+        return Ok(Value::Bytes(field));
+    }
+    let shown = || String::from_utf8_lossy(field);
+    let text = std::str::from_utf8(field).ok().map(str::trim);
+    let integer = text.filter(|text| value_type != ValueType::Float && looks_like_integer(text));
+    if let Some(text) = integer {
+        return match text.parse::<i64>() {
+            Ok(value) => Ok(Value::Int(value)),
+            Err(_) => bail!(
+                InvalidArgument,
+                "'{}' is an integer outside the 64-bit range ({} to {}); sums of 64-bit integers are exact, but each value must fit 64 bits",
+                shown(),
+                i64::MIN,
+                i64::MAX
+            ),
+        };
+    }
+    let float = text.and_then(|text| text.parse::<f64>().ok());
+    match (float, value_type) {
+        (Some(value), ValueType::Float | ValueType::Auto) if value.is_finite() => Ok(Value::Float(value)),
+        (Some(_), ValueType::Float | ValueType::Auto) => bail!(
+            InvalidArgument,
+            "'{}' is not a finite number; NaN and infinities are refused (floats must be finite)",
+            shown()
+        ),
+        (_, ValueType::Int) => bail!(InvalidArgument, "'{}' is not an integer", shown()),
+        (None, ValueType::Float) => bail!(InvalidArgument, "'{}' is not a number", shown()),
+        _ => Ok(Value::Bytes(field)),
+    }
+}
+
+/// An optional sign and one or more ASCII digits.
+fn looks_like_integer(text: &str) -> bool {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AggregatorOptions, Output};
+
+    #[test]
+    fn numbers_are_what_they_look_like_within_range() {
+        assert_eq!(parse_value(b" -12 ", ValueType::Auto).unwrap(), Value::Int(-12));
+        assert_eq!(parse_value(b"+7", ValueType::Auto).unwrap(), Value::Int(7));
+        assert_eq!(parse_value(b"2.5", ValueType::Auto).unwrap(), Value::Float(2.5));
+        assert_eq!(parse_value(b"7", ValueType::Float).unwrap(), Value::Float(7.0));
+        assert_eq!(
+            parse_value(b"99999999999999999999", ValueType::Float).unwrap(),
+            Value::Float(1e20)
+        );
+        assert_eq!(
+            parse_value(b"0x10", ValueType::Auto).unwrap(),
+            Value::Bytes(b"0x10")
+        );
+        assert_eq!(parse_value(b"-", ValueType::Auto).unwrap(), Value::Bytes(b"-"));
+        for field in [&b"NaN"[..], b"nan", b"inf", b"-Infinity", b"1e400"] {
+            let error = parse_value(field, ValueType::Auto).unwrap_err();
+            assert!(error.to_string().contains("is not a finite number"), "{error}");
+        }
+        let error = parse_value(b"9223372036854775808", ValueType::Auto).unwrap_err();
+        assert!(error.to_string().contains("outside the 64-bit range"), "{error}");
+        let error = parse_value(b"1.5", ValueType::Int).unwrap_err();
+        assert!(error.to_string().contains("'1.5' is not an integer"), "{error}");
+    }
+
+    #[test]
+    fn lines_give_their_columns_and_errors_name_where() {
+        let mut aggregator = Aggregator::new("sum", AggregatorOptions::default()).unwrap();
+        let options = DelimitedOptions {
+            key_column: 2,
+            value_column: Some(1),
+            header: true,
+            ..DelimitedOptions::default()
+        };
+        let text = &b"value,key\n3,a\r\n\n4,a\n5,b\n"[..];
+        let records =
+            aggregate_delimited(&mut aggregator, text, "t.csv", &options, &Interrupt::new()).unwrap();
+        assert_eq!(records, 3);
+        aggregator.finalize().unwrap();
+        assert_eq!(aggregator.get(b"a").unwrap(), Some(Output::Int(7)));
+        let mut aggregator = Aggregator::new("sum", AggregatorOptions::default()).unwrap();
+        let error = aggregate_delimited(
+            &mut aggregator,
+            &b"1,a\nx\n"[..],
+            "t.csv",
+            &options,
+            &Interrupt::new(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid argument: t.csv line 2: no column 2 (the line has 1)"
+        );
+        assert_eq!(parse_delimiter("\\t").unwrap(), b'\t');
+        assert!(parse_delimiter("ab").is_err());
+        assert_eq!("int".parse::<ValueType>().unwrap(), ValueType::Int);
+    }
+}
