@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
+use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 use spillway_agg::Output;
 use spillway_core::Interrupt;
@@ -227,6 +228,15 @@ fn mib(value: u64, flag: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("{flag} {value} is too large"))
 }
 
+/// What `kv load --json` prints.
+#[derive(Serialize)]
+struct LoadReport {
+    operations: u64,
+    seconds: f64,
+    operations_per_second: f64,
+    stats: KvStats,
+}
+
 fn load(args: LoadArgs) -> anyhow::Result<u8> {
     let merge = args
         .merge
@@ -283,13 +293,13 @@ fn load(args: LoadArgs) -> anyhow::Result<u8> {
     let stats = store.stats();
     let per_second = operations as f64 / elapsed.max(1e-9);
     if args.json {
-        let report = json!({
-            "operations": operations,
-            "seconds": elapsed,
-            "operations_per_second": per_second,
-            "stats": stats,
-        });
-        println!("{report}");
+        let report = LoadReport {
+            operations,
+            seconds: elapsed,
+            operations_per_second: per_second,
+            stats,
+        };
+        println!("{}", serde_json::to_string(&report)?);
     } else {
         eprintln!(
             "kv load: {operations} operations in {elapsed:.3} s ({per_second:.0} operations/s) into {}",

@@ -3,10 +3,6 @@
 //! logic lives here. It is a library so that the Python package can expose the
 //! same command (`spillway` installed by pip runs [`main_with_args`]).
 
-// The key-value statistics are one `json!` object of more fields than
-// the macro's default recursion limit allows.
-#![recursion_limit = "256"]
-
 use std::ffi::OsString;
 
 use clap::{Parser, Subcommand};

@@ -293,6 +293,15 @@ fn warn_of_damage(index: &StreamIndex) {
     }
 }
 
+/// What `stream ingest --json` prints.
+#[derive(serde::Serialize)]
+struct IngestReport {
+    records: u64,
+    seconds: f64,
+    records_per_second: f64,
+    stats: StreamStats,
+}
+
 fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
     if args.batch == 0 {
         bail!("--batch must be at least 1");
@@ -345,13 +354,13 @@ fn ingest(args: IngestArgs) -> anyhow::Result<u8> {
         f64::INFINITY
     };
     if args.json {
-        let report = json!({
-            "records": records,
-            "seconds": elapsed,
-            "records_per_second": per_second,
-            "stats": stats,
-        });
-        println!("{report}");
+        let report = IngestReport {
+            records,
+            seconds: elapsed,
+            records_per_second: per_second,
+            stats,
+        };
+        println!("{}", serde_json::to_string(&report)?);
     } else {
         eprintln!(
             "stream ingest: {records} records in {elapsed:.3} s ({per_second:.0} records/s) into {}",
