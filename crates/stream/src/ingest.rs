@@ -99,7 +99,7 @@ impl IngestBatch {
         if valid > 0 {
             let (first, last) = (self.numbers[0], self.numbers[valid - 1]);
             index
-                .write_all(Op::Append, valid, |i| self.record(i), interrupt)
+                .write_in_parts(Op::Append, valid, |i| self.record(i), interrupt)
                 .map_err(|error| match first == last {
                     true => error.context(format!("{} {} {first}", self.source, self.unit)),
                     false => error.context(format!("{} {}s {first}-{last}", self.source, self.unit)),

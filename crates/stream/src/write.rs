@@ -153,6 +153,19 @@ impl StreamIndex {
         };
         self.check_records(count, record, |i| format!("record {i}"))
             .map_err(|(_, error)| error)?;
+        self.write_in_parts(op, count, record, interrupt)
+    }
+
+    /// The writing half of [`StreamIndex::write_all`], for records already
+    /// checked (an ingest checks its batch itself, to name a bad record
+    /// by its line).
+    pub(crate) fn write_in_parts<'a>(
+        &self,
+        op: Op,
+        count: usize,
+        record: impl Fn(usize) -> (u64, u64, &'a [u8]),
+        interrupt: &Interrupt,
+    ) -> Result<()> {
         let part_bytes = (self.shared.options.buffer_bytes / 4).max(1);
         let mut part = Batch::new();
         let mut bytes = 0;
