@@ -7,5 +7,6 @@ python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 # matplotlib: bench/ charts; numpy and pyarrow: the aggregator's batch tests
 .venv/bin/python -m pip install --quiet maturin pytest matplotlib numpy pyarrow
-.venv/bin/python -m pip install --quiet .
+# [cluster]: Ray, for spillway.cluster
+.venv/bin/python -m pip install --quiet ".[cluster]"
 .venv/bin/spillway --version

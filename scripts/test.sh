@@ -32,3 +32,7 @@ if [ ! -x /usr/bin/time ]; then  # bench/ measures peak RSS with GNU time
     apt-get update -q && apt-get install -y -q time
 fi
 .venv/bin/python -m pytest
+
+section "pytest: the cluster tests (Ray), inside a loopback-only network namespace"
+SPILLWAY_CLUSTER_TESTS=required unshare --net sh -c 'ip link set lo up && exec "$@"' sh \
+    .venv/bin/python -m pytest tests/python/cluster

@@ -6,6 +6,11 @@ from . import _native
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["cluster"]:
+        # Ray is driven from Python: the cluster's commands live there.
+        from .cluster.cli import main as cluster_main
+
+        return cluster_main(sys.argv[2:])
     # The command installs its own SIGINT and SIGTERM handlers: long work
     # stops at its next check, removes what it made and exits with 130/143.
     sys.stdout.flush()

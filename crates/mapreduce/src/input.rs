@@ -55,6 +55,19 @@ impl InputFormat {
         })
     }
 
+    /// The name [`parse`](Self::parse) takes (`tsv` and `csv` for those
+    /// separators, `delimited` for another).
+    pub fn name(self) -> &'static str {
+        match self {
+            InputFormat::Text => "text",
+            InputFormat::Delimited { separator: b'\t' } => "tsv",
+            InputFormat::Delimited { separator: b',' } => "csv",
+            InputFormat::Delimited { .. } => "delimited",
+            InputFormat::Gensort => "gensort",
+            InputFormat::KeyValue => "kv",
+        }
+    }
+
     fn is_lines(self) -> bool {
         matches!(self, InputFormat::Text | InputFormat::Delimited { .. })
     }
@@ -76,6 +89,9 @@ pub struct Block {
 pub struct Inputs {
     format: InputFormat,
     files: Vec<(PathBuf, Box<dyn FsFile>, u64)>,
+    /// For a block stored as a file of its own: the file index and offset
+    /// its records report (see [`placed`](Self::placed)).
+    origin: Option<(u32, u64)>,
 }
 
 impl Inputs {
@@ -115,7 +131,32 @@ impl Inputs {
             }
             files.push((path.clone(), file, len));
         }
-        Ok(Inputs { format, files })
+        Ok(Inputs {
+            format,
+            files,
+            origin: None,
+        })
+    }
+
+    /// These inputs, one file that is a block cut from input `file` of a
+    /// larger job at `offset`: its records report that file and their
+    /// offsets in it, as they would had the whole file been read (a grep's
+    /// keys, error messages).
+    pub fn placed(mut self, file: u32, offset: u64) -> Result<Self> {
+        ensure!(
+            self.files.len() == 1,
+            InvalidArgument,
+            "only a single block file can be placed in a larger input, not {} files",
+            self.files.len()
+        );
+        self.origin = Some((file, offset));
+        Ok(self)
+    }
+
+    /// The file index and the offset to add that records of input `file`
+    /// report: its own index and 0, unless [`placed`](Self::placed).
+    pub fn origin(&self, file: u32) -> (u32, u64) {
+        self.origin.unwrap_or((file, 0))
     }
 
     /// The format every input is read as.
@@ -189,6 +230,61 @@ impl Inputs {
             }
         }
         Ok(blocks)
+    }
+
+    /// Every input cut into blocks of about `block_bytes` that each hold
+    /// whole records, so that each can be stored and read as a file of its
+    /// own (the cluster's file system): a block of lines starts where a
+    /// line starts and ends where one ends (a line longer than
+    /// `block_bytes` makes a longer block); gensort and key/value blocks
+    /// are those of [`blocks`](Self::blocks), already whole.
+    pub fn whole_record_blocks(&self, block_bytes: u64) -> Result<Vec<Block>> {
+        let blocks = self.blocks(block_bytes)?;
+        if !self.format.is_lines() {
+            return Ok(blocks);
+        }
+        let mut whole = Vec::with_capacity(blocks.len());
+        let mut piece = Vec::new();
+        let mut start = 0;
+        for (index, block) in blocks.iter().enumerate() {
+            if index > 0 && blocks[index - 1].file != block.file {
+                start = 0;
+            }
+            let len = self.files[block.file as usize].2;
+            let end = match blocks.get(index + 1) {
+                // Inside a line already found to run past the next cut.
+                Some(next) if next.file == block.file && next.offset <= start => continue,
+                Some(next) if next.file == block.file => self.line_start(next.file, next.offset, &mut piece)?,
+                _ => len,
+            };
+            if end > start {
+                whole.push(Block {
+                    file: block.file,
+                    offset: start,
+                    len: end - start,
+                });
+                start = end;
+            }
+        }
+        Ok(whole)
+    }
+
+    /// The first offset at or after `offset` (> 0) where a line of `file`
+    /// starts, or its length when none does: `piece` holds what is read.
+    fn line_start(&self, file: u32, offset: u64, piece: &mut Vec<u8>) -> Result<u64> {
+        let (_, handle, len) = &self.files[file as usize];
+        // The byte before `offset`: a newline there starts a line at `offset`.
+        let mut at = offset - 1;
+        while at < *len {
+            let size = (64u64 << 10).min(len - at);
+            piece.clear();
+            handle.read_exact_append(piece, size as usize, at)?;
+            if let Some(newline) = find_byte(b'\n', piece) {
+                return Ok(at + newline as u64 + 1);
+            }
+            at += size;
+        }
+        Ok(*len)
     }
 
     /// Reads `block` into `data` (cleared first) and returns the range of
@@ -299,5 +395,64 @@ impl Inputs {
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spillway_core::SimFs;
+
+    fn inputs(format: InputFormat, files: &[&[u8]]) -> Inputs {
+        let fs = SimFs::new();
+        let mut paths = Vec::new();
+        for (index, bytes) in files.iter().enumerate() {
+            let path = PathBuf::from(format!("/in/{index}"));
+            fs.create_dir_all(Path::new("/in")).unwrap();
+            fs.create(&path).unwrap().write_at(bytes, 0).unwrap();
+            paths.push(path);
+        }
+        Inputs::open(&fs, &paths, format).unwrap()
+    }
+
+    fn cut(inputs: &Inputs, block_bytes: u64) -> Vec<(u32, u64, u64)> {
+        let blocks = inputs.whole_record_blocks(block_bytes).unwrap();
+        blocks.iter().map(|block| (block.file, block.offset, block.len)).collect()
+    }
+
+    #[test]
+    fn whole_record_blocks_of_lines_start_and_end_at_line_boundaries() {
+        let text: &[u8] = b"ab\ncd\nefghijklmnop\nq\nrs";
+        let lines = inputs(InputFormat::Text, &[text, b"x\n", b"", b"no newline"]);
+        // Nominal cuts at 4, 8, 12, ... move to the line starts after them;
+        // the long line makes one block; the last line has no newline.
+        assert_eq!(
+            cut(&lines, 4),
+            [(0, 0, 6), (0, 6, 13), (0, 19, 2), (0, 21, 2), (1, 0, 2), (3, 0, 10)]
+        );
+        // A cut that falls on a line start stays there.
+        assert_eq!(
+            cut(&lines, 3),
+            [(0, 0, 3), (0, 3, 3), (0, 6, 13), (0, 19, 2), (0, 21, 2), (1, 0, 2), (3, 0, 10)]
+        );
+        // Every byte is in exactly one block, in order.
+        for block_bytes in 1..30 {
+            let blocks = cut(&lines, block_bytes);
+            let covered: u64 = blocks.iter().filter(|block| block.0 == 0).map(|block| block.2).sum();
+            assert_eq!(covered, text.len() as u64, "{block_bytes}");
+            for pair in blocks.windows(2).filter(|pair| pair[0].0 == pair[1].0) {
+                assert_eq!(pair[0].1 + pair[0].2, pair[1].1);
+                assert_eq!(text[pair[1].1 as usize - 1], b'\n', "{block_bytes}: {pair:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn whole_record_blocks_of_gensort_records_are_whole_records() {
+        let records = vec![7u8; 250 * gensort::RECORD_BYTES];
+        let gensort = inputs(InputFormat::Gensort, &[&records]);
+        let blocks = cut(&gensort, 10_050);
+        assert_eq!(blocks.len(), 25);
+        assert!(blocks.iter().all(|block| block.2 == 10_000));
     }
 }

@@ -42,13 +42,14 @@ pub fn map_records(
 ) -> Result<MapCounts> {
     let mut records_in = 0;
     let emitted_before = out.emitted;
+    let (file, base) = inputs.origin(block.file);
     inputs.for_each_record(block, records, first_offset, |key, value, offset| {
         records_in += 1;
         let record = InputRecord {
             key,
             value,
-            file: block.file,
-            offset,
+            file,
+            offset: base + offset,
         };
         job.map(&record, out).map_err(|error| match error.kind() {
             // Bad input: say which file (map knows only its index).

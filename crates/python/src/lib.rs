@@ -31,6 +31,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(sort::gensort, module)?)?;
     module.add_function(wrap_pyfunction!(sort::valsort, module)?)?;
     module.add_function(wrap_pyfunction!(sort::sort, module)?)?;
+    module.add_function(wrap_pyfunction!(sort::sort_boundaries, module)?)?;
+    module.add_function(wrap_pyfunction!(sort::sort_split_records, module)?)?;
     module.add_function(wrap_pyfunction!(cli_main, module)?)?;
     module.add_class::<agg::PyAggregator>()?;
     module.add_function(wrap_pyfunction!(workload::workload_kv, module)?)?;
@@ -41,6 +43,12 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<kv::PyKv>()?;
     module.add_class::<kv::PyKvScan>()?;
     module.add_function(wrap_pyfunction!(mapreduce::mapreduce_run, module)?)?;
+    module.add_function(wrap_pyfunction!(mapreduce::mapreduce_whole_record_blocks, module)?)?;
+    module.add_function(wrap_pyfunction!(mapreduce::mapreduce_job_spec, module)?)?;
+    module.add_function(wrap_pyfunction!(mapreduce::mapreduce_sample_task, module)?)?;
+    module.add_function(wrap_pyfunction!(mapreduce::mapreduce_range_partitioner, module)?)?;
+    module.add_function(wrap_pyfunction!(mapreduce::mapreduce_map_task, module)?)?;
+    module.add_function(wrap_pyfunction!(mapreduce::mapreduce_reduce_task, module)?)?;
     module.add_function(wrap_pyfunction!(stream::stream_encode_i64, module)?)?;
     module.add_function(wrap_pyfunction!(stream::stream_decode_i64, module)?)?;
     module.add_function(wrap_pyfunction!(stream::stream_encode_f64, module)?)?;

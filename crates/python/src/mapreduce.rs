@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use spillway_core::{Error, RealFs, Result};
+use pyo3::pybacked::PyBackedBytes;
 use spillway_mapreduce::{
-    run, run_pagerank, InputFormat, InputRecord, Job, JobOptions, JobParams, JobSpec, MapOutput,
-    OutputFormat, PageRankParams, PairBuf, Partitioning, Values,
+    map_task, reduce_task, run, run_pagerank, BlockOrigin, sample_task, InputFormat, InputRecord, Inputs, Job, JobOptions,
+    JobParams, JobSpec, MapOutput, OutputFormat, PageRankParams, PairBuf, Partitioner, Partitioning, RecordLimits,
+    Values,
 };
 
 use crate::errors::to_py_err;
@@ -221,4 +223,142 @@ pub fn mapreduce_run(
             "a Python job needs both map= and reduce=".into(),
         ))),
     }
+}
+
+/// The file `path` cut into blocks of about `block_bytes` that each hold
+/// whole records of `format` (`text`, `tsv`, `csv`, `gensort`, `kv`):
+/// `(offset, length)` pairs in order, covering the file.
+#[pyfunction]
+pub fn mapreduce_whole_record_blocks(
+    py: Python<'_>,
+    path: PathBuf,
+    format: &str,
+    block_bytes: u64,
+) -> PyResult<Vec<(u64, u64)>> {
+    let format = InputFormat::parse(format).map_err(to_py_err)?;
+    py.detach(|| -> Result<Vec<(u64, u64)>> {
+        let inputs = Inputs::open(&RealFs::new(), &[path], format)?;
+        let blocks = inputs.whole_record_blocks(block_bytes)?;
+        Ok(blocks.iter().map(|block| (block.offset, block.len)).collect())
+    })
+    .map_err(to_py_err)
+}
+
+/// The JSON specification of built-in job `job` with its parameters, as
+/// the cluster's tasks take it, and the input format the job reads.
+#[pyfunction]
+#[pyo3(signature = (job, *, n=None, k=None, pattern=None, gap_ms=None, vertices=None, damping=None))]
+pub fn mapreduce_job_spec(
+    job: &str,
+    n: Option<usize>,
+    k: Option<usize>,
+    pattern: Option<String>,
+    gap_ms: Option<u64>,
+    vertices: Option<u64>,
+    damping: Option<f64>,
+) -> PyResult<(String, &'static str)> {
+    let params = JobParams {
+        n,
+        k,
+        pattern,
+        gap_ms,
+        vertices,
+        damping,
+    };
+    let spec = JobSpec::named(job, &params).map_err(to_py_err)?;
+    let built = spec.build().map_err(to_py_err)?;
+    Ok((to_json(&spec).map_err(to_py_err)?, built.input_format().name()))
+}
+
+fn job_of(spec: &str) -> Result<Arc<dyn Job>> {
+    let spec: JobSpec = serde_json::from_str(spec)
+        .map_err(|error| Error::InvalidArgument(format!("not a job specification ({error}): {spec}")))?;
+    spec.build()
+}
+
+/// Sample task: up to `keys_max` keys that job `spec` emits from the block
+/// file `path`, and the block's input and output bytes and output records.
+#[pyfunction]
+#[pyo3(signature = (spec, path, format, keys_max, combiner_bytes=32 << 20))]
+pub fn mapreduce_sample_task<'py>(
+    py: Python<'py>,
+    spec: &str,
+    path: PathBuf,
+    format: &str,
+    keys_max: usize,
+    combiner_bytes: u64,
+) -> PyResult<(Bound<'py, PyList>, u64, u64, u64)> {
+    let job = job_of(spec).map_err(to_py_err)?;
+    let format = InputFormat::parse(format).map_err(to_py_err)?;
+    let sample = py
+        .detach(|| sample_task(&RealFs::new(), &*job, &path, format, RecordLimits::default(), combiner_bytes, keys_max))
+        .map_err(to_py_err)?;
+    let keys = PyList::new(py, sample.keys.iter().map(|key| PyBytes::new(py, key)))?;
+    Ok((keys, sample.input_bytes, sample.output_bytes, sample.output_records))
+}
+
+/// The range partitioner of `partitions` cut from sampled `keys`, as JSON.
+#[pyfunction]
+pub fn mapreduce_range_partitioner(keys: Vec<PyBackedBytes>, partitions: usize) -> PyResult<String> {
+    let keys = keys.iter().map(|key| key.to_vec()).collect();
+    to_json(&Partitioner::range_from_sample(keys, partitions)).map_err(to_py_err)
+}
+
+/// Map task: the block file `path` mapped by job `spec` into one piece of
+/// chunks per partition of `partitioner` (JSON). The block was cut from
+/// input `file` at `offset`, and `source` numbers it among the job's blocks.
+/// Returns the pieces and the records read and emitted.
+#[pyfunction]
+#[pyo3(signature = (spec, path, format, file, offset, source, partitioner, combiner_bytes=32 << 20))]
+#[allow(clippy::too_many_arguments)]
+pub fn mapreduce_map_task<'py>(
+    py: Python<'py>,
+    spec: &str,
+    path: PathBuf,
+    format: &str,
+    file: u32,
+    offset: u64,
+    source: u32,
+    partitioner: &str,
+    combiner_bytes: u64,
+) -> PyResult<(Bound<'py, PyList>, u64, u64)> {
+    let origin = BlockOrigin { file, offset, source };
+    let job = job_of(spec).map_err(to_py_err)?;
+    let format = InputFormat::parse(format).map_err(to_py_err)?;
+    let partitioner: Partitioner = serde_json::from_str(partitioner)
+        .map_err(|error| to_py_err(Error::InvalidArgument(format!("not a partitioner ({error})"))))?;
+    partitioner.validate().map_err(to_py_err)?;
+    let mapped = py
+        .detach(|| {
+            map_task(&RealFs::new(), &*job, &path, format, origin, &partitioner, RecordLimits::default(), combiner_bytes)
+        })
+        .map_err(to_py_err)?;
+    let pieces = PyList::new(py, mapped.pieces.iter().map(|piece| PyBytes::new(py, piece)))?;
+    Ok((pieces, mapped.counts.records_in, mapped.counts.records_emitted))
+}
+
+/// Reduce task: partition `partition` of job `spec` reduced from `pieces`
+/// into its output file in `output` (`output_format`: text or binary).
+/// Returns its counts as JSON.
+#[pyfunction]
+#[pyo3(signature = (spec, partition, pieces, output, output_format="text", sync=true, radix_budget=256 << 20))]
+#[allow(clippy::too_many_arguments)]
+pub fn mapreduce_reduce_task(
+    py: Python<'_>,
+    spec: &str,
+    partition: usize,
+    pieces: Vec<PyBackedBytes>,
+    output: PathBuf,
+    output_format: &str,
+    sync: bool,
+    radix_budget: u64,
+) -> PyResult<String> {
+    let job = job_of(spec).map_err(to_py_err)?;
+    let format = OutputFormat::parse(output_format).map_err(to_py_err)?;
+    py.detach(|| {
+        let pieces: Vec<&[u8]> = pieces.iter().map(|piece| &**piece).collect();
+        let counts = reduce_task(Arc::new(RealFs::new()), &*job, partition, &pieces, &output, format, radix_budget, sync)?;
+        to_json(&counts)
+    })
+    .map_err(to_py_err)
 }

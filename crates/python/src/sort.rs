@@ -3,11 +3,14 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyList};
 use spillway_core::fs::parent_directory;
-use spillway_core::RealFs;
+use spillway_core::{Error, RealFs};
 use spillway_sort::{
-    generate_file, sort_file, validate_path, GenerateSpec, KeyOrder, RecordFormat, SortOptions,
-    ValidateOptions, ValidationReport, WriteOptions,
+    boundaries_from_sample, generate_file, key_value, sort_file, split_records, validate_path, Boundaries,
+    GenerateSpec, KeyOrder, KeyValue, RecordFormat, SortOptions, ValidateOptions, ValidationReport, WriteOptions,
+    KEY_BYTES,
 };
 
 use crate::errors::to_py_err;
@@ -131,4 +134,54 @@ pub fn sort(
     })?
     .map_err(to_py_err)?;
     to_json(&report).map_err(to_py_err)
+}
+
+/// The sort key `key` (exactly 10 bytes) as the sort orders it.
+fn sort_key(key: &[u8]) -> PyResult<KeyValue> {
+    if key.len() != KEY_BYTES {
+        return Err(to_py_err(Error::InvalidArgument(format!(
+            "a gensort key is {KEY_BYTES} bytes, not {}",
+            key.len()
+        ))));
+    }
+    Ok(key_value(key))
+}
+
+/// Range boundaries (10-byte keys, increasing) that cut the sampled `keys`
+/// into up to `partitions` ranges of about equal size.
+#[pyfunction]
+pub fn sort_boundaries<'py>(
+    py: Python<'py>,
+    keys: Vec<PyBackedBytes>,
+    partitions: usize,
+) -> PyResult<Bound<'py, PyList>> {
+    let sample = keys.iter().map(|key| sort_key(key)).collect::<PyResult<Vec<_>>>()?;
+    let boundaries = boundaries_from_sample(sample, partitions);
+    PyList::new(
+        py,
+        boundaries
+            .bounds()
+            .iter()
+            .map(|bound| PyBytes::new(py, &bound.to_be_bytes()[..KEY_BYTES])),
+    )
+}
+
+/// The gensort records of `data` split by the key ranges of `boundaries`
+/// (10-byte keys, increasing): one bytes object per range, records in
+/// input order.
+#[pyfunction]
+pub fn sort_split_records<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    boundaries: Vec<PyBackedBytes>,
+) -> PyResult<Bound<'py, PyList>> {
+    let bounds = boundaries.iter().map(|key| sort_key(key)).collect::<PyResult<Vec<_>>>()?;
+    let boundaries = Boundaries::from_bounds(bounds);
+    if !boundaries.is_strictly_increasing() {
+        return Err(to_py_err(Error::InvalidArgument(
+            "range boundaries must be strictly increasing".into(),
+        )));
+    }
+    let pieces = py.detach(|| split_records(&data, &boundaries)).map_err(to_py_err)?;
+    PyList::new(py, pieces.iter().map(|piece| PyBytes::new(py, piece)))
 }

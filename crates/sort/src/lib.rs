@@ -40,7 +40,9 @@ pub use gensort::{
     BLOCK_RECORDS,
 };
 pub use options::{Progress, SortMode, SortOptions, SortReport, MEMORY_BYTES_MIN};
-pub use partition::{key_value, partitions_for, sample_keys, Boundaries, KeyValue};
+pub use partition::{
+    boundaries_from_sample, key_value, partitions_for, sample_keys, split_records, Boundaries, KeyValue,
+};
 pub use radix::{segments_of, sort_records, SortScratch, SEGMENTS_MAX, SEGMENT_RECORDS_MAX};
 pub use record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 pub use valsort::{

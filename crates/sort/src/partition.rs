@@ -46,6 +46,35 @@ pub fn partitions_for(input_bytes: u64, partition_bytes_max: u64, path: &Path) -
     ))
 }
 
+/// Range boundaries cutting `sample` (keys of sampled records) into up to
+/// `partitions` ranges of about equal size, each bound strictly above the
+/// one before (a key heavier than a range gets one to itself): a cluster's
+/// sort cuts its ranges this way from keys sampled on every node.
+pub fn boundaries_from_sample(sample: Vec<KeyValue>, partitions: usize) -> Boundaries {
+    Boundaries::from_sample_distinct(sample, partitions.max(1))
+}
+
+/// The records of `records` (whole gensort records) split by key range:
+/// piece `p` holds, in input order, those of partition `p` of `boundaries`,
+/// for a cluster's sort to push to the node that sorts that range.
+pub fn split_records(records: &[u8], boundaries: &Boundaries) -> Result<Vec<Vec<u8>>> {
+    ensure!(
+        records.len().is_multiple_of(RECORD_BYTES),
+        InvalidArgument,
+        "{} bytes are not a whole number of {RECORD_BYTES}-byte records",
+        records.len()
+    );
+    let partitions = boundaries.partitions();
+    let even = records.len() / partitions;
+    let mut pieces: Vec<Vec<u8>> = (0..partitions)
+        .map(|_| Vec::with_capacity(even + even / 8))
+        .collect();
+    for record in records.chunks_exact(RECORD_BYTES) {
+        pieces[boundaries.partition_of(&key_value(record))].extend_from_slice(record);
+    }
+    Ok(pieces)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +119,30 @@ mod tests {
             // Within 25% of an even split, for skewed data too.
             assert!(largest < even * 5 / 4, "skewed={skewed}: {sizes:?}");
         }
+    }
+
+    #[test]
+    fn split_records_keep_each_range_in_input_order() {
+        let data = generate_vec(&GenerateSpec {
+            format: RecordFormat::Binary,
+            skewed: false,
+            start_record: 0,
+            records: 10_000,
+        })
+        .unwrap();
+        let sample: Vec<KeyValue> = data.chunks_exact(RECORD_BYTES).step_by(10).map(key_value).collect();
+        let boundaries = boundaries_from_sample(sample, 4);
+        let pieces = split_records(&data, &boundaries).unwrap();
+        assert_eq!(pieces.len(), 4);
+        assert_eq!(pieces.iter().map(Vec::len).sum::<usize>(), data.len());
+        for (partition, piece) in pieces.iter().enumerate() {
+            assert!(piece.len() > data.len() / 8, "{partition}: about a quarter each");
+            let mut expected = data
+                .chunks_exact(RECORD_BYTES)
+                .filter(|record| boundaries.partition_of(&key_value(record)) == partition);
+            assert!(piece.chunks_exact(RECORD_BYTES).all(|record| Some(record) == expected.next()));
+        }
+        assert!(split_records(&data[..150], &boundaries).is_err());
     }
 
     #[test]

@@ -1,0 +1,290 @@
+"""The cluster's file system: files cut into blocks of whole records, each
+block on the ring owner of its key and that owner's successors, the file's
+record on the owners of its name's key.
+
+Every function here takes :class:`Members`: the ring, one block-store actor
+per live node, and the replication factor. A block read tries its holders
+in ring order; a copy that fails its checksum is replaced from a good one
+(and the read goes on), so one damaged copy costs a retry, not the file.
+:func:`rebalance` moves what a membership change displaced: a node that
+joined receives the blocks it now holds, a node that left has its copies
+made again from the survivors.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from ..errors import CorruptionError, InvalidArgumentError, SpillwayError
+from ._ray import ray
+from .ring import Ring, block_key, key_hash
+
+# Blocks sent at once by put and rebalance: enough to keep every node
+# writing, few enough that the driver holds a bounded amount of data.
+IN_FLIGHT_BLOCKS = 4
+FORMATS = ("text", "tsv", "csv", "gensort", "kv")
+FILE_RECORD_VERSION = 1
+
+
+@dataclass
+class Members:
+    """Who holds what now: the ring of live nodes and their stores (actor
+    handles, so a task can be given these too)."""
+
+    ring: Ring
+    stores: Dict[str, Any]
+    factor: int
+    # Ray node id -> node-N, for what users read.
+    names: Dict[str, str]
+
+    def holders(self, key: int) -> List[str]:
+        return self.ring.replicas(key, self.factor)
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """A file of the cluster's file system: its record and where its blocks are."""
+
+    name: str
+    size: int
+    format: str
+    replication: int
+    # (index, ring key, length, CRC-32, holders' names in ring order)
+    blocks: Tuple[Tuple[int, int, int, int, Tuple[str, ...]], ...]
+    record_holders: Tuple[str, ...]
+
+
+def put(members: Members, local_path: os.PathLike, name: str, format: str, block_bytes: int) -> FileStat:
+    """Stores the local file ``local_path`` as ``name``."""
+    from .. import _native
+
+    _check_name(name)
+    if format not in FORMATS:
+        raise InvalidArgumentError(f"unknown format {format!r}; the formats are {', '.join(FORMATS)}")
+    path = Path(local_path)
+    if read_record(members, name) is not None:
+        raise InvalidArgumentError(f"{name} already exists in the cluster's file system; remove it first")
+    pieces = _native.mapreduce_whole_record_blocks(str(path), format, block_bytes)
+    blocks = []
+    pending: List[Tuple[Any, Tuple[int, str]]] = []
+    lost: List[Tuple[int, str]] = []
+    with open(path, "rb") as source:
+        for index, (offset, length) in enumerate(pieces):
+            source.seek(offset)
+            data = source.read(length)
+            if len(data) != length:
+                raise SpillwayError(f"{path} changed while it was being stored (block {index} is short)")
+            key = block_key(name, index)
+            crc = zlib.crc32(data)
+            blocks.append([index, key, length, crc])
+            reference = ray.put(data)
+            pending.extend(
+                (members.stores[node].put_block.remote(key, reference, crc), (key, node)) for node in members.holders(key)
+            )
+            del data, reference
+            pending = _drain(pending, IN_FLIGHT_BLOCKS * members.factor, lost)
+    _drain(pending, 0, lost)
+    for _, key, _, _ in blocks:
+        if all((key, node) in lost for node in members.holders(key)):
+            raise SpillwayError(f"{name}: every holder of block {key:016x} was lost while it was written")
+    record = {
+        "version": FILE_RECORD_VERSION,
+        "name": name,
+        "size": sum(length for _, _, length, _ in blocks),
+        "format": format,
+        "block_bytes": block_bytes,
+        "replication": members.factor,
+        "blocks": blocks,
+    }
+    write_record(members, record)
+    return stat(members, name)
+
+
+def get(members: Members, name: str, local_path: os.PathLike) -> FileStat:
+    """Writes ``name`` to ``local_path`` (whole or not at all)."""
+    record = _require(members, name)
+    target = Path(local_path)
+    partial = target.with_name(f".{target.name}.spillway-partial")
+    try:
+        with open(partial, "wb") as out:
+            for index, key, length, crc in record["blocks"]:
+                data = read_block(members, name, key, length, crc)
+                out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(partial, target)
+    finally:
+        if partial.exists():
+            partial.unlink()
+    return stat(members, name)
+
+
+def rm(members: Members, name: str) -> None:
+    """Removes ``name``: its blocks, then its record."""
+    record = _require(members, name)
+    calls = []
+    for _, key, _, _ in record["blocks"]:
+        calls.extend(store.delete_block.remote(key) for store in members.stores.values())
+    ray.get(calls)
+    ray.get([store.delete_file.remote(key_hash(name)) for store in members.stores.values()])
+
+
+def ls(members: Members) -> List[str]:
+    """Every file name, sorted."""
+    names = set()
+    for records in ray.get([store.file_records.remote() for store in members.stores.values()]):
+        names.update(record["name"] for record in records)
+    return sorted(names)
+
+
+def stat(members: Members, name: str) -> FileStat:
+    record = _require(members, name)
+    return FileStat(
+        name=record["name"],
+        size=record["size"],
+        format=record["format"],
+        replication=record["replication"],
+        blocks=tuple(
+            (index, key, length, crc, _names(members, key)) for index, key, length, crc in record["blocks"]
+        ),
+        record_holders=_names(members, key_hash(name)),
+    )
+
+
+def read_block(members: Members, name: str, key: int, length: int, crc: int) -> bytes:
+    """Block ``key`` of ``name`` from the first holder with a good copy;
+    the holders whose copy was missing or damaged get it again."""
+    failures = []
+    for node in members.holders(key):
+        try:
+            data = ray.get(members.stores[node].get_block.remote(key, crc))
+        except Exception as error:  # a damaged or missing copy, or a node gone
+            failures.append((node, _reason(error)))
+            continue
+        repairs = [members.stores[bad].put_block.remote(key, data, crc) for bad, _ in failures]
+        ray.get(repairs)
+        return data
+    detail = "; ".join(f"{node}: {reason}" for node, reason in failures)
+    raise CorruptionError(f"{name}: no good copy of block {key:016x} ({length} bytes) on any holder ({detail})")
+
+
+def read_record(members: Members, name: str) -> Optional[Dict[str, Any]]:
+    """The record of ``name`` from the first holder with a good one (the
+    others get it again), or None when no holder has one."""
+    key = key_hash(name)
+    failures = []
+    for node in members.holders(key):
+        try:
+            record = ray.get(members.stores[node].get_file.remote(key))
+        except Exception as error:
+            failures.append((node, _reason(error)))
+            continue
+        if record is None:
+            failures.append((node, "absent"))
+            continue
+        ray.get([members.stores[bad].put_file.remote(key, record) for bad, _ in failures])
+        return record
+    damaged = [f"{node}: {reason}" for node, reason in failures if reason != "absent"]
+    if damaged:
+        raise CorruptionError(f"{name}: no good copy of its file record ({'; '.join(damaged)})")
+    return None
+
+
+def write_record(members: Members, record: Dict[str, Any]) -> None:
+    key = key_hash(record["name"])
+    ray.get([members.stores[node].put_file.remote(key, record) for node in members.holders(key)])
+
+
+def rebalance(members: Members, before: Ring, sources: Iterable[str], progress: Callable[[int], None]) -> int:
+    """After a membership change from ``before`` to ``members.ring``: gives
+    every block and record to the nodes that now hold it (copied from a
+    node in ``sources`` that has a good copy) and removes it from live
+    nodes that no longer should. Returns the blocks copied."""
+    sources = [node for node in sources if node in members.stores]
+    records = {}
+    for found in ray.get([members.stores[node].file_records.remote() for node in sources]):
+        for record in found:
+            records[record["name"]] = record
+    copied = 0
+    pending: List[Tuple[Any, Tuple[int, str]]] = []
+    for name, record in sorted(records.items()):
+        key = key_hash(name)
+        added, dropped = before.changes(members.ring, key, members.factor)
+        pending.extend((members.stores[node].put_file.remote(key, record), (key, node)) for node in added)
+        pending.extend(
+            (members.stores[node].delete_file.remote(key), (key, node)) for node in dropped if node in members.stores
+        )
+        for _, key, length, crc in record["blocks"]:
+            added, dropped = before.changes(members.ring, key, members.factor)
+            if added:
+                holders = [node for node in before.replicas(key, members.factor) if node in members.stores]
+                data = _copy_from(members, name, key, length, crc, holders)
+                reference = ray.put(data)
+                pending.extend((members.stores[node].put_block.remote(key, reference, crc), (key, node)) for node in added)
+                copied += 1
+                progress(copied)
+            pending.extend(
+                (members.stores[node].delete_block.remote(key), (key, node)) for node in dropped if node in members.stores
+            )
+            pending = _drain(pending, IN_FLIGHT_BLOCKS * members.factor)
+    _drain(pending, 0)
+    return copied
+
+
+def _copy_from(members: Members, name: str, key: int, length: int, crc: int, holders: List[str]) -> bytes:
+    failures = []
+    for node in holders:
+        try:
+            return ray.get(members.stores[node].get_block.remote(key, crc))
+        except Exception as error:
+            failures.append(f"{node}: {_reason(error)}")
+    raise CorruptionError(
+        f"{name}: block {key:016x} ({length} bytes) has no good copy left to replicate from "
+        f"({'; '.join(failures) or 'no surviving holder'})"
+    )
+
+
+def _names(members: Members, key: int) -> Tuple[str, ...]:
+    return tuple(members.names[node] for node in members.holders(key))
+
+
+def _require(members: Members, name: str) -> Dict[str, Any]:
+    _check_name(name)
+    record = read_record(members, name)
+    if record is None:
+        raise InvalidArgumentError(f"no file {name} in the cluster's file system")
+    return record
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise InvalidArgumentError(f"a file name is a non-empty string without NUL bytes, not {name!r}")
+
+
+def _drain(pending: List[Tuple[Any, Tuple[int, str]]], keep: int, lost: Optional[List[Tuple[int, str]]] = None):
+    """Waits until at most ``keep`` of the ``(call, (key, node))`` pairs are
+    in flight, raising the first failure; a call to a store whose node is
+    gone is added to ``lost`` instead, when given."""
+    while len(pending) > keep:
+        done, _ = ray.wait([call for call, _ in pending], num_returns=len(pending) - keep)
+        finished = set(done)
+        for call, what in pending:
+            if call not in finished:
+                continue
+            try:
+                ray.get(call)
+            except ray.exceptions.RayActorError:
+                if lost is None:
+                    raise
+                lost.append(what)
+        pending = [entry for entry in pending if entry[0] not in finished]
+    return pending
+
+
+def _reason(error: BaseException) -> str:
+    cause = getattr(error, "cause", None) or error
+    return f"{type(cause).__name__}: {cause}"

@@ -1,0 +1,127 @@
+"""What the cluster's jobs share: a job's input blocks, their placement on
+holders, reading a block inside a task (its own node's copy when it has a
+good one), and waiting for tasks with progress.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from ..errors import InvalidArgumentError
+from . import fs
+from ._ray import ray
+from .fs import Members
+from .store import key_name
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of a job's input: its file (name, and index among the
+    inputs), place in it, ring key and checksum, and its number in the job."""
+
+    file: str
+    input: int
+    offset: int
+    key: int
+    length: int
+    crc: int
+    source: int
+    holders: Tuple[str, ...]
+
+
+def input_blocks(members: Members, inputs: Sequence[str]) -> Tuple[List[Block], str]:
+    """Every block of the files ``inputs``, in order, and their format (one
+    for all)."""
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    if not inputs:
+        raise InvalidArgumentError("a job needs at least one input file")
+    blocks: List[Block] = []
+    formats = set()
+    for input, name in enumerate(inputs):
+        record = fs._require(members, name)
+        formats.add(record["format"])
+        offset = 0
+        for _, key, length, crc in record["blocks"]:
+            blocks.append(Block(name, input, offset, key, length, crc, len(blocks), tuple(members.holders(key))))
+            offset += length
+    if len(formats) > 1:
+        raise InvalidArgumentError(f"the inputs of one job must have one format; these have {', '.join(sorted(formats))}")
+    return blocks, formats.pop()
+
+
+def assign(members: Members, blocks: List[Block], group_bytes: float) -> List[Tuple[str, List[Block]]]:
+    """Blocks given to their least-loaded holder (so every task can read
+    where it runs), then grouped per node, in order, into tasks of about
+    ``group_bytes`` of input (at least one block each)."""
+    load = {node: 0 for node in members.ring.nodes}
+    mine: Dict[str, List[Block]] = {node: [] for node in members.ring.nodes}
+    for block in sorted(blocks, key=lambda block: -block.length):
+        node = min(block.holders, key=lambda holder: (load[holder], block.holders.index(holder)))
+        load[node] += block.length
+        mine[node].append(block)
+    tasks = []
+    for node, assigned in mine.items():
+        group: List[Block] = []
+        size = 0
+        for block in sorted(assigned, key=lambda block: block.source):
+            group.append(block)
+            size += block.length
+            if size >= group_bytes:
+                tasks.append((node, group))
+                group, size = [], 0
+        if group:
+            tasks.append((node, group))
+    return tasks
+
+
+def near(node: str):
+    """Run on ``node`` while it lives, elsewhere when it is gone."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+
+
+def gather(calls: List[Any], finished: Callable[[int], None]) -> List[Any]:
+    """The calls' results in order, calling ``finished`` with the count done
+    as each one ends (so a progress bar, or a test, sees the job midway)."""
+    position = {call: index for index, call in enumerate(calls)}
+    results: List[Any] = [None] * len(calls)
+    remaining = list(calls)
+    while remaining:
+        done, remaining = ray.wait(remaining, num_returns=1)
+        results[position[done[0]]] = ray.get(done[0])
+        finished(len(calls) - len(remaining))
+    return results
+
+
+@dataclass
+class Fetched:
+    """A block inside a task: its bytes, and a file holding them."""
+
+    data: bytes
+    path: Path
+    # Whether it was this node's own copy.
+    local: bool
+
+
+def fetch(members: Members, directory: str, block: Block, scratch: Path) -> Fetched:
+    """Block ``block`` for a task on this node: the node's own copy when it
+    holds a good one (read once, checked), else a good copy read from a
+    holder (repairing damaged ones) and written into ``scratch``."""
+    node = ray.get_runtime_context().get_node_id()
+    path = Path(directory) / node / "blocks" / key_name(block.key)
+    if node in block.holders:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b""
+        if len(data) == block.length and zlib.crc32(data) == block.crc:
+            return Fetched(data, path, True)
+    data = fs.read_block(members, block.file, block.key, block.length, block.crc)
+    copy = scratch / key_name(block.key)
+    copy.write_bytes(data)
+    return Fetched(data, copy, False)

@@ -1,0 +1,48 @@
+"""The 2-IO sort across a simulated 4-node cluster: valid for valsort with
+the input's checksum, two reads and two writes per byte, a node lost midway."""
+
+import pytest
+
+import spillway
+from spillway.errors import InvalidArgumentError
+
+RECORDS = 200_000
+
+
+@pytest.fixture(scope="module")
+def records(cluster, tmp_path_factory):
+    path = tmp_path_factory.mktemp("sort") / "records.dat"
+    generated = spillway.gensort(path, RECORDS, skew=True)
+    cluster.put(path, "records.dat", format="gensort", block_bytes="1M")
+    return generated
+
+
+def test_the_sorted_ranges_validate_as_one_file_with_the_inputs_checksum(cluster, records):
+    report = cluster.sort("records.dat", "sorted")
+    assert report.valsort.sorted and report.valsort.records == RECORDS
+    assert report.valsort.checksum == records.checksum
+    assert report.ranges == 4 and len(report.outputs) == 4
+    assert {output["node"] for output in report.outputs} == {"node-0", "node-1", "node-2", "node-3"}
+    assert report.local_share == 1.0
+    # Every byte read twice and written twice, cluster-wide (small files and
+    # the sort's summaries add a little).
+    assert 1.99 <= report.reads_per_byte <= 2.05, report.io
+    assert 1.99 <= report.writes_per_byte <= 2.05, report.io
+    assert len(report.io) == 4, "every node did its share"
+
+
+def test_only_gensort_files_are_sorted(cluster, tmp_path):
+    (tmp_path / "lines.txt").write_text("b\na\n")
+    cluster.put(tmp_path / "lines.txt", "lines.txt")
+    with pytest.raises(InvalidArgumentError, match="stored as text"):
+        cluster.sort("lines.txt", "nope")
+
+
+def test_a_node_lost_halfway_leaves_a_valid_sort(cluster, records):
+    def lose_one(phase, done, total):
+        if phase == "partition" and done == total // 2 and "node-1" in {node["name"] for node in cluster.nodes()}:
+            cluster.remove_node(1)
+
+    report = cluster.sort("records.dat", "sorted-after-loss", progress=lose_one)
+    assert report.valsort.sorted and report.valsort.records == RECORDS
+    assert report.valsort.checksum == records.checksum
