@@ -38,6 +38,11 @@ OBJECT_STORE_BYTES_DEFAULT = 256 << 20
 PathLike = Union[str, os.PathLike]
 
 
+# A node's store as a Ray actor: no CPU reserved (it waits on its disk), a
+# few calls at once (each on its own files).
+_STORE_ACTOR = ray.remote(num_cpus=0, max_concurrency=8)(BlockStore)
+
+
 def _node_name(node: Dict[str, Any]) -> str:
     """``node-N`` for node N of a simulated cluster (its marker resource),
     else ``node-`` and the start of its Ray id: the same in every driver."""
@@ -227,8 +232,7 @@ class Cluster:
     def _start_store(self, node_id: str) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        actor = ray.remote(num_cpus=0, max_concurrency=8)(BlockStore)
-        return actor.options(
+        return _STORE_ACTOR.options(
             name=f"spillway-store-{node_id}",
             namespace=NAMESPACE,
             get_if_exists=True,

@@ -126,10 +126,8 @@ def get(members: Members, name: str, local_path: os.PathLike) -> FileStat:
 def rm(members: Members, name: str) -> None:
     """Removes ``name``: its blocks, then its record."""
     record = _require(members, name)
-    calls = []
-    for _, key, _, _ in record["blocks"]:
-        calls.extend(store.delete_block.remote(key) for store in members.stores.values())
-    ray.get(calls)
+    keys = [key for _, key, _, _ in record["blocks"]]
+    ray.get([store.delete_blocks.remote(keys) for store in members.stores.values()])
     ray.get([store.delete_file.remote(key_hash(name)) for store in members.stores.values()])
 
 
@@ -202,8 +200,10 @@ def write_record(members: Members, record: Dict[str, Any]) -> None:
 def rebalance(members: Members, before: Ring, sources: Iterable[str], progress: Callable[[int], None]) -> int:
     """After a membership change from ``before`` to ``members.ring``: gives
     every block and record to the nodes that now hold it (copied from a
-    node in ``sources`` that has a good copy) and removes it from live
-    nodes that no longer should. Returns the blocks copied."""
+    live node that held it, with a good copy) and removes it from live
+    nodes that no longer should. A file keeps its records' replication
+    where the cluster still has the nodes, and takes the cluster's when it
+    has fewer. Returns the blocks copied."""
     sources = [node for node in sources if node in members.stores]
     records = {}
     for found in ray.get([members.stores[node].file_records.remote() for node in sources]):
@@ -212,25 +212,32 @@ def rebalance(members: Members, before: Ring, sources: Iterable[str], progress: 
     copied = 0
     pending: List[Tuple[Any, Tuple[int, str]]] = []
     for name, record in sorted(records.items()):
+        old_factor = record["replication"]
+        record = dict(record, replication=min(old_factor, len(members.ring.nodes)))
+        factor = record["replication"]
+
+        def moves(key: int) -> Tuple[List[str], List[str], List[str]]:
+            """Live old holders (the sources), nodes to gain a copy, live
+            nodes to drop theirs."""
+            added, dropped = before.changes(members.ring, key, old_factor, factor)
+            live = [node for node in before.replicas(key, old_factor) if node in members.stores]
+            return live, added, [node for node in dropped if node in members.stores]
+
         key = key_hash(name)
-        added, dropped = before.changes(members.ring, key, members.factor)
-        pending.extend((members.stores[node].put_file.remote(key, record), (key, node)) for node in added)
-        pending.extend(
-            (members.stores[node].delete_file.remote(key), (key, node)) for node in dropped if node in members.stores
-        )
+        _, added, dropped = moves(key)
+        # Every holder gets the record again: its replication may have changed.
+        pending.extend((members.stores[node].put_file.remote(key, record), (key, node)) for node in members.ring.replicas(key, factor))
+        pending.extend((members.stores[node].delete_file.remote(key), (key, node)) for node in dropped)
         for _, key, length, crc in record["blocks"]:
-            added, dropped = before.changes(members.ring, key, members.factor)
+            live, added, dropped = moves(key)
             if added:
-                holders = [node for node in before.replicas(key, members.factor) if node in members.stores]
-                data = _copy_from(members, name, key, length, crc, holders)
+                data = _copy_from(members, name, key, length, crc, live)
                 reference = ray.put(data)
                 pending.extend((members.stores[node].put_block.remote(key, reference, crc), (key, node)) for node in added)
                 copied += 1
                 progress(copied)
-            pending.extend(
-                (members.stores[node].delete_block.remote(key), (key, node)) for node in dropped if node in members.stores
-            )
-            pending = _drain(pending, IN_FLIGHT_BLOCKS * members.factor)
+            pending.extend((members.stores[node].delete_block.remote(key), (key, node)) for node in dropped)
+            pending = _drain(pending, IN_FLIGHT_BLOCKS * factor)
     _drain(pending, 0)
     return copied
 

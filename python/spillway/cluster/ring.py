@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from typing import Iterable, List, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 from .._args import count
 from ..errors import InvalidArgumentError
@@ -104,10 +104,14 @@ class Ring:
             raise InvalidArgumentError(f"node {node} is not on the ring (its nodes: {', '.join(self.nodes)})")
         return Ring([other for other in self.nodes if other != node], self.vnodes)
 
-    def changes(self, new: "Ring", key: int, factor: int) -> Tuple[List[str], List[str]]:
-        """What moving ``key`` from this ring to ``new`` takes: the nodes that
+    def changes(
+        self, new: "Ring", key: int, factor: int, new_factor: Optional[int] = None
+    ) -> Tuple[List[str], List[str]]:
+        """What moving ``key`` from this ring (``factor`` copies) to ``new``
+        (``new_factor`` copies, the same by default) takes: the nodes that
         must gain a replica, and those that hold one they no longer should."""
-        before, after = self.replicas(key, factor), new.replicas(key, factor)
+        before = self.replicas(key, factor)
+        after = new.replicas(key, factor if new_factor is None else new_factor)
         return [node for node in after if node not in before], [node for node in before if node not in after]
 
     def share(self, node: str) -> float:

@@ -112,6 +112,16 @@ class BlockStore:
         _sync_directory(self.blocks)
         return held
 
+    def delete_blocks(self, keys: List[int]) -> int:
+        """Removes every block of ``keys`` held here; returns how many were."""
+        held = 0
+        for key in keys:
+            name = key_name(key)
+            held += _remove(self.blocks / f"{name}.sum")
+            _remove(self.blocks / name)
+        _sync_directory(self.blocks)
+        return held
+
     def block_keys(self) -> List[int]:
         """The keys of every complete block here."""
         return sorted(int(path.name[: -len(".sum")], 16) for path in self.blocks.glob("*.sum"))
