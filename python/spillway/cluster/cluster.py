@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Union
 
@@ -31,6 +32,11 @@ NAMESPACE = "spillway"
 NODE_RESOURCE = "spillway_node_"
 NODES_MAX = 256
 BLOCK_BYTES_DEFAULT = 64 << 20
+# How long a killed simulated node may take to be seen dead.
+NODE_DEATH_SECONDS = 60
+# Health checks of a simulated cluster: a killed node is seen dead in
+# about two seconds (Ray's defaults take much longer).
+LOCAL_SYSTEM_CONFIG = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
 # Ray refuses an object store under about 75 MiB.
 OBJECT_STORE_BYTES_MIN = 80 << 20
 OBJECT_STORE_BYTES_DEFAULT = 256 << 20
@@ -159,6 +165,12 @@ class Cluster:
         local.remove_node(ray_node, allow_graceful=False)
         del self._local_nodes[node_id]
         self._removed += 1
+        # Ray marks the node dead once its health checks fail.
+        deadline = time.monotonic() + NODE_DEATH_SECONDS
+        while any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes()):
+            if time.monotonic() > deadline:
+                raise SpillwayError(f"{name} was killed but Ray still lists it alive after {NODE_DEATH_SECONDS} s")
+            time.sleep(0.1)
         self.refresh()
         return name
 
@@ -286,7 +298,8 @@ def local(
     try:
         from ray.cluster_utils import Cluster as RayCluster
 
-        ray_cluster = RayCluster(initialize_head=True, head_node_args=dict(node_args, resources={f"{NODE_RESOURCE}0": 1}))
+        head_args = dict(node_args, resources={f"{NODE_RESOURCE}0": 1}, _system_config=LOCAL_SYSTEM_CONFIG)
+        ray_cluster = RayCluster(initialize_head=True, head_node_args=head_args)
         for index in range(1, nodes):
             ray_cluster.add_node(**node_args, resources={f"{NODE_RESOURCE}{index}": 1})
         ray_cluster.wait_for_nodes()
