@@ -124,6 +124,15 @@ class Cluster:
         survivors = [node for node in before.nodes if node in alive]
         return fs.rebalance(self._members(), before, survivors, lambda copied: None)
 
+    def settle(self, since: Ring) -> int:
+        """Places again what was written with the ring ``since`` (a job's
+        outputs, written with the ring the job started with) when the
+        membership changed meanwhile; returns the blocks copied."""
+        self.refresh()
+        if self._ring == since:
+            return 0
+        return fs.rebalance(self._members(), since, self._ring.nodes, lambda copied: None)
+
     def nodes(self) -> List[Dict[str, Any]]:
         """The live nodes: name, Ray node id, blocks and bytes held, share
         of the ring."""

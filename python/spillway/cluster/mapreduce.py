@@ -184,7 +184,8 @@ def run(
     phase.seconds = time.monotonic() - mark
     report.phases.append(phase)
     report.seconds = time.monotonic() - started
-    cluster.refresh()
+    # Outputs written while a node left or joined go where the ring now says.
+    cluster.settle(members.ring)
     return report
 
 
