@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from declarations import Workload
 from workloads.agg import AGG
+from workloads.cluster import CLUSTER_INDEX, CLUSTER_SORT, CLUSTER_WORDCOUNT
 from workloads.gensort import GENSORT
 from workloads.kv import KV
 from workloads.mr import MR_INDEX, MR_NGRAM, MR_PAGERANK, MR_SESSIONS, MR_WORDCOUNT
@@ -15,5 +16,8 @@ from workloads.stream import STREAM
 
 WORKLOADS: dict[str, Workload] = {
     workload.name: workload
-    for workload in [GENSORT, SORT, MR_WORDCOUNT, MR_NGRAM, MR_INDEX, MR_SESSIONS, MR_PAGERANK, AGG, KV, STREAM]
+    for workload in [
+        GENSORT, SORT, MR_WORDCOUNT, MR_NGRAM, MR_INDEX, MR_SESSIONS, MR_PAGERANK, AGG, KV, STREAM,
+        CLUSTER_WORDCOUNT, CLUSTER_INDEX, CLUSTER_SORT,
+    ]
 }

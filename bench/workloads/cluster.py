@@ -1,0 +1,189 @@
+"""cluster-*: Spillway on a simulated 4-node Ray cluster against the single-node engine on the same
+data, Dask (LocalCluster, 4 workers of one thread) and Spark (local-cluster[4,1,1024], else local[2]),
+every cluster inside a loopback-only network namespace."""
+
+from __future__ import annotations
+
+from declarations import Comparison, Contender, Metric, Requirement, Step, Target, Variant, Workload
+from workloads.mr import MR_PEERS, mr_digest
+from workloads.requirements import PIP_DUCKDB, PIP_PYSPARK
+
+CLUSTER_PEERS = "{bench}/cluster_peers.py"
+# The package with spillway.cluster and Ray, as scripts/install.sh makes it.
+VENV_PYTHON = "{bench}/../.venv/bin/python"
+# Every cluster runs here: a new network namespace with loopback alone.
+ISOLATED = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+PIP_DASK = Requirement(executable=None, source="pip", package="dask[distributed]", module="distributed")
+BUDGET = "1G"
+
+CLUSTER_METRICS = [
+    Metric("throughput", "MB/s (job)", ["bytes / result.job_s / 1e6", "bytes / wall_s / 1e6"], digits=1),
+    Metric("job_s", "job s", ["result.job_s", "wall_s"], better="lower"),
+    Metric("start_s", "cluster start s", "result.start_s", better="lower"),
+    Metric("load_s", "put s", "result.load_s", better="lower"),
+    Metric("peak_memory_mib", "peak memory MiB (all processes)", ["result.peak_rss_bytes / 1048576", "peak_rss_kib / 1024"],
+           better="lower", digits=0),
+    Metric("moved_mb", "moved between nodes MB", "result.bytes_moved / 1e6", better=None, digits=1),
+    Metric("locality", "map tasks local %", "result.locality * 100", better="higher", digits=0),
+    Metric("reads_per_byte", "reads per byte", "result.reads_per_byte", better="lower"),
+    Metric("writes_per_byte", "writes per byte", "result.writes_per_byte", better="lower"),
+]
+
+NOTES = [
+    (
+        "Every cluster is simulated on this machine's 2 cores: 4 Ray nodes of one CPU each for Spillway, "
+        "4 Dask workers of one thread, Spark's local-cluster of 4 executors of one core (or local[2] when "
+        "local-cluster does not start from the pip package; the report's JSON says which). So the "
+        "comparison with the single-node engine measures the cluster layer's overhead, not scale-out."
+    ),
+    (
+        "Times: `job s` is the job alone; the cluster's start (`cluster start s`) and, for Spillway, "
+        "storing the input in its replicated file system (`put s`, three copies) are measured apart. "
+        "Peak memory is the largest sum of the resident memory of every process of the run (sampled "
+        "every 0.2 s), for the single-node engine its own peak RSS."
+    ),
+    (
+        "Every engine's output is reduced to its line count and an order-free checksum of its lines and "
+        "checked against the single-node engine's (bench/mr_peers.py digest); the sort's output is checked "
+        "by valsort over the concatenated summaries of its ranges (order, record count, checksum)."
+    ),
+]
+
+
+def isolated(*command: str) -> list[str]:
+    return [*ISOLATED, *command]
+
+
+def mr_cluster_workload(name: str, job: str, single_job: list[str], setup: list, input_name: str,
+                        page_arguments: str) -> Workload:
+    out = "{dir}/out"
+    contenders = [
+        Contender(
+            name=f"spillway mr {job} (one node)",
+            role="spillway",
+            command=["{spillway}", "mr", *single_job, "{dir}/" + input_name, "-o", out + "-single",
+                     "--memory", BUDGET, "--tmp", "{dir}/tmp", "--json"],
+            prepare=[Step(command=["rm", "-rf", out + "-single"])],
+            result="json",
+            validate=[mr_digest(job, out + "-single", expect=False), Step(command=["rm", "-rf", out + "-single"])],
+        ),
+    ]
+    for label, extra in [("", []), (", a node lost halfway", ["--lose-node"])]:
+        contenders.append(
+            Contender(
+                name=f"spillway cluster {job} (4 nodes{label})",
+                role="spillway",
+                command=isolated(VENV_PYTHON, CLUSTER_PEERS, "spillway", job, "{dir}/" + input_name,
+                                 out + "-cluster", "--tmp", "{dir}/tmp", *extra),
+                prepare=[Step(command=["rm", "-rf", out + "-cluster", "{dir}/tmp/blocks"])],
+                result="json-line",
+                validate=[mr_digest(job, out + "-cluster", expect=True), Step(command=["rm", "-rf", out + "-cluster"])],
+                cleanup=["{dir}/tmp/blocks"],
+            )
+        )
+    for engine, label, requires in [("dask", "Dask (4 workers)", [PIP_DASK, PIP_DUCKDB]),
+                                    ("spark", "Spark", [PIP_PYSPARK, PIP_DUCKDB])]:
+        contenders.append(
+            Contender(
+                name=f"{label} {job}",
+                role="peer",
+                command=isolated("{python}", CLUSTER_PEERS, engine, job, "{dir}/" + input_name, f"{out}-{engine}",
+                                 "--tmp", "{dir}/tmp"),
+                result="json-line",
+                validate=[mr_digest(job, f"{out}-{engine}", expect=True), Step(command=["rm", "-rf", f"{out}-{engine}"])],
+                requires=requires,
+                may_fail=True,
+            )
+        )
+    cluster = f"spillway cluster {job} (4 nodes)"
+    return Workload(
+        name=name,
+        page_command=f"python3 bench/run.py {name} {page_arguments}",
+        description=f"{job} on a simulated 4-node cluster against the single-node engine, Dask and Spark.",
+        setup=[["mkdir", "-p", "{dir}/tmp"], *setup],
+        variants=[Variant(name="generated", description=f"{job} over generated Zipf text")],
+        contenders=contenders,
+        metrics=CLUSTER_METRICS,
+        comparisons=[
+            Comparison(label="the cluster layer's overhead", contender=cluster, peer=f"spillway mr {job} (one node)",
+                       target=0.67 if job == "wordcount" else None),
+            Comparison(label=job, contender=cluster, peer=f"Spark {job}", target=3.0 if job == "wordcount" else None),
+            Comparison(label=job, contender=cluster, peer=f"Dask (4 workers) {job}",
+                       target=2.0 if job == "wordcount" else None),
+            Comparison(label="a node lost halfway", contender=f"spillway cluster {job} (4 nodes, a node lost halfway)",
+                       peer=cluster, target=0.67),
+        ],
+        scratch_bytes_per_data_byte=6.0,
+        notes=NOTES,
+        cold=False,
+    )
+
+
+CLUSTER_WORDCOUNT = mr_cluster_workload(
+    "cluster-wordcount", "wordcount", ["wordcount"],
+    [["{spillway}", "gen", "text", "--bytes", "{bytes}", "-o", "{dir}/input.txt"]], "input.txt",
+    page_arguments="--size 4G --runs 3",
+)
+CLUSTER_INDEX = mr_cluster_workload(
+    "cluster-index", "index", ["inverted-index"],
+    [
+        ["{spillway}", "gen", "text", "--bytes", "{bytes}", "-o", "{dir}/text.txt"],
+        ["{python}", MR_PEERS, "docs", "{dir}/text.txt", "{dir}/input.tsv"],
+        ["rm", "{dir}/text.txt"],
+    ],
+    "input.tsv", page_arguments="--size 1G --runs 3",
+)
+
+CLUSTER_SORT = Workload(
+    name="cluster-sort",
+    page_command="python3 bench/run.py cluster-sort --size 4G --runs 3",
+    description=(
+        "The 2-IO sort of gensort records on a simulated 4-node cluster (each node sorts one key range) "
+        "against spillway sort on one node, with the cluster's reads and writes per byte."
+    ),
+    setup=[
+        ["mkdir", "-p", "{dir}/tmp"],
+        Step(command=["{spillway}", "gensort", "-c", "{records}", "{dir}/input.bin"],
+             capture={"checksum": r"(?m)^([0-9a-f]+)\s*$"}),
+    ],
+    contenders=[
+        Contender(
+            name="spillway sort (one node)",
+            role="spillway",
+            command=["{spillway}", "sort", "{dir}/input.bin", "{dir}/sorted.bin", "--memory", BUDGET,
+                     "--tmp", "{dir}/tmp", "--json"],
+            result="json",
+            validate=[Step(command=["{spillway}", "valsort", "{dir}/sorted.bin"], expect_output="SUCCESS")],
+            cleanup=["{dir}/sorted.bin"],
+        ),
+        *[
+            Contender(
+                name=f"spillway cluster sort (4 nodes{label})",
+                role="spillway",
+                command=isolated(VENV_PYTHON, CLUSTER_PEERS, "spillway", "sort", "{dir}/input.bin", "{dir}/unused",
+                                 "--tmp", "{dir}/tmp", "--memory", BUDGET, *extra),
+                prepare=[Step(command=["rm", "-rf", "{dir}/tmp/blocks"])],
+                result="json-line",
+                expect_output='"sorted": true',
+                cleanup=["{dir}/tmp/blocks"],
+            )
+            for label, extra in [("", []), (", a node lost halfway", ["--lose-node"])]
+        ],
+    ],
+    metrics=CLUSTER_METRICS,
+    comparisons=[
+        Comparison(label="the cluster layer's overhead", contender="spillway cluster sort (4 nodes)",
+                   peer="spillway sort (one node)", target=0.67),
+        Comparison(label="a node lost halfway", contender="spillway cluster sort (4 nodes, a node lost halfway)",
+                   peer="spillway cluster sort (4 nodes)", target=0.67),
+    ],
+    targets=[
+        Target(label="reads per byte, cluster-wide", contender="spillway cluster sort (4 nodes)",
+               metric="reads_per_byte", value=2.0),
+        Target(label="writes per byte, cluster-wide", contender="spillway cluster sort (4 nodes)",
+               metric="writes_per_byte", value=2.0),
+    ],
+    scratch_bytes_per_data_byte=6.0,
+    notes=NOTES,
+    cold=False,
+)
