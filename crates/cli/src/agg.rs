@@ -273,10 +273,16 @@ fn write_results(
         Some(path) if path == Path::new("-") => emit(&mut std::io::sink(), "nowhere")?,
         Some(path) => {
             scratch::write_staged(path, true, |file| {
-                emit(&mut BufWriter::with_capacity(1 << 20, file), &path.display().to_string())
+                emit(
+                    &mut BufWriter::with_capacity(1 << 20, file),
+                    &path.display().to_string(),
+                )
             })?;
         }
-        None => emit(&mut BufWriter::new(std::io::stdout().lock()), "the results to standard output")?,
+        None => emit(
+            &mut BufWriter::new(std::io::stdout().lock()),
+            "the results to standard output",
+        )?,
     }
     Ok(keys)
 }

@@ -235,7 +235,11 @@ fn mixed_types_and_values_out_of_range_are_errors_naming_file_line_and_column() 
             .unwrap()
             .map(|entry| entry.unwrap().file_name())
             .collect();
-        assert_eq!(left, ["data.csv"], "{arguments:?}: a failed run leaves no partial file");
+        assert_eq!(
+            left,
+            ["data.csv"],
+            "{arguments:?}: a failed run leaves no partial file"
+        );
     }
 }
 

@@ -252,7 +252,11 @@ mod tests {
         .unwrap_err();
         assert!(error.to_string().contains("stop"), "{error}");
         assert_eq!(std::fs::read_to_string(&output).unwrap(), "old\n");
-        assert_eq!(listing(dir.path()), ["out.tsv"], "the gone owner's file was swept too");
+        assert_eq!(
+            listing(dir.path()),
+            ["out.tsv"],
+            "the gone owner's file was swept too"
+        );
 
         // A complete write replaces it, and returns what `write` returned.
         for sync in [false, true] {

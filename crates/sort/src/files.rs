@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use spillway_core::fs::{DirectWriter, OpenOptions, DIRECT_IO_ALIGNMENT_BYTES};
-use spillway_core::{scratch, Error, Fs, FsFile, Result};
+use spillway_core::{Error, Fs, FsFile, Result};
 
 use crate::record::RECORD_BYTES;
 

@@ -63,7 +63,9 @@ impl OutputTarget {
         }
         fs.create_dir_all(directory)?;
         cleanup.outputs.push(directory.join(ALL_SUMMARIES));
-        cleanup.paths.push(scratch::partial_path(&directory.join(ALL_SUMMARIES)));
+        cleanup
+            .paths
+            .push(scratch::partial_path(&directory.join(ALL_SUMMARIES)));
         let mut files = Vec::with_capacity(sizes.len());
         let mut number = 0;
         for &size in sizes {

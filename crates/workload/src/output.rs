@@ -74,14 +74,13 @@ pub fn generate_to<S: Written>(
                 .map_err(|error| Error::io(format!("opening output file {}", path.display()), error))?;
             write(&mut Interruptible::new(file, interrupt))
         }
-        Destination::Staged(target) => {
-            scratch::write_staged(target, false, |file| write(&mut Interruptible::new(file, interrupt))).map(
-                |(summary, removed)| {
-                    swept = removed;
-                    summary
-                },
-            )
-        }
+        Destination::Staged(target) => scratch::write_staged(target, false, |file| {
+            write(&mut Interruptible::new(file, interrupt))
+        })
+        .map(|(summary, removed)| {
+            swept = removed;
+            summary
+        }),
     };
     let outcome = match outcome {
         Err(_) if interrupt.is_raised() => Err(interrupt.check().unwrap_err()),
