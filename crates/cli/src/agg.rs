@@ -10,9 +10,9 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use spillway_agg::{
     aggregate_delimited, parse_delimiter, Aggregator, AggregatorOptions, AggregatorStats, CbtOptions,
-    DelimitedOptions, Engine, Output, Value, ValueType, INTERRUPT_CHECK_RECORDS, THREADS_MAX,
+    DelimitedOptions, Engine, Output, Value, ValueType, INTERRUPT_CHECK_RECORDS,
 };
-use spillway_core::Interrupt;
+use spillway_core::{scratch, Interrupt, IoContext};
 use spillway_workload::GroupByGenerator;
 
 use crate::units::{parse_count, parse_text, strip_kind};
@@ -78,9 +78,9 @@ pub struct Args {
     /// emptied on the reading thread).
     #[arg(long, value_name = "N", default_value_t = 2)]
     threads: usize,
-    /// Write the results here (atomically, when complete: an error or
-    /// Ctrl-C leaves no FILE and no FILE.partial) instead of to standard
-    /// output; `-` discards them (for measuring).
+    /// Write the results here (atomically and synced, when complete: an
+    /// error or Ctrl-C leaves no FILE and no partial file) instead of to
+    /// standard output; `-` discards them (for measuring).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Print the report as JSON to standard output (results need --output).
@@ -105,12 +105,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if args.json && args.output.is_none() {
         bail!(
             "--json prints the report to standard output, so the results need --output FILE (or --output -)"
-        );
-    }
-    if args.threads > THREADS_MAX {
-        bail!(
-            "--threads must be from 0 to {THREADS_MAX} (0 runs one tree on the reading thread), not {}",
-            args.threads
         );
     }
     if let Some(path) = &args.input {
@@ -249,10 +243,9 @@ fn aggregate_generated(
     Ok(records)
 }
 
-/// Writes `key<TAB>result` lines to `output` (through `.partial` and a
-/// rename), to standard output when there is none, nowhere for `-`;
-/// returns the number of keys. An error or an interrupt removes the
-/// partial file, so `output` appears complete or not at all.
+/// Writes `key<TAB>result` lines to `output` (all or nothing, synced:
+/// `scratch::write_staged`), to standard output when there is none, nowhere
+/// for `-`; returns the number of keys.
 fn write_results(
     aggregator: &Aggregator,
     output: Option<&Path>,
@@ -260,7 +253,7 @@ fn write_results(
 ) -> anyhow::Result<u64> {
     let mut keys = 0u64;
     let mut line = Vec::with_capacity(256);
-    let mut emit = |out: &mut dyn Write| -> anyhow::Result<()> {
+    let mut emit = |out: &mut dyn Write, name: &str| -> spillway_core::Result<()> {
         for result in aggregator.iter()? {
             if keys.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
                 interrupt.check()?;
@@ -271,36 +264,25 @@ fn write_results(
             line.push(b'\t');
             format_output(&value, &mut line);
             line.push(b'\n');
-            out.write_all(&line)?;
+            out.write_all(&line).io_context(|| format!("writing {name}"))?;
             keys += 1;
         }
-        Ok(())
+        out.flush().io_context(|| format!("writing {name}"))
     };
     match output {
-        Some(path) if path == Path::new("-") => emit(&mut std::io::sink())?,
+        Some(path) if path == Path::new("-") => emit(&mut std::io::sink(), "nowhere")?,
         Some(path) => {
-            let mut partial = path.as_os_str().to_owned();
-            partial.push(".partial");
-            let partial = PathBuf::from(partial);
-            let file = File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
-            let mut writer = BufWriter::with_capacity(1 << 20, file);
-            let written = emit(&mut writer).and_then(|()| {
-                let file = writer.into_inner().map_err(|error| error.into_error())?;
-                file.sync_all()?;
-                Ok(())
-            });
-            if let Err(error) = written {
-                let _ = std::fs::remove_file(&partial);
-                return Err(error.context(format!("writing {}", partial.display())));
-            }
-            std::fs::rename(&partial, path)
-                .with_context(|| format!("renaming {} to {}", partial.display(), path.display()))?;
+            scratch::write_staged(path, true, |file| {
+                emit(
+                    &mut BufWriter::with_capacity(1 << 20, file),
+                    &path.display().to_string(),
+                )
+            })?;
         }
-        None => {
-            let mut out = BufWriter::new(std::io::stdout().lock());
-            emit(&mut out)?;
-            out.flush().context("writing the results to standard output")?;
-        }
+        None => emit(
+            &mut BufWriter::new(std::io::stdout().lock()),
+            "the results to standard output",
+        )?,
     }
     Ok(keys)
 }

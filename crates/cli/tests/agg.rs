@@ -231,7 +231,15 @@ fn mixed_types_and_values_out_of_range_are_errors_naming_file_line_and_column() 
             assert!(stderr.contains(message), "{arguments:?}: {stderr}");
         }
         assert!(!output.exists(), "{arguments:?}: a failed run writes no results");
-        assert!(!directory.path().join("out.tsv.partial").exists());
+        let left: Vec<_> = std::fs::read_dir(directory.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            left,
+            ["data.csv"],
+            "{arguments:?}: a failed run leaves no partial file"
+        );
     }
 }
 
@@ -265,7 +273,7 @@ fn impossible_options_are_refused_before_any_work() {
     for (arguments, message) in [
         (
             vec!["agg", path, "--threads", "100000"],
-            "--threads must be from 0 to 1024",
+            "threads must be from 0 to 1024",
         ),
         (
             vec!["agg", path, "-o", folder],

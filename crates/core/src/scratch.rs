@@ -10,11 +10,17 @@
 //! The start time tells a live owner from a new process that reuses its
 //! id. A run that ends, however it ends (an error, Ctrl-C), removes its own
 //! files; [`sweep`] removes those of owners that are gone.
+//!
+//! An output file is written all or nothing under such a name beside it,
+//! [`partial_path`], and renamed over it once complete ([`write_staged`]
+//! for files written through `std::fs`; the sort, which writes through
+//! [`Fs`] with direct I/O, renames its own).
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::{Fs, Result};
+use crate::{Error, Fs, IoContext, RealFs, Result};
 
 const PREFIX: &str = "spillway-";
 
@@ -75,6 +81,60 @@ fn start_ticks(pid: u32) -> Option<u64> {
 /// `purpose` (a word: "sort", "mr"), ending in `rest`.
 pub fn name(purpose: &str, rest: &str) -> String {
     format!("{PREFIX}{purpose}.{}.{rest}", Owner::current().tag())
+}
+
+/// The scratch name beside `output` under which it is written until it is
+/// complete and renamed over `output`: `DIR/spillway-partial.OWNER.NAME`.
+pub fn partial_path(output: &Path) -> PathBuf {
+    let file_name = output.file_name().unwrap_or_default().to_string_lossy();
+    output.with_file_name(name("partial", &file_name))
+}
+
+/// Writes the regular file `output` all or nothing, and returns what
+/// `write` returned with the scratch files of gone owners swept from
+/// `output`'s directory first.
+///
+/// `write` fills a new file at [`partial_path`]; on success the file is
+/// synced when `sync`, renamed over `output`, and the directory synced when
+/// `sync`. On any error (an interrupt included) the partial file is removed
+/// and `output` is untouched. A crash leaves the partial file, which names
+/// its owner and is swept by the next run writing into that directory.
+pub fn write_staged<T>(
+    output: &Path,
+    sync: bool,
+    write: impl FnOnce(&mut File) -> Result<T>,
+) -> Result<(T, Vec<PathBuf>)> {
+    let fs = RealFs::new();
+    let directory = crate::fs::parent_directory(output);
+    // Best effort: a directory that cannot be listed fails the create below.
+    let swept = sweep(&fs, directory).unwrap_or_default();
+    let partial = partial_path(output);
+    let mut file = File::create(&partial).map_err(|error| {
+        Error::io(
+            format!("creating {} to write {}", partial.display(), output.display()),
+            error,
+        )
+    })?;
+    let outcome = write(&mut file).and_then(|value| {
+        if sync {
+            file.sync_all()
+                .io_context(|| format!("syncing {}", partial.display()))?;
+        }
+        drop(file);
+        fs.rename(&partial, output)?;
+        if sync {
+            fs.sync_dir(directory)?;
+        }
+        Ok(value)
+    });
+    match outcome {
+        Ok(value) => Ok((value, swept)),
+        Err(error) => {
+            // Best effort: the error being reported matters more.
+            let _ = std::fs::remove_file(&partial);
+            Err(error)
+        }
+    }
 }
 
 /// The owner a scratch name records, if it is one.
@@ -163,5 +223,56 @@ mod tests {
         kept.sort();
         assert_eq!(left, kept);
         assert!(sweep(&fs, Path::new("/missing")).unwrap().is_empty());
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_staged_write_replaces_the_output_whole_or_leaves_it_untouched() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let output = dir.path().join("out.tsv");
+        std::fs::write(&output, "old\n").unwrap();
+        let gone = format!("spillway-partial.p{}s1.out.tsv", u32::MAX - 1);
+        std::fs::write(dir.path().join(&gone), "left by a crash").unwrap();
+
+        // A failing write: the old output stays, no partial file is left.
+        let error = write_staged(&output, true, |file| {
+            file.write_all(b"half").unwrap();
+            assert!(partial_path(&output).exists(), "written beside the output");
+            Err::<(), _>(Error::InvalidArgument("stop".into()))
+        })
+        .unwrap_err();
+        assert!(error.to_string().contains("stop"), "{error}");
+        assert_eq!(std::fs::read_to_string(&output).unwrap(), "old\n");
+        assert_eq!(
+            listing(dir.path()),
+            ["out.tsv"],
+            "the gone owner's file was swept too"
+        );
+
+        // A complete write replaces it, and returns what `write` returned.
+        for sync in [false, true] {
+            let (bytes, swept) = write_staged(&output, sync, |file| {
+                file.write_all(b"new\n").unwrap();
+                Ok(4)
+            })
+            .unwrap();
+            assert_eq!((bytes, swept), (4, Vec::new()));
+            assert_eq!(std::fs::read_to_string(&output).unwrap(), "new\n");
+            assert_eq!(listing(dir.path()), ["out.tsv"]);
+        }
+
+        // A directory that does not exist is named in the error.
+        let nowhere = dir.path().join("missing/out.tsv");
+        let error = write_staged(&nowhere, false, |_| Ok(())).unwrap_err();
+        assert!(error.to_string().contains("missing/out.tsv"), "{error}");
     }
 }

@@ -19,9 +19,9 @@
 //! sized so that two of them, with their sort scratch and output, fit the
 //! budget at once, which lets reading, sorting and writing overlap.
 //!
-//! The output is written to `OUTPUT.partial`, synced, and renamed to
-//! `OUTPUT` only when complete; intermediate files are removed on success
-//! and on failure.
+//! The output is written to a partial file beside it
+//! ([`scratch::partial_path`]), synced, and renamed to `OUTPUT` only when
+//! complete; intermediate files are removed on success and on failure.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ use spillway_core::fs::{parent_directory, OpenOptions};
 use spillway_core::{check_threads, ensure, scratch, worker_threads, Error, Fs, FsFile, IoCounters, Result};
 
 use crate::disks::LogicalDisks;
-use crate::files::{partial_path, Cleanup, WriteFile, ALIGNED_RECORDS_BYTES};
+use crate::files::{Cleanup, WriteFile, ALIGNED_RECORDS_BYTES};
 use crate::options::{
     memory_for_partitions, output_chunk_bytes, partition_bytes_max, phase_two_bytes, sort_bytes, Progress,
     SortMode, SortOptions, SortReport, MEMORY_BYTES_MIN, OUTPUT_CHUNKS, PARTITIONS_IN_FLIGHT, PARTITIONS_MAX,
@@ -73,7 +73,7 @@ pub fn sort_file(
     if output_parent != options.tmp_dir {
         swept_files.extend(scratch::sweep(&*fs, &output_parent)?);
     }
-    let partial = partial_path(output);
+    let partial = scratch::partial_path(output);
     let mut cleanup = Cleanup {
         fs: fs.clone(),
         paths: vec![partial.clone()],

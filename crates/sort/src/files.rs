@@ -1,13 +1,12 @@
 //! The sort's files: reads and writes through the page cache or with
-//! O_DIRECT, the scratch name a file has until it is complete, and the
-//! removal of what a sort leaves when it ends.
+//! O_DIRECT, and the removal of what a sort leaves when it ends.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use spillway_core::fs::{DirectWriter, OpenOptions, DIRECT_IO_ALIGNMENT_BYTES};
-use spillway_core::{scratch, Error, Fs, FsFile, Result};
+use spillway_core::{Error, Fs, FsFile, Result};
 
 use crate::record::RECORD_BYTES;
 
@@ -143,12 +142,4 @@ impl Cleanup {
             let _ = self.fs.remove_dir(&directory);
         }
     }
-}
-
-/// Where `output` is written until it is complete: a scratch name in its
-/// directory, naming this process, so that what a sort killed outright
-/// leaves is recognised and swept by the next one.
-pub(crate) fn partial_path(output: &Path) -> PathBuf {
-    let name = output.file_name().unwrap_or_default().to_string_lossy();
-    output.with_file_name(scratch::name("partial", &name))
 }

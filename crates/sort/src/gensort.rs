@@ -367,8 +367,7 @@ pub fn generate_file(
     let target = if in_place {
         path.to_path_buf()
     } else {
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        path.with_file_name(scratch::name("partial", &name))
+        scratch::partial_path(path)
     };
     let file = fs.create_or_truncate(&target).map_err(|error| match error {
         // Name the file asked for: the scratch name means nothing yet.

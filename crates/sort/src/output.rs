@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use spillway_core::{Error, Fs, Result};
+use spillway_core::{scratch, Error, Fs, Result};
 use spillway_pipeline::{PooledBuffer, WorkUnit};
 
-use crate::files::{partial_path, Cleanup, WriteFile};
+use crate::files::{Cleanup, WriteFile};
 use crate::record::RECORD_BYTES;
 use crate::valsort::Summary;
 
@@ -63,7 +63,9 @@ impl OutputTarget {
         }
         fs.create_dir_all(directory)?;
         cleanup.outputs.push(directory.join(ALL_SUMMARIES));
-        cleanup.paths.push(partial_path(&directory.join(ALL_SUMMARIES)));
+        cleanup
+            .paths
+            .push(scratch::partial_path(&directory.join(ALL_SUMMARIES)));
         let mut files = Vec::with_capacity(sizes.len());
         let mut number = 0;
         for &size in sizes {
@@ -72,7 +74,7 @@ impl OutputTarget {
                 continue;
             }
             let path = directory.join(format!("part-{number:05}.dat"));
-            let partial = partial_path(&path);
+            let partial = scratch::partial_path(&path);
             cleanup.paths.push(partial.clone());
             cleanup.outputs.extend([path.clone(), path.with_extension("sum")]);
             files.push(Some((WriteFile::create(fs, &partial, direct)?, path)));
@@ -144,7 +146,7 @@ pub(crate) fn finish_partitioned(
             file.file().sync_data()?;
         }
         drop(file);
-        fs.rename(&partial_path(&path), &path)?;
+        fs.rename(&scratch::partial_path(&path), &path)?;
         write_synced(fs, &path.with_extension("sum"), &summary.to_bytes(), sync)?;
         all.extend_from_slice(&summary.to_bytes());
         paths.push(path);
@@ -154,7 +156,7 @@ pub(crate) fn finish_partitioned(
         fs.sync_dir(directory)?;
     }
     // Last, and atomically: its presence means the output is complete.
-    let all_partial = partial_path(&all_path);
+    let all_partial = scratch::partial_path(&all_path);
     write_synced(fs, &all_partial, &all, sync)?;
     fs.rename(&all_partial, &all_path)?;
     if sync {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
-use spillway_core::{scratch, Error, Interrupt, RealFs, Result};
+use spillway_core::{scratch, Error, Interrupt, Result};
 
 /// One generator run: what it wrote, where, and how fast, with the
 /// generator's own summary (records, bytes, ground truth) in between.
@@ -74,36 +74,13 @@ pub fn generate_to<S: Written>(
                 .map_err(|error| Error::io(format!("opening output file {}", path.display()), error))?;
             write(&mut Interruptible::new(file, interrupt))
         }
-        Destination::Staged { target, partial } => {
-            let directory = spillway_core::fs::parent_directory(target);
-            swept = scratch::sweep(&RealFs::new(), directory).unwrap_or_default();
-            let file = File::create(partial).map_err(|error| {
-                Error::io(
-                    format!(
-                        "creating {} to write output file {}",
-                        partial.display(),
-                        target.display()
-                    ),
-                    error,
-                )
-            })?;
-            let mut file = Interruptible::new(file, interrupt);
-            let outcome = write(&mut file).and_then(|summary| {
-                drop(file);
-                fs::rename(partial, target).map_err(|error| {
-                    Error::io(
-                        format!("renaming {} to {}", partial.display(), target.display()),
-                        error,
-                    )
-                })?;
-                Ok(summary)
-            });
-            if outcome.is_err() {
-                // Best effort: the error being reported matters more.
-                let _ = fs::remove_file(partial);
-            }
-            outcome
-        }
+        Destination::Staged(target) => scratch::write_staged(target, false, |file| {
+            write(&mut Interruptible::new(file, interrupt))
+        })
+        .map(|(summary, removed)| {
+            swept = removed;
+            summary
+        }),
     };
     let outcome = match outcome {
         Err(_) if interrupt.is_raised() => Err(interrupt.check().unwrap_err()),
@@ -193,17 +170,11 @@ enum Destination {
     /// `/dev/null`, a FIFO, a directory): opened as it is, since renaming a
     /// file over it would replace the device (or fail).
     InPlace(PathBuf),
-    /// A regular file, existing or not: the data goes to `partial` beside it,
-    /// which is renamed over `target` once complete.
-    Staged {
-        /// The file the data ends up in (a symbolic link's target, so the
-        /// link stays a link).
-        target: PathBuf,
-        /// A scratch name beside `target` that names this process
-        /// (`spillway_core::scratch`), so that what a run killed outright
-        /// leaves is recognised and swept by a later one.
-        partial: PathBuf,
-    },
+    /// A regular file, existing or not, written under a scratch name
+    /// beside it and renamed over it once complete
+    /// ([`scratch::write_staged`]); a symbolic link's target, so the link
+    /// stays a link.
+    Staged(PathBuf),
 }
 
 impl Destination {
@@ -219,11 +190,7 @@ impl Destination {
         };
         match fs::metadata(&target) {
             Ok(metadata) if !metadata.is_file() => Destination::InPlace(target),
-            _ => {
-                let name = target.file_name().unwrap_or_default().to_string_lossy();
-                let partial = target.with_file_name(scratch::name("partial", &name));
-                Destination::Staged { target, partial }
-            }
+            _ => Destination::Staged(target),
         }
     }
 }
