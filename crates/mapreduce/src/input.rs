@@ -254,7 +254,9 @@ impl Inputs {
             let end = match blocks.get(index + 1) {
                 // Inside a line already found to run past the next cut.
                 Some(next) if next.file == block.file && next.offset <= start => continue,
-                Some(next) if next.file == block.file => self.line_start(next.file, next.offset, &mut piece)?,
+                Some(next) if next.file == block.file => {
+                    self.line_start(next.file, next.offset, &mut piece)?
+                }
                 _ => len,
             };
             if end > start {
@@ -417,7 +419,10 @@ mod tests {
 
     fn cut(inputs: &Inputs, block_bytes: u64) -> Vec<(u32, u64, u64)> {
         let blocks = inputs.whole_record_blocks(block_bytes).unwrap();
-        blocks.iter().map(|block| (block.file, block.offset, block.len)).collect()
+        blocks
+            .iter()
+            .map(|block| (block.file, block.offset, block.len))
+            .collect()
     }
 
     #[test]
@@ -428,17 +433,36 @@ mod tests {
         // the long line makes one block; the last line has no newline.
         assert_eq!(
             cut(&lines, 4),
-            [(0, 0, 6), (0, 6, 13), (0, 19, 2), (0, 21, 2), (1, 0, 2), (3, 0, 10)]
+            [
+                (0, 0, 6),
+                (0, 6, 13),
+                (0, 19, 2),
+                (0, 21, 2),
+                (1, 0, 2),
+                (3, 0, 10)
+            ]
         );
         // A cut that falls on a line start stays there.
         assert_eq!(
             cut(&lines, 3),
-            [(0, 0, 3), (0, 3, 3), (0, 6, 13), (0, 19, 2), (0, 21, 2), (1, 0, 2), (3, 0, 10)]
+            [
+                (0, 0, 3),
+                (0, 3, 3),
+                (0, 6, 13),
+                (0, 19, 2),
+                (0, 21, 2),
+                (1, 0, 2),
+                (3, 0, 10)
+            ]
         );
         // Every byte is in exactly one block, in order.
         for block_bytes in 1..30 {
             let blocks = cut(&lines, block_bytes);
-            let covered: u64 = blocks.iter().filter(|block| block.0 == 0).map(|block| block.2).sum();
+            let covered: u64 = blocks
+                .iter()
+                .filter(|block| block.0 == 0)
+                .map(|block| block.2)
+                .sum();
             assert_eq!(covered, text.len() as u64, "{block_bytes}");
             for pair in blocks.windows(2).filter(|pair| pair[0].0 == pair[1].0) {
                 assert_eq!(pair[0].1 + pair[0].2, pair[1].1);
@@ -451,8 +475,9 @@ mod tests {
     fn whole_record_blocks_of_gensort_records_are_whole_records() {
         let records = vec![7u8; 250 * gensort::RECORD_BYTES];
         let gensort = inputs(InputFormat::Gensort, &[&records]);
-        let blocks = cut(&gensort, 10_050);
+        // 1,050 bytes a block: ten whole records each.
+        let blocks = cut(&gensort, 1_050);
         assert_eq!(blocks.len(), 25);
-        assert!(blocks.iter().all(|block| block.2 == 10_000));
+        assert!(blocks.iter().all(|block| block.2 == 1_000));
     }
 }

@@ -79,5 +79,5 @@ pub use record::{count_pairs, Pair, PairBuf, Pairs};
 pub use reduce::{reduce_memory_bytes, reduce_partition, ReduceCounts, ReduceScratch};
 pub use sample::PhaseZeroReport;
 pub use sort::SortAlgorithm;
-pub use task::{map_task, reduce_task, sample_task, BlockOrigin, MapPieces, SampleKeys};
 pub use spillway_core::range::KeySample;
+pub use task::{map_task, reduce_task, sample_task, BlockOrigin, MapPieces, SampleKeys};

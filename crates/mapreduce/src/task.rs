@@ -64,7 +64,9 @@ pub fn sample_task(
     let inputs = Inputs::open(fs, &[path.to_path_buf()], format)?;
     let single = Partitioner::Hash { partitions: 1 };
     let mut buffers = [PairBuf::default()];
-    let mut combiner = job.aggregate().map(|function| Combiner::new(function, combiner_bytes));
+    let mut combiner = job
+        .aggregate()
+        .map(|function| Combiner::new(function, combiner_bytes));
     let mut sample = KeySample::new(keys_max);
     let (mut output_bytes, mut output_records) = (0, 0);
     let mut data = Vec::new();
@@ -116,7 +118,9 @@ pub fn map_task(
     let source = origin.source;
     let partitions = partitioner.partitions();
     let mut buffers: Vec<PairBuf> = (0..partitions).map(|_| PairBuf::default()).collect();
-    let mut combiner = job.aggregate().map(|function| Combiner::new(function, combiner_bytes));
+    let mut combiner = job
+        .aggregate()
+        .map(|function| Combiner::new(function, combiner_bytes));
     let mut pieces = vec![Vec::new(); partitions];
     let mut counts = MapCounts::default();
     let mut data = Vec::new();
@@ -128,9 +132,19 @@ pub fn map_task(
         let block_counts = map_block(job, &inputs, block, &mut data, &mut out)?;
         counts.records_in += block_counts.records_in;
         counts.records_emitted += block_counts.records_emitted;
-        for (partition, buffer) in buffers.iter_mut().enumerate().filter(|(_, buffer)| !buffer.is_empty()) {
+        for (partition, buffer) in buffers
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, buffer)| !buffer.is_empty())
+        {
             let origin = Some((source, block.offset));
-            chunk::encode(partition as u32, buffer.records(), origin, buffer.as_bytes(), &mut pieces[partition]);
+            chunk::encode(
+                partition as u32,
+                buffer.records(),
+                origin,
+                buffer.as_bytes(),
+                &mut pieces[partition],
+            );
             buffer.clear();
         }
     }
@@ -155,7 +169,15 @@ pub fn reduce_task(
     let mut scratch = ReduceScratch::default();
     let mut writer = PartitionWriter::create(fs, output, partition, format)?;
     let name = format!("the pieces of partition {partition}");
-    let counts = reduce_partition(job, partition, Path::new(&name), &data, radix_budget, &mut scratch, &mut writer)?;
+    let counts = reduce_partition(
+        job,
+        partition,
+        Path::new(&name),
+        &data,
+        radix_budget,
+        &mut scratch,
+        &mut writer,
+    )?;
     writer.finish(sync)?;
     Ok(counts)
 }
@@ -176,10 +198,7 @@ mod tests {
     fn map_and_reduce_tasks_give_the_single_node_engines_word_counts() {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn Fs> = Arc::new(RealFs::new());
-        let blocks = [
-            dir.path().join("block-0"),
-            dir.path().join("block-1"),
-        ];
+        let blocks = [dir.path().join("block-0"), dir.path().join("block-1")];
         std::fs::write(&blocks[0], "the cat saw the dog\nthe end\n").unwrap();
         std::fs::write(&blocks[1], "a dog saw a cat\n").unwrap();
         let job = JobSpec::WordCount.build().unwrap();
@@ -199,7 +218,17 @@ mod tests {
                 offset: 0,
                 source: index as u32,
             };
-            let mapped = map_task(&*fs, &*job, block, InputFormat::Text, origin, &partitioner, limits, 1 << 20).unwrap();
+            let mapped = map_task(
+                &*fs,
+                &*job,
+                block,
+                InputFormat::Text,
+                origin,
+                &partitioner,
+                limits,
+                1 << 20,
+            )
+            .unwrap();
             assert_eq!(mapped.pieces.len(), partitions);
             for (partition, piece) in mapped.pieces.into_iter().enumerate() {
                 pieces[partition].push(piece);
@@ -210,8 +239,19 @@ mod tests {
         let mut lines = String::new();
         for (partition, pieces) in pieces.iter().enumerate() {
             let pieces: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
-            reduce_task(fs.clone(), &*job, partition, &pieces, &output, OutputFormat::Text, 64 << 20, false).unwrap();
-            lines.push_str(&std::fs::read_to_string(output.join(format!("part-{partition:05}.tsv"))).unwrap());
+            reduce_task(
+                fs.clone(),
+                &*job,
+                partition,
+                &pieces,
+                &output,
+                OutputFormat::Text,
+                64 << 20,
+                false,
+            )
+            .unwrap();
+            lines
+                .push_str(&std::fs::read_to_string(output.join(format!("part-{partition:05}.tsv"))).unwrap());
         }
         assert_eq!(lines, "a\t2\ncat\t2\ndog\t2\nend\t1\nsaw\t2\nthe\t3\n");
     }

@@ -43,7 +43,10 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<kv::PyKv>()?;
     module.add_class::<kv::PyKvScan>()?;
     module.add_function(wrap_pyfunction!(mapreduce::mapreduce_run, module)?)?;
-    module.add_function(wrap_pyfunction!(mapreduce::mapreduce_whole_record_blocks, module)?)?;
+    module.add_function(wrap_pyfunction!(
+        mapreduce::mapreduce_whole_record_blocks,
+        module
+    )?)?;
     module.add_function(wrap_pyfunction!(mapreduce::mapreduce_job_spec, module)?)?;
     module.add_function(wrap_pyfunction!(mapreduce::mapreduce_sample_task, module)?)?;
     module.add_function(wrap_pyfunction!(mapreduce::mapreduce_range_partitioner, module)?)?;

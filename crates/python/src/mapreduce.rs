@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 use spillway_core::{Error, RealFs, Result};
-use pyo3::pybacked::PyBackedBytes;
 use spillway_mapreduce::{
-    map_task, reduce_task, run, run_pagerank, BlockOrigin, sample_task, InputFormat, InputRecord, Inputs, Job, JobOptions,
-    JobParams, JobSpec, MapOutput, OutputFormat, PageRankParams, PairBuf, Partitioner, Partitioning, RecordLimits,
-    Values,
+    map_task, reduce_task, run, run_pagerank, sample_task, BlockOrigin, InputFormat, InputRecord, Inputs,
+    Job, JobOptions, JobParams, JobSpec, MapOutput, OutputFormat, PageRankParams, PairBuf, Partitioner,
+    Partitioning, RecordLimits, Values,
 };
 
 use crate::errors::to_py_err;
@@ -291,10 +291,25 @@ pub fn mapreduce_sample_task<'py>(
     let job = job_of(spec).map_err(to_py_err)?;
     let format = InputFormat::parse(format).map_err(to_py_err)?;
     let sample = py
-        .detach(|| sample_task(&RealFs::new(), &*job, &path, format, RecordLimits::default(), combiner_bytes, keys_max))
+        .detach(|| {
+            sample_task(
+                &RealFs::new(),
+                &*job,
+                &path,
+                format,
+                RecordLimits::default(),
+                combiner_bytes,
+                keys_max,
+            )
+        })
         .map_err(to_py_err)?;
     let keys = PyList::new(py, sample.keys.iter().map(|key| PyBytes::new(py, key)))?;
-    Ok((keys, sample.input_bytes, sample.output_bytes, sample.output_records))
+    Ok((
+        keys,
+        sample.input_bytes,
+        sample.output_bytes,
+        sample.output_records,
+    ))
 }
 
 /// The range partitioner of `partitions` cut from sampled `keys`, as JSON.
@@ -330,7 +345,16 @@ pub fn mapreduce_map_task<'py>(
     partitioner.validate().map_err(to_py_err)?;
     let mapped = py
         .detach(|| {
-            map_task(&RealFs::new(), &*job, &path, format, origin, &partitioner, RecordLimits::default(), combiner_bytes)
+            map_task(
+                &RealFs::new(),
+                &*job,
+                &path,
+                format,
+                origin,
+                &partitioner,
+                RecordLimits::default(),
+                combiner_bytes,
+            )
         })
         .map_err(to_py_err)?;
     let pieces = PyList::new(py, mapped.pieces.iter().map(|piece| PyBytes::new(py, piece)))?;
@@ -357,7 +381,16 @@ pub fn mapreduce_reduce_task(
     let format = OutputFormat::parse(output_format).map_err(to_py_err)?;
     py.detach(|| {
         let pieces: Vec<&[u8]> = pieces.iter().map(|piece| &**piece).collect();
-        let counts = reduce_task(Arc::new(RealFs::new()), &*job, partition, &pieces, &output, format, radix_budget, sync)?;
+        let counts = reduce_task(
+            Arc::new(RealFs::new()),
+            &*job,
+            partition,
+            &pieces,
+            &output,
+            format,
+            radix_budget,
+            sync,
+        )?;
         to_json(&counts)
     })
     .map_err(to_py_err)

@@ -9,8 +9,8 @@ use spillway_core::fs::parent_directory;
 use spillway_core::{Error, RealFs};
 use spillway_sort::{
     boundaries_from_sample, generate_file, key_value, sort_file, split_records, validate_path, Boundaries,
-    GenerateSpec, KeyOrder, KeyValue, RecordFormat, SortOptions, ValidateOptions, ValidationReport, WriteOptions,
-    KEY_BYTES,
+    GenerateSpec, KeyOrder, KeyValue, RecordFormat, SortOptions, ValidateOptions, ValidationReport,
+    WriteOptions, KEY_BYTES,
 };
 
 use crate::errors::to_py_err;
@@ -155,7 +155,10 @@ pub fn sort_boundaries<'py>(
     keys: Vec<PyBackedBytes>,
     partitions: usize,
 ) -> PyResult<Bound<'py, PyList>> {
-    let sample = keys.iter().map(|key| sort_key(key)).collect::<PyResult<Vec<_>>>()?;
+    let sample = keys
+        .iter()
+        .map(|key| sort_key(key))
+        .collect::<PyResult<Vec<_>>>()?;
     let boundaries = boundaries_from_sample(sample, partitions);
     PyList::new(
         py,
@@ -175,13 +178,18 @@ pub fn sort_split_records<'py>(
     data: PyBackedBytes,
     boundaries: Vec<PyBackedBytes>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let bounds = boundaries.iter().map(|key| sort_key(key)).collect::<PyResult<Vec<_>>>()?;
+    let bounds = boundaries
+        .iter()
+        .map(|key| sort_key(key))
+        .collect::<PyResult<Vec<_>>>()?;
     let boundaries = Boundaries::from_bounds(bounds);
     if !boundaries.is_strictly_increasing() {
         return Err(to_py_err(Error::InvalidArgument(
             "range boundaries must be strictly increasing".into(),
         )));
     }
-    let pieces = py.detach(|| split_records(&data, &boundaries)).map_err(to_py_err)?;
+    let pieces = py
+        .detach(|| split_records(&data, &boundaries))
+        .map_err(to_py_err)?;
     PyList::new(py, pieces.iter().map(|piece| PyBytes::new(py, piece)))
 }

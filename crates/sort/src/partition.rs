@@ -130,7 +130,11 @@ mod tests {
             records: 10_000,
         })
         .unwrap();
-        let sample: Vec<KeyValue> = data.chunks_exact(RECORD_BYTES).step_by(10).map(key_value).collect();
+        let sample: Vec<KeyValue> = data
+            .chunks_exact(RECORD_BYTES)
+            .step_by(10)
+            .map(key_value)
+            .collect();
         let boundaries = boundaries_from_sample(sample, 4);
         let pieces = split_records(&data, &boundaries).unwrap();
         assert_eq!(pieces.len(), 4);
@@ -140,7 +144,9 @@ mod tests {
             let mut expected = data
                 .chunks_exact(RECORD_BYTES)
                 .filter(|record| boundaries.partition_of(&key_value(record)) == partition);
-            assert!(piece.chunks_exact(RECORD_BYTES).all(|record| Some(record) == expected.next()));
+            assert!(piece
+                .chunks_exact(RECORD_BYTES)
+                .all(|record| Some(record) == expected.next()));
         }
         assert!(split_records(&data[..150], &boundaries).is_err());
     }

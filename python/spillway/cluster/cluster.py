@@ -248,7 +248,9 @@ class Cluster:
 
     def _members(self) -> Members:
         factor = replication_factor(self._replication, self._ring.nodes)
-        return Members(self._ring, self._stores, factor, self._names)
+        # Copies: a job keeps the members it started with while refresh()
+        # changes the cluster's.
+        return Members(self._ring, dict(self._stores), factor, dict(self._names))
 
     def _start_store(self, node_id: str) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -44,6 +44,11 @@ class Members:
     def holders(self, key: int) -> List[str]:
         return self.ring.replicas(key, self.factor)
 
+    def live_holders(self, key: int) -> List[str]:
+        """The holders of ``key`` that still have a store (a node that left
+        since the ring was made has none)."""
+        return [node for node in self.holders(key) if node in self.stores]
+
 
 @dataclass(frozen=True)
 class FileStat:
@@ -83,13 +88,14 @@ def put(members: Members, local_path: os.PathLike, name: str, format: str, block
             blocks.append([index, key, length, crc])
             reference = ray.put(data)
             pending.extend(
-                (members.stores[node].put_block.remote(key, reference, crc), (key, node)) for node in members.holders(key)
+                (members.stores[node].put_block.remote(key, reference, crc), (key, node))
+                for node in members.live_holders(key)
             )
             del data, reference
             pending = _drain(pending, IN_FLIGHT_BLOCKS * members.factor, lost)
     _drain(pending, 0, lost)
     for _, key, _, _ in blocks:
-        if all((key, node) in lost for node in members.holders(key)):
+        if all((key, node) in lost for node in members.live_holders(key)):
             raise SpillwayError(f"{name}: every holder of block {key:016x} was lost while it was written")
     record = {
         "version": FILE_RECORD_VERSION,
@@ -126,15 +132,14 @@ def get(members: Members, name: str, local_path: os.PathLike) -> FileStat:
 def rm(members: Members, name: str) -> None:
     """Removes ``name``: its blocks, then its record."""
     record = _require(members, name)
-    keys = [key for _, key, _, _ in record["blocks"]]
-    ray.get([store.delete_blocks.remote(keys) for store in members.stores.values()])
-    ray.get([store.delete_file.remote(key_hash(name)) for store in members.stores.values()])
+    _on_every_store(members, "delete_blocks", [key for _, key, _, _ in record["blocks"]])
+    _on_every_store(members, "delete_file", key_hash(name))
 
 
 def ls(members: Members) -> List[str]:
     """Every file name, sorted."""
     names = set()
-    for records in ray.get([store.file_records.remote() for store in members.stores.values()]):
+    for records in _on_every_store(members, "file_records"):
         names.update(record["name"] for record in records)
     return sorted(names)
 
@@ -155,16 +160,15 @@ def stat(members: Members, name: str) -> FileStat:
 
 def read_block(members: Members, name: str, key: int, length: int, crc: int) -> bytes:
     """Block ``key`` of ``name`` from the first holder with a good copy;
-    the holders whose copy was missing or damaged get it again."""
-    failures = []
-    for node in members.holders(key):
+    the live holders whose copy was missing or damaged get it again."""
+    failures: List[Tuple[str, str]] = []
+    for node in members.live_holders(key):
         try:
             data = ray.get(members.stores[node].get_block.remote(key, crc))
         except Exception as error:  # a damaged or missing copy, or a node gone
             failures.append((node, _reason(error)))
             continue
-        repairs = [members.stores[bad].put_block.remote(key, data, crc) for bad, _ in failures]
-        ray.get(repairs)
+        ray.get([members.stores[bad].put_block.remote(key, data, crc) for bad, reason in failures if reason != GONE])
         return data
     detail = "; ".join(f"{node}: {reason}" for node, reason in failures)
     raise CorruptionError(f"{name}: no good copy of block {key:016x} ({length} bytes) on any holder ({detail})")
@@ -172,21 +176,21 @@ def read_block(members: Members, name: str, key: int, length: int, crc: int) -> 
 
 def read_record(members: Members, name: str) -> Optional[Dict[str, Any]]:
     """The record of ``name`` from the first holder with a good one (the
-    others get it again), or None when no holder has one."""
+    live others get it again), or None when no live holder has one."""
     key = key_hash(name)
-    failures = []
-    for node in members.holders(key):
+    failures: List[Tuple[str, str]] = []
+    for node in members.live_holders(key):
         try:
             record = ray.get(members.stores[node].get_file.remote(key))
         except Exception as error:
             failures.append((node, _reason(error)))
             continue
         if record is None:
-            failures.append((node, "absent"))
+            failures.append((node, ABSENT))
             continue
-        ray.get([members.stores[bad].put_file.remote(key, record) for bad, _ in failures])
+        ray.get([members.stores[bad].put_file.remote(key, record) for bad, reason in failures if reason != GONE])
         return record
-    damaged = [f"{node}: {reason}" for node, reason in failures if reason != "absent"]
+    damaged = [f"{node}: {reason}" for node, reason in failures if reason not in (ABSENT, GONE)]
     if damaged:
         raise CorruptionError(f"{name}: no good copy of its file record ({'; '.join(damaged)})")
     return None
@@ -194,7 +198,11 @@ def read_record(members: Members, name: str) -> Optional[Dict[str, Any]]:
 
 def write_record(members: Members, record: Dict[str, Any]) -> None:
     key = key_hash(record["name"])
-    ray.get([members.stores[node].put_file.remote(key, record) for node in members.holders(key)])
+    holders = members.live_holders(key)
+    lost: List[Tuple[int, str]] = []
+    _drain([(members.stores[node].put_file.remote(key, record), (key, node)) for node in holders], 0, lost)
+    if len(lost) == len(holders):
+        raise SpillwayError(f"{record['name']}: every holder of its record was lost while it was written")
 
 
 def rebalance(members: Members, before: Ring, sources: Iterable[str], progress: Callable[[int], None]) -> int:
@@ -292,6 +300,24 @@ def _drain(pending: List[Tuple[Any, Tuple[int, str]]], keep: int, lost: Optional
     return pending
 
 
+def _on_every_store(members: Members, method: str, *arguments: Any) -> List[Any]:
+    """Calls ``method`` on every store whose node lives; their results."""
+    results = []
+    for call in [getattr(store, method).remote(*arguments) for store in members.stores.values()]:
+        try:
+            results.append(ray.get(call))
+        except ray.exceptions.RayActorError:
+            continue
+    return results
+
+
+# Why a holder gave nothing: it holds no copy, or its node is gone.
+ABSENT = "absent"
+GONE = "its node is gone"
+
+
 def _reason(error: BaseException) -> str:
+    if isinstance(error, ray.exceptions.RayActorError):
+        return GONE
     cause = getattr(error, "cause", None) or error
     return f"{type(cause).__name__}: {cause}"

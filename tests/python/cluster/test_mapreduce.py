@@ -44,7 +44,7 @@ def documents(cluster, corpus):
 
 
 @pytest.mark.parametrize(
-    "job,params", [("wordcount", {}), ("inverted_index", {}), ("ngram", {"n": 2}), ("grep", {"pattern": "w1"})]
+    "job,params", [("wordcount", {}), ("inverted_index", {}), ("ngram", {"n": 2}), ("grep", {"pattern": "zicux"})]
 )
 def test_a_job_on_the_cluster_writes_what_the_single_node_engine_writes(cluster, corpus, documents, tmp_path, job, params):
     seen = []
