@@ -7,6 +7,7 @@ import spillway
 from spillway.errors import InvalidArgumentError
 
 RECORDS = 200_000
+SAMPLE_BYTES_PER_RANGE = 64 * 640 * 100
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +25,13 @@ def test_the_sorted_ranges_validate_as_one_file_with_the_inputs_checksum(cluster
     assert report.ranges == 4 and len(report.outputs) == 4
     assert {output["node"] for output in report.outputs} == {"node-0", "node-1", "node-2", "node-3"}
     assert report.local_share == 1.0
-    # Every byte read twice and written twice, cluster-wide (small files and
-    # the sort's summaries add a little).
-    assert 1.99 <= report.reads_per_byte <= 2.05, report.io
-    assert 1.99 <= report.writes_per_byte <= 2.05, report.io
+    # Every byte read twice and written twice, cluster-wide. Each range's
+    # sort also reads a sample of its run first (phase zero: 64 groups of
+    # 640 records, 4.1 MB), which is most of a 5 MB range here and 0.4% of
+    # the 1 GiB ranges of the benchmark; the summaries add a little.
+    sample = SAMPLE_BYTES_PER_RANGE * report.ranges / report.input_bytes
+    assert 2.0 <= report.reads_per_byte <= 2.01 + sample, report.io
+    assert 2.0 <= report.writes_per_byte <= 2.01, report.io
     assert len(report.io) == 4, "every node did its share"
 
 
