@@ -23,6 +23,7 @@ CLUSTER_METRICS = [
     Metric("load_s", "put s", "result.load_s", better="lower"),
     Metric("peak_memory_mib", "peak memory MiB (all processes)", ["result.peak_rss_bytes / 1048576", "peak_rss_kib / 1024"],
            better="lower", digits=0),
+    Metric("repair_after_s", "repairs after the job s", "result.repair_after_s", better="lower"),
     Metric("moved_mb", "moved between nodes MB", "result.bytes_moved / 1e6", better=None, digits=1),
     Metric("locality", "map tasks local %", "result.locality * 100", better="higher", digits=0),
     Metric("reads_per_byte", "reads per byte", "result.reads_per_byte", better="lower"),
@@ -37,10 +38,18 @@ NOTES = [
         "comparison with the single-node engine measures the cluster layer's overhead, not scale-out."
     ),
     (
-        "Times: `job s` is the job alone; the cluster's start (`cluster start s`) and, for Spillway, "
+        "Times: `job s` is the job alone; the cluster's start (`cluster start s`: for Spillway its Ray "
+        "nodes and one first task on each, which starts a worker process, as Spark's start runs a first "
+        "job) and, for Spillway, "
         "storing the input in its replicated file system (`put s`, three copies) are measured apart. "
         "Peak memory is the largest sum of the resident memory of every process of the run (sampled "
         "every 0.2 s), for the single-node engine its own peak RSS."
+    ),
+    (
+        "A node lost halfway: the driver kills one simulated node (not the head) when half the map (or, "
+        "for the sort, partition) tasks are done. Its tasks run again elsewhere, reading the surviving "
+        "replicas, and Spillway's file system makes the lost copies again in the background while the "
+        "job goes on; `repairs after the job s` is how long that went on after the job ended."
     ),
     (
         "Every engine's output is reduced to its line count and an order-free checksum of its lines and "

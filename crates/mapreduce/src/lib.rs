@@ -80,4 +80,6 @@ pub use reduce::{reduce_memory_bytes, reduce_partition, ReduceCounts, ReduceScra
 pub use sample::PhaseZeroReport;
 pub use sort::SortAlgorithm;
 pub use spillway_core::range::KeySample;
-pub use task::{map_task, reduce_task, sample_task, BlockOrigin, MapPieces, SampleKeys};
+pub use task::{
+    check_stored_block, map_task, reduce_task, sample_task, BlockOrigin, MapPieces, SampleKeys, StoredBlock,
+};

@@ -70,22 +70,8 @@ pub(crate) fn phase_zero(
     }
     let started = Instant::now();
     let total_bytes = inputs.total_bytes();
-    // The sample is pieces of evenly spaced blocks: their first
-    // SAMPLE_PIECE_BYTES (whole records; a key/value file's block, a
-    // chunk, whole).
-    let piece = |block: Block| match inputs.format() {
-        InputFormat::KeyValue => block,
-        InputFormat::Gensort => Block {
-            len: block
-                .len
-                .min(SAMPLE_PIECE_BYTES / gensort::RECORD_BYTES as u64 * gensort::RECORD_BYTES as u64),
-            ..block
-        },
-        _ => Block {
-            len: block.len.min(SAMPLE_PIECE_BYTES),
-            ..block
-        },
-    };
+    // The sample is pieces of evenly spaced blocks.
+    let piece = |block: Block| sample_piece(inputs.format(), block);
     let wanted = options
         .sample_bytes
         .div_ceil(SAMPLE_PIECE_BYTES.min(options.block_bytes))
@@ -158,6 +144,24 @@ fn partitions_for(bytes: u64, records: u64, options: &JobOptions, threads: usize
         .max(by_scratch)
         .max(for_threads)
         .clamp(1, PARTITIONS_MAX)
+}
+
+/// The part of `block` a sample maps: its first [`SAMPLE_PIECE_BYTES`] in
+/// whole records (a key/value file's block, a chunk, whole).
+pub(crate) fn sample_piece(format: InputFormat, block: Block) -> Block {
+    match format {
+        InputFormat::KeyValue => block,
+        InputFormat::Gensort => Block {
+            len: block
+                .len
+                .min(SAMPLE_PIECE_BYTES / gensort::RECORD_BYTES as u64 * gensort::RECORD_BYTES as u64),
+            ..block
+        },
+        _ => Block {
+            len: block.len.min(SAMPLE_PIECE_BYTES),
+            ..block
+        },
+    }
 }
 
 #[cfg(test)]

@@ -3,29 +3,35 @@
 //! whole records (the cluster's file system stores blocks that way), and
 //! each task's result is plain bytes a driver can move.
 //!
-//! - [`sample_task`] maps a block with one partition and returns the keys it
-//!   saw, for range boundaries cut as phase zero cuts them.
+//! - [`sample_task`] maps the start of a block with one partition and
+//!   returns the keys it saw, for range boundaries cut as phase zero cuts
+//!   them.
 //! - [`map_task`] maps a block into one piece per partition, framed as chunks
 //!   exactly as phase one appends them to a partition file, each naming the
 //!   block (`source`) so that a reduce can tell a retried map's duplicate.
 //! - [`reduce_task`] reduces one partition from the pieces of every map, as
 //!   phase two reduces a partition file, and writes its output file.
+//!
+//! [`check_stored_block`] checks a block file against the length and CRC-32
+//! its file system recorded, so that a task maps only good bytes.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use spillway_core::range::KeySample;
-use spillway_core::{Fs, Result};
+use spillway_core::{Error, Fs, Result};
 
 use crate::chunk;
 use crate::combine::Combiner;
 use crate::input::{InputFormat, Inputs};
 use crate::job::{Job, MapOutput, RecordLimits};
 use crate::map::{map_block, MapCounts};
+use crate::options::SAMPLE_PIECE_BYTES;
 use crate::output::{OutputFormat, PartitionWriter};
 use crate::partition::Partitioner;
 use crate::record::PairBuf;
 use crate::reduce::{reduce_partition, ReduceCounts, ReduceScratch};
+use crate::sample::sample_piece;
 
 /// What a map task made: one piece per partition (empty where the block
 /// gave the partition nothing) and its counts.
@@ -50,8 +56,10 @@ pub struct SampleKeys {
     pub output_records: u64,
 }
 
-/// Maps the block file `path` (whole records of `format`) with a single
-/// partition and returns up to `keys_max` of the keys it emitted.
+/// Maps the start of the block file `path` (whole records of `format`; the
+/// first [`SAMPLE_PIECE_BYTES`], as phase zero maps of each block it picks)
+/// with a single partition and returns up to `keys_max` of the keys it
+/// emitted.
 pub fn sample_task(
     fs: &dyn Fs,
     job: &dyn Job,
@@ -70,7 +78,13 @@ pub fn sample_task(
     let mut sample = KeySample::new(keys_max);
     let (mut output_bytes, mut output_records) = (0, 0);
     let mut data = Vec::new();
+    let mut input_bytes = 0;
     for block in whole_file(&inputs)? {
+        if input_bytes >= SAMPLE_PIECE_BYTES {
+            break;
+        }
+        let block = sample_piece(format, block);
+        input_bytes += block.len;
         let mut out = MapOutput::new(job, &single, &mut buffers, limits).sampling(&mut sample);
         if let Some(combiner) = combiner.as_mut() {
             out = out.with_combiner(combiner);
@@ -82,7 +96,7 @@ pub fn sample_task(
     }
     Ok(SampleKeys {
         keys: sample.into_keys(),
-        input_bytes: inputs.total_bytes(),
+        input_bytes,
         output_bytes,
         output_records,
     })
@@ -182,6 +196,46 @@ pub fn reduce_task(
     Ok(counts)
 }
 
+/// What a stored block file must hold, as its file system recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredBlock {
+    /// Its length in bytes.
+    pub len: u64,
+    /// The CRC-32 (IEEE) of its bytes.
+    pub crc: u32,
+}
+
+/// Checks that the file at `path` holds the block `stored` describes,
+/// reading it once in pieces (the page cache then serves the task's own
+/// read). A mismatch is a corruption error naming the file.
+pub fn check_stored_block(fs: &dyn Fs, path: &Path, stored: StoredBlock) -> Result<()> {
+    const PIECE_BYTES: usize = 1 << 20;
+    let file = fs.open_read(path)?;
+    let mut buffer = vec![0; PIECE_BYTES];
+    let mut hasher = crc32fast::Hasher::new();
+    let mut len = 0;
+    loop {
+        let read = file.read_at(&mut buffer, len)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+        len += read as u64;
+    }
+    let crc = hasher.finalize();
+    if len != stored.len || crc != stored.crc {
+        return Err(Error::corruption(
+            path,
+            0,
+            format!(
+                "the block holds {len} bytes with CRC-32 {crc:08x}; its file system recorded {} bytes with {:08x}",
+                stored.len, stored.crc
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The blocks of a whole-record block file: the file itself, or its chunks
 /// for a key/value file.
 fn whole_file(inputs: &Inputs) -> Result<Vec<crate::input::Block>> {
@@ -254,5 +308,66 @@ mod tests {
                 .push_str(&std::fs::read_to_string(output.join(format!("part-{partition:05}.tsv"))).unwrap());
         }
         assert_eq!(lines, "a\t2\ncat\t2\ndog\t2\nend\t1\nsaw\t2\nthe\t3\n");
+    }
+
+    #[test]
+    fn a_sample_maps_only_the_start_of_a_large_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("block");
+        let line = "one two three four five six seven\n";
+        let text = line.repeat((3 * SAMPLE_PIECE_BYTES as usize) / line.len());
+        std::fs::write(&path, &text).unwrap();
+        let job = JobSpec::WordCount.build().unwrap();
+        let sample = sample_task(
+            &RealFs::new(),
+            &*job,
+            &path,
+            InputFormat::Text,
+            RecordLimits::default(),
+            1 << 20,
+            10,
+        )
+        .unwrap();
+        // Whole lines: the piece ends at the first line end past the cut.
+        assert!(
+            sample.input_bytes >= SAMPLE_PIECE_BYTES
+                && sample.input_bytes < SAMPLE_PIECE_BYTES + line.len() as u64
+        );
+        assert!(!sample.keys.is_empty());
+    }
+
+    #[test]
+    fn a_stored_block_is_checked_against_its_length_and_crc() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("block");
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let fs = RealFs::new();
+        let stored = StoredBlock {
+            len: data.len() as u64,
+            crc: crc32fast::hash(&data),
+        };
+        check_stored_block(&fs, &path, stored).unwrap();
+        for wrong in [
+            StoredBlock {
+                crc: stored.crc ^ 1,
+                ..stored
+            },
+            StoredBlock {
+                len: stored.len + 1,
+                ..stored
+            },
+        ] {
+            let error = check_stored_block(&fs, &path, wrong).unwrap_err();
+            assert_eq!(error.kind(), spillway_core::ErrorKind::Corruption);
+            assert!(error.to_string().contains("block"), "{error}");
+        }
+        let mut damaged = data.clone();
+        damaged[2_500_000] ^= 0x10;
+        std::fs::write(&path, &damaged).unwrap();
+        let error = check_stored_block(&fs, &path, stored).unwrap_err();
+        assert_eq!(error.kind(), spillway_core::ErrorKind::Corruption);
+        let missing = check_stored_block(&fs, &dir.path().join("gone"), stored).unwrap_err();
+        assert_ne!(missing.kind(), spillway_core::ErrorKind::Corruption);
     }
 }

@@ -2,7 +2,7 @@
 //! map and reduce are Python callables (the slow path: every call takes
 //! the GIL, so the mappers and reducers run one at a time).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
@@ -10,9 +10,9 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 use spillway_core::{Error, RealFs, Result};
 use spillway_mapreduce::{
-    map_task, reduce_task, run, run_pagerank, sample_task, BlockOrigin, InputFormat, InputRecord, Inputs,
-    Job, JobOptions, JobParams, JobSpec, MapOutput, OutputFormat, PageRankParams, PairBuf, Partitioner,
-    Partitioning, RecordLimits, Values,
+    check_stored_block, map_task, reduce_task, run, run_pagerank, sample_task, BlockOrigin, InputFormat,
+    InputRecord, Inputs, Job, JobOptions, JobParams, JobSpec, MapOutput, OutputFormat, PageRankParams,
+    PairBuf, Partitioner, Partitioning, RecordLimits, StoredBlock, Values,
 };
 
 use crate::errors::to_py_err;
@@ -270,28 +270,40 @@ pub fn mapreduce_job_spec(
     Ok((to_json(&spec).map_err(to_py_err)?, built.input_format().name()))
 }
 
+/// Checks a block file against its stored (length, CRC-32), when given.
+fn check_stored(path: &Path, stored: Option<(u64, u32)>) -> Result<()> {
+    match stored {
+        Some((len, crc)) => check_stored_block(&RealFs::new(), path, StoredBlock { len, crc }),
+        None => Ok(()),
+    }
+}
+
 fn job_of(spec: &str) -> Result<Arc<dyn Job>> {
     let spec: JobSpec = serde_json::from_str(spec)
         .map_err(|error| Error::InvalidArgument(format!("not a job specification ({error}): {spec}")))?;
     spec.build()
 }
 
-/// Sample task: up to `keys_max` keys that job `spec` emits from the block
-/// file `path`, and the block's input and output bytes and output records.
+/// Sample task: up to `keys_max` keys that job `spec` emits from the start
+/// of the block file `path`, and the input and output bytes and output
+/// records of what it mapped. With `stored` (length, CRC-32), the file is
+/// checked against it first (a `CorruptionError` when it does not match).
 #[pyfunction]
-#[pyo3(signature = (spec, path, format, keys_max, combiner_bytes=32 << 20))]
+#[pyo3(signature = (spec, path, format, keys_max, stored=None, combiner_bytes=32 << 20))]
 pub fn mapreduce_sample_task<'py>(
     py: Python<'py>,
     spec: &str,
     path: PathBuf,
     format: &str,
     keys_max: usize,
+    stored: Option<(u64, u32)>,
     combiner_bytes: u64,
 ) -> PyResult<(Bound<'py, PyList>, u64, u64, u64)> {
     let job = job_of(spec).map_err(to_py_err)?;
     let format = InputFormat::parse(format).map_err(to_py_err)?;
     let sample = py
         .detach(|| {
+            check_stored(&path, stored)?;
             sample_task(
                 &RealFs::new(),
                 &*job,
@@ -322,9 +334,10 @@ pub fn mapreduce_range_partitioner(keys: Vec<PyBackedBytes>, partitions: usize) 
 /// Map task: the block file `path` mapped by job `spec` into one piece of
 /// chunks per partition of `partitioner` (JSON). The block was cut from
 /// input `file` at `offset`, and `source` numbers it among the job's blocks.
-/// Returns the pieces and the records read and emitted.
+/// Returns the pieces and the records read and emitted. `stored` as for
+/// [`mapreduce_sample_task`].
 #[pyfunction]
-#[pyo3(signature = (spec, path, format, file, offset, source, partitioner, combiner_bytes=32 << 20))]
+#[pyo3(signature = (spec, path, format, file, offset, source, partitioner, stored=None, combiner_bytes=32 << 20))]
 #[allow(clippy::too_many_arguments)]
 pub fn mapreduce_map_task<'py>(
     py: Python<'py>,
@@ -335,6 +348,7 @@ pub fn mapreduce_map_task<'py>(
     offset: u64,
     source: u32,
     partitioner: &str,
+    stored: Option<(u64, u32)>,
     combiner_bytes: u64,
 ) -> PyResult<(Bound<'py, PyList>, u64, u64)> {
     let origin = BlockOrigin { file, offset, source };
@@ -345,6 +359,7 @@ pub fn mapreduce_map_task<'py>(
     partitioner.validate().map_err(to_py_err)?;
     let mapped = py
         .detach(|| {
+            check_stored(&path, stored)?;
             map_task(
                 &RealFs::new(),
                 &*job,

@@ -7,6 +7,14 @@ network namespace unless told otherwise; :func:`connect` joins a running
 Ray cluster. Every operation first compares the ring with Ray's live nodes:
 a node that died since is taken off the ring and its copies are made again
 from the survivors before the operation goes on.
+
+Those repairs (and the moves to a node that joins) run in a background
+thread, one after another. Blocks left with a single live copy are copied
+at once; the others wait until no job runs, so that a job running when a
+node leaves goes on at full speed (its reads fall back to another holder
+while a copy is missing), as a distributed file system gives its
+re-replication a low priority. Jobs and file operations that start later
+wait for the repairs first.
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Union
 
@@ -94,6 +104,12 @@ class Cluster:
         self._local_nodes: Dict[str, Any] = {}
         # Simulated nodes removed so far: a new one gets the next number.
         self._removed = 0
+        # Rebalances after membership changes, in order, in one thread.
+        self._repairs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spillway-repairs")
+        self._pending: List[Future] = []
+        # Jobs running (repairs that can wait, wait for none to run).
+        self._jobs = 0
+        self._jobs_changed = threading.Condition()
         if local is not None:
             self._local_nodes = {node.node_id: node for node in local.list_all_nodes()}
         self.refresh()
@@ -101,15 +117,33 @@ class Cluster:
     # Membership.
 
     def refresh(self) -> int:
-        """Brings the ring up to date with Ray's live nodes, moving blocks
-        when it changed; returns the blocks copied."""
+        """Brings the ring up to date with Ray's live nodes and waits until
+        every copy is where it belongs (the repairs and moves of membership
+        changes done); returns the blocks copied. Raises the first repair
+        that failed (a block with no good copy left, say)."""
+        self._follow()
+        return self.repaired()
+
+    def repaired(self) -> int:
+        """Waits for the repairs queued so far; returns the blocks they
+        copied, or raises the first that failed."""
+        pending, self._pending = self._pending, []
+        wait(pending)
+        failed = next((future.exception() for future in pending if future.exception() is not None), None)
+        if failed is not None:
+            raise SpillwayError(f"repairing the file system after a membership change failed: {failed}") from failed
+        return sum(future.result() for future in pending)
+
+    def _follow(self) -> None:
+        """Brings the ring up to date with Ray's live nodes; when it changed,
+        queues the rebalance that gives every block to its new holders."""
         live = [node for node in ray.nodes() if node["Alive"]]
         if not live:
             raise SpillwayError("the Ray cluster has no live node")
         alive = sorted(node["NodeID"] for node in live)
         before = self._ring
         if before is not None and list(before.nodes) == alive:
-            return 0
+            return
         for node in live:
             self._names.setdefault(node["NodeID"], _node_name(node))
         for node_id in alive:
@@ -119,19 +153,47 @@ class Cluster:
             if node_id not in alive:
                 del self._stores[node_id]
         self._ring = Ring(alive)
-        if before is None:
-            return 0
-        survivors = [node for node in before.nodes if node in alive]
-        return fs.rebalance(self._members(), before, survivors, lambda copied: None)
+        if before is not None:
+            self._queue_rebalance(before)
 
-    def settle(self, since: Ring) -> int:
-        """Places again what was written with the ring ``since`` (a job's
-        outputs, written with the ring the job started with) when the
-        membership changed meanwhile; returns the blocks copied."""
+    def settle(self, since: Ring, names: List[str]) -> None:
+        """Follows a membership change made during a job, and queues placing
+        again the files ``names`` (its outputs), written with the ring
+        ``since`` it started with, when the ring changed meanwhile."""
+        self._follow()
+        if self._ring != since and names:
+            self._queue_rebalance(since, set(names))
+
+    def _queue_rebalance(self, before: Ring, names: Optional[set] = None) -> None:
+        self._pending.append(self._repairs.submit(self._rebalance, self._members(), before, names))
+
+    def _rebalance(self, members: Members, before: Ring, names: Optional[set]) -> int:
+        copied = fs.rebalance(members, before, names, fs.URGENT)
+        with self._jobs_changed:
+            self._jobs_changed.wait_for(lambda: self._jobs == 0)
+        return copied + fs.rebalance(members, before, names, fs.REST)
+
+    @contextlib.contextmanager
+    def _job(self) -> Iterator[Members]:
+        """While a job runs: the cluster's members when it started (after
+        the repairs queued before it), and repairs that can wait, waiting."""
         self.refresh()
-        if self._ring == since:
-            return 0
-        return fs.rebalance(self._members(), since, self._ring.nodes, lambda copied: None)
+        with self._jobs_changed:
+            self._jobs += 1
+        try:
+            yield self._members()
+        finally:
+            with self._jobs_changed:
+                self._jobs -= 1
+                self._jobs_changed.notify_all()
+
+    def close(self) -> None:
+        """Waits for the queued repairs (raising the first that failed) and
+        stops the thread that runs them."""
+        try:
+            self.repaired()
+        finally:
+            self._repairs.shutdown(wait=True)
 
     def nodes(self) -> List[Dict[str, Any]]:
         """The live nodes: name, Ray node id, blocks and bytes held, share
@@ -146,20 +208,21 @@ class Cluster:
 
     def add_node(self) -> str:
         """Starts one more simulated node (local clusters only); the blocks
-        its ring range now covers move to it. Returns its name."""
+        its ring range now covers move to it in the background (``refresh()``
+        waits for them). Returns its name."""
         local = self._require_local("add_node")
         index = len(self._local_nodes) + self._removed
         node = local.add_node(**self._node_args, resources={f"{NODE_RESOURCE}{index}": 1})
         local.wait_for_nodes()
         self._local_nodes[node.node_id] = node
-        self.refresh()
+        self._follow()
         return self._names[node.node_id]
 
     def remove_node(self, index: int) -> str:
         """Kills simulated node ``index`` (as ``nodes()`` numbers them; not
         0, the node this driver is attached to) without warning, as a
-        crash would; its copies are made again from the survivors.
-        Returns its name."""
+        crash would, and returns its name once Ray sees it dead; its copies
+        are made again from the survivors in the background."""
         local = self._require_local("remove_node")
         live = [node for node in self._ring.nodes]
         names = {self._names[node]: node for node in live}
@@ -180,7 +243,7 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise SpillwayError(f"{name} was killed but Ray still lists it alive after {NODE_DEATH_SECONDS} s")
             time.sleep(0.1)
-        self.refresh()
+        self._follow()
         return name
 
     # The file system.
@@ -316,7 +379,11 @@ def local(
         ray_cluster.wait_for_nodes()
         ray.init(address=ray_cluster.address, namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False)
         data = Path(directory) if directory is not None else scratch / "data"
-        yield Cluster(data, replication, local=ray_cluster, node_args=node_args)
+        cluster = Cluster(data, replication, local=ray_cluster, node_args=node_args)
+        try:
+            yield cluster
+        finally:
+            cluster.close()
     finally:
         if ray.is_initialized():
             ray.shutdown()

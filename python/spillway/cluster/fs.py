@@ -17,7 +17,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..errors import CorruptionError, InvalidArgumentError, SpillwayError
 from ._ray import ray
@@ -205,20 +205,55 @@ def write_record(members: Members, record: Dict[str, Any]) -> None:
         raise SpillwayError(f"{record['name']}: every holder of its record was lost while it was written")
 
 
-def rebalance(members: Members, before: Ring, sources: Iterable[str], progress: Callable[[int], None]) -> int:
+# Parts of a rebalance: blocks left with fewer than two live copies, which
+# are repaired at once, and the others, which may wait for running jobs.
+URGENT, REST, ALL = "urgent", "rest", "all"
+
+
+def rebalance(members: Members, before: Ring, names: Optional[Set[str]] = None, part: str = ALL) -> int:
     """After a membership change from ``before`` to ``members.ring``: gives
-    every block and record to the nodes that now hold it (copied from a
-    live node that held it, with a good copy) and removes it from live
-    nodes that no longer should. A file keeps its records' replication
-    where the cluster still has the nodes, and takes the cluster's when it
-    has fewer. Returns the blocks copied."""
-    sources = [node for node in sources if node in members.stores]
+    every block and record (of the files ``names``, when given) to the
+    nodes that now hold it (copied from a live node that held it, with a
+    good copy) and removes it from live nodes that no longer should. A file
+    keeps its records' replication where the cluster still has the nodes,
+    and takes the cluster's when it has fewer. ``part`` URGENT does only the
+    blocks left with fewer than two live copies, REST the others (records
+    in both). A node that dies meanwhile is left to the rebalance of that
+    change. Returns the blocks copied."""
     records = {}
-    for found in ray.get([members.stores[node].file_records.remote() for node in sources]):
+    for found in _on_every_store(members, "file_records"):
         for record in found:
-            records[record["name"]] = record
+            if names is None or record["name"] in names:
+                records[record["name"]] = record
     copied = 0
     pending: List[Tuple[Any, Tuple[int, str]]] = []
+    gone: List[Tuple[int, str]] = []
+    # A copy goes node to node: the target's put_block takes the source's
+    # get_block result as its argument, which Ray moves between the nodes
+    # (no store waits on another, and nothing passes through this driver).
+    copies: Dict[Any, Tuple[str, int, int, str, List[str], List[str]]] = {}
+
+    def copy(name: str, key: int, crc: int, target: str, sources: List[str], failures: Optional[List[str]] = None):
+        if not sources:
+            raise CorruptionError(f"{name}: block {key:016x} has no surviving holder to replicate from")
+        data = members.stores[sources[0]].get_block.remote(key, crc)
+        call = members.stores[target].put_block.remote(key, data, crc)
+        copies[call] = (name, key, crc, target, sources, failures or [])
+        return call, (key, target)
+
+    def retry(call: Any, error: BaseException):
+        """The next source for a copy whose source failed (a damaged or
+        missing copy, or a node gone); None when none is left."""
+        if call not in copies:
+            return None
+        name, key, crc, target, sources, failures = copies.pop(call)
+        failures = [*failures, f"{sources[0]}: {_reason(error)}"]
+        if len(sources) > 1:
+            return copy(name, key, crc, target, sources[1:], failures)
+        if isinstance(error, ray.exceptions.RayActorError):
+            return None  # the target's node may be gone: a later rebalance's
+        raise CorruptionError(f"{name}: block {key:016x} has no good copy left to replicate from ({'; '.join(failures)})")
+
     for name, record in sorted(records.items()):
         old_factor = record["replication"]
         record = dict(record, replication=min(old_factor, len(members.ring.nodes)))
@@ -238,29 +273,16 @@ def rebalance(members: Members, before: Ring, sources: Iterable[str], progress: 
         pending.extend((members.stores[node].delete_file.remote(key), (key, node)) for node in dropped)
         for _, key, length, crc in record["blocks"]:
             live, added, dropped = moves(key)
+            urgent = bool(added) and len(live) < 2
+            if part != ALL and urgent != (part == URGENT):
+                continue
             if added:
-                data = _copy_from(members, name, key, length, crc, live)
-                reference = ray.put(data)
-                pending.extend((members.stores[node].put_block.remote(key, reference, crc), (key, node)) for node in added)
+                pending.extend(copy(name, key, crc, node, live) for node in added)
                 copied += 1
-                progress(copied)
             pending.extend((members.stores[node].delete_block.remote(key), (key, node)) for node in dropped)
-            pending = _drain(pending, IN_FLIGHT_BLOCKS * factor)
-    _drain(pending, 0)
+            pending = _drain(pending, IN_FLIGHT_BLOCKS * factor, gone, retry)
+    _drain(pending, 0, gone, retry)
     return copied
-
-
-def _copy_from(members: Members, name: str, key: int, length: int, crc: int, holders: List[str]) -> bytes:
-    failures = []
-    for node in holders:
-        try:
-            return ray.get(members.stores[node].get_block.remote(key, crc))
-        except Exception as error:
-            failures.append(f"{node}: {_reason(error)}")
-    raise CorruptionError(
-        f"{name}: block {key:016x} ({length} bytes) has no good copy left to replicate from "
-        f"({'; '.join(failures) or 'no surviving holder'})"
-    )
 
 
 def _names(members: Members, key: int) -> Tuple[str, ...]:
@@ -280,23 +302,32 @@ def _check_name(name: str) -> None:
         raise InvalidArgumentError(f"a file name is a non-empty string without NUL bytes, not {name!r}")
 
 
-def _drain(pending: List[Tuple[Any, Tuple[int, str]]], keep: int, lost: Optional[List[Tuple[int, str]]] = None):
+def _drain(
+    pending: List[Tuple[Any, Tuple[int, str]]], keep: int, lost: Optional[List[Tuple[int, str]]] = None,
+    retry: Optional[Callable[[Any, BaseException], Optional[Tuple[Any, Tuple[int, str]]]]] = None,
+):  # fmt: skip
     """Waits until at most ``keep`` of the ``(call, (key, node))`` pairs are
-    in flight, raising the first failure; a call to a store whose node is
-    gone is added to ``lost`` instead, when given."""
+    in flight, raising the first failure; a failed call that ``retry``
+    replaces (returning the new pair) goes on as that one, and a call to a
+    store whose node is gone is added to ``lost`` instead, when given."""
     while len(pending) > keep:
         done, _ = ray.wait([call for call, _ in pending], num_returns=len(pending) - keep)
         finished = set(done)
+        again = []
         for call, what in pending:
             if call not in finished:
                 continue
             try:
                 ray.get(call)
-            except ray.exceptions.RayActorError:
-                if lost is None:
+            except Exception as error:
+                replaced = retry(call, error) if retry is not None else None
+                if replaced is not None:
+                    again.append(replaced)
+                elif isinstance(error, ray.exceptions.RayActorError) and lost is not None:
+                    lost.append(what)
+                else:
                     raise
-                lost.append(what)
-        pending = [entry for entry in pending if entry[0] not in finished]
+        pending = [entry for entry in pending if entry[0] not in finished] + again
     return pending
 
 

@@ -2,10 +2,10 @@
 :mod:`spillway.mapreduce`, their map and reduce done by the same Rust code
 (``map_task``, ``reduce_task`` of the mapreduce crate), placed by the ring.
 
-1. **Sample.** Sample tasks map up to ``SAMPLE_BLOCKS`` evenly spaced blocks
-   and return the keys they emit; the driver cuts range boundaries from them
-   (as phase zero does), so the output is in key order across partitions,
-   and estimates the map output per input byte.
+1. **Sample.** Sample tasks map the start of up to ``SAMPLE_BLOCKS`` evenly
+   spaced blocks (as phase zero samples) and return the keys they emit; the
+   driver cuts range boundaries from them, so the output is in key order
+   across partitions, and estimates the map output per input byte.
 2. **Map.** Each block is given to one of its holders (the least loaded),
    and a node's blocks are grouped into tasks large enough that each task's
    piece for a partition is about ``piece_bytes_min`` or more. A map task
@@ -40,7 +40,7 @@ from . import fs
 from ._ray import ray
 from .fs import Members
 from .ring import key_hash
-from .tasks import Block, assign, fetch, gather, input_blocks, near
+from .tasks import Block, assign, gather, input_blocks, near, on_block
 
 SAMPLE_BLOCKS = 16
 SAMPLE_KEYS_PER_BLOCK = 10_000
@@ -104,97 +104,98 @@ def run(
     spec, job_format = _native.mapreduce_job_spec(job, **params)
     if output_format not in _EXTENSIONS:
         raise InvalidArgumentError(f"unknown output format {output_format!r}; the formats are text and binary")
-    cluster.refresh()
-    members: Members = cluster._members()
-    blocks, stored = input_blocks(members, inputs)
-    # Records are read as the job reads them (as mapreduce.run does), from
-    # blocks cut as the files were stored: lines either way, or one of the
-    # binary formats, which must then be the job's.
-    format = input_format or job_format
-    lines = {"text", "tsv", "csv", "delimited"}
-    if format != stored and not (format in lines and stored in lines):
-        raise InvalidArgumentError(f"{', '.join(inputs)} was stored as {stored}, which job {job} cannot read as {format}")
-    report = ClusterJobReport(job, 0, sum(block.length for block in blocks), 0, 0, 0, [], 0.0)
-    progress = progress or (lambda phase, done, total: None)
-    directory = str(cluster.directory)
+    with cluster._job() as members:
+        blocks, stored = input_blocks(members, inputs)
+        # Records are read as the job reads them (as mapreduce.run does), from
+        # blocks cut as the files were stored: lines either way, or one of the
+        # binary formats, which must then be the job's.
+        format = input_format or job_format
+        lines = {"text", "tsv", "csv", "delimited"}
+        if format != stored and not (format in lines and stored in lines):
+            raise InvalidArgumentError(f"{', '.join(inputs)} was stored as {stored}, which job {job} cannot read as {format}")
+        report = ClusterJobReport(job, 0, sum(block.length for block in blocks), 0, 0, 0, [], 0.0)
+        progress = progress or (lambda phase, done, total: None)
+        directory = str(cluster.directory)
 
-    # Sample.
-    phase = PhaseReport("sample")
-    picks = [blocks[index * len(blocks) // min(SAMPLE_BLOCKS, len(blocks))] for index in range(min(SAMPLE_BLOCKS, len(blocks)))] if blocks else []
-    calls = [
-        _sample.options(scheduling_strategy=near(block.holders[0])).remote(spec, members, directory, block, format)
-        for block in picks
-    ]
-    keys: List[bytes] = []
-    sampled_in = sampled_out = 0
-    for found, input_bytes, output_bytes in ray.get(calls):
-        keys.extend(found)
-        sampled_in += input_bytes
-        sampled_out += output_bytes
-    phase.tasks, phase.bytes_read = len(picks), sampled_in
-    wanted = partitions if partitions is not None else max(1, len(members.ring.nodes))
-    partitioner = _native.mapreduce_range_partitioner(keys, max(1, wanted))
-    count = len(json.loads(partitioner).get("boundaries", [])) + 1
-    report.partitions = count
-    phase.seconds = time.monotonic() - started
-    report.phases.append(phase)
+        # Sample.
+        phase = PhaseReport("sample")
+        picks = [blocks[index * len(blocks) // min(SAMPLE_BLOCKS, len(blocks))] for index in range(min(SAMPLE_BLOCKS, len(blocks)))] if blocks else []
+        calls = [
+            _sample.options(scheduling_strategy=near(block.holders[0])).remote(spec, members, directory, block, format)
+            for block in picks
+        ]
+        keys: List[bytes] = []
+        sampled_in = sampled_out = 0
+        for found, input_bytes, output_bytes in ray.get(calls):
+            keys.extend(found)
+            sampled_in += input_bytes
+            sampled_out += output_bytes
+        phase.tasks, phase.bytes_read = len(picks), sampled_in
+        wanted = partitions if partitions is not None else max(1, len(members.ring.nodes))
+        partitioner = _native.mapreduce_range_partitioner(keys, max(1, wanted))
+        count = len(json.loads(partitioner).get("boundaries", [])) + 1
+        report.partitions = count
+        phase.seconds = time.monotonic() - started
+        report.phases.append(phase)
 
-    # Map.
-    phase = PhaseReport("map")
-    mark = time.monotonic()
-    ratio = sampled_out / sampled_in if sampled_in else 1.0
-    tasks = assign(members, blocks, count * piece_bytes_min / max(ratio, 1e-6))
-    pieces: List[List[Any]] = [[] for _ in range(count)]
-    map_nodes: List[Any] = []
-    for node, group in tasks:
-        returned = _map.options(num_returns=count + 1, scheduling_strategy=near(node)).remote(
-            spec, members, directory, group, format, partitioner
-        )
-        for partition in range(count):
-            pieces[partition].append(returned[partition])
-        map_nodes.append(returned[count])
-    stats = gather(map_nodes, lambda done: progress("map", done, len(tasks)))
-    phase.tasks = len(tasks)
-    phase.bytes_read = sum(stat["bytes_read"] for stat in stats)
-    phase.local_tasks = sum(stat["local"] for stat in stats)
-    report.input_records = sum(stat["records_in"] for stat in stats)
-    report.map_records = sum(stat["records_emitted"] for stat in stats)
-    phase.seconds = time.monotonic() - mark
-    report.phases.append(phase)
-
-    # Reduce.
-    phase = PhaseReport("reduce")
-    mark = time.monotonic()
-    extension = _EXTENSIONS[output_format]
-    calls = []
-    for partition in range(count):
-        owner = members.ring.owner(key_hash(f"{output}\0partition\0{partition}"))
-        target = f"{output}/part-{partition:05}.{extension}"
-        calls.append(
-            _reduce.options(scheduling_strategy=near(owner)).remote(
-                spec, members, partition, target, output_format, None if output_dir is None else str(output_dir),
-                [stat["node"] for stat in stats], *pieces[partition],
+        # Map.
+        phase = PhaseReport("map")
+        mark = time.monotonic()
+        ratio = sampled_out / sampled_in if sampled_in else 1.0
+        tasks = assign(members, blocks, count * piece_bytes_min / max(ratio, 1e-6))
+        pieces: List[List[Any]] = [[] for _ in range(count)]
+        map_nodes: List[Any] = []
+        for node, group in tasks:
+            returned = _map.options(num_returns=count + 1, scheduling_strategy=near(node)).remote(
+                spec, members, directory, group, format, partitioner
             )
-        )  # fmt: skip
-    for result in gather(calls, lambda done: progress("reduce", done, count)):
-        report.output_records += result["records_out"]
-        report.outputs.append(result["output"])
-        phase.bytes_moved += result["bytes_moved"]
-    phase.tasks = count
-    phase.seconds = time.monotonic() - mark
-    report.phases.append(phase)
-    report.seconds = time.monotonic() - started
-    # Outputs written while a node left or joined go where the ring now says.
-    cluster.settle(members.ring)
-    return report
+            for partition in range(count):
+                pieces[partition].append(returned[partition])
+            map_nodes.append(returned[count])
+        stats = gather(map_nodes, lambda done: progress("map", done, len(tasks)))
+        phase.tasks = len(tasks)
+        phase.bytes_read = sum(stat["bytes_read"] for stat in stats)
+        phase.local_tasks = sum(stat["local"] for stat in stats)
+        report.input_records = sum(stat["records_in"] for stat in stats)
+        report.map_records = sum(stat["records_emitted"] for stat in stats)
+        phase.seconds = time.monotonic() - mark
+        report.phases.append(phase)
+
+        # Reduce.
+        phase = PhaseReport("reduce")
+        mark = time.monotonic()
+        extension = _EXTENSIONS[output_format]
+        calls = []
+        for partition in range(count):
+            owner = members.ring.owner(key_hash(f"{output}\0partition\0{partition}"))
+            target = f"{output}/part-{partition:05}.{extension}"
+            calls.append(
+                _reduce.options(scheduling_strategy=near(owner)).remote(
+                    spec, members, partition, target, output_format, None if output_dir is None else str(output_dir),
+                    [stat["node"] for stat in stats], *pieces[partition],
+                )
+            )  # fmt: skip
+        for result in gather(calls, lambda done: progress("reduce", done, count)):
+            report.output_records += result["records_out"]
+            report.outputs.append(result["output"])
+            phase.bytes_moved += result["bytes_moved"]
+        phase.tasks = count
+        phase.seconds = time.monotonic() - mark
+        report.phases.append(phase)
+        report.seconds = time.monotonic() - started
+        # Outputs written while a node left or joined go where the ring now says.
+        cluster.settle(members.ring, report.outputs if output_dir is None else [])
+        return report
 
 
 @ray.remote(max_retries=3, retry_exceptions=True)
 def _sample(spec: str, members: Members, directory: str, block: Block, format: str):
     scratch = Path(tempfile.mkdtemp(prefix="spillway-sample-"))
     try:
-        source = fetch(members, directory, block, scratch)
-        keys, input_bytes, output_bytes, _ = _native.mapreduce_sample_task(spec, str(source.path), format, SAMPLE_KEYS_PER_BLOCK)
+        (keys, input_bytes, output_bytes, _), _ = on_block(
+            members, directory, block, scratch,
+            lambda path, stored: _native.mapreduce_sample_task(spec, str(path), format, SAMPLE_KEYS_PER_BLOCK, stored),
+        )  # fmt: skip
         return keys, input_bytes, output_bytes
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -208,18 +209,18 @@ def _map(spec: str, members: Members, directory: str, group: List[Block], format
         pieces = [bytearray() for _ in range(count)]
         stat = {"node": ray.get_runtime_context().get_node_id(), "bytes_read": 0, "local": True, "records_in": 0, "records_emitted": 0}
         for block in group:
-            source = fetch(members, directory, block, scratch)
-            stat["local"] = stat["local"] and source.local
-            mapped, records_in, emitted = _native.mapreduce_map_task(
-                spec, str(source.path), format, block.input, block.offset, block.source, partitioner
-            )
+            (mapped, records_in, emitted), local = on_block(
+                members, directory, block, scratch,
+                lambda path, stored: _native.mapreduce_map_task(
+                    spec, str(path), format, block.input, block.offset, block.source, partitioner, stored
+                ),
+            )  # fmt: skip
+            stat["local"] = stat["local"] and local
             for partition, piece in enumerate(mapped):
                 pieces[partition] += piece
             stat["bytes_read"] += block.length
             stat["records_in"] += records_in
             stat["records_emitted"] += emitted
-            if not source.local:
-                source.path.unlink()
         return (*[bytes(piece) for piece in pieces], stat)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -96,65 +96,64 @@ def run(
     :meth:`spillway.cluster.Cluster.sort`."""
     started = time.monotonic()
     progress = progress or (lambda phase, done, total: None)
-    cluster.refresh()
-    members: Members = cluster._members()
-    blocks, format = input_blocks(members, [input])
-    if format != "gensort":
-        raise InvalidArgumentError(f"{input} was stored as {format}; the sort takes gensort records (put it with format='gensort')")
-    directory = str(cluster.directory)
-    nodes = list(members.ring.nodes)
-    report = ClusterSortReport(input, sum(block.length for block in blocks) // RECORD_BYTES, sum(block.length for block in blocks), 0, [], None, 0.0)
+    with cluster._job() as members:
+        blocks, format = input_blocks(members, [input])
+        if format != "gensort":
+            raise InvalidArgumentError(f"{input} was stored as {format}; the sort takes gensort records (put it with format='gensort')")
+        directory = str(cluster.directory)
+        nodes = list(members.ring.nodes)
+        report = ClusterSortReport(input, sum(block.length for block in blocks) // RECORD_BYTES, sum(block.length for block in blocks), 0, [], None, 0.0)
 
-    picks = [blocks[index * len(blocks) // min(SAMPLE_BLOCKS, len(blocks))] for index in range(min(SAMPLE_BLOCKS, len(blocks)))]
-    keys = [key for found in ray.get([_sample.options(scheduling_strategy=near(block.holders[0])).remote(members, directory, block) for block in picks]) for key in found]
-    boundaries = _native.sort_boundaries(keys, len(nodes))
-    ranges = len(boundaries) + 1
-    report.ranges = ranges
-    report.phases["sample"] = time.monotonic() - started
+        picks = [blocks[index * len(blocks) // min(SAMPLE_BLOCKS, len(blocks))] for index in range(min(SAMPLE_BLOCKS, len(blocks)))]
+        keys = [key for found in ray.get([_sample.options(scheduling_strategy=near(block.holders[0])).remote(members, directory, block) for block in picks]) for key in found]
+        boundaries = _native.sort_boundaries(keys, len(nodes))
+        ranges = len(boundaries) + 1
+        report.ranges = ranges
+        report.phases["sample"] = time.monotonic() - started
 
-    mark = time.monotonic()
-    groups = assign(members, blocks, GROUP_BYTES)
-    pieces: List[List[Any]] = [[] for _ in range(ranges)]
-    stats = []
-    for node, group in groups:
-        returned = _partition.options(num_returns=ranges + 1, scheduling_strategy=near(node)).remote(members, directory, group, boundaries)
-        for index in range(ranges):
-            pieces[index].append(returned[index])
-        stats.append(returned[ranges])
-    stats = gather(stats, lambda done: progress("partition", done, len(groups)))
-    report.local_share = sum(stat["local"] for stat in stats) / len(stats) if stats else 1.0
-    report.phases["partition"] = time.monotonic() - mark
+        mark = time.monotonic()
+        groups = assign(members, blocks, GROUP_BYTES)
+        pieces: List[List[Any]] = [[] for _ in range(ranges)]
+        stats = []
+        for node, group in groups:
+            returned = _partition.options(num_returns=ranges + 1, scheduling_strategy=near(node)).remote(members, directory, group, boundaries)
+            for index in range(ranges):
+                pieces[index].append(returned[index])
+            stats.append(returned[ranges])
+        stats = gather(stats, lambda done: progress("partition", done, len(groups)))
+        report.local_share = sum(stat["local"] for stat in stats) / len(stats) if stats else 1.0
+        report.phases["partition"] = time.monotonic() - mark
 
-    mark = time.monotonic()
-    calls = [
-        _sort_range.options(scheduling_strategy=near(nodes[index % len(nodes)])).remote(
-            directory, output, index, pieces[index], memory, sync
-        )
-        for index in range(ranges)
-    ]
-    del pieces
-    results = gather(calls, lambda done: progress("sort", done, ranges))
-    report.phases["sort"] = time.monotonic() - mark
+        mark = time.monotonic()
+        calls = [
+            _sort_range.options(scheduling_strategy=near(nodes[index % len(nodes)])).remote(
+                directory, output, index, pieces[index], memory, sync
+            )
+            for index in range(ranges)
+        ]
+        del pieces
+        results = gather(calls, lambda done: progress("sort", done, ranges))
+        report.phases["sort"] = time.monotonic() - mark
 
-    io: Dict[str, NodeIO] = {}
-    for stat in [*stats, *results]:
-        node = io.setdefault(stat["node"], NodeIO(members.names.get(stat["node"], stat["node"][:8])))
-        node.read_bytes += stat["io"]["rchar"]
-        node.write_bytes += stat["io"]["wchar"]
-        node.device_read_bytes += stat["io"]["read_bytes"]
-        node.device_write_bytes += stat["io"]["write_bytes"]
-    report.io = sorted(io.values(), key=lambda node: node.node)
-    report.outputs = [{"node": members.names.get(result["node"], result["node"]), "directory": result["directory"], "files": result["files"]} for result in results]
-    scratch = Path(tempfile.mkdtemp(prefix="spillway-sort-summary-"))
-    try:
-        summary = scratch / "all.sum"
-        summary.write_bytes(b"".join(result["summary"] for result in results))
-        report.valsort = sortbench.valsort(summary, summaries=True)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    report.seconds = time.monotonic() - started
-    cluster.refresh()
-    return report
+        io: Dict[str, NodeIO] = {}
+        for stat in [*stats, *results]:
+            node = io.setdefault(stat["node"], NodeIO(members.names.get(stat["node"], stat["node"][:8])))
+            node.read_bytes += stat["io"]["rchar"]
+            node.write_bytes += stat["io"]["wchar"]
+            node.device_read_bytes += stat["io"]["read_bytes"]
+            node.device_write_bytes += stat["io"]["write_bytes"]
+        report.io = sorted(io.values(), key=lambda node: node.node)
+        report.outputs = [{"node": members.names.get(result["node"], result["node"]), "directory": result["directory"], "files": result["files"]} for result in results]
+        scratch = Path(tempfile.mkdtemp(prefix="spillway-sort-summary-"))
+        try:
+            summary = scratch / "all.sum"
+            summary.write_bytes(b"".join(result["summary"] for result in results))
+            report.valsort = sortbench.valsort(summary, summaries=True)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        report.seconds = time.monotonic() - started
+        cluster.settle(members.ring, [])
+        return report
 
 
 def _io() -> Dict[str, int]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from ..errors import InvalidArgumentError
+from ..errors import CorruptionError, InvalidArgumentError, SpillwayIOError
 from . import fs
 from ._ray import ray
 from .fs import Members
@@ -125,3 +125,31 @@ def fetch(members: Members, directory: str, block: Block, scratch: Path) -> Fetc
     copy = scratch / key_name(block.key)
     copy.write_bytes(data)
     return Fetched(data, copy, False)
+
+
+T = TypeVar("T")
+
+
+def on_block(
+    members: Members, directory: str, block: Block, scratch: Path,
+    work: Callable[[Path, Optional[Tuple[int, int]]], T],
+) -> Tuple[T, bool]:  # fmt: skip
+    """``work(path, stored)`` on block ``block`` inside a task on this node,
+    and whether the node's own copy served. ``work`` gets the node's own
+    copy with ``stored`` (its length and CRC-32), which the Rust task checks
+    as it reads it, so the block is read from disk once; when the node holds
+    no copy, or its copy fails that check, ``work`` gets a good copy read
+    from a holder (damaged copies repaired) in ``scratch``, already checked
+    (``stored`` None)."""
+    node = ray.get_runtime_context().get_node_id()
+    if node in block.holders:
+        try:
+            return work(Path(directory) / node / "blocks" / key_name(block.key), (block.length, block.crc)), True
+        except (CorruptionError, SpillwayIOError):  # damaged or missing: read_block repairs it
+            pass
+    copy = scratch / key_name(block.key)
+    copy.write_bytes(fs.read_block(members, block.file, block.key, block.length, block.crc))
+    try:
+        return work(copy, None), False
+    finally:
+        copy.unlink()
