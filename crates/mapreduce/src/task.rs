@@ -362,7 +362,7 @@ mod tests {
             assert_eq!(error.kind(), spillway_core::ErrorKind::Corruption);
             assert!(error.to_string().contains("block"), "{error}");
         }
-        let mut damaged = data.clone();
+        let mut damaged = data;
         damaged[2_500_000] ^= 0x10;
         std::fs::write(&path, &damaged).unwrap();
         let error = check_stored_block(&fs, &path, stored).unwrap_err();
