@@ -107,8 +107,10 @@ class Cluster:
         # Rebalances after membership changes, in order, in one thread.
         self._repairs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spillway-repairs")
         self._pending: List[Future] = []
-        # Jobs running (repairs that can wait, wait for none to run).
+        # Jobs running: repairs that can wait, wait for none to run, unless
+        # someone waits for the repairs (``hurry``).
         self._jobs = 0
+        self._hurry = False
         self._jobs_changed = threading.Condition()
         if local is not None:
             self._local_nodes = {node.node_id: node for node in local.list_all_nodes()}
@@ -125,10 +127,18 @@ class Cluster:
         return self.repaired()
 
     def repaired(self) -> int:
-        """Waits for the repairs queued so far; returns the blocks they
-        copied, or raises the first that failed."""
+        """Waits for the repairs queued so far (those waiting for running
+        jobs then go on at once); returns the blocks they copied, or raises
+        the first that failed."""
         pending, self._pending = self._pending, []
-        wait(pending)
+        with self._jobs_changed:
+            self._hurry = True
+            self._jobs_changed.notify_all()
+        try:
+            wait(pending)
+        finally:
+            with self._jobs_changed:
+                self._hurry = False
         failed = next((future.exception() for future in pending if future.exception() is not None), None)
         if failed is not None:
             raise SpillwayError(f"repairing the file system after a membership change failed: {failed}") from failed
@@ -170,7 +180,7 @@ class Cluster:
     def _rebalance(self, members: Members, before: Ring, names: Optional[set]) -> int:
         copied = fs.rebalance(members, before, names, fs.URGENT)
         with self._jobs_changed:
-            self._jobs_changed.wait_for(lambda: self._jobs == 0)
+            self._jobs_changed.wait_for(lambda: self._jobs == 0 or self._hurry)
         return copied + fs.rebalance(members, before, names, fs.REST)
 
     @contextlib.contextmanager

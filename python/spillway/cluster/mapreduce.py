@@ -126,7 +126,7 @@ def run(
         ]
         keys: List[bytes] = []
         sampled_in = sampled_out = 0
-        for found, input_bytes, output_bytes in ray.get(calls):
+        for found, input_bytes, output_bytes in gather(calls, lambda done: progress("sample", done, len(calls))):
             keys.extend(found)
             sampled_in += input_bytes
             sampled_out += output_bytes

@@ -93,3 +93,36 @@ def test_a_node_added_halfway_changes_nothing_in_the_output(cluster, corpus, tmp
     report = cluster.mapreduce("wordcount", "corpus.txt", "out-added", progress=add_one)
     assert added
     assert on_cluster(cluster, report, tmp_path) == expected
+
+
+def test_copies_damaged_on_one_node_midway_are_read_from_replicas_and_repaired(cluster, corpus, tmp_path):
+    import zlib
+
+    from spillway.cluster.store import key_name
+
+    expected = single_node("wordcount", corpus, tmp_path)
+    victim = next(node for node in cluster.nodes() if node["name"] != "node-0")
+    blocks = [
+        (cluster.store_directory(victim["id"]) / "blocks" / key_name(key), crc)
+        for _, key, _, crc, holders in cluster.stat("corpus.txt").blocks
+        if victim["name"] in holders
+    ]
+    assert blocks, "the victim holds copies of the corpus"
+
+    def good(path, crc):
+        return zlib.crc32(path.read_bytes()) == crc
+
+    def damage_once(phase, done, total):
+        if phase == "sample" and done == total:
+            for path, _ in blocks:
+                data = bytearray(path.read_bytes())
+                data[len(data) // 2] ^= 0x20
+                path.write_bytes(bytes(data))
+
+    report = cluster.mapreduce("wordcount", "corpus.txt", "out-damaged", progress=damage_once)
+    assert on_cluster(cluster, report, tmp_path) == expected
+    assert report.locality < 1.0, "the victim's map tasks read a replica instead of their own copy"
+    repaired = sum(good(path, crc) for path, crc in blocks)
+    assert 0 < repaired, "the copies the job read were repaired"
+    cluster.get("corpus.txt", tmp_path / "back.txt")
+    assert (tmp_path / "back.txt").read_bytes() == corpus.read_bytes()

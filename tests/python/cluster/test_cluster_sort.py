@@ -50,3 +50,17 @@ def test_a_node_lost_halfway_leaves_a_valid_sort(cluster, records):
     report = cluster.sort("records.dat", "sorted-after-loss", progress=lose_one)
     assert report.valsort.sorted and report.valsort.records == RECORDS
     assert report.valsort.checksum == records.checksum
+
+
+def test_a_node_added_halfway_leaves_a_valid_sort(cluster, records):
+    added = []
+
+    def add_one(phase, done, total):
+        if phase == "partition" and done == total // 2 and not added:
+            added.append(cluster.add_node())
+
+    report = cluster.sort("records.dat", "sorted-after-join", progress=add_one)
+    assert added
+    assert report.valsort.sorted and report.valsort.records == RECORDS
+    assert report.valsort.checksum == records.checksum
+    assert added[0] in {node["name"] for node in cluster.nodes()}
