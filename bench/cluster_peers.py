@@ -162,9 +162,12 @@ def dask_job(args: argparse.Namespace, result: dict) -> None:
             number, _, text = line.rstrip("\n").partition("\t")
             return [(term, int(number)) for term in set(text.split(" ")) if term]
 
-        grouped = lines.map(postings).flatten().foldby(
-            lambda pair: pair[0], lambda ids, pair: ids | {pair[1]}, set(), lambda a, b: a | b, set()
-        )
+        def add(ids: set, pair) -> set:
+            ids.add(pair[1])
+            return ids
+
+        # `set` (a callable) makes each key's first, empty set.
+        grouped = lines.map(postings).flatten().foldby(lambda pair: pair[0], add, set, lambda a, b: a | b, set)
         grouped.map(lambda item: f"{item[0]}\t{','.join(str(i) for i in sorted(item[1]))}").to_textfiles(
             f"{args.output}/part-*.tsv"
         )

@@ -140,7 +140,7 @@ CLUSTER_INDEX = mr_cluster_workload(
         ["{python}", MR_PEERS, "docs", "{dir}/text.txt", "{dir}/input.tsv"],
         ["rm", "{dir}/text.txt"],
     ],
-    "input.tsv", page_arguments="--size 1G --runs 3",
+    "input.tsv", page_arguments="--size 256M --runs 3",
 )
 
 CLUSTER_SORT = Workload(
