@@ -183,6 +183,12 @@ class Cluster:
             self._jobs_changed.wait_for(lambda: self._jobs == 0 or self._hurry)
         return copied + fs.rebalance(members, before, names, fs.REST)
 
+    def _current_ring(self) -> Ring:
+        """The ring of the nodes alive now (a job places its later phases'
+        tasks by it, so that none is aimed at a node lost midway)."""
+        self._follow()
+        return self._ring
+
     @contextlib.contextmanager
     def _job(self) -> Iterator[Members]:
         """While a job runs: the cluster's members when it started (after

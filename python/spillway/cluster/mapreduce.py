@@ -165,9 +165,10 @@ def run(
         phase = PhaseReport("reduce")
         mark = time.monotonic()
         extension = _EXTENSIONS[output_format]
+        ring = cluster._current_ring()
         calls = []
         for partition in range(count):
-            owner = members.ring.owner(key_hash(f"{output}\0partition\0{partition}"))
+            owner = ring.owner(key_hash(f"{output}\0partition\0{partition}"))
             target = f"{output}/part-{partition:05}.{extension}"
             calls.append(
                 _reduce.options(scheduling_strategy=near(owner)).remote(
