@@ -125,9 +125,8 @@ def run(
         report.phases["partition"] = time.monotonic() - mark
 
         mark = time.monotonic()
-        targets = list(cluster._current_ring().nodes)
         calls = [
-            _sort_range.options(scheduling_strategy=near(targets[index % len(targets)])).remote(
+            _sort_range.options(scheduling_strategy=near(nodes[index % len(nodes)])).remote(
                 directory, output, index, pieces[index], memory, sync
             )
             for index in range(ranges)
