@@ -123,6 +123,11 @@ def run(
         stats = gather(stats, lambda done: progress("partition", done, len(groups)))
         report.local_share = sum(stat["local"] for stat in stats) / len(stats) if stats else 1.0
         report.phases["partition"] = time.monotonic() - mark
+        # A node lost during the partition phase: its copies are made again
+        # before the ranges are sorted (the range tasks take lost pieces as
+        # borrowers, and were seen to wait forever while repairs waited).
+        if cluster._current_ring() != members.ring:
+            cluster.refresh()
 
         mark = time.monotonic()
         calls = [
