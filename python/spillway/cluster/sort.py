@@ -178,32 +178,24 @@ def _since(before: Dict[str, int]) -> Dict[str, int]:
 
 @ray.remote(max_retries=3, retry_exceptions=True)
 def _sample(members: Members, directory: str, block: Block) -> List[bytes]:
-    scratch = Path(tempfile.mkdtemp(prefix="spillway-sample-"))
-    try:
-        data = fetch(members, directory, block, scratch).data
-        records = len(data) // RECORD_BYTES
-        step = max(1, records // SAMPLE_KEYS_PER_BLOCK)
-        return [data[index * RECORD_BYTES : index * RECORD_BYTES + KEY_BYTES] for index in range(0, records, step)]
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    data = fetch(members, directory, block).data
+    records = len(data) // RECORD_BYTES
+    step = max(1, records // SAMPLE_KEYS_PER_BLOCK)
+    return [data[index * RECORD_BYTES : index * RECORD_BYTES + KEY_BYTES] for index in range(0, records, step)]
 
 
 @ray.remote(max_retries=3, retry_exceptions=True)
 def _partition(members: Members, directory: str, group: List[Block], boundaries: List[bytes]):
     before = _io()
-    scratch = Path(tempfile.mkdtemp(prefix="spillway-partition-"))
-    try:
-        pieces: List[List[bytes]] = [[] for _ in range(len(boundaries) + 1)]
-        local = True
-        for block in group:
-            fetched = fetch(members, directory, block, scratch)
-            local = local and fetched.local
-            for index, piece in enumerate(_native.sort_split_records(fetched.data, boundaries)):
-                pieces[index].append(piece)
-        stat = {"node": ray.get_runtime_context().get_node_id(), "local": local, "io": _since(before)}
-        return (*[b"".join(parts) for parts in pieces], stat)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    pieces: List[List[bytes]] = [[] for _ in range(len(boundaries) + 1)]
+    local = True
+    for block in group:
+        fetched = fetch(members, directory, block)
+        local = local and fetched.local
+        for index, piece in enumerate(_native.sort_split_records(fetched.data, boundaries)):
+            pieces[index].append(piece)
+    stat = {"node": ray.get_runtime_context().get_node_id(), "local": local, "io": _since(before)}
+    return (*[b"".join(parts) for parts in pieces], stat)
 
 
 @ray.remote(max_retries=3, retry_exceptions=True)

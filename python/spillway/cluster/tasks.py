@@ -100,31 +100,26 @@ def gather(calls: List[Any], finished: Callable[[int], None]) -> List[Any]:
 
 @dataclass
 class Fetched:
-    """A block inside a task: its bytes, and a file holding them."""
+    """A block inside a task: its bytes, and whether they were this node's
+    own copy."""
 
     data: bytes
-    path: Path
-    # Whether it was this node's own copy.
     local: bool
 
 
-def fetch(members: Members, directory: str, block: Block, scratch: Path) -> Fetched:
+def fetch(members: Members, directory: str, block: Block) -> Fetched:
     """Block ``block`` for a task on this node: the node's own copy when it
     holds a good one (read once, checked), else a good copy read from a
-    holder (repairing damaged ones) and written into ``scratch``."""
+    holder (repairing damaged ones)."""
     node = ray.get_runtime_context().get_node_id()
-    path = Path(directory) / node / "blocks" / key_name(block.key)
     if node in block.holders:
         try:
-            data = path.read_bytes()
+            data = (Path(directory) / node / "blocks" / key_name(block.key)).read_bytes()
         except OSError:
             data = b""
         if len(data) == block.length and zlib.crc32(data) == block.crc:
-            return Fetched(data, path, True)
-    data = fs.read_block(members, block.file, block.key, block.length, block.crc)
-    copy = scratch / key_name(block.key)
-    copy.write_bytes(data)
-    return Fetched(data, copy, False)
+            return Fetched(data, True)
+    return Fetched(fs.read_block(members, block.file, block.key, block.length, block.crc), False)
 
 
 T = TypeVar("T")
