@@ -14,7 +14,10 @@ VENV_PYTHON = "{bench}/../.venv/bin/python"
 # Every cluster runs here: a new network namespace with loopback alone.
 ISOLATED = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
 PIP_DASK = Requirement(executable=None, source="pip", package="dask[distributed]", module="distributed")
+PIP_DASK_DATAFRAME = Requirement(executable=None, source="pip", package="dask[dataframe,distributed]", module="pandas")
 BUDGET = "1G"
+# A peer's sort that runs longer fails (the page says so) rather than hold the benchmark.
+PEER_SORT_LIMIT_S = 600
 
 CLUSTER_METRICS = [
     Metric("throughput", "MB/s (job)", ["bytes / result.job_s / 1e6", "bytes / wall_s / 1e6"], digits=1),
@@ -143,12 +146,24 @@ CLUSTER_INDEX = mr_cluster_workload(
     "input.tsv", page_arguments="--size 256M --runs 3",
 )
 
+def valsort_parts(directory: str) -> Step:
+    """A peer's sorted part files, validated as one sorted file with the
+    input's record count and checksum: a valsort summary per part, in name
+    order, then valsort of the concatenated summaries."""
+    script = (
+        f'set -e; for part in {directory}/part-*.dat; do {{spillway}} valsort -q -o "$part.sum" "$part"; done; '
+        f"cat {directory}/part-*.dat.sum > {directory}/all.sum; {{spillway}} valsort -s {directory}/all.sum"
+    )
+    return Step(command=["sh", "-c", script], expect_output=r"(?s)Records: {records}\b.*Checksum: {checksum}\b.*SUCCESS")
+
+
 CLUSTER_SORT = Workload(
     name="cluster-sort",
     page_command="python3 bench/run.py cluster-sort --size 4G --runs 3",
     description=(
         "The 2-IO sort of gensort records on a simulated 4-node cluster (each node sorts one key range) "
-        "against spillway sort on one node, with the cluster's reads and writes per byte."
+        "against spillway sort on one node, Dask (`sort_values` on a dataframe of hex keys and records) and "
+        "Spark (`binaryRecords` and `sortByKey`), with the cluster's reads and writes per byte."
     ),
     setup=[
         ["mkdir", "-p", "{dir}/tmp"],
@@ -173,16 +188,33 @@ CLUSTER_SORT = Workload(
                                  "--tmp", "{dir}/tmp", "--memory", BUDGET, *extra),
                 prepare=[Step(command=["rm", "-rf", "{dir}/tmp/blocks"])],
                 result="json-line",
-                expect_output='"sorted": true',
+                expect_output='"sorted": true, "records": {records}, "checksum": "{checksum}"',
                 cleanup=["{dir}/tmp/blocks"],
             )
             for label, extra in [("", []), (", a node lost halfway", ["--lose-node"])]
+        ],
+        *[
+            Contender(
+                name=f"{label} sort",
+                role="peer",
+                command=isolated("{python}", CLUSTER_PEERS, engine, "sort", "{dir}/input.bin", f"{{dir}}/out-{engine}",
+                                 "--tmp", "{dir}/tmp", "--time-limit", str(PEER_SORT_LIMIT_S)),
+                result="json-line",
+                validate=[valsort_parts(f"{{dir}}/out-{engine}")],
+                cleanup=[f"{{dir}}/out-{engine}"],
+                requires=requires,
+                may_fail=True,
+            )
+            for engine, label, requires in [("dask", "Dask (4 workers)", [PIP_DASK_DATAFRAME]),
+                                            ("spark", "Spark", [PIP_PYSPARK])]
         ],
     ],
     metrics=CLUSTER_METRICS,
     comparisons=[
         Comparison(label="the cluster layer's overhead", contender="spillway cluster sort (4 nodes)",
                    peer="spillway sort (one node)", target=0.67),
+        Comparison(label="sort", contender="spillway cluster sort (4 nodes)", peer="Spark sort"),
+        Comparison(label="sort", contender="spillway cluster sort (4 nodes)", peer="Dask (4 workers) sort"),
         Comparison(label="a node lost halfway", contender="spillway cluster sort (4 nodes, a node lost halfway)",
                    peer="spillway cluster sort (4 nodes)", target=0.67),
     ],

@@ -7,8 +7,9 @@ the cluster's file system.
 2. **Partition** (read 1). One task per group of blocks, on a node that
    holds them, reads its blocks and splits their records by range (the sort
    crate's ``split_records``), returning one Ray object per range.
-3. **Sort** (write 1, read 2, write 2). Range ``r`` belongs to node ``r`` (in
-   ring order). Its task there writes the pieces of its range, one at a
+3. **Sort** (write 1, read 2, write 2). Range ``r`` belongs to live node
+   ``r`` (a group whose pieces were lost with a node is partitioned again
+   first). Its task there writes the pieces of its range, one at a
    time, into a run file (the "logical disk"), then sorts the run with the
    single-node engine (``spillway.sort``, partitioned output with valsort
    summaries), which reads it once and writes it once when it fits the
@@ -113,25 +114,29 @@ def run(
 
         mark = time.monotonic()
         groups = assign(members, blocks, GROUP_BYTES)
-        pieces: List[List[Any]] = [[] for _ in range(ranges)]
-        stats = []
-        for node, group in groups:
-            returned = _partition.options(num_returns=ranges + 1, scheduling_strategy=near(node)).remote(members, directory, group, boundaries)
-            for index in range(ranges):
-                pieces[index].append(returned[index])
-            stats.append(returned[ranges])
-        stats = gather(stats, lambda done: progress("partition", done, len(groups)))
+        pieces, stats = _partition_groups(members, directory, groups, boundaries, lambda done: progress("partition", done, len(groups)))
+        # A node lost during the partition phase took its tasks' pieces with
+        # it: their groups are partitioned again on live nodes, and the
+        # ranges are sorted on live nodes, before any range task starts, so
+        # no range task waits on a piece that only Ray's lineage
+        # reconstruction could bring back (seen to wait forever when range
+        # tasks already held the object store).
+        alive = set(cluster._current_ring().nodes)
+        lost = [index for index, stat in enumerate(stats) if stat["node"] not in alive]
+        if lost:
+            again = [(_live_holder(group, alive), group) for _, group in (groups[index] for index in lost)]
+            redone, restats = _partition_groups(members, directory, again, boundaries, lambda done: None)
+            for position, index in enumerate(lost):
+                stats[index] = restats[position]
+                for range_pieces, range_redone in zip(pieces, redone):
+                    range_pieces[index] = range_redone[position]
         report.local_share = sum(stat["local"] for stat in stats) / len(stats) if stats else 1.0
         report.phases["partition"] = time.monotonic() - mark
-        # A node lost during the partition phase: its copies are made again
-        # before the ranges are sorted (the range tasks take lost pieces as
-        # borrowers, and were seen to wait forever while repairs waited).
-        if cluster._current_ring() != members.ring:
-            cluster.refresh()
 
         mark = time.monotonic()
+        placed = sorted(alive)
         calls = [
-            _sort_range.options(scheduling_strategy=near(nodes[index % len(nodes)])).remote(
+            _sort_range.options(scheduling_strategy=near(placed[index % len(placed)])).remote(
                 directory, output, index, pieces[index], memory, sync
             )
             for index in range(ranges)
@@ -159,6 +164,25 @@ def run(
         report.seconds = time.monotonic() - started
         cluster.settle(members.ring, [])
         return report
+
+
+def _partition_groups(members: Members, directory: str, groups, boundaries: List[bytes], finished: Callable[[int], None]):
+    """Runs one partition task per ``(node, group)``: the pieces of each
+    range (one Ray object per task) and each task's statistics."""
+    pieces: List[List[Any]] = [[] for _ in range(len(boundaries) + 1)]
+    stats = []
+    for node, group in groups:
+        returned = _partition.options(num_returns=len(pieces) + 1, scheduling_strategy=near(node)).remote(members, directory, group, boundaries)
+        for index, range_pieces in enumerate(pieces):
+            range_pieces.append(returned[index])
+        stats.append(returned[-1])
+    return pieces, gather(stats, finished)
+
+
+def _live_holder(group: List[Block], alive: set) -> str:
+    """A live node holding the group's first block (any live node when none
+    does: the task then reads the block from a holder)."""
+    return next((node for node in group[0].holders if node in alive), min(alive))
 
 
 def _io() -> Dict[str, int]:
