@@ -225,6 +225,16 @@ CLUSTER_SORT = Workload(
                metric="writes_per_byte", value=2.0),
     ],
     scratch_bytes_per_data_byte=6.0,
-    notes=NOTES,
+    notes=[
+        *NOTES,
+        (
+            "Dask and Spark sort as their Python users would write it: Dask reads the file in 64 MiB pieces "
+            "into a dataframe of hex keys and records and calls `sort_values` into 4 partitions; Spark reads "
+            "`binaryRecords` and calls `sortByKey` into 4 partitions. Each writes its partitions as files, "
+            "validated like ours (valsort summaries, record count, checksum). A peer's run still going after "
+            f"{PEER_SORT_LIMIT_S} s is stopped, its processes killed, and reported failed with that reason; "
+            "its later runs are skipped."
+        ),
+    ],
     cold=False,
 )
