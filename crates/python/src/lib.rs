@@ -33,6 +33,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(sort::sort, module)?)?;
     module.add_function(wrap_pyfunction!(sort::sort_boundaries, module)?)?;
     module.add_function(wrap_pyfunction!(sort::sort_split_records, module)?)?;
+    module.add_class::<sort::PySortReceiver>()?;
     module.add_function(wrap_pyfunction!(cli_main, module)?)?;
     module.add_class::<agg::PyAggregator>()?;
     module.add_function(wrap_pyfunction!(workload::workload_kv, module)?)?;

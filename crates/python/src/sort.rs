@@ -9,8 +9,8 @@ use spillway_core::fs::parent_directory;
 use spillway_core::{Error, RealFs};
 use spillway_sort::{
     boundaries_from_sample, generate_file, key_value, sort_file, split_records, validate_path, Boundaries,
-    GenerateSpec, KeyOrder, KeyValue, RecordFormat, SortOptions, ValidateOptions, ValidationReport,
-    WriteOptions, KEY_BYTES,
+    GenerateSpec, KeyOrder, KeyValue, RangeReceiver, RecordFormat, SortOptions, ValidateOptions,
+    ValidationReport, WriteOptions, KEY_BYTES,
 };
 
 use crate::errors::to_py_err;
@@ -192,4 +192,84 @@ pub fn sort_split_records<'py>(
         .detach(|| split_records(&data, &boundaries))
         .map_err(to_py_err)?;
     PyList::new(py, pieces.iter().map(|piece| PyBytes::new(py, piece)))
+}
+
+/// One key range of a cluster's sort, received and sorted on this node
+/// (the sort crate's `RangeReceiver`), behind a mutex so that engine work
+/// runs without the GIL. `finish` consumes it.
+#[pyclass(module = "spillway._native", name = "SortReceiver")]
+#[derive(Debug)]
+pub struct PySortReceiver {
+    inner: std::sync::Mutex<Option<RangeReceiver>>,
+}
+
+impl PySortReceiver {
+    /// `work` on the receiver, while it has not finished. Called without the
+    /// GIL: a thread waiting for the lock must not hold it.
+    fn with<T>(&self, work: impl FnOnce(&mut Option<RangeReceiver>) -> Result<T, Error>) -> Result<T, Error> {
+        let mut guard = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        work(&mut guard)
+    }
+}
+
+fn finished() -> Error {
+    Error::InvalidArgument("this sort receiver has finished already".into())
+}
+
+#[pymethods]
+impl PySortReceiver {
+    /// `sample`: 10-byte keys sampled from the range; `expected_bytes`: the
+    /// range's expected size; its logical disks go to `tmp`.
+    #[new]
+    #[pyo3(signature = (sample, expected_bytes, *, memory, tmp, threads=1, sync=true))]
+    fn new(
+        sample: Vec<PyBackedBytes>,
+        expected_bytes: u64,
+        memory: u64,
+        tmp: PathBuf,
+        threads: usize,
+        sync: bool,
+    ) -> PyResult<Self> {
+        let sample = sample
+            .iter()
+            .map(|key| sort_key(key))
+            .collect::<PyResult<Vec<_>>>()?;
+        let mut options = SortOptions::new(memory, tmp);
+        options.threads = threads;
+        options.sync = sync;
+        let receiver = RangeReceiver::new(
+            std::sync::Arc::new(RealFs::new()),
+            sample,
+            expected_bytes,
+            options,
+        )
+        .map_err(to_py_err)?;
+        Ok(PySortReceiver {
+            inner: std::sync::Mutex::new(Some(receiver)),
+        })
+    }
+
+    /// The logical disks the range is cut into.
+    fn partitions(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| self.with(|inner| Ok(inner.as_ref().ok_or_else(finished)?.partitions())))
+            .map_err(to_py_err)
+    }
+
+    /// Routes the whole gensort records of `records` to their logical disks.
+    fn append(&self, py: Python<'_>, records: PyBackedBytes) -> PyResult<()> {
+        py.detach(|| self.with(|inner| inner.as_mut().ok_or_else(finished)?.append(&records)))
+            .map_err(to_py_err)
+    }
+
+    /// Sorts what was received into the directory `output`; returns the
+    /// report as a JSON object text.
+    fn finish(&self, py: Python<'_>, output: PathBuf) -> PyResult<String> {
+        let report = py
+            .detach(|| {
+                let receiver = self.with(|inner| inner.take().ok_or_else(finished))?;
+                receiver.finish(&output, std::sync::Arc::new(|_: &str, _: u64, _: u64| {}))
+            })
+            .map_err(to_py_err)?;
+        to_json(&report).map_err(to_py_err)
+    }
 }

@@ -29,6 +29,7 @@ mod options;
 mod output;
 mod partition;
 mod radix;
+mod receive;
 mod record;
 mod reduce;
 mod shuffle;
@@ -44,6 +45,7 @@ pub use partition::{
     boundaries_from_sample, key_value, partitions_for, sample_keys, split_records, Boundaries, KeyValue,
 };
 pub use radix::{segments_of, sort_records, SortScratch, SEGMENTS_MAX, SEGMENT_RECORDS_MAX};
+pub use receive::RangeReceiver;
 pub use record::{format_checksum, record_crc, Record, KEY_BYTES, RECORD_BYTES};
 pub use valsort::{
     validate_file, validate_path, validate_summaries, validate_summaries_file, KeyOrder, Summary,

@@ -32,7 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from .. import _native
 from ..errors import InvalidArgumentError
@@ -40,7 +40,7 @@ from . import fs
 from ._ray import ray
 from .fs import Members
 from .ring import key_hash
-from .tasks import Block, assign, gather, input_blocks, near, on_block
+from .tasks import Block, assign, gather, input_blocks, live_holder, near, on_block
 
 SAMPLE_BLOCKS = 16
 SAMPLE_KEYS_PER_BLOCK = 10_000
@@ -143,16 +143,32 @@ def run(
         mark = time.monotonic()
         ratio = sampled_out / sampled_in if sampled_in else 1.0
         tasks = assign(members, blocks, count * piece_bytes_min / max(ratio, 1e-6))
-        pieces: List[List[Any]] = [[] for _ in range(count)]
-        map_nodes: List[Any] = []
-        for node, group in tasks:
-            returned = _map.options(num_returns=count + 1, scheduling_strategy=near(node)).remote(
-                spec, members, directory, group, format, partitioner
-            )
-            for partition in range(count):
-                pieces[partition].append(returned[partition])
-            map_nodes.append(returned[count])
-        stats = gather(map_nodes, lambda done: progress("map", done, len(tasks)))
+
+        def map_tasks(tasks: List[Tuple[str, List[Block]]], finished: Callable[[int], None]):
+            pieces: List[List[Any]] = [[] for _ in range(count)]
+            map_nodes: List[Any] = []
+            for node, group in tasks:
+                returned = _map.options(num_returns=count + 1, scheduling_strategy=near(node)).remote(
+                    spec, members, directory, group, format, partitioner
+                )
+                for partition in range(count):
+                    pieces[partition].append(returned[partition])
+                map_nodes.append(returned[count])
+            return pieces, gather(map_nodes, finished)
+
+        pieces, stats = map_tasks(tasks, lambda done: progress("map", done, len(tasks)))
+        # A node lost during the map phase took the pieces of its finished
+        # tasks with it: those tasks run again on live holders before any
+        # reduce starts. (Left to Ray's lineage reconstruction, a reduce
+        # waited on such a piece for tens of seconds, or for ever.)
+        alive = set(cluster._current_ring().nodes)
+        lost = [index for index, stat in enumerate(stats) if stat["node"] not in alive]
+        if lost:
+            again, restats = map_tasks([(live_holder(tasks[index][1], alive), tasks[index][1]) for index in lost], lambda done: None)
+            for position, index in enumerate(lost):
+                stats[index] = restats[position]
+                for partition in range(count):
+                    pieces[partition][index] = again[partition][position]
         phase.tasks = len(tasks)
         phase.bytes_read = sum(stat["bytes_read"] for stat in stats)
         phase.local_tasks = sum(stat["local"] for stat in stats)

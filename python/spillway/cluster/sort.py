@@ -4,39 +4,50 @@ the cluster's file system.
 1. **Sample.** Sample tasks take evenly spaced keys from up to
    ``SAMPLE_BLOCKS`` blocks; the driver cuts one key range per node from
    them (the sort crate's ``boundaries_from_sample``).
-2. **Partition** (read 1). One task per group of blocks, on a node that
-   holds them, reads its blocks and splits their records by range (the sort
-   crate's ``split_records``), returning one Ray object per range.
-3. **Sort** (write 1, read 2, write 2). Range ``r`` belongs to live node
-   ``r`` (a group whose pieces were lost with a node is partitioned again
-   first). Its task there writes the pieces of its range, one at a
-   time, into a run file (the "logical disk"), then sorts the run with the
-   single-node engine (``spillway.sort``, partitioned output with valsort
-   summaries), which reads it once and writes it once when it fits the
-   memory given, and removes the run.
+2. **Partition** (read 1, write 1). Range ``r`` has a receiver on live node
+   ``r``: an actor holding the sort crate's ``RangeReceiver``, whose
+   logical disks cut the range into sub-ranges from the sampled keys that
+   fell in it. One task per group of blocks, on a node that holds them,
+   reads its blocks, splits their records by range (the sort crate's
+   ``split_records``) and sends each range's piece to its receiver, which
+   routes every record to its logical disk as it arrives; the task returns
+   once its pieces are written. So pieces flow to the disks while the phase
+   runs, and the object stores hold only the pieces in flight.
+3. **Sort** (read 2, write 2). Each receiver sorts its logical disks into
+   the range's partitioned output with valsort summaries (the single-node
+   engine's phase two).
+
+A node lost midway loses the ranges whose receiver it held: they
+are made again on live nodes, every group partitioned again for them alone
+(a receiver ignores a group it has written already, so a partition task
+retried by Ray after its node died writes nothing twice). Nothing waits on
+Ray's lineage reconstruction.
 
 The output stays on the nodes that sorted it (``NODEDIR/sorted/OUTPUT/``);
 the report lists its files in key order, and the concatenation of their
 summaries validates as one sorted file with the input's checksum. Every
-task measures its own process's I/O (``/proc/self/io``) around its work, so
+task and receiver measures its own process's I/O (``/proc/self/io``), so
 the report can show the bytes each node read and wrote.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .. import _native, sortbench
-from ..errors import InvalidArgumentError
+from .._args import size
+from ..errors import InvalidArgumentError, SpillwayError
 from ._ray import ray
 from .fs import Members
-from .tasks import Block, assign, fetch, gather, input_blocks, near
+from .store import key_name
+from .tasks import Block, assign, fetch, gather, gather_submitted, input_blocks, near, on, unless_lost
 
 SAMPLE_BLOCKS = 16
 SAMPLE_KEYS_PER_BLOCK = 2_000
@@ -72,8 +83,10 @@ class ClusterSortReport:
     seconds: float
     phases: Dict[str, float] = field(default_factory=dict)
     io: List[NodeIO] = field(default_factory=list)
-    # Map tasks that read every block from their own node.
+    # Partition tasks that read every block from their own node.
     local_share: float = 1.0
+    # Key ranges made again after their node was lost.
+    ranges_made_again: int = 0
 
     @property
     def reads_per_byte(self) -> float:
@@ -106,47 +119,63 @@ def run(
         report = ClusterSortReport(input, sum(block.length for block in blocks) // RECORD_BYTES, sum(block.length for block in blocks), 0, [], None, 0.0)
 
         picks = [blocks[index * len(blocks) // min(SAMPLE_BLOCKS, len(blocks))] for index in range(min(SAMPLE_BLOCKS, len(blocks)))]
-        keys = [key for found in ray.get([_sample.options(scheduling_strategy=near(block.holders[0])).remote(members, directory, block) for block in picks]) for key in found]
+        sampled = ray.get([_sample.options(scheduling_strategy=near(block.holders[0])).remote(members, directory, block) for block in picks])
+        keys = [key for found, _ in sampled for key in found]
         boundaries = _native.sort_boundaries(keys, len(nodes))
         ranges = len(boundaries) + 1
         report.ranges = ranges
         report.phases["sample"] = time.monotonic() - started
 
-        mark = time.monotonic()
         groups = assign(members, blocks, GROUP_BYTES)
-        pieces, stats = _partition_groups(members, directory, groups, boundaries, lambda done: progress("partition", done, len(groups)))
-        # A node lost during the partition phase took its tasks' pieces with
-        # it: their groups are partitioned again on live nodes, and the
-        # ranges are sorted on live nodes, before any range task starts, so
-        # no range task waits on a piece that only Ray's lineage
-        # reconstruction could bring back (seen to wait forever when range
-        # tasks already held the object store).
-        alive = set(cluster._current_ring().nodes)
-        lost = [index for index, stat in enumerate(stats) if stat["node"] not in alive]
-        if lost:
-            again = [(_live_holder(group, alive), group) for _, group in (groups[index] for index in lost)]
-            redone, restats = _partition_groups(members, directory, again, boundaries, lambda done: None)
-            for position, index in enumerate(lost):
-                stats[index] = restats[position]
-                for range_pieces, range_redone in zip(pieces, redone):
-                    range_pieces[index] = range_redone[position]
-        report.local_share = sum(stat["local"] for stat in stats) / len(stats) if stats else 1.0
-        report.phases["partition"] = time.monotonic() - mark
+        budget = size(memory, "memory")
+        samples = _range_samples(keys, boundaries)
+        results: List[Optional[Dict[str, Any]]] = [None] * ranges
+        partitioned: List[Dict[str, Any]] = []
+        # Each attempt makes the ranges still missing; one lost with a node
+        # (with its receiver) is made again in the next.
+        for _attempt in range(len(nodes)):
+            missing = [index for index in range(ranges) if results[index] is None]
+            if not missing:
+                break
+            if len(missing) < ranges:
+                report.ranges_made_again += len(missing)
+            alive = sorted(cluster._current_ring().nodes)
+            receivers = {
+                index: _Receiver.options(scheduling_strategy=on(alive[index % len(alive)])).remote(
+                    directory, output, index, samples[index], report.input_bytes * len(samples[index]) // max(1, len(keys)), budget, sync
+                )
+                for index in missing
+            }  # fmt: skip
 
-        mark = time.monotonic()
-        placed = sorted(alive)
-        calls = [
-            _sort_range.options(scheduling_strategy=near(placed[index % len(placed)])).remote(
-                directory, output, index, pieces[index], memory, sync
-            )
-            for index in range(ranges)
-        ]
-        del pieces
-        results = gather(calls, lambda done: progress("sort", done, ranges))
-        report.phases["sort"] = time.monotonic() - mark
+            mark = time.monotonic()
+            # Two partition tasks per node at most: each waits for its pieces
+            # to be written, and holds its group meanwhile.
+            submit = [
+                lambda node=node, number=number, group=group: _partition.options(scheduling_strategy=near(node)).remote(
+                    members, directory, number, group, boundaries, receivers
+                )
+                for number, (node, group) in enumerate(groups)
+            ]  # fmt: skip
+            partitioned += gather_submitted(submit, 2 * len(alive), lambda done: progress("partition", done, len(groups)))
+            report.phases["partition"] = report.phases.get("partition", 0.0) + time.monotonic() - mark
+
+            mark = time.monotonic()
+            calls = [receiver.finish.remote() for receiver in receivers.values()]
+            finished = gather(calls, lambda done: progress("sort", done, len(calls)), unless_lost)
+            alive = sorted(cluster._current_ring().nodes)
+            for index, result in zip(receivers, finished):
+                # A range sorted on a node lost since was lost with it.
+                if result is not None and result["groups"] == len(groups) and result["node"] in alive:
+                    results[index] = result
+            report.phases["sort"] = report.phases.get("sort", 0.0) + time.monotonic() - mark
+
+        missing = [index for index in range(ranges) if results[index] is None]
+        if missing:
+            raise SpillwayError(f"sorting {input}: key ranges {missing} were lost with a node in each of {len(nodes)} attempts")
+        report.local_share = sum(stat["local"] for stat in partitioned) / len(partitioned) if partitioned else 1.0
 
         io: Dict[str, NodeIO] = {}
-        for stat in [*stats, *results]:
+        for stat in [*(stat for _, stat in sampled), *partitioned, *results]:
             node = io.setdefault(stat["node"], NodeIO(members.names.get(stat["node"], stat["node"][:8])))
             node.read_bytes += stat["io"]["rchar"]
             node.write_bytes += stat["io"]["wchar"]
@@ -166,25 +195,6 @@ def run(
         return report
 
 
-def _partition_groups(members: Members, directory: str, groups, boundaries: List[bytes], finished: Callable[[int], None]):
-    """Runs one partition task per ``(node, group)``: the pieces of each
-    range (one Ray object per task) and each task's statistics."""
-    pieces: List[List[Any]] = [[] for _ in range(len(boundaries) + 1)]
-    stats = []
-    for node, group in groups:
-        returned = _partition.options(num_returns=len(pieces) + 1, scheduling_strategy=near(node)).remote(members, directory, group, boundaries)
-        for index, range_pieces in enumerate(pieces):
-            range_pieces.append(returned[index])
-        stats.append(returned[-1])
-    return pieces, gather(stats, finished)
-
-
-def _live_holder(group: List[Block], alive: set) -> str:
-    """A live node holding the group's first block (any live node when none
-    does: the task then reads the block from a holder)."""
-    return next((node for node in group[0].holders if node in alive), min(alive))
-
-
 def _io() -> Dict[str, int]:
     """This process's I/O counters."""
     counters = {}
@@ -201,15 +211,33 @@ def _since(before: Dict[str, int]) -> Dict[str, int]:
 
 
 @ray.remote(max_retries=3, retry_exceptions=True)
-def _sample(members: Members, directory: str, block: Block) -> List[bytes]:
-    data = fetch(members, directory, block).data
-    records = len(data) // RECORD_BYTES
-    step = max(1, records // SAMPLE_KEYS_PER_BLOCK)
-    return [data[index * RECORD_BYTES : index * RECORD_BYTES + KEY_BYTES] for index in range(0, records, step)]
+def _sample(members: Members, directory: str, block: Block) -> Tuple[List[bytes], Dict[str, Any]]:
+    """Evenly spaced keys of ``block``: read one by one from this node's
+    copy (a sample needs no checksum: a damaged copy only skews the ranges,
+    and the partition phase checks what it reads), else from a holder's."""
+    before = _io()
+    node = ray.get_runtime_context().get_node_id()
+    records = block.length // RECORD_BYTES
+    offsets = [index * RECORD_BYTES for index in range(0, records, max(1, records // SAMPLE_KEYS_PER_BLOCK))]
+    keys = None
+    if node in block.holders:
+        try:
+            with open(Path(directory) / node / "blocks" / key_name(block.key), "rb") as file:
+                if os.fstat(file.fileno()).st_size == block.length:
+                    keys = [os.pread(file.fileno(), KEY_BYTES, offset) for offset in offsets]
+        except OSError:
+            keys = None
+    if keys is None:
+        data = fetch(members, directory, block).data
+        keys = [data[offset : offset + KEY_BYTES] for offset in offsets]
+    return keys, {"node": node, "io": _since(before)}
 
 
 @ray.remote(max_retries=3, retry_exceptions=True)
-def _partition(members: Members, directory: str, group: List[Block], boundaries: List[bytes]):
+def _partition(members: Members, directory: str, number: int, group: List[Block], boundaries: List[bytes], receivers: Dict[int, Any]):
+    """Partitions group ``number`` and sends each range's piece to its
+    receiver in ``receivers``, returning once they are written (a receiver
+    lost with its node is skipped: the driver makes its range again)."""
     before = _io()
     pieces: List[List[bytes]] = [[] for _ in range(len(boundaries) + 1)]
     local = True
@@ -218,30 +246,50 @@ def _partition(members: Members, directory: str, group: List[Block], boundaries:
         local = local and fetched.local
         for index, piece in enumerate(_native.sort_split_records(fetched.data, boundaries)):
             pieces[index].append(piece)
-    stat = {"node": ray.get_runtime_context().get_node_id(), "local": local, "io": _since(before)}
-    return (*[b"".join(parts) for parts in pieces], stat)
+        del fetched
+    sent = [receiver.append.remote(number, b"".join(pieces[index])) for index, receiver in receivers.items()]
+    del pieces
+    for call in sent:
+        unless_lost(call)
+    return {"node": ray.get_runtime_context().get_node_id(), "local": local, "io": _since(before)}
 
 
-@ray.remote(max_retries=3, retry_exceptions=True)
-def _sort_range(directory: str, output: str, index: int, pieces: List[Any], memory, sync: bool):
-    before = _io()
-    node = ray.get_runtime_context().get_node_id()
-    base = Path(directory) / node / "sorted" / output
-    run = base / f"run-{index:05}.dat"
-    target = base / f"range-{index:05}"
-    base.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(target, ignore_errors=True)
-    try:
-        with open(run, "wb") as file:
-            # One piece at a time: the range never sits whole in memory.
-            for piece in pieces:
-                file.write(ray.get(piece))
-            if sync:
-                file.flush()
-                os.fsync(file.fileno())
-        sortbench.sort(run, target, memory=memory, partitioned=True, sync=sync, threads=1)
-    finally:
-        run.unlink(missing_ok=True)
-    files = sorted(str(path) for path in target.glob("part-*.dat"))
-    summary = (target / "all.sum").read_bytes()
-    return {"node": node, "directory": str(target), "files": files, "summary": summary, "io": _since(before)}
+@ray.remote(num_cpus=0, max_restarts=0)
+class _Receiver:
+    """Range ``index`` on this node: TritonSort's receiver. The pieces every
+    group sends are routed to the node's logical disks as they arrive
+    (write 1; each group once), then sorted into the range's output (read 2,
+    write 2) by the sort crate's ``RangeReceiver``."""
+
+    def __init__(self, directory: str, output: str, index: int, sample: List[bytes], expected_bytes: int, memory: int, sync: bool) -> None:
+        self.before = _io()
+        self.node = ray.get_runtime_context().get_node_id()
+        base = Path(directory) / self.node / "sorted" / output
+        self.target = base / f"range-{index:05}"
+        shutil.rmtree(self.target, ignore_errors=True)
+        self.disks = base / f"disks-{index:05}"
+        self.disks.mkdir(parents=True, exist_ok=True)
+        self.receiver = _native.SortReceiver(sample, expected_bytes, memory=memory, tmp=str(self.disks), threads=1, sync=sync)
+        self.groups: set = set()
+
+    def append(self, group: int, piece: bytes) -> None:
+        if group not in self.groups:
+            self.receiver.append(piece)
+            self.groups.add(group)
+
+    def finish(self) -> Dict[str, Any]:
+        self.receiver.finish(str(self.target))
+        files = sorted(str(part) for part in self.target.glob("part-*.dat"))
+        summary = (self.target / "all.sum").read_bytes()
+        shutil.rmtree(self.disks, ignore_errors=True)
+        return {"node": self.node, "directory": str(self.target), "files": files, "summary": summary,
+                "groups": len(self.groups), "io": _since(self.before)}  # fmt: skip
+
+
+def _range_samples(keys: List[bytes], boundaries: List[bytes]) -> List[List[bytes]]:
+    """The sampled keys of each range (a receiver cuts its logical disks
+    from them)."""
+    samples: List[List[bytes]] = [[] for _ in range(len(boundaries) + 1)]
+    for key in keys:
+        samples[bisect.bisect_right(boundaries, key)].append(key)
+    return samples

@@ -8,7 +8,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from ..errors import CorruptionError, InvalidArgumentError, SpillwayIOError
 from . import fs
@@ -78,6 +78,13 @@ def assign(members: Members, blocks: List[Block], group_bytes: float) -> List[Tu
     return tasks
 
 
+def live_holder(group: List[Block], alive: Set[str]) -> str:
+    """A live node holding the group's first block, for a task that runs
+    again after its node was lost (any live node when none holds it: the
+    task then reads the block from a holder)."""
+    return next((node for node in group[0].holders if node in alive), min(alive))
+
+
 def near(node: str):
     """Run on ``node`` while it lives, elsewhere when it is gone."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -85,16 +92,54 @@ def near(node: str):
     return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
 
 
-def gather(calls: List[Any], finished: Callable[[int], None]) -> List[Any]:
-    """The calls' results in order, calling ``finished`` with the count done
-    as each one ends (so a progress bar, or a test, sees the job midway)."""
-    position = {call: index for index, call in enumerate(calls)}
-    results: List[Any] = [None] * len(calls)
-    remaining = list(calls)
-    while remaining:
-        done, remaining = ray.wait(remaining, num_returns=1)
-        results[position[done[0]]] = ray.get(done[0])
-        finished(len(calls) - len(remaining))
+def on(node: str):
+    """Run on ``node`` only (a task that needs what only that node's disk
+    holds); it fails when the node is gone."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+
+
+def unless_lost(call: Any) -> Any:
+    """The call's result, or None when it was lost with its node (its actor
+    or worker died, or it could not be placed on a node that is gone)."""
+    try:
+        return ray.get(call)
+    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError, ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError, ray.exceptions.ObjectLostError):  # fmt: skip
+        return None
+
+
+def gather(calls: List[Any], finished: Callable[[int], None], get: Callable[[Any], Any] = ray.get) -> List[Any]:
+    """The calls' results in order (each taken with ``get``), calling
+    ``finished`` with the count done as each one ends (so a progress bar, or
+    a test, sees the job midway)."""
+    return gather_submitted([lambda call=call: call for call in calls], len(calls) or 1, finished, get)
+
+
+def gather_submitted(
+    submit: List[Callable[[], Any]], window: int, finished: Callable[[int], None],
+    get: Callable[[Any], Any] = ray.get,
+) -> List[Any]:  # fmt: skip
+    """Like :func:`gather`, for calls made by ``submit`` with at most
+    ``window`` of them running at once: a task that waits inside (and so
+    gives its CPU back to Ray) does not let more tasks start, and hold more
+    memory, than the window."""
+    results: List[Any] = [None] * len(submit)
+    position: Dict[Any, int] = {}
+    waiting = list(range(len(submit)))[::-1]
+    running: List[Any] = []
+    done_count = 0
+    while waiting or running:
+        while waiting and len(running) < window:
+            index = waiting.pop()
+            call = submit[index]()
+            position[call] = index
+            running.append(call)
+        done, running = ray.wait(running, num_returns=1)
+        results[position.pop(done[0])] = get(done[0])
+        done_count += 1
+        finished(done_count)
     return results
 
 
