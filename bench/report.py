@@ -424,7 +424,9 @@ def stage_tables(part: dict[str, Any]) -> list[str]:
             continue
         run = median_run(contender)
         pipeline = run.get("result")
-        if not isinstance(pipeline, dict) or not pipeline.get("phases"):
+        # A pipeline report's phases are a list of stage tables (a cluster
+        # driver's result may name its own phases otherwise).
+        if not isinstance(pipeline, dict) or not isinstance(pipeline.get("phases"), list) or not pipeline["phases"]:
             continue
         facts = []
         if "mode" in pipeline:
