@@ -219,10 +219,13 @@ CLUSTER_SORT = Workload(
                    peer="spillway cluster sort (4 nodes)", target=0.67),
     ],
     targets=[
-        Target(label="reads per byte, cluster-wide", contender="spillway cluster sort (4 nodes)",
-               metric="reads_per_byte", value=2.0),
-        Target(label="writes per byte, cluster-wide", contender="spillway cluster sort (4 nodes)",
-               metric="writes_per_byte", value=2.0),
+        # 2.0 to a thousandth: the sample reads 10 bytes of each of 32,000
+        # sampled records (0.00008 of 4 GiB), the summaries add 280 bytes a
+        # partition; a 2-IO sort that staged its data anywhere would add 1.0.
+        Target(label="reads per byte, cluster-wide (2.0 to a thousandth)", contender="spillway cluster sort (4 nodes)",
+               metric="reads_per_byte", value=2.001),
+        Target(label="writes per byte, cluster-wide (2.0 to a thousandth)", contender="spillway cluster sort (4 nodes)",
+               metric="writes_per_byte", value=2.001),
     ],
     scratch_bytes_per_data_byte=6.0,
     notes=[
