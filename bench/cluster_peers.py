@@ -45,7 +45,9 @@ def parse_block_bytes(text: str) -> int:
 
 
 def namespace_pids() -> list[int]:
-    """The processes in this process's network namespace (the run's own)."""
+    """The processes in this process's network namespace (the run's own).
+    As `spillway.cluster.network.namespace_pids`, written again here because
+    the Dask and Spark runs use the harness's Python, which has no Spillway."""
     mine = os.readlink("/proc/self/ns/net")
     pids = []
     for entry in os.listdir("/proc"):
