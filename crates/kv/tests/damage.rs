@@ -44,11 +44,14 @@ fn image(fs: &SimFs) -> Image {
         .into_iter()
         .filter(|name| !fs.is_dir(&dir.join(name)).unwrap_or(true))
         .filter_map(|name| {
-            // The worker may remove a file between the listing and the read.
+            // The worker may remove a file between the listing and the
+            // read, or trim a list it is finishing (its last direct write
+            // is padded to a page, then cut back): a copy taken then would
+            // be torn anyway, and the file is not yet in the manifest.
             let file = fs.open_read(&dir.join(&name)).ok()?;
             let mut bytes = Vec::new();
-            file.read_exact_append(&mut bytes, file.len().unwrap() as usize, 0)
-                .unwrap();
+            let len = file.len().ok()? as usize;
+            file.read_exact_append(&mut bytes, len, 0).ok()?;
             Some((name, bytes))
         })
         .collect()
