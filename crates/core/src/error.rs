@@ -66,8 +66,9 @@ pub enum Error {
     #[error("resources exhausted: {0}")]
     ResourcesExhausted(String),
 
-    /// A durable write failed earlier; the store refuses work until reopened.
-    #[error("store is poisoned by an earlier failure: {0}")]
+    /// A write failed earlier; the store (or sort receiver) refuses work
+    /// until reopened (made again).
+    #[error("refused after an earlier failure that may have lost data: {0}")]
     Poisoned(String),
 
     /// A broken invariant: a bug in Spillway.

@@ -8,9 +8,9 @@ use pyo3::types::{PyBytes, PyList};
 use spillway_core::fs::parent_directory;
 use spillway_core::{Error, RealFs};
 use spillway_sort::{
-    boundaries_from_sample, generate_file, key_value, sort_file, split_records, validate_path, Boundaries,
-    GenerateSpec, KeyOrder, KeyValue, RangeReceiver, RecordFormat, SortOptions, ValidateOptions,
-    ValidationReport, WriteOptions, KEY_BYTES,
+    boundaries_from_sample, generate_file, key_value, sort_file, validate_path, Boundaries, GenerateSpec,
+    KeyOrder, KeyValue, RangeReceiver, RecordFormat, SortOptions, Split, ValidateOptions, ValidationReport,
+    WriteOptions, KEY_BYTES,
 };
 
 use crate::errors::to_py_err;
@@ -170,14 +170,15 @@ pub fn sort_boundaries<'py>(
 }
 
 /// The gensort records of `data` split by the key ranges of `boundaries`
-/// (10-byte keys, increasing): one bytes object per range, records in
-/// input order.
+/// (10-byte keys, increasing): one bytes object holding range 0's records,
+/// then range 1's, and so on (each range's in input order), and the end
+/// offset of each range's piece.
 #[pyfunction]
 pub fn sort_split_records<'py>(
     py: Python<'py>,
     data: PyBackedBytes,
     boundaries: Vec<PyBackedBytes>,
-) -> PyResult<Bound<'py, PyList>> {
+) -> PyResult<(Bound<'py, PyBytes>, Vec<usize>)> {
     let bounds = boundaries
         .iter()
         .map(|key| sort_key(key))
@@ -188,10 +189,20 @@ pub fn sort_split_records<'py>(
             "range boundaries must be strictly increasing".into(),
         )));
     }
-    let pieces = py
-        .detach(|| split_records(&data, &boundaries))
-        .map_err(to_py_err)?;
-    PyList::new(py, pieces.iter().map(|piece| PyBytes::new(py, piece)))
+    let split = py.detach(|| Split::new(&data, &boundaries)).map_err(to_py_err)?;
+    let pieces = PyBytes::new_with(py, data.len(), |pieces| {
+        split.fill(&data, pieces);
+        Ok(())
+    })?;
+    let ends = split
+        .piece_bytes()
+        .iter()
+        .scan(0, |end, bytes| {
+            *end += bytes;
+            Some(*end)
+        })
+        .collect();
+    Ok((pieces, ends))
 }
 
 /// One key range of a cluster's sort, received and sorted on this node

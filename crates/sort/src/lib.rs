@@ -43,6 +43,7 @@ pub use gensort::{
 pub use options::{Progress, SortMode, SortOptions, SortReport, MEMORY_BYTES_MIN};
 pub use partition::{
     boundaries_from_sample, key_value, partitions_for, sample_keys, split_records, Boundaries, KeyValue,
+    Split,
 };
 pub use radix::{segments_of, sort_records, SortScratch, SEGMENTS_MAX, SEGMENT_RECORDS_MAX};
 pub use receive::RangeReceiver;

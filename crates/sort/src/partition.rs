@@ -54,25 +54,89 @@ pub fn boundaries_from_sample(sample: Vec<KeyValue>, partitions: usize) -> Bound
     Boundaries::from_sample_distinct(sample, partitions.max(1))
 }
 
-/// The records of `records` (whole gensort records) split by key range:
-/// piece `p` holds, in input order, those of partition `p` of `boundaries`,
-/// for a cluster's sort to push to the node that sorts that range.
-pub fn split_records(records: &[u8], boundaries: &Boundaries) -> Result<Vec<Vec<u8>>> {
-    ensure!(
-        records.len().is_multiple_of(RECORD_BYTES),
-        InvalidArgument,
-        "{} bytes are not a whole number of {RECORD_BYTES}-byte records",
-        records.len()
-    );
-    let partitions = boundaries.partitions();
-    let even = records.len() / partitions;
-    let mut pieces: Vec<Vec<u8>> = (0..partitions)
-        .map(|_| Vec::with_capacity(even + even / 8))
-        .collect();
-    for record in records.chunks_exact(RECORD_BYTES) {
-        pieces[boundaries.partition_of(&key_value(record))].extend_from_slice(record);
+/// The records of `records` (whole gensort records) split by key range,
+/// for a cluster's sort to push to the node that sorts each range: one
+/// pass finds every record's range and every piece's size, a second copies
+/// each record to its piece, the pieces laid out one after another in a
+/// buffer of exactly the records' size (one copy, nothing grown).
+#[derive(Debug)]
+pub struct Split {
+    /// The range of each record.
+    ranges: Vec<u32>,
+    /// The bytes of each range's piece.
+    piece_bytes: Vec<usize>,
+}
+
+impl Split {
+    /// Finds the range of every record of `records` (an error unless they
+    /// are whole records).
+    pub fn new(records: &[u8], boundaries: &Boundaries) -> Result<Split> {
+        ensure!(
+            records.len().is_multiple_of(RECORD_BYTES),
+            InvalidArgument,
+            "{} bytes are not a whole number of {RECORD_BYTES}-byte records",
+            records.len()
+        );
+        let mut piece_bytes = vec![0; boundaries.partitions()];
+        let ranges = records
+            .chunks_exact(RECORD_BYTES)
+            .map(|record| {
+                let range = boundaries.partition_of(&key_value(record));
+                piece_bytes[range] += RECORD_BYTES;
+                range as u32
+            })
+            .collect();
+        Ok(Split { ranges, piece_bytes })
     }
-    Ok(pieces)
+
+    /// The bytes of each range's piece.
+    pub fn piece_bytes(&self) -> &[usize] {
+        &self.piece_bytes
+    }
+
+    /// Copies the records of `records` (those this split was made from)
+    /// into `pieces`, of the same size: range 0's records first, then range
+    /// 1's, and so on, each range's in input order.
+    pub fn fill(&self, records: &[u8], pieces: &mut [u8]) {
+        assert_eq!(
+            records.len(),
+            self.ranges.len() * RECORD_BYTES,
+            "not the records split"
+        );
+        assert_eq!(pieces.len(), records.len(), "pieces of the wrong size");
+        let mut cursors: Vec<usize> = self
+            .piece_bytes
+            .iter()
+            .scan(0, |start, bytes| {
+                let at = *start;
+                *start += bytes;
+                Some(at)
+            })
+            .collect();
+        for (record, range) in records.chunks_exact(RECORD_BYTES).zip(&self.ranges) {
+            let at = &mut cursors[*range as usize];
+            pieces[*at..*at + RECORD_BYTES].copy_from_slice(record);
+            *at += RECORD_BYTES;
+        }
+    }
+}
+
+/// The records of `records` (whole gensort records) split by key range:
+/// piece `p` holds, in input order, those of partition `p` of `boundaries`.
+pub fn split_records(records: &[u8], boundaries: &Boundaries) -> Result<Vec<Vec<u8>>> {
+    let split = Split::new(records, boundaries)?;
+    let mut pieces = vec![0; records.len()];
+    split.fill(records, &mut pieces);
+    let mut rest = pieces.as_slice();
+    Ok(split
+        .piece_bytes()
+        .iter()
+        .map(|&bytes| {
+            let (piece, after) = rest.split_at(bytes);
+            rest = after;
+            piece.to_vec()
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use spillway_core::{ensure, scratch, Fs, Result};
+use spillway_core::{ensure, scratch, Fs, Poison, Result};
 
 use crate::disks::{LogicalDisks, PartitionBuffer, Segment};
 use crate::external::{create_disks, plan, sort_partitions, Plan};
@@ -41,6 +41,10 @@ pub struct RangeReceiver {
     buffer_bytes: usize,
     phase_two_quota: u64,
     received_bytes: u64,
+    /// Set when an append failed midway: the records it had routed are
+    /// unknown, so every later call fails (the range must be made again)
+    /// rather than sort a range with records missing or repeated.
+    poison: Poison,
     cleanup: Cleanup,
 }
 
@@ -83,6 +87,7 @@ impl RangeReceiver {
             buffer_bytes,
             phase_two_quota,
             received_bytes: 0,
+            poison: Poison::default(),
             cleanup,
         })
     }
@@ -102,11 +107,12 @@ impl RangeReceiver {
             records.len()
         );
         self.options.interrupt.check()?;
+        self.poison.check()?;
         for record in records.chunks_exact(RECORD_BYTES) {
             let partition = self.boundaries.partition_of(&key_value(record));
             self.buffers[partition].extend_from_slice(record);
             if self.buffers[partition].len() >= self.buffer_bytes {
-                self.write(partition)?;
+                self.write(partition).map_err(|error| self.poison.poison(error))?;
             }
         }
         self.received_bytes += records.len() as u64;
@@ -147,6 +153,7 @@ impl RangeReceiver {
     }
 
     fn sort_into(&mut self, output: &Path, progress: &Progress) -> Result<SortReport> {
+        self.poison.check()?;
         for partition in 0..self.buffers.len() {
             self.write(partition)?;
         }

@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use spillway_core::{Fs, SimFs};
+use spillway_core::fs::{Fault, FaultTarget, OpKind};
+use spillway_core::{ErrorKind, Fs, SimFs};
 use spillway_sort::{
     boundaries_from_sample, generate_vec, key_value, split_records, validate_file, validate_summaries_file,
     GenerateSpec, KeyOrder, RangeReceiver, SortOptions, Summary, ValidateOptions, RECORD_BYTES,
@@ -103,4 +104,32 @@ fn a_receiver_dropped_before_it_finishes_leaves_nothing() {
     );
     drop(receiver);
     assert!(fs.list_dir(Path::new("/node/disks")).unwrap().is_empty());
+}
+
+#[test]
+fn a_receiver_whose_write_failed_refuses_to_go_on() {
+    let fs = Arc::new(SimFs::new());
+    fs.create_dir_all(Path::new("/node/disks")).unwrap();
+    let data = generate_vec(&GenerateSpec::binary(50_000)).unwrap();
+    let sample = data.chunks_exact(RECORD_BYTES).map(key_value).collect();
+    let mut receiver = RangeReceiver::new(
+        fs.clone(),
+        sample,
+        data.len() as u64,
+        SortOptions::new(MIB, "/node/disks"),
+    )
+    .unwrap();
+    fs.fail_after(0, Fault::once(libc::EIO).on(FaultTarget::Kind(OpKind::Write)));
+    let error = receiver.append(&data).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Io, "{error}");
+    // The disk works again, but the records routed before the failure are
+    // unknown: appending more, or sorting, would lose or repeat some.
+    fs.clear_fault();
+    let again = receiver.append(&data[..RECORD_BYTES]).unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::Poisoned, "{again}");
+    let finished = receiver
+        .finish(Path::new("/node/out"), no_progress())
+        .unwrap_err();
+    assert_eq!(finished.kind(), ErrorKind::Poisoned, "{finished}");
+    assert!(finished.to_string().contains("Input/output error"), "{finished}");
 }

@@ -46,7 +46,7 @@ BLOCK_BYTES_DEFAULT = 64 << 20
 NODE_DEATH_SECONDS = 60
 # Health checks of a simulated cluster: a killed node is seen dead in
 # about two seconds (Ray's defaults take much longer).
-LOCAL_SYSTEM_CONFIG = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
+LOCAL_SYSTEM_CONFIG = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "idle_worker_killing_time_threshold_ms": 120000}
 # Ray refuses an object store under about 75 MiB.
 OBJECT_STORE_BYTES_MIN = 80 << 20
 OBJECT_STORE_BYTES_DEFAULT = 256 << 20

@@ -9,7 +9,7 @@ the cluster's file system.
    logical disks cut the range into sub-ranges from the sampled keys that
    fell in it. One task per group of blocks, on a node that holds them,
    reads its blocks, splits their records by range (the sort crate's
-   ``split_records``) and sends each range's piece to its receiver, which
+   ``Split``) and sends each range's piece to its receiver, which
    routes every record to its logical disk as it arrives; the task returns
    once its pieces are written. So pieces flow to the disks while the phase
    runs, and the object stores hold only the pieces in flight.
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import pickle
 import shutil
 import tempfile
 import time
@@ -239,15 +240,21 @@ def _partition(members: Members, directory: str, number: int, group: List[Block]
     receiver in ``receivers``, returning once they are written (a receiver
     lost with its node is skipped: the driver makes its range again)."""
     before = _io()
-    pieces: List[List[bytes]] = [[] for _ in range(len(boundaries) + 1)]
+    # Each range's pieces, one per block, as views of the block's split
+    # records: Ray writes such a buffer straight into the object store,
+    # where pickling a bytes object would copy it once more, and so would
+    # joining the pieces.
+    pieces: List[List[pickle.PickleBuffer]] = [[] for _ in range(len(boundaries) + 1)]
     local = True
     for block in group:
         fetched = fetch(members, directory, block)
         local = local and fetched.local
-        for index, piece in enumerate(_native.sort_split_records(fetched.data, boundaries)):
-            pieces[index].append(piece)
+        records, ends = _native.sort_split_records(fetched.data, boundaries)
         del fetched
-    sent = [receiver.append.remote(number, b"".join(pieces[index])) for index, receiver in receivers.items()]
+        view = memoryview(records)
+        for index, (start, end) in enumerate(zip([0, *ends], ends)):
+            pieces[index].append(pickle.PickleBuffer(view[start:end]))
+    sent = [receiver.append.remote(number, pieces[index]) for index, receiver in receivers.items()]
     del pieces
     for call in sent:
         unless_lost(call)
@@ -272,9 +279,12 @@ class _Receiver:
         self.receiver = _native.SortReceiver(sample, expected_bytes, memory=memory, tmp=str(self.disks), threads=1, sync=sync)
         self.groups: set = set()
 
-    def append(self, group: int, piece: bytes) -> None:
+    def append(self, group: int, pieces: List[Any]) -> None:
+        """Writes group ``group``'s pieces (buffers in the object store)
+        unless it was written before."""
         if group not in self.groups:
-            self.receiver.append(piece)
+            for piece in pieces:
+                self.receiver.append(bytes(piece))
             self.groups.add(group)
 
     def finish(self) -> Dict[str, Any]:
