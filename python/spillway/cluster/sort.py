@@ -17,11 +17,14 @@ the cluster's file system.
    the range's partitioned output with valsort summaries (the single-node
    engine's phase two).
 
-A node lost midway loses the ranges whose receiver it held: they
-are made again on live nodes, every group partitioned again for them alone
-(a receiver ignores a group it has written already, so a partition task
-retried by Ray after its node died writes nothing twice). Nothing waits on
-Ray's lineage reconstruction.
+A node lost midway loses the ranges whose receiver it held. As soon as the
+driver sees the node gone, each such range gets a new receiver on the live
+node with the fewest: groups partitioned from then on go to it, and the
+groups it lacks (those partitioned before, or in flight then) are
+partitioned again for it alone at the end of the phase, on live holders of
+their blocks. A receiver ignores a group it has written already, so a
+partition task retried by Ray after its node died writes nothing twice.
+Nothing waits on Ray's lineage reconstruction.
 
 The output stays on the nodes that sorted it (``NODEDIR/sorted/OUTPUT/``);
 the report lists its files in key order, and the concatenation of their
@@ -40,7 +43,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from .. import _native, sortbench
 from .._args import size
@@ -48,7 +51,7 @@ from ..errors import InvalidArgumentError, SpillwayError
 from ._ray import ray
 from .fs import Members
 from .store import key_name
-from .tasks import Block, assign, fetch, gather, gather_submitted, input_blocks, near, on, unless_lost
+from .tasks import Block, assign, fetch, gather, gather_submitted, input_blocks, live_holder, near, on, unless_lost
 
 SAMPLE_BLOCKS = 16
 SAMPLE_KEYS_PER_BLOCK = 2_000
@@ -130,49 +133,88 @@ def run(
         groups = assign(members, blocks, GROUP_BYTES)
         budget = size(memory, "memory")
         samples = _range_samples(keys, boundaries)
+        expected = [report.input_bytes * len(sample) // max(1, len(keys)) for sample in samples]
         results: List[Optional[Dict[str, Any]]] = [None] * ranges
         partitioned: List[Dict[str, Any]] = []
-        # Each attempt makes the ranges still missing; one lost with a node
-        # (with its receiver) is made again in the next.
-        for _attempt in range(len(nodes)):
-            missing = [index for index in range(ranges) if results[index] is None]
-            if not missing:
-                break
-            if len(missing) < ranges:
-                report.ranges_made_again += len(missing)
-            alive = sorted(cluster._current_ring().nodes)
-            receivers = {
-                index: _Receiver.options(scheduling_strategy=on(alive[index % len(alive)])).remote(
-                    directory, output, index, samples[index], report.input_bytes * len(samples[index]) // max(1, len(keys)), budget, sync
-                )
-                for index in missing
-            }  # fmt: skip
+        receivers: Dict[int, Any] = {}
+        placed: Dict[int, str] = {}
 
+        def alive() -> Set[str]:
+            """The nodes alive now."""
+            return set(cluster._current_ring().nodes)
+
+        def receive(index: int) -> None:
+            """A new, empty receiver for range ``index``, on the live node
+            that has the fewest."""
+            live = sorted(alive())
+            load = {node: sum(1 for other in placed.values() if other == node) for node in live}
+            placed[index] = min(live, key=lambda node: load[node])
+            receivers[index] = _Receiver.options(scheduling_strategy=on(placed[index])).remote(
+                directory, output, index, samples[index], expected[index], budget, sync
+            )
+
+        def replace_lost() -> None:
+            """New receivers for the unfinished ranges whose node is gone:
+            groups partitioned from now on go to them."""
+            live = alive()
+            for index in range(ranges):
+                if results[index] is None and placed[index] not in live:
+                    report.ranges_made_again += 1
+                    receive(index)
+
+        for index in range(ranges):
+            receive(index)
+        # Each attempt partitions until every unfinished range's receiver has
+        # every group, then sorts them. A receiver lost with its node is
+        # replaced as soon as the driver sees the node gone, and gets the
+        # groups it lacks: those partitioned after the loss go to it at once,
+        # the earlier ones again at the end of the phase.
+        for _attempt in range(len(nodes) + 1):
             mark = time.monotonic()
-            # Two partition tasks per node at most: each waits for its pieces
-            # to be written, and holds its group meanwhile.
-            submit = [
-                lambda node=node, number=number, group=group: _partition.options(scheduling_strategy=near(node)).remote(
-                    members, directory, number, group, boundaries, receivers
-                )
-                for number, (node, group) in enumerate(groups)
-            ]  # fmt: skip
-            partitioned += gather_submitted(submit, 2 * len(alive), lambda done: progress("partition", done, len(groups)))
+            while True:
+                replace_lost()
+                lacking = {}
+                for index in range(ranges):
+                    if results[index] is None:
+                        written = unless_lost(receivers[index].written.remote())
+                        lacking[index] = set(range(len(groups))) - (written or set())
+                wanted = sorted({number for need in lacking.values() for number in need})
+                if not wanted:
+                    break
+                # Two partition tasks per node at most: each waits for its
+                # pieces to be written, and holds its group meanwhile.
+                submit = [
+                    lambda number=number: _partition.options(scheduling_strategy=near(live_holder(groups[number][1], alive()))).remote(
+                        members, directory, number, groups[number][1], boundaries,
+                        {index: receivers[index] for index, need in lacking.items() if number in need},
+                    )
+                    for number in wanted
+                ]  # fmt: skip
+
+                def finished(done: int) -> None:
+                    progress("partition", done, len(wanted))
+                    replace_lost()
+
+                partitioned += gather_submitted(submit, 2 * len(alive()), finished)
             report.phases["partition"] = report.phases.get("partition", 0.0) + time.monotonic() - mark
 
             mark = time.monotonic()
-            calls = [receiver.finish.remote() for receiver in receivers.values()]
-            finished = gather(calls, lambda done: progress("sort", done, len(calls)), unless_lost)
-            alive = sorted(cluster._current_ring().nodes)
-            for index, result in zip(receivers, finished):
+            todo = [index for index in range(ranges) if results[index] is None]
+            sorted_ranges = gather([receivers[index].finish.remote() for index in todo], lambda done: progress("sort", done, len(todo)), unless_lost)
+            live = alive()
+            for index, result in zip(todo, sorted_ranges):
                 # A range sorted on a node lost since was lost with it.
-                if result is not None and result["groups"] == len(groups) and result["node"] in alive:
+                if result is not None and result["groups"] == len(groups) and result["node"] in live:
                     results[index] = result
+                else:
+                    report.ranges_made_again += 1
+                    receive(index)
             report.phases["sort"] = report.phases.get("sort", 0.0) + time.monotonic() - mark
-
+            if all(result is not None for result in results):
+                break
         missing = [index for index in range(ranges) if results[index] is None]
         if missing:
-            raise SpillwayError(f"sorting {input}: key ranges {missing} were lost with a node in each of {len(nodes)} attempts")
+            raise SpillwayError(f"sorting {input}: key ranges {missing} were lost with a node in each of {len(nodes) + 1} attempts")
         report.local_share = sum(stat["local"] for stat in partitioned) / len(partitioned) if partitioned else 1.0
 
         io: Dict[str, NodeIO] = {}
@@ -286,6 +328,10 @@ class _Receiver:
             for piece in pieces:
                 self.receiver.append(bytes(piece))
             self.groups.add(group)
+
+    def written(self) -> set:
+        """The groups whose pieces this receiver has written."""
+        return set(self.groups)
 
     def finish(self) -> Dict[str, Any]:
         self.receiver.finish(str(self.target))
