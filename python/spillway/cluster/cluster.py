@@ -45,8 +45,15 @@ BLOCK_BYTES_DEFAULT = 64 << 20
 # How long a killed simulated node may take to be seen dead.
 NODE_DEATH_SECONDS = 60
 # Health checks of a simulated cluster: a killed node is seen dead in
-# about two seconds (Ray's defaults take much longer).
-LOCAL_SYSTEM_CONFIG = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "idle_worker_killing_time_threshold_ms": 120000}
+# about two seconds (Ray's defaults take much longer). Idle workers are kept
+# two minutes, not one second: a task that waits on its calls gives its CPU
+# back, Ray starts a worker for the next task, and with the default it kills
+# one and starts another at every wait (docs/cluster.md).
+LOCAL_SYSTEM_CONFIG = {
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 4,
+    "idle_worker_killing_time_threshold_ms": 120_000,
+}
 # Ray refuses an object store under about 75 MiB.
 OBJECT_STORE_BYTES_MIN = 80 << 20
 OBJECT_STORE_BYTES_DEFAULT = 256 << 20
