@@ -161,7 +161,8 @@ def spillway_job(args: argparse.Namespace, result: dict) -> None:
             result.update(
                 sorted=valsort.sorted, records=valsort.records, checksum=valsort.checksum,
                 reads_per_byte=report.reads_per_byte, writes_per_byte=report.writes_per_byte,
-                local_share=report.local_share, phase_seconds=report.phases, ranges_made_again=report.ranges_made_again,
+                locality=report.local_share, bytes_moved=report.bytes_moved, phase_seconds=report.phases,
+                ranges_made_again=report.ranges_made_again,
             )  # fmt: skip
         else:
             job = "inverted_index" if args.job == "index" else args.job

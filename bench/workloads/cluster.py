@@ -28,7 +28,7 @@ CLUSTER_METRICS = [
            better="lower", digits=0),
     Metric("repair_after_s", "repairs after the job s", "result.repair_after_s", better="lower"),
     Metric("moved_mb", "moved between nodes MB", "result.bytes_moved / 1e6", better=None, digits=1),
-    Metric("locality", "map tasks local %", "result.locality * 100", better="higher", digits=0),
+    Metric("locality", "tasks on local blocks %", "result.locality * 100", better="higher", digits=0),
     Metric("reads_per_byte", "reads per byte", "result.reads_per_byte", better="lower"),
     Metric("writes_per_byte", "writes per byte", "result.writes_per_byte", better="lower"),
 ]

@@ -91,6 +91,8 @@ class ClusterSortReport:
     local_share: float = 1.0
     # Key ranges made again after their node was lost.
     ranges_made_again: int = 0
+    # Bytes of pieces sent to a receiver on another node.
+    bytes_moved: int = 0
 
     @property
     def reads_per_byte(self) -> float:
@@ -143,6 +145,13 @@ def run(
             """The nodes alive now."""
             return set(cluster._current_ring().nodes)
 
+        def home(number: int) -> str:
+            """Where group ``number`` is partitioned: the node it was given,
+            or while that node is gone a live holder of its blocks."""
+            node, group = groups[number]
+            live = alive()
+            return node if node in live else live_holder(group, live)
+
         def receive(index: int) -> None:
             """A new, empty receiver for range ``index``, on the live node
             that has the fewest."""
@@ -184,9 +193,9 @@ def run(
                 # Two partition tasks per node at most: each waits for its
                 # pieces to be written, and holds its group meanwhile.
                 submit = [
-                    lambda number=number: _partition.options(scheduling_strategy=near(live_holder(groups[number][1], alive()))).remote(
+                    lambda number=number: _partition.options(scheduling_strategy=near(home(number))).remote(
                         members, directory, number, groups[number][1], boundaries,
-                        {index: receivers[index] for index, need in lacking.items() if number in need},
+                        {index: (placed[index], receivers[index]) for index, need in lacking.items() if number in need},
                     )
                     for number in wanted
                 ]  # fmt: skip
@@ -216,6 +225,7 @@ def run(
         if missing:
             raise SpillwayError(f"sorting {input}: key ranges {missing} were lost with a node in each of {len(nodes) + 1} attempts")
         report.local_share = sum(stat["local"] for stat in partitioned) / len(partitioned) if partitioned else 1.0
+        report.bytes_moved = sum(stat["moved"] for stat in partitioned)
 
         io: Dict[str, NodeIO] = {}
         for stat in [*(stat for _, stat in sampled), *partitioned, *results]:
@@ -277,11 +287,16 @@ def _sample(members: Members, directory: str, block: Block) -> Tuple[List[bytes]
 
 
 @ray.remote(max_retries=3, retry_exceptions=True)
-def _partition(members: Members, directory: str, number: int, group: List[Block], boundaries: List[bytes], receivers: Dict[int, Any]):
+def _partition(
+    members: Members, directory: str, number: int, group: List[Block], boundaries: List[bytes],
+    receivers: Dict[int, Tuple[str, Any]],
+):  # fmt: skip
     """Partitions group ``number`` and sends each range's piece to its
-    receiver in ``receivers``, returning once they are written (a receiver
-    lost with its node is skipped: the driver makes its range again)."""
+    receiver in ``receivers`` (range: its node and its actor), returning
+    once they are written (a receiver lost with its node is skipped: the
+    driver makes its range again)."""
     before = _io()
+    node = ray.get_runtime_context().get_node_id()
     # Each range's pieces, one per block, as views of the block's split
     # records: Ray writes such a buffer straight into the object store,
     # where pickling a bytes object would copy it once more, and so would
@@ -296,11 +311,12 @@ def _partition(members: Members, directory: str, number: int, group: List[Block]
         view = memoryview(records)
         for index, (start, end) in enumerate(zip([0, *ends], ends)):
             pieces[index].append(pickle.PickleBuffer(view[start:end]))
-    sent = [receiver.append.remote(number, pieces[index]) for index, receiver in receivers.items()]
+    sent = [receiver.append.remote(number, pieces[index]) for index, (_, receiver) in receivers.items()]
+    moved = sum(piece.raw().nbytes for index, (there, _) in receivers.items() if there != node for piece in pieces[index])
     del pieces
     for call in sent:
         unless_lost(call)
-    return {"node": ray.get_runtime_context().get_node_id(), "local": local, "io": _since(before)}
+    return {"node": node, "local": local, "moved": moved, "io": _since(before)}
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
