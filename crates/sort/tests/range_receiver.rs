@@ -81,19 +81,26 @@ fn ranges_received_in_pieces_sort_into_one_valid_output() {
     assert_eq!((all.records, all.checksum), (whole.records, whole.checksum));
 }
 
-#[test]
-fn a_receiver_dropped_before_it_finishes_leaves_nothing() {
+/// `records` generated records and a receiver for all of them, its logical
+/// disks in `/node/disks` of a new simulated file system, 1 MiB of memory.
+fn receiver_for(records: u64) -> (Arc<SimFs>, Vec<u8>, RangeReceiver) {
     let fs = Arc::new(SimFs::new());
     fs.create_dir_all(Path::new("/node/disks")).unwrap();
-    let data = generate_vec(&GenerateSpec::binary(5_000)).unwrap();
+    let data = generate_vec(&GenerateSpec::binary(records)).unwrap();
     let sample = data.chunks_exact(RECORD_BYTES).map(key_value).collect();
-    let mut receiver = RangeReceiver::new(
+    let receiver = RangeReceiver::new(
         fs.clone(),
         sample,
         data.len() as u64,
         SortOptions::new(MIB, "/node/disks"),
     )
     .unwrap();
+    (fs, data, receiver)
+}
+
+#[test]
+fn a_receiver_dropped_before_it_finishes_leaves_nothing() {
+    let (fs, data, mut receiver) = receiver_for(5_000);
     receiver.append(&data).unwrap();
     let error = receiver.append(&data[..150]).unwrap_err();
     assert!(
@@ -108,17 +115,7 @@ fn a_receiver_dropped_before_it_finishes_leaves_nothing() {
 
 #[test]
 fn a_receiver_whose_write_failed_refuses_to_go_on() {
-    let fs = Arc::new(SimFs::new());
-    fs.create_dir_all(Path::new("/node/disks")).unwrap();
-    let data = generate_vec(&GenerateSpec::binary(50_000)).unwrap();
-    let sample = data.chunks_exact(RECORD_BYTES).map(key_value).collect();
-    let mut receiver = RangeReceiver::new(
-        fs.clone(),
-        sample,
-        data.len() as u64,
-        SortOptions::new(MIB, "/node/disks"),
-    )
-    .unwrap();
+    let (fs, data, mut receiver) = receiver_for(50_000);
     fs.fail_after(0, Fault::once(libc::EIO).on(FaultTarget::Kind(OpKind::Write)));
     let error = receiver.append(&data).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Io, "{error}");
