@@ -162,14 +162,21 @@ def run(
                 directory, output, index, samples[index], expected[index], budget, sync
             )
 
+        def replace(index: int) -> None:
+            """A new receiver for range ``index``, whose receiver was lost
+            (so many times at most, then the sort fails)."""
+            report.ranges_made_again += 1
+            if report.ranges_made_again > ranges * len(nodes):
+                raise SpillwayError(f"sorting {input}: receivers were lost {report.ranges_made_again} times; giving up")
+            receive(index)
+
         def replace_lost() -> None:
             """New receivers for the unfinished ranges whose node is gone:
             groups partitioned from now on go to them."""
             live = alive()
             for index in range(ranges):
                 if results[index] is None and placed[index] not in live:
-                    report.ranges_made_again += 1
-                    receive(index)
+                    replace(index)
 
         for index in range(ranges):
             receive(index)
@@ -186,7 +193,10 @@ def run(
                 for index in range(ranges):
                     if results[index] is None:
                         written = unless_lost(receivers[index].written.remote())
-                        lacking[index] = set(range(len(groups))) - (written or set())
+                        if written is None:  # its actor died, with its node or alone
+                            replace(index)
+                            written = set()
+                        lacking[index] = set(range(len(groups))) - written
                 wanted = sorted({number for need in lacking.values() for number in need})
                 if not wanted:
                     break
@@ -216,8 +226,7 @@ def run(
                 if result is not None and result["groups"] == len(groups) and result["node"] in live:
                     results[index] = result
                 else:
-                    report.ranges_made_again += 1
-                    receive(index)
+                    replace(index)
             report.phases["sort"] = report.phases.get("sort", 0.0) + time.monotonic() - mark
             if all(result is not None for result in results):
                 break
