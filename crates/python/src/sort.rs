@@ -129,7 +129,7 @@ pub fn sort(
             &input,
             &output,
             &options,
-            std::sync::Arc::new(|_: &str, _: u64, _: u64| {}),
+            no_progress(),
         )
     })?
     .map_err(to_py_err)?;
@@ -194,15 +194,7 @@ pub fn sort_split_records<'py>(
         split.fill(&data, pieces);
         Ok(())
     })?;
-    let ends = split
-        .piece_bytes()
-        .iter()
-        .scan(0, |end, bytes| {
-            *end += bytes;
-            Some(*end)
-        })
-        .collect();
-    Ok((pieces, ends))
+    Ok((pieces, split.ends().to_vec()))
 }
 
 /// One key range of a cluster's sort, received and sorted on this node
@@ -221,6 +213,11 @@ impl PySortReceiver {
         let mut guard = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         work(&mut guard)
     }
+}
+
+/// Progress nobody watches (Python callers get the report at the end).
+fn no_progress() -> spillway_sort::Progress {
+    std::sync::Arc::new(|_: &str, _: u64, _: u64| {})
 }
 
 fn finished() -> Error {
@@ -278,7 +275,7 @@ impl PySortReceiver {
         let report = py
             .detach(|| {
                 let receiver = self.with(|inner| inner.take().ok_or_else(finished))?;
-                receiver.finish(&output, std::sync::Arc::new(|_: &str, _: u64, _: u64| {}))
+                receiver.finish(&output, no_progress())
             })
             .map_err(to_py_err)?;
         to_json(&report).map_err(to_py_err)

@@ -63,8 +63,8 @@ pub fn boundaries_from_sample(sample: Vec<KeyValue>, partitions: usize) -> Bound
 pub struct Split {
     /// The range of each record.
     ranges: Vec<u32>,
-    /// The bytes of each range's piece.
-    piece_bytes: Vec<usize>,
+    /// Where each range's piece ends in the filled buffer.
+    ends: Vec<usize>,
 }
 
 impl Split {
@@ -77,21 +77,28 @@ impl Split {
             "{} bytes are not a whole number of {RECORD_BYTES}-byte records",
             records.len()
         );
-        let mut piece_bytes = vec![0; boundaries.partitions()];
+        let mut ends = vec![0; boundaries.partitions()];
         let ranges = records
             .chunks_exact(RECORD_BYTES)
             .map(|record| {
                 let range = boundaries.partition_of(&key_value(record));
-                piece_bytes[range] += RECORD_BYTES;
+                ends[range] += RECORD_BYTES;
                 range as u32
             })
             .collect();
-        Ok(Split { ranges, piece_bytes })
+        // Piece sizes to end offsets.
+        let mut end = 0;
+        for bytes in &mut ends {
+            end += *bytes;
+            *bytes = end;
+        }
+        Ok(Split { ranges, ends })
     }
 
-    /// The bytes of each range's piece.
-    pub fn piece_bytes(&self) -> &[usize] {
-        &self.piece_bytes
+    /// Where each range's piece ends in the filled buffer (range `r`'s
+    /// starts where range `r - 1`'s ends).
+    pub fn ends(&self) -> &[usize] {
+        &self.ends
     }
 
     /// Copies the records of `records` (those this split was made from)
@@ -104,15 +111,7 @@ impl Split {
             "not the records split"
         );
         assert_eq!(pieces.len(), records.len(), "pieces of the wrong size");
-        let mut cursors: Vec<usize> = self
-            .piece_bytes
-            .iter()
-            .scan(0, |start, bytes| {
-                let at = *start;
-                *start += bytes;
-                Some(at)
-            })
-            .collect();
+        let mut cursors: Vec<usize> = std::iter::once(0).chain(self.ends.iter().copied()).collect();
         for (record, range) in records.chunks_exact(RECORD_BYTES).zip(&self.ranges) {
             let at = &mut cursors[*range as usize];
             pieces[*at..*at + RECORD_BYTES].copy_from_slice(record);
@@ -127,14 +126,14 @@ pub fn split_records(records: &[u8], boundaries: &Boundaries) -> Result<Vec<Vec<
     let split = Split::new(records, boundaries)?;
     let mut pieces = vec![0; records.len()];
     split.fill(records, &mut pieces);
-    let mut rest = pieces.as_slice();
+    let mut start = 0;
     Ok(split
-        .piece_bytes()
+        .ends()
         .iter()
-        .map(|&bytes| {
-            let (piece, after) = rest.split_at(bytes);
-            rest = after;
-            piece.to_vec()
+        .map(|&end| {
+            let piece = pieces[start..end].to_vec();
+            start = end;
+            piece
         })
         .collect())
 }

@@ -40,7 +40,6 @@ pub struct RangeReceiver {
     sizes: Vec<u64>,
     buffer_bytes: usize,
     phase_two_quota: u64,
-    received_bytes: u64,
     /// Set when an append failed midway: the records it had routed are
     /// unknown, so every later call fails (the range must be made again)
     /// rather than sort a range with records missing or repeated.
@@ -86,7 +85,6 @@ impl RangeReceiver {
             disks,
             buffer_bytes,
             phase_two_quota,
-            received_bytes: 0,
             poison: Poison::default(),
             cleanup,
         })
@@ -115,7 +113,6 @@ impl RangeReceiver {
                 self.write(partition).map_err(|error| self.poison.poison(error))?;
             }
         }
-        self.received_bytes += records.len() as u64;
         Ok(())
     }
 
@@ -132,7 +129,7 @@ impl RangeReceiver {
         };
         self.disks.append(buffer, self.sizes[partition])?;
         self.sizes[partition] += len as u64;
-        // The written buffer was dropped; the next one is made as records come.
+        // The written buffer went to the disk; records to come need another.
         self.buffers[partition] = Vec::with_capacity(self.buffer_bytes);
         Ok(())
     }
@@ -173,7 +170,8 @@ impl RangeReceiver {
             progress,
             &mut self.cleanup,
         )?;
-        let bytes = self.received_bytes;
+        // Every buffer is written: the disks hold all that was received.
+        let bytes: u64 = self.sizes.iter().sum();
         Ok(SortReport {
             records: bytes / RECORD_BYTES as u64,
             input_bytes: bytes,
@@ -197,7 +195,7 @@ impl std::fmt::Debug for RangeReceiver {
         f.debug_struct("RangeReceiver")
             .field("tmp_dir", &self.options.tmp_dir)
             .field("partitions", &self.sizes.len())
-            .field("received_bytes", &self.received_bytes)
+            .field("written_bytes", &self.sizes.iter().sum::<u64>())
             .finish()
     }
 }
