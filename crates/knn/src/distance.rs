@@ -1,1 +1,122 @@
-//! (being written)
+//! The canonical distance, and the bounds on it that a sphere gives, with
+//! the rounding slack that keeps every search exact.
+//!
+//! The answer to a query is defined by one computation: the squared
+//! distance summed in f64 in dimension order, each coordinate widened to
+//! f64 first, without fused multiply-adds ([`d2`]). Every search computes a
+//! point's distance only this way, so every search ranks points alike.
+//! Spheres only decide which points are looked at: their bounds are made
+//! loose by [`EPS`] and [`ABS`], more than the rounding error of any
+//! distance in up to [`DIMS_MAX`](crate::points::DIMS_MAX) dimensions, so a
+//! sphere never hides a point the canonical distance would rank in.
+
+use crate::points::Coordinate;
+
+/// Relative slack of every bound: 2^-32, far above the relative error of a
+/// computed distance (about (d + 2) · 2^-53 ≤ 2^-36 for d ≤ 2^16).
+pub const EPS: f64 = 1.0 / 4_294_967_296.0;
+
+/// Absolute slack of every bound: 10^-150, above the error that underflow
+/// of the squares can cause (√d · 2^-537 ≈ 10^-159 for d ≤ 2^16).
+pub const ABS: f64 = 1.0e-150;
+
+/// The canonical squared distance between two points of `a.len()`
+/// coordinates.
+#[inline]
+pub fn d2<A: Coordinate, B: Coordinate>(a: &[A], b: &[B]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = 0.0f64;
+    for (x, y) in a.iter().zip(b) {
+        let t = x.to_f64() - y.to_f64();
+        acc += t * t;
+    }
+    acc
+}
+
+/// The canonical squared distance, given up as soon as the partial sum
+/// exceeds `limit` (every term is at least zero and rounding is monotone,
+/// so the full sum would exceed it too); `None` then.
+#[inline]
+pub fn d2_within<A: Coordinate, B: Coordinate>(a: &[A], b: &[B], limit: f64) -> Option<f64> {
+    let mut acc = 0.0f64;
+    for (a, b) in a.chunks(8).zip(b.chunks(8)) {
+        for (x, y) in a.iter().zip(b) {
+            let t = x.to_f64() - y.to_f64();
+            acc += t * t;
+        }
+        if acc > limit {
+            return None;
+        }
+    }
+    Some(acc)
+}
+
+/// A lower bound on the exact distance from a query to any point inside a
+/// sphere of radius `radius` whose centre is at canonical squared distance
+/// `centre_d2`.
+#[inline]
+pub fn min_distance_lower(centre_d2: f64, radius: f64) -> f64 {
+    (centre_d2.sqrt() * (1.0 - EPS) - radius - ABS).max(0.0)
+}
+
+/// An upper bound on the exact distance from a query to any point inside
+/// that sphere.
+#[inline]
+pub fn max_distance_upper(centre_d2: f64, radius: f64) -> f64 {
+    centre_d2.sqrt() * (1.0 + EPS) + radius + ABS
+}
+
+/// An upper bound on the exact distance of every point whose canonical
+/// squared distance is at most `kth_d2`: a sphere whose lower bound
+/// exceeds it holds no point that could still enter the answer.
+#[inline]
+pub fn pruning_distance(kth_d2: f64) -> f64 {
+    kth_d2.sqrt() * (1.0 + EPS) + ABS
+}
+
+/// The radius to store for a sphere whose members reach at most `reach`
+/// from its stored centre (computed distance plus the member's radius):
+/// loosened so the exact distance of every point below is inside it.
+pub fn stored_radius(reach: f64) -> f64 {
+    next_up(reach * (1.0 + EPS) + ABS)
+}
+
+/// The next f64 above a finite, non-negative `x`.
+fn next_up(x: f64) -> f64 {
+    debug_assert!(x.is_finite() && x >= 0.0);
+    f64::from_bits(x.to_bits() + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_canonical_sum_runs_in_dimension_order() {
+        let a = [1e16f64, 1.0, -1e16];
+        let b = [0.0f64, 0.0, 0.0];
+        // ((1e32 + 1) + 1e32) in order: the 1 is lost at once.
+        assert_eq!(d2(&a, &b), 2e32);
+        assert_eq!(d2(&[3.0f32, 4.0], &[0.0f64, 0.0]), 25.0);
+    }
+
+    #[test]
+    fn early_exit_agrees_with_the_full_sum() {
+        let a: Vec<f64> = (0..20).map(|i| i as f64 * 0.37).collect();
+        let b: Vec<f64> = (0..20).map(|i| (i * i) as f64 * 0.01).collect();
+        let full = d2(&a, &b);
+        assert_eq!(d2_within(&a, &b, full), Some(full));
+        assert_eq!(d2_within(&a, &b, f64::INFINITY), Some(full));
+        assert_eq!(d2_within(&a, &b, full * 0.5), None);
+    }
+
+    #[test]
+    fn bounds_enclose_the_sphere() {
+        let (centre_d2, radius) = (25.0, 2.0);
+        assert!(min_distance_lower(centre_d2, radius) < 3.0);
+        assert!(max_distance_upper(centre_d2, radius) > 7.0);
+        assert_eq!(min_distance_lower(1.0, 2.0), 0.0);
+        assert!(stored_radius(1.0) > 1.0);
+        assert!(pruning_distance(4.0) > 2.0);
+    }
+}

@@ -40,7 +40,6 @@
 //! The layout, the exactness argument, the file format and the fixes to the
 //! seed's listings are in the crate's [DESIGN.md](../DESIGN.md).
 
-mod brute_force;
 mod build;
 pub mod distance;
 mod file;
@@ -49,6 +48,7 @@ mod kmeans;
 mod knn_set;
 pub mod npy;
 mod options;
+mod parallel;
 mod points;
 mod psb;
 mod query;

@@ -1,1 +1,363 @@
-//! (being written)
+//! A batch of queries: checks, the method `auto` picks, queries shared out
+//! to threads, and what every search shares: the per-query state, the
+//! bounds of a node's children, the scan of a leaf, and the initial bound.
+
+use std::time::Instant;
+
+use spillway_core::{ensure, worker_threads, Interrupt, Result};
+
+use crate::distance::{d2, d2_within, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
+use crate::knn_set::KnnSet;
+use crate::options::{Method, QueryOptions};
+use crate::parallel;
+use crate::points::{check_matrix, Coordinate};
+use crate::query::Neighbours;
+use crate::stats::QueryStats;
+use crate::tree::{SsTree, Storage};
+
+/// Queries one thread task answers.
+const QUERY_CHUNK: usize = 16;
+
+/// `auto` searches trees only above this many points: below, one scan of
+/// every point costs less than any descent.
+const AUTO_BRUTE_POINTS: usize = 4096;
+
+/// Queries `auto` answers by PSB before it decides: if they computed more
+/// distances than [`AUTO_BRUTE_SHARE`] of the points on average, the tree
+/// prunes too little for these data and queries, and the rest go brute force.
+const AUTO_PROBE_QUERIES: usize = 16;
+const AUTO_BRUTE_SHARE: f64 = 0.25;
+
+pub fn run(
+    tree: &SsTree,
+    queries: &[f64],
+    k: usize,
+    options: &QueryOptions,
+    interrupt: &Interrupt,
+) -> Result<Neighbours> {
+    let started = Instant::now();
+    let n = tree.len();
+    ensure!(k >= 1, InvalidArgument, "k must be at least 1, got 0");
+    ensure!(
+        k <= n,
+        InvalidArgument,
+        "k = {k} is more than the {n} points indexed"
+    );
+    spillway_core::check_threads(options.threads, "threads")?;
+    if !queries.is_empty() {
+        check_matrix(queries, tree.dims, "queries")?;
+    } else {
+        ensure!(tree.dims > 0, Internal, "a tree without dimensions");
+    }
+    let m = queries.len() / tree.dims;
+    let mut answer = Neighbours {
+        k,
+        distances: vec![0.0; m * k],
+        indices: vec![0; m * k],
+        stats: QueryStats::default(),
+    };
+    let threads = worker_threads(options.threads);
+    let mut method = options.method;
+    let mut done = 0;
+    if method == Method::Auto {
+        if n <= AUTO_BRUTE_POINTS || k > n / 8 {
+            method = Method::BruteForce;
+        } else {
+            done = m.min(AUTO_PROBE_QUERIES);
+            let probe = batch(
+                tree,
+                &queries[..done * tree.dims],
+                k,
+                Method::Psb,
+                1,
+                interrupt,
+                &mut answer,
+                0,
+            )?;
+            method = if probe.distances_computed as f64 > AUTO_BRUTE_SHARE * (n * done) as f64 {
+                Method::BruteForce
+            } else {
+                Method::Psb
+            };
+            answer.stats.add(&probe);
+        }
+    }
+    let rest = batch(
+        tree,
+        &queries[done * tree.dims..],
+        k,
+        method,
+        threads,
+        interrupt,
+        &mut answer,
+        done,
+    )?;
+    answer.stats.add(&rest);
+    answer.stats = std::mem::take(&mut answer.stats).with_method(method);
+    answer.stats.k = k as u64;
+    answer.stats.query_s = started.elapsed().as_secs_f64();
+    Ok(answer)
+}
+
+/// Answers `queries` with `method` into the answer's rows from `first_row`.
+#[allow(clippy::too_many_arguments)]
+fn batch(
+    tree: &SsTree,
+    queries: &[f64],
+    k: usize,
+    method: Method,
+    threads: usize,
+    interrupt: &Interrupt,
+    answer: &mut Neighbours,
+    first_row: usize,
+) -> Result<QueryStats> {
+    match &tree.storage {
+        Storage::F32(points) => batch_typed(
+            tree, points, queries, k, method, threads, interrupt, answer, first_row,
+        ),
+        Storage::F64(points) => batch_typed(
+            tree, points, queries, k, method, threads, interrupt, answer, first_row,
+        ),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn batch_typed<T: Coordinate>(
+    tree: &SsTree,
+    points: &[T],
+    queries: &[f64],
+    k: usize,
+    method: Method,
+    threads: usize,
+    interrupt: &Interrupt,
+    answer: &mut Neighbours,
+    first_row: usize,
+) -> Result<QueryStats> {
+    let dims = tree.dims;
+    let rows = queries.len() / dims;
+    let distances = &mut answer.distances[first_row * k..(first_row + rows) * k];
+    let indices = &mut answer.indices[first_row * k..(first_row + rows) * k];
+    let chunks = queries
+        .chunks(QUERY_CHUNK * dims)
+        .zip(distances.chunks_mut(QUERY_CHUNK * k))
+        .zip(indices.chunks_mut(QUERY_CHUNK * k));
+    let threads = threads.min(rows.div_ceil(QUERY_CHUNK)).max(1);
+    let searchers = parallel::for_each(
+        chunks,
+        threads,
+        interrupt,
+        || Searcher::new(tree, points, k),
+        |searcher, ((queries, distances), indices)| {
+            for ((query, distances), indices) in queries
+                .chunks_exact(dims)
+                .zip(distances.chunks_exact_mut(k))
+                .zip(indices.chunks_exact_mut(k))
+            {
+                searcher.search(query, method);
+                searcher.set.write(distances, indices);
+            }
+            Ok(())
+        },
+    )?;
+    let mut stats = QueryStats::default();
+    for searcher in &searchers {
+        stats.add(&searcher.counters);
+    }
+    Ok(stats)
+}
+
+/// One thread's search state, reused from query to query.
+pub struct Searcher<'t, T> {
+    pub tree: &'t SsTree,
+    pub points: &'t [T],
+    pub set: KnnSet,
+    /// A second set, for the initial bound's look at one leaf.
+    probe: KnnSet,
+    pub counters: QueryStats,
+    /// The children of the node evaluated last: lower and upper bounds.
+    pub lower: Vec<f64>,
+    pub upper: Vec<f64>,
+    /// Branch-and-bound's children in visiting order, one list per level.
+    order: Vec<Vec<(f64, u32)>>,
+    /// Children by upper bound, for the initial bound.
+    by_upper: Vec<(f64, u64)>,
+    /// The bound from the initial descent; the pruning distance is the
+    /// smaller of it and the k-th's.
+    pub initial: f64,
+}
+
+impl<'t, T: Coordinate> Searcher<'t, T> {
+    fn new(tree: &'t SsTree, points: &'t [T], k: usize) -> Self {
+        Searcher {
+            tree,
+            points,
+            set: KnnSet::new(k),
+            probe: KnnSet::new(k),
+            counters: QueryStats::default(),
+            lower: Vec::with_capacity(tree.degree),
+            upper: Vec::with_capacity(tree.degree),
+            order: vec![Vec::with_capacity(tree.degree); tree.levels()],
+            by_upper: Vec::with_capacity(tree.degree),
+            initial: f64::INFINITY,
+        }
+    }
+
+    fn search(&mut self, query: &[f64], method: Method) {
+        self.set.clear();
+        self.counters.queries += 1;
+        match method {
+            Method::Psb => self.psb(query),
+            Method::BranchAndBound => {
+                self.initial_bound(query);
+                self.branch_and_bound(query, 0, 0);
+            }
+            Method::BruteForce | Method::Auto => self.brute_force(query),
+        }
+    }
+
+    /// The distance beyond which nothing can enter the answer any more.
+    #[inline]
+    pub fn pruning(&self) -> f64 {
+        if self.set.is_full() {
+            self.initial.min(pruning_distance(self.set.kth()))
+        } else {
+            self.initial
+        }
+    }
+
+    #[inline]
+    pub fn is_leaf(&self, node: u32) -> bool {
+        self.tree.child_count[node as usize] == 0
+    }
+
+    /// Evaluates the bounds of `node`'s children into `lower` and `upper`;
+    /// while fewer than k points are held, tightens the initial bound by
+    /// the smallest upper bound whose children hold k points (the seed's
+    /// MINMAXDIST, generalised from k = 1: the k-th neighbour is no farther).
+    pub fn evaluate_children(&mut self, query: &[f64], node: u32) {
+        self.counters.nodes_visited += 1;
+        let tree = self.tree;
+        let first = tree.child_first[node as usize];
+        self.lower.clear();
+        self.upper.clear();
+        for child in first..first + tree.child_count[node as usize] {
+            let centre_d2 = d2(query, tree.centre(child));
+            let radius = tree.radii[child as usize];
+            self.lower.push(min_distance_lower(centre_d2, radius));
+            self.upper.push(max_distance_upper(centre_d2, radius));
+        }
+        if !self.set.is_full() {
+            self.by_upper.clear();
+            self.by_upper.extend(
+                self.upper
+                    .iter()
+                    .zip(first..)
+                    .map(|(&upper, child)| (upper, tree.point_count[child as usize])),
+            );
+            self.by_upper.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+            let mut held = 0;
+            for &(upper, count) in &self.by_upper {
+                held += count;
+                if held >= self.set.capacity() as u64 {
+                    // Loosened: the answer ranks by computed distances.
+                    self.initial = self.initial.min(upper * (1.0 + EPS) + ABS);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The lower bound of one node, evaluated alone.
+    pub fn lower_bound(&mut self, query: &[f64], node: u32) -> f64 {
+        min_distance_lower(d2(query, self.tree.centre(node)), self.tree.radii[node as usize])
+    }
+
+    /// Scans every point of `leaf` into the answer; returns whether any
+    /// entered it.
+    pub fn scan_leaf(&mut self, query: &[f64], leaf: u32) -> bool {
+        self.counters.leaves_scanned += 1;
+        let (start, end) = self.leaf_range(leaf);
+        self.scan_points(query, start, end)
+    }
+
+    /// Scans the stored points `start..end` into the answer.
+    fn scan_points(&mut self, query: &[f64], start: usize, end: usize) -> bool {
+        let dims = self.tree.dims;
+        self.counters.distances_computed += (end - start) as u64;
+        let mut changed = false;
+        for p in start..end {
+            let point = &self.points[p * dims..][..dims];
+            if let Some(distance) = d2_within(query, point, self.set.kth()) {
+                changed |= self.set.insert(distance, self.tree.point_ids[p]);
+            }
+        }
+        changed
+    }
+
+    fn leaf_range(&self, leaf: u32) -> (usize, usize) {
+        let starts = &self.tree.leaf_point_start;
+        (starts[leaf as usize] as usize, starts[leaf as usize + 1] as usize)
+    }
+
+    /// The initial bound (the seed's, with its defects fixed): descend from
+    /// the root to the child of smallest lower bound; at every node
+    /// evaluated, the k-coverage bound of [`evaluate_children`]; at the leaf
+    /// reached, if it holds k points, their k-th distance. Nothing enters
+    /// the answer here: PSB scans that leaf again in its turn, and would
+    /// otherwise count its points twice.
+    pub fn initial_bound(&mut self, query: &[f64]) {
+        self.initial = f64::INFINITY;
+        let mut node = 0;
+        while !self.is_leaf(node) {
+            self.evaluate_children(query, node);
+            let nearest =
+                (0..self.lower.len()).fold(
+                    0,
+                    |best, i| if self.lower[i] < self.lower[best] { i } else { best },
+                );
+            node = self.tree.child_first[node as usize] + nearest as u32;
+        }
+        let leaf = node - self.tree.leaf_node(0);
+        let (start, end) = self.leaf_range(leaf);
+        if end - start >= self.set.capacity() {
+            std::mem::swap(&mut self.set, &mut self.probe);
+            self.set.clear();
+            self.scan_leaf(query, leaf);
+            let bound = pruning_distance(self.set.kth());
+            std::mem::swap(&mut self.set, &mut self.probe);
+            self.initial = self.initial.min(bound);
+        }
+    }
+
+    /// Branch-and-bound: depth-first, children in order of their lower
+    /// bound, each visited while its bound is within the pruning distance.
+    fn branch_and_bound(&mut self, query: &[f64], node: u32, depth: usize) {
+        if self.is_leaf(node) {
+            self.scan_leaf(query, node - self.tree.leaf_node(0));
+            return;
+        }
+        self.evaluate_children(query, node);
+        let first = self.tree.child_first[node as usize];
+        let mut order = std::mem::take(&mut self.order[depth]);
+        order.clear();
+        order.extend(
+            self.lower
+                .iter()
+                .zip(first..)
+                .map(|(&lower, child)| (lower, child)),
+        );
+        order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for &(lower, child) in &order {
+            if lower > self.pruning() {
+                break;
+            }
+            self.branch_and_bound(query, child, depth + 1);
+        }
+        self.order[depth] = order;
+    }
+
+    /// Every point, in storage order.
+    fn brute_force(&mut self, query: &[f64]) {
+        self.scan_points(query, 0, self.tree.len());
+    }
+}

@@ -1,27 +1,92 @@
-//! The SS-tree.
+//! The SS-tree: nodes and points as flat arrays.
+//!
+//! Nodes are numbered level by level from the root (node 0), each level
+//! listing the children of the level above in their parents' order, so a
+//! node's children are contiguous and the leaves (the last level) are in
+//! depth-first order: leaf `l + 1` is leaf `l`'s right neighbour, and a
+//! subtree's leaves are the ids `leaf_first..=leaf_last`. Points are stored
+//! in leaf order, row-major, in the type they were given in.
 
 use std::path::Path;
+use std::time::Instant;
 
 use spillway_core::{Fs, Interrupt, Result};
 
-use crate::options::{BuildOptions, QueryOptions};
+use crate::options::{Build, BuildOptions, QueryOptions};
 use crate::points::Points;
 use crate::query::Neighbours;
 use crate::stats::TreeStats;
 
-/// An SS-tree over a set of points (see the crate's DESIGN.md for the layout).
-#[derive(Debug)]
-pub struct SsTree {}
+/// Points in leaf order, in their own type.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Storage {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
 
-impl SsTree {
-    /// Builds the tree bottom-up over `points`.
-    pub fn build(points: Points<'_>, options: &BuildOptions, interrupt: &Interrupt) -> Result<SsTree> {
-        let _ = (points, options, interrupt);
-        unimplemented!()
+impl Storage {
+    pub(crate) fn dtype(&self) -> &'static str {
+        match self {
+            Storage::F32(_) => "f32",
+            Storage::F64(_) => "f64",
+        }
     }
 
-    /// The `k` nearest points to each query (`queries` is row-major, `dims()`
-    /// coordinates per query).
+    fn bytes(&self) -> usize {
+        match self {
+            Storage::F32(v) => v.len() * 4,
+            Storage::F64(v) => v.len() * 8,
+        }
+    }
+}
+
+/// An SS-tree over a set of points (the layout is in the module doc and the
+/// crate's DESIGN.md). Immutable once built: queries share it across threads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SsTree {
+    pub(crate) dims: usize,
+    pub(crate) leaf_size: usize,
+    pub(crate) degree: usize,
+    pub(crate) build: Build,
+    pub(crate) build_s: f64,
+    /// First node of each level, and the node count last (`levels + 1`).
+    pub(crate) level_start: Vec<u32>,
+    /// Per node: first child and child count (0 for leaves).
+    pub(crate) child_first: Vec<u32>,
+    pub(crate) child_count: Vec<u32>,
+    /// Per node: its parent (`u32::MAX` for the root).
+    pub(crate) parent: Vec<u32>,
+    /// Per node: the first and last leaf id below it.
+    pub(crate) leaf_first: Vec<u32>,
+    pub(crate) leaf_last: Vec<u32>,
+    /// Per node: points below it.
+    pub(crate) point_count: Vec<u64>,
+    /// Per node: the sphere's centre (`dims` f64, row-major) and radius.
+    pub(crate) centres: Vec<f64>,
+    pub(crate) radii: Vec<f64>,
+    /// Per leaf: where its points start in `storage` (in points), and the
+    /// point count last (`leaves + 1`).
+    pub(crate) leaf_point_start: Vec<u32>,
+    /// Per stored point: its row in the input.
+    pub(crate) point_ids: Vec<u32>,
+    pub(crate) storage: Storage,
+}
+
+impl SsTree {
+    /// Builds the tree bottom-up over `points` (see [`BuildOptions`]);
+    /// stops with `Interrupted` when `interrupt` is raised.
+    pub fn build(points: Points<'_>, options: &BuildOptions, interrupt: &Interrupt) -> Result<SsTree> {
+        options.validate()?;
+        let started = Instant::now();
+        let mut tree = crate::build::build(points, options, interrupt)?;
+        tree.build_s = started.elapsed().as_secs_f64();
+        Ok(tree)
+    }
+
+    /// The `k` nearest points to each query: `queries` is row-major,
+    /// [`dims`](Self::dims) coordinates per query. Queries are split between
+    /// the option's threads; stops with `Interrupted` when `interrupt` is
+    /// raised.
     pub fn query(
         &self,
         queries: &[f64],
@@ -29,50 +94,92 @@ impl SsTree {
         options: &QueryOptions,
         interrupt: &Interrupt,
     ) -> Result<Neighbours> {
-        let _ = (queries, k, options, interrupt);
-        unimplemented!()
+        crate::search::run(self, queries, k, options, interrupt)
     }
 
     /// Coordinates per point.
     pub fn dims(&self) -> usize {
-        unimplemented!()
+        self.dims
     }
 
     /// Points indexed.
     pub fn len(&self) -> usize {
-        unimplemented!()
+        self.point_ids.len()
     }
 
     /// Never true: a tree holds at least one point.
     pub fn is_empty(&self) -> bool {
-        false
+        self.point_ids.is_empty()
     }
 
-    /// `"f32"` or `"f64"`.
+    /// `"f32"` or `"f64"`: how the points are stored.
     pub fn dtype(&self) -> &'static str {
-        unimplemented!()
+        self.storage.dtype()
+    }
+
+    pub(crate) fn nodes(&self) -> usize {
+        self.radii.len()
+    }
+
+    pub(crate) fn leaves(&self) -> usize {
+        self.leaf_point_start.len() - 1
+    }
+
+    pub(crate) fn levels(&self) -> usize {
+        self.level_start.len() - 1
+    }
+
+    /// The node id of leaf `leaf`.
+    #[inline]
+    pub(crate) fn leaf_node(&self, leaf: u32) -> u32 {
+        self.level_start[self.levels() - 1] + leaf
+    }
+
+    #[inline]
+    pub(crate) fn centre(&self, node: u32) -> &[f64] {
+        let at = node as usize * self.dims;
+        &self.centres[at..at + self.dims]
     }
 
     /// The tree's shape and build cost.
     pub fn stats(&self) -> TreeStats {
-        unimplemented!()
+        let arrays = self.level_start.len() * 4
+            + self.nodes() * (4 * 5 + 8 + 8)
+            + self.centres.len() * 8
+            + self.leaf_point_start.len() * 4
+            + self.point_ids.len() * 4;
+        TreeStats {
+            points: self.len() as u64,
+            dims: self.dims as u32,
+            dtype: self.dtype(),
+            build: self.build,
+            leaf_size: self.leaf_size as u32,
+            degree: self.degree as u32,
+            leaves: self.leaves() as u32,
+            nodes: self.nodes() as u32,
+            levels: self.levels() as u32,
+            leaf_fill: self.len() as f64 / (self.leaves() * self.leaf_size) as f64,
+            bytes: (arrays + self.storage.bytes()) as u64,
+            build_s: self.build_s,
+        }
     }
 
-    /// Checks every structural and geometric invariant (DESIGN.md).
+    /// Checks every structural and geometric invariant (DESIGN.md,
+    /// "Invariants"); an error names the node and what is wrong.
     pub fn check_invariants(&self) -> Result<()> {
-        unimplemented!()
+        crate::build::check(self)
+            .map_err(|what| spillway_core::Error::Internal(format!("SS-tree invariant broken: {what}")))
     }
 
-    /// Writes the tree to `path`, atomically and durably.
+    /// Writes the tree to `path` through `fs`, atomically (a staged file
+    /// renamed into place) and durably.
     pub fn save(&self, fs: &dyn Fs, path: &Path) -> Result<()> {
-        let _ = (fs, path);
-        unimplemented!()
+        crate::file::save(self, fs, path)
     }
 
     /// Reads a tree saved by [`SsTree::save`], checking every checksum and
-    /// invariant.
+    /// invariant: damage is reported as `Corruption` naming the offset.
     pub fn load(fs: &dyn Fs, path: &Path) -> Result<SsTree> {
-        let _ = (fs, path);
-        unimplemented!()
+        crate::file::load(fs, path)
     }
 }
