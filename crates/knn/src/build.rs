@@ -19,8 +19,8 @@ const SPHERE_CHUNK: usize = 256;
 
 pub fn build(points: Points<'_>, options: &BuildOptions, interrupt: &Interrupt) -> Result<SsTree> {
     match points {
-        Points::F32 { data, dims } => build_typed(data, dims, options, interrupt, |v| Storage::F32(v)),
-        Points::F64 { data, dims } => build_typed(data, dims, options, interrupt, |v| Storage::F64(v)),
+        Points::F32 { data, dims } => build_typed(data, dims, options, interrupt, Storage::F32),
+        Points::F64 { data, dims } => build_typed(data, dims, options, interrupt, Storage::F64),
     }
 }
 
@@ -76,7 +76,8 @@ fn build_typed<T: Coordinate>(
     tree.leaf_size = options.leaf_size;
     tree.degree = options.degree;
     tree.build = options.build;
-    compute_spheres(&mut tree, threads, interrupt)?;
+    compute_spheres(&mut tree, data, threads, interrupt)?;
+    tree.group_centres = group_centres(&tree);
     debug_assert_eq!(check(&tree), Ok(()));
     Ok(tree)
 }
@@ -159,10 +160,11 @@ fn lay_out<T: Coordinate>(
     let mut point_ids = Vec::with_capacity(data.len() / dims);
     let mut leaf_point_start = vec![0u32];
     for &g in leaf_order {
-        for &row in &leaves[g as usize] {
-            coordinates.extend_from_slice(&data[row as usize * dims..][..dims]);
-            point_ids.push(row);
+        let members = &leaves[g as usize];
+        for dim in 0..dims {
+            coordinates.extend(members.iter().map(|&row| data[row as usize * dims + dim]));
         }
+        point_ids.extend_from_slice(members);
         leaf_point_start.push(point_ids.len() as u32);
     }
     // Leaf ranges and point counts, bottom-up.
@@ -197,6 +199,7 @@ fn lay_out<T: Coordinate>(
         leaf_last,
         point_count,
         centres: vec![0.0; nodes * dims],
+        group_centres: Vec::new(),
         radii: vec![0.0; nodes],
         leaf_point_start,
         point_ids,
@@ -206,7 +209,12 @@ fn lay_out<T: Coordinate>(
 
 /// Every node's sphere, bottom-up: leaves around their points, then each
 /// level around its children's spheres.
-fn compute_spheres(tree: &mut SsTree, threads: usize, interrupt: &Interrupt) -> Result<()> {
+fn compute_spheres<T: Coordinate>(
+    tree: &mut SsTree,
+    data: &[T],
+    threads: usize,
+    interrupt: &Interrupt,
+) -> Result<()> {
     let dims = tree.dims;
     let levels = tree.levels();
     let first_leaf = tree.level_start[levels - 1] as usize;
@@ -216,10 +224,7 @@ fn compute_spheres(tree: &mut SsTree, threads: usize, interrupt: &Interrupt) -> 
         let (upper_centres, leaf_centres) = centres.split_at_mut(first_leaf * dims);
         let leaf_radii = &mut radii[first_leaf..];
         let tree = &*tree;
-        match &tree.storage {
-            Storage::F32(points) => leaf_spheres(tree, points, leaf_centres, leaf_radii, threads, interrupt)?,
-            Storage::F64(points) => leaf_spheres(tree, points, leaf_centres, leaf_radii, threads, interrupt)?,
-        }
+        leaf_spheres(tree, data, leaf_centres, leaf_radii, threads, interrupt)?;
         let mut upper_centres = upper_centres;
         for level in (0..levels - 1).rev() {
             let (start, end) = (
@@ -267,9 +272,10 @@ fn compute_spheres(tree: &mut SsTree, threads: usize, interrupt: &Interrupt) -> 
     Ok(())
 }
 
+/// The leaves' spheres, from the input rows (row-major) of their points.
 fn leaf_spheres<T: Coordinate>(
     tree: &SsTree,
-    points: &[T],
+    data: &[T],
     centres: &mut [f64],
     radii: &mut [f64],
     threads: usize,
@@ -290,10 +296,13 @@ fn leaf_spheres<T: Coordinate>(
                 let leaf = chunk * SPHERE_CHUNK + at;
                 let start = tree.leaf_point_start[leaf] as usize;
                 let count = tree.leaf_point_start[leaf + 1] as usize - start;
-                let member = |i: usize| Member {
-                    centre: &points[(start + i) * dims..][..dims],
-                    radius: 0.0,
-                    weight: 1.0,
+                let member = |i: usize| {
+                    let row = tree.point_ids[start + i] as usize;
+                    Member {
+                        centre: &data[row * dims..][..dims],
+                        radius: 0.0,
+                        weight: 1.0,
+                    }
                 };
                 *radius = ritter::enclose(count, member, centre, scratch);
             }
@@ -396,7 +405,7 @@ fn check_typed<T: Coordinate>(tree: &SsTree, points: &[T]) -> Result<(), String>
     // Leaves: sizes, ranges, counts.
     for leaf in 0..leaves {
         let node = first_leaf + leaf;
-        let size = lps[leaf + 1].checked_sub(lps[leaf]).unwrap_or(0) as usize;
+        let size = lps[leaf + 1].saturating_sub(lps[leaf]) as usize;
         if size == 0 || size > tree.leaf_size || tree.child_count[node] != 0 {
             return fail(format!(
                 "leaf {leaf} holds {size} points (1 to {} allowed)",
@@ -437,11 +446,15 @@ fn check_typed<T: Coordinate>(tree: &SsTree, points: &[T]) -> Result<(), String>
         }
         if node >= first_leaf {
             let leaf = node - first_leaf;
-            for p in lps[leaf] as usize..lps[leaf + 1] as usize {
-                if d2(&points[p * dims..][..dims], centre).sqrt() * margin > radius {
+            let (start, end) = (lps[leaf] as usize, lps[leaf + 1] as usize);
+            let block = &points[start * dims..end * dims];
+            for p in 0..end - start {
+                let point = (0..dims).map(|j| block[j * (end - start) + p].to_f64());
+                let reach = point.zip(centre).fold(0.0, |acc, (x, c)| acc + (x - c) * (x - c));
+                if reach.sqrt() * margin > radius {
                     return fail(format!(
                         "leaf {leaf}: point row {} lies outside its sphere",
-                        tree.point_ids[p]
+                        tree.point_ids[start + p]
                     ));
                 }
             }
@@ -457,4 +470,23 @@ fn check_typed<T: Coordinate>(tree: &SsTree, points: &[T]) -> Result<(), String>
         }
     }
     Ok(())
+}
+
+/// The centres again, each sibling group's dimension-major (coordinate `j`
+/// of the group's child `i` at `first * dims + j * count + i`), so that a
+/// node's children are evaluated in one pass over lanes. The root is a
+/// group of one.
+pub fn group_centres(tree: &SsTree) -> Vec<f64> {
+    let dims = tree.dims;
+    let mut out = vec![0.0; tree.centres.len()];
+    out[..dims].copy_from_slice(tree.centre(0));
+    for node in 0..tree.nodes() {
+        let (first, count) = (tree.child_first[node] as usize, tree.child_count[node] as usize);
+        for i in 0..count {
+            for (j, &x) in tree.centre((first + i) as u32).iter().enumerate() {
+                out[first * dims + j * count + i] = x;
+            }
+        }
+    }
+    out
 }

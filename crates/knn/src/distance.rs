@@ -33,24 +33,6 @@ pub fn d2<A: Coordinate, B: Coordinate>(a: &[A], b: &[B]) -> f64 {
     acc
 }
 
-/// The canonical squared distance, given up as soon as the partial sum
-/// exceeds `limit` (every term is at least zero and rounding is monotone,
-/// so the full sum would exceed it too); `None` then.
-#[inline]
-pub fn d2_within<A: Coordinate, B: Coordinate>(a: &[A], b: &[B], limit: f64) -> Option<f64> {
-    let mut acc = 0.0f64;
-    for (a, b) in a.chunks(8).zip(b.chunks(8)) {
-        for (x, y) in a.iter().zip(b) {
-            let t = x.to_f64() - y.to_f64();
-            acc += t * t;
-        }
-        if acc > limit {
-            return None;
-        }
-    }
-    Some(acc)
-}
-
 /// A lower bound on the exact distance from a query to any point inside a
 /// sphere of radius `radius` whose centre is at canonical squared distance
 /// `centre_d2`.
@@ -98,16 +80,6 @@ mod tests {
         // ((1e32 + 1) + 1e32) in order: the 1 is lost at once.
         assert_eq!(d2(&a, &b), 2e32);
         assert_eq!(d2(&[3.0f32, 4.0], &[0.0f64, 0.0]), 25.0);
-    }
-
-    #[test]
-    fn early_exit_agrees_with_the_full_sum() {
-        let a: Vec<f64> = (0..20).map(|i| i as f64 * 0.37).collect();
-        let b: Vec<f64> = (0..20).map(|i| (i * i) as f64 * 0.01).collect();
-        let full = d2(&a, &b);
-        assert_eq!(d2_within(&a, &b, full), Some(full));
-        assert_eq!(d2_within(&a, &b, f64::INFINITY), Some(full));
-        assert_eq!(d2_within(&a, &b, full * 0.5), None);
     }
 
     #[test]

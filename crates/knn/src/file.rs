@@ -12,7 +12,8 @@
 //!               crc32c of the footer's bytes 0..28 u32
 //! ```
 //!
-//! All integers little-endian. Every length follows from the header's
+//! All integers little-endian. Arrays are the tree's own (tree.rs): the
+//! coordinates leaf by leaf, each leaf's block dimension-major. Every length follows from the header's
 //! counts, so nothing is allocated from a length read in the file; a
 //! section copied from another tree fails its checksum (the tree id is
 //! mixed in).
@@ -159,9 +160,10 @@ pub fn load(fs: &dyn Fs, path: &Path) -> Result<SsTree> {
     let mut image =
         vec![0u8; usize::try_from(len).map_err(|_| Error::corruption(path, 0, "file too large"))?];
     file.read_exact_at(&mut image, 0)?;
-    let tree = decode(&image, path)?;
+    let mut tree = decode(&image, path)?;
     crate::build::check(&tree)
         .map_err(|what| Error::corruption(path, 0, format!("SS-tree invariant broken: {what}")))?;
+    tree.group_centres = crate::build::group_centres(&tree);
     Ok(tree)
 }
 
@@ -276,9 +278,9 @@ fn decode(image: &[u8], path: &Path) -> Result<SsTree> {
     for (index, (&name, &len)) in SECTIONS.iter().zip(&expected).enumerate() {
         let start = r.at;
         let kind = r.u32(name)?;
-        let _reserved = r.u32(name)?;
+        let reserved = r.u32(name)?;
         let stored_len = r.u64(name)?;
-        if kind as usize != index + 1 || stored_len != len as u64 {
+        if kind as usize != index + 1 || reserved != 0 || stored_len != len as u64 {
             return Err(r.corrupt(
                 start,
                 format!(
@@ -293,8 +295,13 @@ fn decode(image: &[u8], path: &Path) -> Result<SsTree> {
         if block_crc(tree_id, payload_offset as u64, payload) != crc {
             return Err(r.corrupt(payload_offset, format!("section {name}: checksum mismatch")));
         }
-        let padded = r.at.next_multiple_of(8);
-        r.bytes(padded - r.at, name)?;
+        let padding_at = r.at;
+        if r.bytes(padding_at.next_multiple_of(8) - padding_at, name)?
+            .iter()
+            .any(|&b| b != 0)
+        {
+            return Err(r.corrupt(padding_at, format!("section {name}: padding is not zero")));
+        }
         payloads.push(payload);
     }
     let footer_at = r.at;
@@ -356,5 +363,6 @@ fn decode(image: &[u8], path: &Path) -> Result<SsTree> {
         leaf_point_start: u32s(payloads[9]),
         point_ids: u32s(payloads[10]),
         storage,
+        group_centres: Vec::new(),
     })
 }

@@ -113,7 +113,7 @@ pub fn check_matrix<T: Coordinate>(data: &[T], dims: usize, what: &str) -> Resul
         "{what} are empty: at least one point is needed"
     );
     ensure!(
-        data.len() % dims == 0,
+        data.len().is_multiple_of(dims),
         InvalidArgument,
         "{what} hold {} coordinates, not a whole number of {dims}-dimensional points",
         data.len()
@@ -125,7 +125,7 @@ pub fn check_matrix<T: Coordinate>(data: &[T], dims: usize, what: &str) -> Resul
         data.len() / dims,
         u32::MAX - 1
     );
-    if let Some(at) = data.iter().position(|x| !(x.to_f64().abs() <= COORDINATE_MAX)) {
+    if let Some(at) = data.iter().position(|x| !acceptable(x.to_f64())) {
         let value = data[at].to_f64();
         let problem = if value.is_nan() {
             "is NaN".to_string()
@@ -137,4 +137,9 @@ pub fn check_matrix<T: Coordinate>(data: &[T], dims: usize, what: &str) -> Resul
         spillway_core::bail!(InvalidArgument, "{what}[{}, {}] {problem}", at / dims, at % dims);
     }
     Ok(())
+}
+
+/// A finite coordinate within [`COORDINATE_MAX`].
+fn acceptable(x: f64) -> bool {
+    x.is_finite() && x.abs() <= COORDINATE_MAX
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use spillway_core::{ensure, worker_threads, Interrupt, Result};
 
-use crate::distance::{d2, d2_within, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
+use crate::distance::{d2, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
 use crate::knn_set::KnnSet;
 use crate::options::{Method, QueryOptions};
 use crate::parallel;
@@ -22,7 +22,9 @@ const QUERY_CHUNK: usize = 16;
 /// every point costs less than any descent.
 const AUTO_BRUTE_POINTS: usize = 4096;
 
-/// Queries `auto` answers by PSB before it decides: if they computed more
+/// Queries `auto` answers by branch-and-bound (on a CPU the faster tree
+/// search: it visits fewer nodes than PSB, whose stackless order pays off
+/// on a GPU's warps) before it decides: if they computed more
 /// distances than [`AUTO_BRUTE_SHARE`] of the points on average, the tree
 /// prunes too little for these data and queries, and the rest go brute force.
 const AUTO_PROBE_QUERIES: usize = 16;
@@ -68,7 +70,7 @@ pub fn run(
                 tree,
                 &queries[..done * tree.dims],
                 k,
-                Method::Psb,
+                Method::BranchAndBound,
                 1,
                 interrupt,
                 &mut answer,
@@ -77,7 +79,7 @@ pub fn run(
             method = if probe.distances_computed as f64 > AUTO_BRUTE_SHARE * (n * done) as f64 {
                 Method::BruteForce
             } else {
-                Method::Psb
+                Method::BranchAndBound
             };
             answer.stats.add(&probe);
         }
@@ -174,13 +176,14 @@ pub struct Searcher<'t, T> {
     /// A second set, for the initial bound's look at one leaf.
     probe: KnnSet,
     pub counters: QueryStats,
-    /// The children of the node evaluated last: lower and upper bounds.
+    /// The lower bounds of the children of the node evaluated last.
     pub lower: Vec<f64>,
-    pub upper: Vec<f64>,
     /// Branch-and-bound's children in visiting order, one list per level.
     order: Vec<Vec<(f64, u32)>>,
     /// Children by upper bound, for the initial bound.
     by_upper: Vec<(f64, u64)>,
+    /// A leaf's distances.
+    scratch: Vec<f64>,
     /// The bound from the initial descent; the pruning distance is the
     /// smaller of it and the k-th's.
     pub initial: f64,
@@ -195,9 +198,9 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
             probe: KnnSet::new(k),
             counters: QueryStats::default(),
             lower: Vec::with_capacity(tree.degree),
-            upper: Vec::with_capacity(tree.degree),
             order: vec![Vec::with_capacity(tree.degree); tree.levels()],
             by_upper: Vec::with_capacity(tree.degree),
+            scratch: Vec::with_capacity(tree.leaf_size),
             initial: f64::INFINITY,
         }
     }
@@ -230,30 +233,32 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
         self.tree.child_count[node as usize] == 0
     }
 
-    /// Evaluates the bounds of `node`'s children into `lower` and `upper`;
-    /// while fewer than k points are held, tightens the initial bound by
-    /// the smallest upper bound whose children hold k points (the seed's
+    /// Evaluates the lower bounds of `node`'s children into `lower`; while
+    /// fewer than k points are held, also tightens the initial bound by the
+    /// smallest upper bound whose children hold k points (the seed's
     /// MINMAXDIST, generalised from k = 1: the k-th neighbour is no farther).
     pub fn evaluate_children(&mut self, query: &[f64], node: u32) {
         self.counters.nodes_visited += 1;
         let tree = self.tree;
-        let first = tree.child_first[node as usize];
-        self.lower.clear();
-        self.upper.clear();
-        for child in first..first + tree.child_count[node as usize] {
-            let centre_d2 = d2(query, tree.centre(child));
-            let radius = tree.radii[child as usize];
-            self.lower.push(min_distance_lower(centre_d2, radius));
-            self.upper.push(max_distance_upper(centre_d2, radius));
-        }
+        let dims = tree.dims;
+        let first = tree.child_first[node as usize] as usize;
+        let count = tree.child_count[node as usize] as usize;
+        lane_d2(
+            query,
+            &tree.group_centres[first * dims..(first + count) * dims],
+            count,
+            &mut self.lower,
+        );
+        let radii = &tree.radii[first..first + count];
         if !self.set.is_full() {
             self.by_upper.clear();
-            self.by_upper.extend(
-                self.upper
-                    .iter()
-                    .zip(first..)
-                    .map(|(&upper, child)| (upper, tree.point_count[child as usize])),
-            );
+            let counts = &tree.point_count[first..first + count];
+            let upper = self
+                .lower
+                .iter()
+                .zip(radii)
+                .map(|(&centre_d2, &radius)| max_distance_upper(centre_d2, radius));
+            self.by_upper.extend(upper.zip(counts.iter().copied()));
             self.by_upper.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
             let mut held = 0;
             for &(upper, count) in &self.by_upper {
@@ -264,6 +269,9 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
                     break;
                 }
             }
+        }
+        for (bound, &radius) in self.lower.iter_mut().zip(radii) {
+            *bound = min_distance_lower(*bound, radius);
         }
     }
 
@@ -280,15 +288,23 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
         self.scan_points(query, start, end)
     }
 
-    /// Scans the stored points `start..end` into the answer.
+    /// Scans the stored points of one leaf block (`start..end`) into the
+    /// answer: every point's canonical distance at once, lane by lane,
+    /// then the few that can enter offered to the set.
     fn scan_points(&mut self, query: &[f64], start: usize, end: usize) -> bool {
         let dims = self.tree.dims;
-        self.counters.distances_computed += (end - start) as u64;
+        let count = end - start;
+        self.counters.distances_computed += count as u64;
+        lane_d2(
+            query,
+            &self.points[start * dims..end * dims],
+            count,
+            &mut self.scratch,
+        );
         let mut changed = false;
-        for p in start..end {
-            let point = &self.points[p * dims..][..dims];
-            if let Some(distance) = d2_within(query, point, self.set.kth()) {
-                changed |= self.set.insert(distance, self.tree.point_ids[p]);
+        for (i, &distance) in self.scratch.iter().enumerate() {
+            if distance <= self.set.kth() {
+                changed |= self.set.insert(distance, self.tree.point_ids[start + i]);
             }
         }
         changed
@@ -356,8 +372,27 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
         self.order[depth] = order;
     }
 
-    /// Every point, in storage order.
+    /// Every point, leaf block by leaf block.
     fn brute_force(&mut self, query: &[f64]) {
-        self.scan_points(query, 0, self.tree.len());
+        for leaf in 0..self.tree.leaves() as u32 {
+            let (start, end) = self.leaf_range(leaf);
+            self.scan_points(query, start, end);
+        }
+    }
+}
+
+/// The canonical squared distance from `query` to each of the `count`
+/// points of a dimension-major block, into `out`: lanes across points, the
+/// sum over dimensions in order, so that each lane computes exactly
+/// [`d2`](crate::distance::d2).
+#[inline]
+fn lane_d2<T: Coordinate>(query: &[f64], block: &[T], count: usize, out: &mut Vec<f64>) {
+    out.clear();
+    out.resize(count, 0.0);
+    for (&q, column) in query.iter().zip(block.chunks_exact(count)) {
+        for (acc, x) in out.iter_mut().zip(column) {
+            let t = q - x.to_f64();
+            *acc += t * t;
+        }
     }
 }

@@ -17,7 +17,10 @@ use crate::points::Points;
 use crate::query::Neighbours;
 use crate::stats::TreeStats;
 
-/// Points in leaf order, in their own type.
+/// Points in leaf order, in their own type: each leaf's block
+/// dimension-major (coordinate `j` of the leaf's point `i` at
+/// `start * dims + j * count + i`), so that a leaf is scanned in one pass
+/// over lanes per dimension.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Storage {
     F32(Vec<f32>),
@@ -63,6 +66,9 @@ pub struct SsTree {
     pub(crate) point_count: Vec<u64>,
     /// Per node: the sphere's centre (`dims` f64, row-major) and radius.
     pub(crate) centres: Vec<f64>,
+    /// The same centres by sibling group, dimension-major (see
+    /// `build::group_centres`); derived, not saved.
+    pub(crate) group_centres: Vec<f64>,
     pub(crate) radii: Vec<f64>,
     /// Per leaf: where its points start in `storage` (in points), and the
     /// point count last (`leaves + 1`).
@@ -145,7 +151,7 @@ impl SsTree {
     pub fn stats(&self) -> TreeStats {
         let arrays = self.level_start.len() * 4
             + self.nodes() * (4 * 5 + 8 + 8)
-            + self.centres.len() * 8
+            + self.centres.len() * 16
             + self.leaf_point_start.len() * 4
             + self.point_ids.len() * 4;
         TreeStats {
