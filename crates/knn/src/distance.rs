@@ -33,6 +33,46 @@ pub fn d2<A: Coordinate, B: Coordinate>(a: &[A], b: &[B]) -> f64 {
     acc
 }
 
+/// The canonical squared distance from `query` to each of the `count`
+/// points of a dimension-major block (coordinate `j` of point `i` at
+/// `j * count + i`), into `out`: lanes across points, the sum over
+/// dimensions in order, so that each lane computes exactly [`d2`]. Runs
+/// with AVX2 where the CPU has it (the same operations on wider registers,
+/// without fused multiply-adds, so the same results).
+#[inline]
+pub fn lane_d2<T: Coordinate>(query: &[f64], block: &[T], count: usize, out: &mut Vec<f64>) {
+    out.clear();
+    out.resize(count, 0.0);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above.
+        #[allow(unsafe_code)]
+        unsafe {
+            lane_d2_avx2(query, block, out)
+        };
+        return;
+    }
+    lane_d2_portable(query, block, out);
+}
+
+#[inline(always)]
+fn lane_d2_portable<T: Coordinate>(query: &[f64], block: &[T], out: &mut [f64]) {
+    for (&q, column) in query.iter().zip(block.chunks_exact(out.len())) {
+        for (acc, x) in out.iter_mut().zip(column) {
+            let t = q - x.to_f64();
+            *acc += t * t;
+        }
+    }
+}
+
+/// [`lane_d2_portable`] compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unsafe_code)]
+unsafe fn lane_d2_avx2<T: Coordinate>(query: &[f64], block: &[T], out: &mut [f64]) {
+    lane_d2_portable(query, block, out);
+}
+
 /// A lower bound on the exact distance from a query to any point inside a
 /// sphere of radius `radius` whose centre is at canonical squared distance
 /// `centre_d2`.
@@ -80,6 +120,24 @@ mod tests {
         // ((1e32 + 1) + 1e32) in order: the 1 is lost at once.
         assert_eq!(d2(&a, &b), 2e32);
         assert_eq!(d2(&[3.0f32, 4.0], &[0.0f64, 0.0]), 25.0);
+    }
+
+    #[test]
+    fn lanes_compute_the_canonical_distance_on_every_path() {
+        let (dims, count) = (7, 13);
+        let block: Vec<f32> = (0..dims * count)
+            .map(|i| ((i * 7919) % 1013) as f32 * 0.37 - 50.0)
+            .collect();
+        let query: Vec<f64> = (0..dims).map(|j| j as f64 * 1.1 + 0.3).collect();
+        let mut fast = Vec::new();
+        lane_d2(&query, &block, count, &mut fast);
+        let mut portable = vec![0.0; count];
+        lane_d2_portable(&query, &block, &mut portable);
+        for i in 0..count {
+            let point: Vec<f32> = (0..dims).map(|j| block[j * count + i]).collect();
+            assert_eq!(fast[i], d2(&query, &point));
+            assert_eq!(portable[i], fast[i]);
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use spillway_core::{ensure, worker_threads, Interrupt, Result};
 
-use crate::distance::{d2, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
+use crate::distance::{d2, lane_d2, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
+use crate::hilbert;
 use crate::knn_set::KnnSet;
 use crate::options::{Method, QueryOptions};
 use crate::parallel;
@@ -139,6 +140,35 @@ fn batch_typed<T: Coordinate>(
     let rows = queries.len() / dims;
     let distances = &mut answer.distances[first_row * k..(first_row + rows) * k];
     let indices = &mut answer.indices[first_row * k..(first_row + rows) * k];
+    // Tree searches take the queries along the Hilbert curve, so that
+    // consecutive queries walk the same nodes and leaves (in cache); the
+    // answers go back to the callers' rows afterwards.
+    let order = if method == Method::BruteForce || rows < 2 * QUERY_CHUNK {
+        None
+    } else {
+        Some(hilbert::order(&hilbert::keys(rows, dims, |i, j| {
+            queries[i * dims + j]
+        })))
+    };
+    let sorted_queries: Vec<f64>;
+    let (mut sorted_distances, mut sorted_indices) = (Vec::new(), Vec::new());
+    let (queries, distances, indices) = match &order {
+        None => (queries, distances, indices),
+        Some(order) => {
+            sorted_queries = order
+                .iter()
+                .flat_map(|&row| &queries[row as usize * dims..][..dims])
+                .copied()
+                .collect();
+            sorted_distances.resize(rows * k, 0.0);
+            sorted_indices.resize(rows * k, 0);
+            (
+                &sorted_queries[..],
+                &mut sorted_distances[..],
+                &mut sorted_indices[..],
+            )
+        }
+    };
     let chunks = queries
         .chunks(QUERY_CHUNK * dims)
         .zip(distances.chunks_mut(QUERY_CHUNK * k))
@@ -161,6 +191,15 @@ fn batch_typed<T: Coordinate>(
             Ok(())
         },
     )?;
+    if let Some(order) = &order {
+        let distances = &mut answer.distances[first_row * k..(first_row + rows) * k];
+        let indices = &mut answer.indices[first_row * k..(first_row + rows) * k];
+        for (at, &row) in order.iter().enumerate() {
+            let (from, to) = (at * k, row as usize * k);
+            distances[to..to + k].copy_from_slice(&sorted_distances[from..from + k]);
+            indices[to..to + k].copy_from_slice(&sorted_indices[from..from + k]);
+        }
+    }
     let mut stats = QueryStats::default();
     for searcher in &searchers {
         stats.add(&searcher.counters);
@@ -211,7 +250,9 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
         match method {
             Method::Psb => self.psb(query),
             Method::BranchAndBound => {
-                self.initial_bound(query);
+                // Its best-first order finds near leaves first: the
+                // k-coverage bound of the nodes it evaluates suffices.
+                self.initial = f64::INFINITY;
                 self.branch_and_bound(query, 0, 0);
             }
             Method::BruteForce | Method::Auto => self.brute_force(query),
@@ -302,9 +343,11 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
             &mut self.scratch,
         );
         let mut changed = false;
+        let mut kth = self.set.kth();
         for (i, &distance) in self.scratch.iter().enumerate() {
-            if distance <= self.set.kth() {
+            if distance <= kth {
                 changed |= self.set.insert(distance, self.tree.point_ids[start + i]);
+                kth = self.set.kth();
             }
         }
         changed
@@ -356,10 +399,13 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
         let first = self.tree.child_first[node as usize];
         let mut order = std::mem::take(&mut self.order[depth]);
         order.clear();
+        // Only children within reach now are sorted: most are not.
+        let tau = self.pruning();
         order.extend(
             self.lower
                 .iter()
                 .zip(first..)
+                .filter(|(&lower, _)| lower <= tau)
                 .map(|(&lower, child)| (lower, child)),
         );
         order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -377,22 +423,6 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
         for leaf in 0..self.tree.leaves() as u32 {
             let (start, end) = self.leaf_range(leaf);
             self.scan_points(query, start, end);
-        }
-    }
-}
-
-/// The canonical squared distance from `query` to each of the `count`
-/// points of a dimension-major block, into `out`: lanes across points, the
-/// sum over dimensions in order, so that each lane computes exactly
-/// [`d2`](crate::distance::d2).
-#[inline]
-fn lane_d2<T: Coordinate>(query: &[f64], block: &[T], count: usize, out: &mut Vec<f64>) {
-    out.clear();
-    out.resize(count, 0.0);
-    for (&q, column) in query.iter().zip(block.chunks_exact(count)) {
-        for (acc, x) in out.iter_mut().zip(column) {
-            let t = q - x.to_f64();
-            *acc += t * t;
         }
     }
 }
