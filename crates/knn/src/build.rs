@@ -78,6 +78,7 @@ fn build_typed<T: Coordinate>(
     tree.build = options.build;
     compute_spheres(&mut tree, data, threads, interrupt)?;
     tree.group_centres = group_centres(&tree);
+    tree.max_magnitude = tree.storage.max_magnitude();
     debug_assert_eq!(check(&tree), Ok(()));
     Ok(tree)
 }
@@ -200,6 +201,7 @@ fn lay_out<T: Coordinate>(
         point_count,
         centres: vec![0.0; nodes * dims],
         group_centres: Vec::new(),
+        max_magnitude: 0.0,
         radii: vec![0.0; nodes],
         leaf_point_start,
         point_ids,

@@ -164,6 +164,7 @@ pub fn load(fs: &dyn Fs, path: &Path) -> Result<SsTree> {
     crate::build::check(&tree)
         .map_err(|what| Error::corruption(path, 0, format!("SS-tree invariant broken: {what}")))?;
     tree.group_centres = crate::build::group_centres(&tree);
+    tree.max_magnitude = tree.storage.max_magnitude();
     Ok(tree)
 }
 
@@ -364,5 +365,6 @@ fn decode(image: &[u8], path: &Path) -> Result<SsTree> {
         point_ids: u32s(payloads[10]),
         storage,
         group_centres: Vec::new(),
+        max_magnitude: 0.0,
     })
 }

@@ -40,6 +40,7 @@
 //! The layout, the exactness argument, the file format and the fixes to the
 //! seed's listings are in the crate's [DESIGN.md](../DESIGN.md).
 
+mod brute_force;
 mod build;
 pub mod distance;
 mod file;

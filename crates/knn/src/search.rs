@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use spillway_core::{ensure, worker_threads, Interrupt, Result};
 
+use crate::brute_force::BruteForce;
 use crate::distance::{d2, lane_d2, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
 use crate::hilbert;
 use crate::knn_set::KnnSet;
@@ -125,7 +126,7 @@ fn batch(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn batch_typed<T: Coordinate>(
+fn batch_typed<T: BruteForce>(
     tree: &SsTree,
     points: &[T],
     queries: &[f64],
@@ -180,6 +181,10 @@ fn batch_typed<T: Coordinate>(
         interrupt,
         || Searcher::new(tree, points, k),
         |searcher, ((queries, distances), indices)| {
+            if method == Method::BruteForce {
+                T::brute_force_chunk(searcher, queries, distances, indices);
+                return Ok(());
+            }
             for ((query, distances), indices) in queries
                 .chunks_exact(dims)
                 .zip(distances.chunks_exact_mut(k))
@@ -419,7 +424,7 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
     }
 
     /// Every point, leaf block by leaf block.
-    fn brute_force(&mut self, query: &[f64]) {
+    pub fn brute_force(&mut self, query: &[f64]) {
         for leaf in 0..self.tree.leaves() as u32 {
             let (start, end) = self.leaf_range(leaf);
             self.scan_points(query, start, end);

@@ -28,6 +28,14 @@ pub(crate) enum Storage {
 }
 
 impl Storage {
+    /// The largest coordinate magnitude.
+    pub(crate) fn max_magnitude(&self) -> f64 {
+        match self {
+            Storage::F32(v) => v.iter().fold(0.0, |m, x| m.max(f64::from(x.abs()))),
+            Storage::F64(v) => v.iter().fold(0.0, |m, x| m.max(x.abs())),
+        }
+    }
+
     pub(crate) fn dtype(&self) -> &'static str {
         match self {
             Storage::F32(_) => "f32",
@@ -69,6 +77,9 @@ pub struct SsTree {
     /// The same centres by sibling group, dimension-major (see
     /// `build::group_centres`); derived, not saved.
     pub(crate) group_centres: Vec<f64>,
+    /// The largest coordinate magnitude of any point (derived, not saved):
+    /// whether the f32 filter of brute force may run.
+    pub(crate) max_magnitude: f64,
     pub(crate) radii: Vec<f64>,
     /// Per leaf: where its points start in `storage` (in points), and the
     /// point count last (`leaves + 1`).

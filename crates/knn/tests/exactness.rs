@@ -125,3 +125,70 @@ fn queries_at_the_points_themselves_find_them_first() {
     assert!(found.distances.iter().all(|&d| d == 0.0));
     assert!(found.stats.nodes_visited > 0 && found.stats.leaves_scanned >= 100);
 }
+
+#[test]
+fn brute_force_filter_keeps_near_ties_that_f32_arithmetic_misorders() {
+    // f32 points a few ulps apart, queries between them at finer than f32
+    // resolution: in f32 the candidates tie or swap, in f64 they do not.
+    let ulp = (-14.0f64).exp2();
+    let mut data: Vec<f32> = Vec::new();
+    for i in 0..3000 {
+        let base = 1000.0 + (i % 40) as f64 * ulp;
+        data.extend_from_slice(&[base as f32, (500.0 + (i / 40) as f64 * 3.0 * ulp) as f32, 7.0]);
+    }
+    let queries: Vec<f64> = (0..64)
+        .flat_map(|i| {
+            [
+                1000.0 + (i as f64 * 0.37 % 40.0) * ulp,
+                500.0 + (i as f64 * 1.3 % 75.0) * 3.0 * ulp,
+                7.0 + ulp / 3.0,
+            ]
+        })
+        .collect();
+    let points = Points::f32(&data, 3).unwrap();
+    let tree = SsTree::build(points, &BuildOptions::default(), &Interrupt::new()).unwrap();
+    for k in [1, 3, 40] {
+        let expected = reference::knn(points, &queries, k).unwrap();
+        let found = tree
+            .query(
+                &queries,
+                k,
+                &QueryOptions {
+                    method: Method::BruteForce,
+                    threads: 2,
+                },
+                &Interrupt::new(),
+            )
+            .unwrap();
+        assert_eq!(found.indices, expected.indices, "k = {k}");
+        assert_eq!(found.distances, expected.distances, "k = {k}");
+    }
+}
+
+#[test]
+fn brute_force_filter_spares_most_canonical_distances() {
+    let data: Vec<f32> = coordinates(0, 20_000, 32, 3).iter().map(|&x| x as f32).collect();
+    let queries = coordinates(0, 50, 32, 4);
+    let points = Points::f32(&data, 32).unwrap();
+    let tree = SsTree::build(points, &BuildOptions::default(), &Interrupt::new()).unwrap();
+    let found = tree
+        .query(
+            &queries,
+            10,
+            &QueryOptions {
+                method: Method::BruteForce,
+                threads: 1,
+            },
+            &Interrupt::new(),
+        )
+        .unwrap();
+    assert_eq!(
+        found.indices,
+        reference::knn(points, &queries, 10).unwrap().indices
+    );
+    assert!(
+        found.stats.distances_computed < 50 * 20_000 / 10,
+        "{:?}",
+        found.stats
+    );
+}
