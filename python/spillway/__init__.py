@@ -14,7 +14,7 @@ from .errors import (
     SpillwayError,
     SpillwayIOError,
 )
-from . import mapreduce, workload
+from . import knn, mapreduce, workload
 from .agg import Aggregator
 from .kv import KV
 from .sortbench import GensortReport, SortReport, ValsortReport, gensort, sort, valsort
@@ -24,6 +24,7 @@ __all__ = [
     "__version__",
     "Aggregator",
     "KV",
+    "knn",
     "mapreduce",
     "StreamIndex",
     "stream_key",

@@ -10,6 +10,7 @@ use spillway_core::interrupt;
 
 mod agg;
 mod gensort;
+mod knn;
 mod kv;
 mod mr;
 mod progress;
@@ -43,6 +44,8 @@ enum Command {
     Stream(stream::Args),
     /// A WB Tree key-value store: load, get, scan, stats, verify, dump.
     Kv(kv::Args),
+    /// An exact kNN index (SS-tree) over .npy points: build, query, verify, stats.
+    Knn(knn::Args),
     /// Run a MapReduce job (word count, n-grams, inverted index, PageRank, ...).
     Mr(mr::Args),
 }
@@ -72,6 +75,7 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Agg(args) => agg::run(args),
         Command::Stream(args) => stream::run(args),
         Command::Kv(args) => kv::run(args),
+        Command::Knn(args) => knn::run(args),
         Command::Mr(args) => mr::run(args),
     };
     match outcome {

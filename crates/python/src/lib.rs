@@ -11,6 +11,7 @@ mod agg;
 mod errors;
 mod interrupt;
 mod json;
+mod knn;
 mod kv;
 mod mapreduce;
 mod sort;
@@ -41,6 +42,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(workload::workload_rmat, module)?)?;
     module.add_function(wrap_pyfunction!(workload::workload_clicks, module)?)?;
     module.add_class::<stream::PyStreamIndex>()?;
+    module.add_class::<knn::PySsTree>()?;
     module.add_class::<kv::PyKv>()?;
     module.add_class::<kv::PyKvScan>()?;
     module.add_function(wrap_pyfunction!(mapreduce::mapreduce_run, module)?)?;

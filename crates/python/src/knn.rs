@@ -1,0 +1,178 @@
+//! The kNN index for Python: `spillway._native.SSTree`, wrapped by
+//! `spillway.knn.SSTree` (python/spillway/knn.py), which turns NumPy
+//! arrays (or anything `numpy.asarray` takes) into flat little-endian
+//! buffers and the results back into arrays. Points and queries cross the
+//! boundary in one piece, never as a Python object per coordinate. The
+//! build and the queries run through `interruptible`, so Ctrl-C stops them.
+//!
+//! Nothing is checked here that the engine checks (shapes of whole rows,
+//! finite coordinates, `k`, option ranges, names): only that a buffer is a
+//! whole number of the floats it is said to hold.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyByteArray;
+use spillway_core::{Error, RealFs, Result};
+use spillway_knn::{Build, BuildOptions, Method, Points, QueryOptions, SsTree};
+
+use crate::errors::to_py_err;
+use crate::interrupt::interruptible;
+use crate::json::to_json;
+
+/// An SS-tree over a set of points; immutable once built, so calls from
+/// several Python threads share it without a lock.
+#[pyclass(frozen, module = "spillway._native", name = "SSTree")]
+#[derive(Debug)]
+pub struct PySsTree {
+    tree: Arc<SsTree>,
+}
+
+/// `bytes` as little-endian values of `N` bytes each (named `what` in the
+/// error when they are not a whole number of them).
+fn decode<T, const N: usize>(bytes: &[u8], what: &str, from_le: fn([u8; N]) -> T) -> Result<Vec<T>> {
+    if !bytes.len().is_multiple_of(N) {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: {} bytes are not a whole number of {N}-byte floats",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(N)
+        .map(|chunk| from_le(chunk.try_into().expect("chunks_exact gives N bytes")))
+        .collect())
+}
+
+/// `values` into a new bytearray, each as its little-endian bytes.
+fn to_bytearray<'py, T: Copy, const N: usize>(
+    py: Python<'py>,
+    values: &[T],
+    to_le: fn(T) -> [u8; N],
+) -> PyResult<Bound<'py, PyByteArray>> {
+    PyByteArray::new_with(py, values.len() * N, |buffer| {
+        for (out, value) in buffer.chunks_exact_mut(N).zip(values) {
+            out.copy_from_slice(&to_le(*value));
+        }
+        Ok(())
+    })
+}
+
+#[pymethods]
+impl PySsTree {
+    /// Builds the tree over `points`, `dims` little-endian floats per point
+    /// (`dtype` "f4" or "f8"), row by row.
+    #[new]
+    #[pyo3(signature = (points, dims, dtype, leaf_size, degree, build, seed, threads))]
+    #[allow(clippy::too_many_arguments)] // one per build option
+    fn new(
+        py: Python<'_>,
+        points: &[u8],
+        dims: usize,
+        dtype: &str,
+        leaf_size: usize,
+        degree: usize,
+        build: &str,
+        seed: u64,
+        threads: usize,
+    ) -> PyResult<Self> {
+        let options = build
+            .parse::<Build>()
+            .map(|build| BuildOptions {
+                leaf_size,
+                degree,
+                build,
+                seed,
+                threads,
+                ..BuildOptions::default()
+            })
+            .map_err(to_py_err)?;
+        let tree = interruptible(py, |interrupt| match dtype {
+            "f4" => {
+                let data = decode(points, "points", f32::from_le_bytes)?;
+                SsTree::build(Points::f32(&data, dims)?, &options, interrupt)
+            }
+            "f8" => {
+                let data = decode(points, "points", f64::from_le_bytes)?;
+                SsTree::build(Points::f64(&data, dims)?, &options, interrupt)
+            }
+            other => Err(Error::InvalidArgument(format!(
+                "dtype must be \"f4\" or \"f8\", not {other:?}"
+            ))),
+        })?
+        .map_err(to_py_err)?;
+        Ok(PySsTree { tree: Arc::new(tree) })
+    }
+
+    /// The `k` nearest points to each query (`queries`: little-endian f8,
+    /// `dims` per query, row by row): distances (f8) and indices (i8) as
+    /// bytearrays, `k` per query, and what the batch did as JSON text.
+    #[pyo3(signature = (queries, k, method, threads))]
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        queries: &[u8],
+        k: usize,
+        method: &str,
+        threads: usize,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>, String)> {
+        let options = method
+            .parse::<Method>()
+            .map(|method| QueryOptions { method, threads })
+            .map_err(to_py_err)?;
+        let tree = Arc::clone(&self.tree);
+        let found = interruptible(py, |interrupt| {
+            let queries = decode(queries, "queries", f64::from_le_bytes)?;
+            tree.query(&queries, k, &options, interrupt)
+        })?
+        .map_err(to_py_err)?;
+        let stats = to_json(&found.stats).map_err(to_py_err)?;
+        Ok((
+            to_bytearray(py, &found.distances, f64::to_le_bytes)?,
+            to_bytearray(py, &found.indices, i64::to_le_bytes)?,
+            stats,
+        ))
+    }
+
+    /// Writes the tree to `path`, atomically and durably.
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.detach(|| self.tree.save(&RealFs::new(), &path))
+            .map_err(to_py_err)
+    }
+
+    /// Reads a tree `save` wrote, checking every checksum and invariant.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let tree = py
+            .detach(|| SsTree::load(&RealFs::new(), &path))
+            .map_err(to_py_err)?;
+        Ok(PySsTree { tree: Arc::new(tree) })
+    }
+
+    /// The tree's shape and build cost, as JSON text.
+    fn stats(&self) -> PyResult<String> {
+        to_json(&self.tree.stats()).map_err(to_py_err)
+    }
+
+    /// Checks every structural and geometric invariant.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.tree.check_invariants()).map_err(to_py_err)
+    }
+
+    /// Coordinates per point.
+    #[getter]
+    fn dims(&self) -> usize {
+        self.tree.dims()
+    }
+
+    /// "f32" or "f64": how the points are stored.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.tree.dtype()
+    }
+
+    /// Points indexed.
+    fn __len__(&self) -> usize {
+        self.tree.len()
+    }
+}
