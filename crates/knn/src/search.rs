@@ -20,17 +20,16 @@ use crate::tree::{SsTree, Storage};
 /// Queries one thread task answers.
 const QUERY_CHUNK: usize = 16;
 
-/// `auto` searches trees only above this many points: below, one scan of
-/// every point costs less than any descent.
+/// `auto` answers by brute force at or below this many points: one scan
+/// of every point then costs less than any descent.
 const AUTO_BRUTE_POINTS: usize = 4096;
 
-/// Queries `auto` answers by branch-and-bound (on a CPU the faster tree
-/// search: it visits fewer nodes than PSB, whose stackless order pays off
-/// on a GPU's warps) before it decides: if they computed more
-/// distances than [`AUTO_BRUTE_SHARE`] of the points on average, the tree
-/// prunes too little for these data and queries, and the rest go brute force.
+/// Queries `auto` answers each way before it picks: the first by
+/// branch-and-bound (on a CPU the faster tree search: it visits fewer nodes
+/// than PSB, whose stackless order pays off on a GPU's warps), the next by
+/// brute force, each on one thread and timed; the rest of the batch goes
+/// the faster way. Smaller batches use branch-and-bound.
 const AUTO_PROBE_QUERIES: usize = 16;
-const AUTO_BRUTE_SHARE: f64 = 0.25;
 
 pub fn run(
     tree: &SsTree,
@@ -50,8 +49,6 @@ pub fn run(
     spillway_core::check_threads(options.threads, "threads")?;
     if !queries.is_empty() {
         check_matrix(queries, tree.dims, "queries")?;
-    } else {
-        ensure!(tree.dims > 0, Internal, "a tree without dimensions");
     }
     let m = queries.len() / tree.dims;
     let mut answer = Neighbours {
@@ -66,24 +63,27 @@ pub fn run(
     if method == Method::Auto {
         if n <= AUTO_BRUTE_POINTS || k > n / 8 {
             method = Method::BruteForce;
+        } else if m < 4 * AUTO_PROBE_QUERIES {
+            method = Method::BranchAndBound;
         } else {
-            done = m.min(AUTO_PROBE_QUERIES);
-            let probe = batch(
-                tree,
-                &queries[..done * tree.dims],
-                k,
-                Method::BranchAndBound,
-                1,
-                interrupt,
-                &mut answer,
-                0,
-            )?;
-            method = if probe.distances_computed as f64 > AUTO_BRUTE_SHARE * (n * done) as f64 {
-                Method::BruteForce
-            } else {
+            let mut seconds = [0.0; 2];
+            for (probe, candidate) in [Method::BranchAndBound, Method::BruteForce]
+                .into_iter()
+                .enumerate()
+            {
+                let started = Instant::now();
+                let rows = done..done + AUTO_PROBE_QUERIES;
+                let part = &queries[rows.start * tree.dims..rows.end * tree.dims];
+                let stats = batch(tree, part, k, candidate, 1, interrupt, &mut answer, rows.start)?;
+                seconds[probe] = started.elapsed().as_secs_f64();
+                answer.stats.add(&stats);
+                done = rows.end;
+            }
+            method = if seconds[0] <= seconds[1] {
                 Method::BranchAndBound
+            } else {
+                Method::BruteForce
             };
-            answer.stats.add(&probe);
         }
     }
     let rest = batch(

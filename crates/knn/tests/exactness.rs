@@ -93,7 +93,7 @@ proptest! {
 fn larger_trees_in_more_dimensions_with_default_fan_out() {
     for (dims, shape, k) in [(2, 2, 10), (16, 0, 1), (64, 2, 100), (128, 0, 7)] {
         let data = coordinates(shape, 6000, dims, dims as u64);
-        let queries = coordinates(0, 40, dims, 99);
+        let queries = coordinates(0, 70, dims, 99);
         for build in [Build::KMeans, Build::Hilbert] {
             let options = BuildOptions {
                 build,
