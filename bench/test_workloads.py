@@ -1,8 +1,8 @@
-"""Self-test of the declared workloads: each is consistent, and kv, stream and agg run end to end on fake drivers.
+"""Self-test of the declared workloads: each is consistent, and kv, stream, agg and knn run end to end on fake drivers.
 
 Run with `python3 -m pytest bench/test_workloads.py`. The fake drivers print what
-the real ones print (bench/kv-driver, bench/stream-driver, bench/agg-driver and
-the peers' drivers), with made-up figures, so that every metric, table, target,
+the real ones print (bench/kv-driver, bench/stream-driver, bench/agg-driver,
+bench/knn-driver and the peers' drivers), with made-up figures, so that every metric, table, target,
 agreement and probe the workloads declare is exercised in seconds, without a
 build and without a timing that means anything.
 """
@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run
-from declarations import CargoBuild, CxxBuild, ProbeCommand, Step, Workload, check_workload
+from declarations import CargoBuild, CxxBuild, Probe, ProbeCommand, Step, Workload, check_workload
 from measure import BenchmarkFailure
 from workloads import WORKLOADS
 
@@ -92,6 +92,45 @@ elif program == "stream_driver":
                 for i, s in enumerate([0.0001, 0.001, 0.01, 0.1])
             ]
         say(result)
+elif program == "knn_peers" and command in ("generate", "truth", "check", "agreement"):
+    directory = arguments[1]
+    if command == "generate":
+        json.dump({"dims": int(options["dims"]), "points": int(options["points"])},
+                  open(os.path.join(directory, "meta.json"), "w"))
+    elif command == "truth":
+        say({"truth": {"queries": 1000, "k": int(options["k"]), "fallbacks": 0, "seconds": 1.5}})
+    elif command == "check":
+        if disagree and "exact" in options and arguments[2] == "spillway-bnb-kmeans":
+            print("CHECK FAILED: spillway-bnb-kmeans: NOT EXACT: 3 of 10000 entries differ", file=sys.stderr)
+            sys.exit(1)
+        say({"check": arguments[2], "ok": True})
+    else:
+        for entry in sorted(os.listdir(directory)):
+            if entry.endswith((".npz", ".indices.npy")):
+                name = entry.split(".")[0]
+                exact = 100.0 if name.startswith("spillway") else 0.0
+                say({"contender": name, "role": "spillway" if exact else "peer", "queries": 1000,
+                     "same_points_percent": 100.0 if exact else 99.5, "exact_percent": exact,
+                     "exact_queries_percent": exact, "worst_relative_gap": 0.0 if exact else 1e-5,
+                     "accepted": "bit for bit" if exact else "within 0.0001"})
+elif program in ("knn_peers", "knn_driver"):  # a kNN contender: it saves its answer and prints its figures
+    name = options.get("name", "kiddo")
+    if os.environ.get("FAKE_TIMEOUT") == name:
+        print(f"{name}: did not finish within the time limit of {options['time-limit']} s", file=sys.stderr)
+        sys.exit(124)
+    if program == "knn_driver":
+        open(options["out"] + ".indices.npy", "wb").write(b"NPY")
+    else:
+        open(os.path.join(arguments[1], name + ".npz"), "wb").write(b"PK")
+    speeds = {"spillway-psb-kmeans": 0.02, "spillway-psb-hilbert": 0.04, "spillway-bnb-kmeans": 0.015,
+              "spillway-brute": 0.5, "spillway-auto": 0.01, "sklearn-kdtree": 0.03, "sklearn-balltree": 0.04,
+              "faiss-flat": 0.1, "pykdtree": 0.02, "kiddo": 0.005}
+    result = {"engine": name, "points": 1000, "dims": int(options.get("dims", 16)), "queries": 1000,
+              "k": int(options["k"]), "threads": 2, "build_s": 0.5, "query_s": speeds[name]}
+    if command == "spillway":
+        result.update(nodes_visited=20000 if options["build"] == "hilbert" else 10000, leaves_scanned=5000,
+                      distances_computed=300000, tree={"bytes": 2**20, "levels": 3, "leaf_fill": 0.7})
+    say(result)
 elif program == "agg_driver" and command == "generate":
     directory = arguments[-1]
     json.dump({"records": int(options["records"]), "key_bytes": 10 * int(options["records"])},
@@ -122,22 +161,32 @@ def faked(workload: Workload, directory: Path, variant: str) -> Workload:
         return "{" + name + "}"
 
     def rewrite(command: list[str]) -> list[str]:
-        if command[:1] == ["{python}"] and command[1].endswith("_peers.py"):
+        # A peers script run by the harness's interpreter, or by the one with Spillway's package.
+        python = command[:1] == ["{python}"] or command[:1] and command[0].endswith("/python")
+        if python and len(command) > 1 and command[1].endswith("_peers.py"):
             return [program(Path(command[1]).stem), *command[2:]]
         return command
+
+    def steps(found: list) -> list:
+        return [dataclasses.replace(step, command=rewrite(step.command)) if isinstance(step, Step) else rewrite(step)
+                for step in found]
+
+    def probes(found: list[Probe]) -> list[Probe]:
+        return [dataclasses.replace(probe, commands=[dataclasses.replace(c, command=rewrite(c.command))
+                                                     for c in probe.commands]) for probe in found]
 
     for build in workload.builds:
         assert isinstance(build, (CargoBuild, CxxBuild))
         program(build.name)
-    contenders = [dataclasses.replace(c, command=rewrite(c.command), requires=[]) for c in workload.contenders]
-    (chosen,) = [v for v in workload.variants if v.name == variant]
-    setup = [
-        dataclasses.replace(step, command=rewrite(step.command)) if isinstance(step, Step) else rewrite(step)
-        for step in chosen.setup
+    contenders = [
+        dataclasses.replace(c, command=rewrite(c.command), prepare=steps(c.prepare), validate=steps(c.validate),
+                            requires=[])
+        for c in workload.contenders
     ]
+    (chosen,) = [v for v in workload.variants if v.name == variant]
     return dataclasses.replace(
-        workload, builds=[], params=params, contenders=contenders,
-        variants=[dataclasses.replace(chosen, setup=setup)],
+        workload, builds=[], params=params, contenders=contenders, probes=probes(workload.probes),
+        variants=[dataclasses.replace(chosen, setup=steps(chosen.setup), probes=probes(chosen.probes))],
     )
 
 
@@ -242,6 +291,47 @@ def test_agg_contenders_that_disagree_stop_the_benchmark(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_DISAGREE", "agg_sparsehash")
     with pytest.raises(BenchmarkFailure, match="RESULTS DISAGREE on uniform:1M"):
         invoke(faked(WORKLOADS["agg"], tmp_path, "uniform:1M"), tmp_path, 100, runs=1)
+
+
+def test_knn_end_to_end_on_fake_drivers(tmp_path):
+    report = invoke(faked(WORKLOADS["knn"], tmp_path, "clustered40:d16:k10"), tmp_path, 1000, runs=1)
+    (part,) = report["parts"]
+    assert part["captured"] == {"truth_s": "1.5", "truth_fallbacks": "0"}
+    assert len(part["contenders"]) == 10 and not part["failed"]
+    found = {(c["label"], c["peer"]): c for c in part["comparisons"]}
+    faiss = found[("d = 16, clustered: vs faiss flat", "faiss-flat")]
+    assert faiss["ratio"] == pytest.approx(10.0) and faiss["target"] == 5.0 and faiss["verdict"] == "met"
+    nodes = found[("nodes visited per query: k-means over Hilbert construction (PSB)", "spillway-psb-hilbert")]
+    assert nodes["metric"] == "nodes_per_query" and nodes["ratio"] == pytest.approx(0.5) and nodes["verdict"] == "met"
+    # kiddo answers twice as fast as spillway-auto here: a loss, listed.
+    assert found[("queries/s", "kiddo")]["loss"]
+    # Exactness: one target per Spillway contender, from the agreement probe's rows.
+    exact = [t for t in part["targets"] if t["label"].startswith("exact answers")]
+    assert len(exact) == 5 and all(t["verdict"] == "met" and t["median"] == 100.0 for t in exact)
+    assert {row["contender"] for row in part["probes"]["agreement"]} == {c["name"] for c in part["contenders"]}
+    auto = next(c for c in part["contenders"] if c["name"] == "spillway-auto")
+    assert auto["summary"]["queries_per_s"]["median"] == pytest.approx(1e5)
+    assert auto["summary"]["nodes_per_query"]["median"] == 10.0
+    assert "nodes_per_query" not in next(c for c in part["contenders"] if c["name"] == "faiss-flat")["summary"]
+    text = (tmp_path / "out" / "knn.md").read_text()
+    for heading in ("## Targets", "### k nearest neighbours, 2 threads", "### Spillway's searches: work per query",
+                    "## Answers against the exact one", "**Scale.**"):
+        assert heading in text
+
+
+def test_knn_inexact_spillway_stops_the_benchmark_and_a_slow_peer_fails_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_TIMEOUT", "sklearn-balltree")
+    report = invoke(faked(WORKLOADS["knn"], tmp_path, "uniform:d64:k100"), tmp_path, 1000, runs=1)
+    (part,) = report["parts"]
+    (failed,) = part["failed"]
+    assert failed["name"] == "sklearn-balltree" and "time limit" in failed["reason"]
+    (target,) = [c for c in part["comparisons"] if c["target"] is not None and c["peer"] == "faiss-flat"]
+    assert target["label"] == "d >= 64, uniform: within 1.5x of faiss flat" and target["verdict"] == "met"
+    monkeypatch.setenv("FAKE_DISAGREE", "knn_peers")
+    again = tmp_path / "again"
+    again.mkdir()
+    with pytest.raises(BenchmarkFailure, match="OUTPUT DID NOT VALIDATE"):
+        invoke(faked(WORKLOADS["knn"], again, "uniform:d8:k1"), again, 1000, runs=1)
 
 
 def test_probe_commands_keep_only_the_rows_they_ask_for():

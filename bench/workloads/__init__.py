@@ -9,6 +9,7 @@ from declarations import Workload
 from workloads.agg import AGG
 from workloads.cluster import CLUSTER_INDEX, CLUSTER_SORT, CLUSTER_WORDCOUNT
 from workloads.gensort import GENSORT
+from workloads.knn import KNN
 from workloads.kv import KV
 from workloads.mr import MR_INDEX, MR_NGRAM, MR_PAGERANK, MR_SESSIONS, MR_WORDCOUNT
 from workloads.sort import SORT
@@ -17,7 +18,7 @@ from workloads.stream import STREAM
 WORKLOADS: dict[str, Workload] = {
     workload.name: workload
     for workload in [
-        GENSORT, SORT, MR_WORDCOUNT, MR_NGRAM, MR_INDEX, MR_SESSIONS, MR_PAGERANK, AGG, KV, STREAM,
+        GENSORT, SORT, MR_WORDCOUNT, MR_NGRAM, MR_INDEX, MR_SESSIONS, MR_PAGERANK, AGG, KV, STREAM, KNN,
         CLUSTER_WORDCOUNT, CLUSTER_INDEX, CLUSTER_SORT,
     ]
 }
