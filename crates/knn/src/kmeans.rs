@@ -13,7 +13,7 @@
 
 use spillway_core::{Interrupt, Result};
 
-use crate::distance::d2;
+use crate::distance::{d2, lane_d2};
 use crate::hilbert;
 use crate::parallel;
 use crate::points::Coordinate;
@@ -111,11 +111,13 @@ impl<T: Coordinate> Grouping<'_, '_, T> {
         };
         let mut centres = self.seed_centres(&sample, k);
         let mut assigned = vec![u32::MAX; sample.len()];
+        let mut scratch = Scratch::default();
         for _ in 0..self.settings.iterations {
             self.settings.interrupt.check()?;
+            let lanes = Lanes::new(&centres, dims);
             let mut changed = 0;
             for (slot, &i) in assigned.iter_mut().zip(&sample) {
-                let nearest = nearest(self.item(i), &centres, dims).0;
+                let nearest = lanes.nearest(self.item(i), &mut scratch);
                 changed += usize::from(*slot != nearest);
                 *slot = nearest;
             }
@@ -220,6 +222,7 @@ impl<T: Coordinate> Grouping<'_, '_, T> {
 
     /// The nearest centre of every member, on the settings' threads.
     fn assign_all(&self, members: &[u32], centres: &[f64]) -> Result<Vec<u32>> {
+        let lanes = Lanes::new(centres, self.dims);
         let mut assignment = vec![0u32; members.len()];
         let chunks = members
             .chunks(ASSIGN_CHUNK)
@@ -229,10 +232,10 @@ impl<T: Coordinate> Grouping<'_, '_, T> {
             chunks,
             threads,
             self.settings.interrupt,
-            || (),
-            |(), (members, out)| {
+            Scratch::default,
+            |scratch, (members, out)| {
                 for (slot, &i) in out.iter_mut().zip(members) {
-                    *slot = nearest(self.item(i), centres, self.dims).0;
+                    *slot = lanes.nearest(self.item(i), scratch);
                 }
                 Ok(())
             },
@@ -258,16 +261,45 @@ impl<T: Coordinate> Grouping<'_, '_, T> {
     }
 }
 
-/// The nearest centre to `item` (lowest index on ties) and its squared distance.
-fn nearest<T: Coordinate>(item: &[T], centres: &[f64], dims: usize) -> (u32, f64) {
-    let mut best = (0, f64::INFINITY);
-    for (c, centre) in centres.chunks_exact(dims).enumerate() {
-        let distance = d2(item, centre);
-        if distance < best.1 {
-            best = (c as u32, distance);
+/// Centres laid out dimension-major, so that one pass of the lane kernel
+/// gives an item's distance to every centre.
+struct Lanes {
+    by_dim: Vec<f64>,
+    count: usize,
+}
+
+/// A thread's buffers for [`Lanes::nearest`].
+#[derive(Default)]
+struct Scratch {
+    item: Vec<f64>,
+    distances: Vec<f64>,
+}
+
+impl Lanes {
+    fn new(centres: &[f64], dims: usize) -> Lanes {
+        let count = centres.len() / dims;
+        let mut by_dim = vec![0.0; centres.len()];
+        for (c, centre) in centres.chunks_exact(dims).enumerate() {
+            for (j, &x) in centre.iter().enumerate() {
+                by_dim[j * count + c] = x;
+            }
         }
+        Lanes { by_dim, count }
     }
-    best
+
+    /// The nearest centre to `item` (the lowest index on ties).
+    fn nearest<T: Coordinate>(&self, item: &[T], scratch: &mut Scratch) -> u32 {
+        scratch.item.clear();
+        scratch.item.extend(item.iter().map(|x| x.to_f64()));
+        lane_d2(&scratch.item, &self.by_dim, self.count, &mut scratch.distances);
+        let mut best = (0, f64::INFINITY);
+        for (c, &distance) in scratch.distances.iter().enumerate() {
+            if distance < best.1 {
+                best = (c as u32, distance);
+            }
+        }
+        best.0
+    }
 }
 
 /// Cuts `members` into `ceil(len / cap)` runs of nearly equal length.
