@@ -1,10 +1,11 @@
-//! Brute force: every point, for a chunk of queries at a time.
+//! How points are scanned: a leaf block for one query (the tree
+//! searches), and every block for a chunk of queries (brute force).
 //!
-//! f64 points are scanned with the canonical lane kernel. f32 points, the
-//! common case at high dimension, go through a cheaper filter first: each
-//! leaf block, while in the L1 cache, is scanned for every query of the
-//! chunk with f32 arithmetic (twice the lanes of f64), and only points the
-//! filter cannot rule out get their canonical distance.
+//! f64 points are scanned with the canonical lane kernel. f32 points go
+//! through a cheaper filter first: f32 arithmetic (twice the lanes of f64)
+//! on the f32 coordinates as stored, and only points the filter cannot rule
+//! out get their canonical distance. Brute force scans each leaf block, while
+//! it is in the L1 cache, for every query of a chunk.
 //!
 //! **The filter's bound.** With `u = 2^-24`, a query coordinate rounded to
 //! f32 is off by at most `u·|q_j|`, and each computed difference by `u` of
@@ -24,6 +25,7 @@ use crate::distance::pruning_distance;
 use crate::knn_set::KnnSet;
 use crate::points::Coordinate;
 use crate::search::Searcher;
+use crate::tree::SsTree;
 
 /// The largest coordinate magnitude (points and query) with which the f32
 /// filter runs: squares of differences and their sums over up to 2^16
@@ -32,10 +34,66 @@ pub const FILTER_MAGNITUDE_MAX: f64 = 1e15;
 
 const U: f64 = 1.0 / 16_777_216.0;
 
-/// How a coordinate type answers a chunk of queries by brute force.
-pub trait BruteForce: Coordinate {
-    /// Answers each query of `queries` (row-major) into its row of
-    /// `distances` and `indices` (`k` each).
+/// The f32 filter's state for one query.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    /// The query rounded to f32.
+    narrow: Vec<f32>,
+    /// `u'·‖q‖`, rounded up.
+    slack: f64,
+    /// `γ` for the tree's dimension, and the subnormal term.
+    gamma: f64,
+    underflow: f64,
+    /// Whether the filter may run for this query.
+    enabled: bool,
+    /// Whether it may run for these points.
+    points_small: bool,
+}
+
+impl Filter {
+    pub fn new(tree: &SsTree) -> Filter {
+        let dims = tree.dims as f64;
+        Filter {
+            narrow: Vec::with_capacity(tree.dims),
+            slack: 0.0,
+            gamma: dims * U / (1.0 - dims * U),
+            underflow: dims * (-148.0f64).exp2(),
+            enabled: false,
+            points_small: tree.max_magnitude <= FILTER_MAGNITUDE_MAX,
+        }
+    }
+
+    /// Sets the filter up for `query`.
+    pub fn prepare(&mut self, query: &[f64]) {
+        self.narrow.clear();
+        self.narrow.extend(query.iter().map(|&q| q as f32));
+        let norm = query.iter().map(|q| q * q).sum::<f64>().sqrt();
+        self.slack = U * (1.0 + U) * norm * (1.0 + 1e-12);
+        self.enabled = self.points_small && query.iter().all(|q| q.abs() <= FILTER_MAGNITUDE_MAX);
+    }
+
+    /// f32 sums above this cannot belong in `set` (+∞ until it is full, or
+    /// when the filter is off).
+    pub fn threshold(&self, set: &KnnSet) -> f64 {
+        if !(self.enabled && set.is_full()) {
+            return f64::INFINITY;
+        }
+        let reach = pruning_distance(set.kth()) * (1.0 + U * (1.0 + U)) + self.slack;
+        reach * reach * (1.0 + self.gamma) * (1.0 + 2f64.powi(-40)) + self.underflow
+    }
+}
+
+/// How a coordinate type's points are scanned.
+pub trait Scan: Coordinate {
+    /// Prepares the searcher for `query`.
+    fn prepare(searcher: &mut Searcher<'_, Self>, query: &[f64]);
+
+    /// Scans the stored points `start..end` (one leaf block) into the
+    /// searcher's set; returns whether any entered it.
+    fn scan_block(searcher: &mut Searcher<'_, Self>, query: &[f64], start: usize, end: usize) -> bool;
+
+    /// Answers each query of `queries` (row-major) by brute force into its
+    /// row of `distances` and `indices` (`k` each).
     fn brute_force_chunk(
         searcher: &mut Searcher<'_, Self>,
         queries: &[f64],
@@ -44,7 +102,13 @@ pub trait BruteForce: Coordinate {
     );
 }
 
-impl BruteForce for f64 {
+impl Scan for f64 {
+    fn prepare(_searcher: &mut Searcher<'_, f64>, _query: &[f64]) {}
+
+    fn scan_block(searcher: &mut Searcher<'_, f64>, query: &[f64], start: usize, end: usize) -> bool {
+        searcher.scan_block_canonical(query, start, end)
+    }
+
     fn brute_force_chunk(
         searcher: &mut Searcher<'_, f64>,
         queries: &[f64],
@@ -65,21 +129,29 @@ impl BruteForce for f64 {
     }
 }
 
-/// The per-query state of the f32 filter.
-struct Filtered {
-    set: KnnSet,
-    /// The query rounded to f32.
-    narrow: Vec<f32>,
-    /// `u'·‖q‖`, rounded up.
-    slack: f64,
-    /// Sums above this are skipped (+∞ until k are held or when the filter
-    /// is off for this query).
-    threshold: f64,
-    /// Whether the filter may run for this query.
-    filtered: bool,
-}
+impl Scan for f32 {
+    fn prepare(searcher: &mut Searcher<'_, f32>, query: &[f64]) {
+        searcher.filter.prepare(query);
+    }
 
-impl BruteForce for f32 {
+    fn scan_block(searcher: &mut Searcher<'_, f32>, query: &[f64], start: usize, end: usize) -> bool {
+        let tree = searcher.tree;
+        let block = &searcher.points[start * tree.dims..end * tree.dims];
+        let mut sums = std::mem::take(&mut searcher.sums);
+        lane_sums(&searcher.filter.narrow, block, end - start, &mut sums);
+        searcher.counters.distances_computed += (end - start) as u64;
+        let changed = offer(
+            &mut searcher.set,
+            &searcher.filter,
+            &sums,
+            query,
+            block,
+            &tree.point_ids[start..end],
+        );
+        searcher.sums = sums;
+        changed
+    }
+
     fn brute_force_chunk(
         searcher: &mut Searcher<'_, f32>,
         queries: &[f64],
@@ -88,67 +160,71 @@ impl BruteForce for f32 {
     ) {
         let tree = searcher.tree;
         let (dims, k) = (tree.dims, searcher.set.capacity());
-        let gamma = dims as f64 * U / (1.0 - dims as f64 * U);
-        let underflow = dims as f64 * (-148.0f64).exp2();
-        let u1 = U * (1.0 + U);
-        let points_small = tree.max_magnitude <= FILTER_MAGNITUDE_MAX;
-        let mut states: Vec<Filtered> = queries
+        let mut states: Vec<(KnnSet, Filter)> = queries
             .chunks_exact(dims)
             .map(|query| {
-                let norm = query.iter().map(|q| q * q).sum::<f64>().sqrt();
-                let small = query.iter().all(|q| q.abs() <= FILTER_MAGNITUDE_MAX);
-                Filtered {
-                    set: KnnSet::new(k),
-                    narrow: query.iter().map(|&q| q as f32).collect(),
-                    slack: u1 * norm * (1.0 + 1e-12),
-                    threshold: f64::INFINITY,
-                    filtered: points_small && small,
-                }
+                let mut filter = searcher.filter.clone();
+                filter.prepare(query);
+                (KnnSet::new(k), filter)
             })
             .collect();
-        let threshold = |state: &Filtered| -> f64 {
-            if !(state.filtered && state.set.is_full()) {
-                return f64::INFINITY;
-            }
-            let reach = pruning_distance(state.set.kth()) * (1.0 + u1) + state.slack;
-            reach * reach * (1.0 + gamma) * (1.0 + 2f64.powi(-40)) + underflow
-        };
         let mut sums: Vec<f32> = Vec::with_capacity(tree.leaf_size);
-        let mut point = vec![0.0f32; dims];
         for leaf in 0..tree.leaves() {
             let (start, end) = (
                 tree.leaf_point_start[leaf] as usize,
                 tree.leaf_point_start[leaf + 1] as usize,
             );
-            let count = end - start;
             let block = &searcher.points[start * dims..end * dims];
-            for (state, query) in states.iter_mut().zip(queries.chunks_exact(dims)) {
-                lane_sums(&state.narrow, block, count, &mut sums);
-                for (i, &sum) in sums.iter().enumerate() {
-                    if f64::from(sum) <= state.threshold {
-                        for (j, x) in point.iter_mut().enumerate() {
-                            *x = block[j * count + i];
-                        }
-                        searcher.counters.distances_computed += 1;
-                        if state
-                            .set
-                            .insert(crate::distance::d2(query, &point), tree.point_ids[start + i])
-                        {
-                            state.threshold = threshold(state);
-                        }
-                    }
-                }
+            for ((set, filter), query) in states.iter_mut().zip(queries.chunks_exact(dims)) {
+                lane_sums(&filter.narrow, block, end - start, &mut sums);
+                offer(set, filter, &sums, query, block, &tree.point_ids[start..end]);
             }
         }
         searcher.counters.queries += states.len() as u64;
-        for ((state, distances), indices) in states
+        searcher.counters.distances_computed += (states.len() * tree.len()) as u64;
+        for (((set, _), distances), indices) in states
             .iter()
             .zip(distances.chunks_exact_mut(k))
             .zip(indices.chunks_exact_mut(k))
         {
-            state.set.write(distances, indices);
+            set.write(distances, indices);
         }
     }
+}
+
+/// Offers to `set` the points of a dimension-major f32 block whose f32
+/// sums the filter cannot rule out, by their canonical distance; returns
+/// whether any entered.
+fn offer(
+    set: &mut KnnSet,
+    filter: &Filter,
+    sums: &[f32],
+    query: &[f64],
+    block: &[f32],
+    rows: &[u32],
+) -> bool {
+    let count = sums.len();
+    let mut threshold = filter.threshold(set);
+    let mut changed = false;
+    for (i, &sum) in sums.iter().enumerate() {
+        if f64::from(sum) <= threshold {
+            // The canonical distance, read down the block's column `i`.
+            let distance = block
+                .iter()
+                .skip(i)
+                .step_by(count)
+                .zip(query)
+                .fold(0.0, |acc, (&x, &q)| {
+                    let t = q - f64::from(x);
+                    acc + t * t
+                });
+            if set.insert(distance, rows[i]) {
+                changed = true;
+                threshold = filter.threshold(set);
+            }
+        }
+    }
+    changed
 }
 
 /// The f32 sum of squared differences from `query` to each of the `count`

@@ -19,10 +19,10 @@
 //! neighbour; a leaf's loop runs over its points; pruning compares with
 //! `<=`, so that ties and duplicate points are kept.
 
-use crate::points::Coordinate;
+use crate::brute_force::Scan;
 use crate::search::Searcher;
 
-impl<T: Coordinate> Searcher<'_, T> {
+impl<T: Scan> Searcher<'_, T> {
     pub fn psb(&mut self, query: &[f64]) {
         self.initial_bound(query);
         let tree = self.tree;

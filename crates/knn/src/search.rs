@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use spillway_core::{ensure, worker_threads, Interrupt, Result};
 
-use crate::brute_force::BruteForce;
+use crate::brute_force::{Filter, Scan};
 use crate::distance::{d2, lane_d2, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
 use crate::hilbert;
 use crate::knn_set::KnnSet;
 use crate::options::{Method, QueryOptions};
 use crate::parallel;
-use crate::points::{check_matrix, Coordinate};
+use crate::points::check_matrix;
 use crate::query::Neighbours;
 use crate::stats::QueryStats;
 use crate::tree::{SsTree, Storage};
@@ -24,12 +24,18 @@ const QUERY_CHUNK: usize = 16;
 /// of every point then costs less than any descent.
 const AUTO_BRUTE_POINTS: usize = 4096;
 
-/// Queries `auto` answers each way before it picks: the first by
-/// branch-and-bound (on a CPU the faster tree search: it visits fewer nodes
-/// than PSB, whose stackless order pays off on a GPU's warps), the next by
-/// brute force, each on one thread and timed; the rest of the batch goes
-/// the faster way. Smaller batches use branch-and-bound.
+/// Queries `auto` answers by branch-and-bound before it picks (on a CPU
+/// the faster tree search: it visits fewer nodes than PSB, whose stackless
+/// order pays off on a GPU's warps), on one thread and timed. Unless they
+/// looked at under [`AUTO_CONTEST_SHARE`] of the points, as many are then
+/// answered by brute force, timed the same way, and the rest of the batch
+/// goes the faster way. Smaller batches use branch-and-bound.
 const AUTO_PROBE_QUERIES: usize = 16;
+
+/// The share of the points the tree's probe may look at before brute force
+/// is timed against it: below, brute force, which looks at all of them at a
+/// third of the cost per point or more, cannot win.
+const AUTO_CONTEST_SHARE: f64 = 1.0 / 32.0;
 
 pub fn run(
     tree: &SsTree,
@@ -66,24 +72,34 @@ pub fn run(
         } else if m < 4 * AUTO_PROBE_QUERIES {
             method = Method::BranchAndBound;
         } else {
-            let mut seconds = [0.0; 2];
-            for (probe, candidate) in [Method::BranchAndBound, Method::BruteForce]
-                .into_iter()
-                .enumerate()
-            {
+            method = Method::BranchAndBound;
+            let started = Instant::now();
+            let tree_stats = batch(
+                tree,
+                &queries[..AUTO_PROBE_QUERIES * tree.dims],
+                k,
+                method,
+                1,
+                interrupt,
+                &mut answer,
+                0,
+            )?;
+            let tree_s = started.elapsed().as_secs_f64();
+            answer.stats.add(&tree_stats);
+            done = AUTO_PROBE_QUERIES;
+            // A tree that looked at a small share of the points wins
+            // without a contest.
+            let share = tree_stats.distances_computed as f64 / (AUTO_PROBE_QUERIES * n) as f64;
+            if share > AUTO_CONTEST_SHARE {
                 let started = Instant::now();
-                let rows = done..done + AUTO_PROBE_QUERIES;
-                let part = &queries[rows.start * tree.dims..rows.end * tree.dims];
-                let stats = batch(tree, part, k, candidate, 1, interrupt, &mut answer, rows.start)?;
-                seconds[probe] = started.elapsed().as_secs_f64();
-                answer.stats.add(&stats);
-                done = rows.end;
+                let part = &queries[done * tree.dims..(done + AUTO_PROBE_QUERIES) * tree.dims];
+                let brute_stats = batch(tree, part, k, Method::BruteForce, 1, interrupt, &mut answer, done)?;
+                answer.stats.add(&brute_stats);
+                done += AUTO_PROBE_QUERIES;
+                if started.elapsed().as_secs_f64() < tree_s {
+                    method = Method::BruteForce;
+                }
             }
-            method = if seconds[0] <= seconds[1] {
-                Method::BranchAndBound
-            } else {
-                Method::BruteForce
-            };
         }
     }
     let rest = batch(
@@ -126,7 +142,7 @@ fn batch(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn batch_typed<T: BruteForce>(
+fn batch_typed<T: Scan>(
     tree: &SsTree,
     points: &[T],
     queries: &[f64],
@@ -228,12 +244,16 @@ pub struct Searcher<'t, T> {
     by_upper: Vec<(f64, u64)>,
     /// A leaf's distances.
     scratch: Vec<f64>,
+    /// The f32 filter's state for the current query (f32 points only),
+    /// and its sums over a leaf.
+    pub filter: Filter,
+    pub sums: Vec<f32>,
     /// The bound from the initial descent; the pruning distance is the
     /// smaller of it and the k-th's.
     pub initial: f64,
 }
 
-impl<'t, T: Coordinate> Searcher<'t, T> {
+impl<'t, T: Scan> Searcher<'t, T> {
     fn new(tree: &'t SsTree, points: &'t [T], k: usize) -> Self {
         Searcher {
             tree,
@@ -245,12 +265,15 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
             order: vec![Vec::with_capacity(tree.degree); tree.levels()],
             by_upper: Vec::with_capacity(tree.degree),
             scratch: Vec::with_capacity(tree.leaf_size),
+            filter: Filter::new(tree),
+            sums: Vec::with_capacity(tree.leaf_size),
             initial: f64::INFINITY,
         }
     }
 
     fn search(&mut self, query: &[f64], method: Method) {
         self.set.clear();
+        T::prepare(self, query);
         self.counters.queries += 1;
         match method {
             Method::Psb => self.psb(query),
@@ -335,9 +358,14 @@ impl<'t, T: Coordinate> Searcher<'t, T> {
     }
 
     /// Scans the stored points of one leaf block (`start..end`) into the
-    /// answer: every point's canonical distance at once, lane by lane,
-    /// then the few that can enter offered to the set.
+    /// answer, the way the coordinate type does it (see `brute_force.rs`).
     fn scan_points(&mut self, query: &[f64], start: usize, end: usize) -> bool {
+        T::scan_block(self, query, start, end)
+    }
+
+    /// Scans a block canonically: every point's canonical distance at once,
+    /// lane by lane, then the few that can enter offered to the set.
+    pub fn scan_block_canonical(&mut self, query: &[f64], start: usize, end: usize) -> bool {
         let dims = self.tree.dims;
         let count = end - start;
         self.counters.distances_computed += count as u64;

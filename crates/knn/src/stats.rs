@@ -46,7 +46,7 @@ pub struct QueryStats {
     pub nodes_visited: u64,
     /// Leaves whose points were scanned.
     pub leaves_scanned: u64,
-    /// Canonical (f64) point distances computed.
+    /// Point distances computed (by the f32 filter or canonically).
     pub distances_computed: u64,
     /// Seconds the batch took.
     pub query_s: f64,
