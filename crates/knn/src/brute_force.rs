@@ -32,6 +32,11 @@ use crate::tree::SsTree;
 /// dimensions stay far below f32's overflow.
 pub const FILTER_MAGNITUDE_MAX: f64 = 1e15;
 
+/// The fewest dimensions at which the filter pays: below, a canonical
+/// distance costs little more than the f32 one, and the filter's second
+/// look at its candidates is pure overhead.
+pub const FILTER_DIMS_MIN: usize = 8;
+
 const U: f64 = 1.0 / 16_777_216.0;
 
 /// The f32 filter's state for one query.
@@ -44,10 +49,10 @@ pub struct Filter {
     /// `γ` for the tree's dimension, and the subnormal term.
     gamma: f64,
     underflow: f64,
-    /// Whether the filter may run for this query.
-    enabled: bool,
-    /// Whether it may run for these points.
-    points_small: bool,
+    /// Whether the filter runs for this query.
+    pub enabled: bool,
+    /// Whether it may and should run for these points.
+    points_worth_it: bool,
 }
 
 impl Filter {
@@ -59,7 +64,7 @@ impl Filter {
             gamma: dims * U / (1.0 - dims * U),
             underflow: dims * (-148.0f64).exp2(),
             enabled: false,
-            points_small: tree.max_magnitude <= FILTER_MAGNITUDE_MAX,
+            points_worth_it: tree.dims >= FILTER_DIMS_MIN && tree.max_magnitude <= FILTER_MAGNITUDE_MAX,
         }
     }
 
@@ -69,7 +74,7 @@ impl Filter {
         self.narrow.extend(query.iter().map(|&q| q as f32));
         let norm = query.iter().map(|q| q * q).sum::<f64>().sqrt();
         self.slack = U * (1.0 + U) * norm * (1.0 + 1e-12);
-        self.enabled = self.points_small && query.iter().all(|q| q.abs() <= FILTER_MAGNITUDE_MAX);
+        self.enabled = self.points_worth_it && query.iter().all(|q| q.abs() <= FILTER_MAGNITUDE_MAX);
     }
 
     /// f32 sums above this cannot belong in `set` (+∞ until it is full, or
@@ -115,17 +120,28 @@ impl Scan for f64 {
         distances: &mut [f64],
         indices: &mut [i64],
     ) {
-        let (dims, k) = (searcher.tree.dims, searcher.set.capacity());
-        for ((query, distances), indices) in queries
-            .chunks_exact(dims)
-            .zip(distances.chunks_exact_mut(k))
-            .zip(indices.chunks_exact_mut(k))
-        {
-            searcher.set.clear();
-            searcher.counters.queries += 1;
-            searcher.brute_force(query);
-            searcher.set.write(distances, indices);
-        }
+        brute_force_each(searcher, queries, distances, indices);
+    }
+}
+
+/// Brute force one query at a time, each leaf block scanned canonically.
+fn brute_force_each<T: Scan>(
+    searcher: &mut Searcher<'_, T>,
+    queries: &[f64],
+    distances: &mut [f64],
+    indices: &mut [i64],
+) {
+    let (dims, k) = (searcher.tree.dims, searcher.set.capacity());
+    for ((query, distances), indices) in queries
+        .chunks_exact(dims)
+        .zip(distances.chunks_exact_mut(k))
+        .zip(indices.chunks_exact_mut(k))
+    {
+        searcher.set.clear();
+        searcher.counters.queries += 1;
+        T::prepare(searcher, query);
+        searcher.brute_force(query);
+        searcher.set.write(distances, indices);
     }
 }
 
@@ -135,6 +151,9 @@ impl Scan for f32 {
     }
 
     fn scan_block(searcher: &mut Searcher<'_, f32>, query: &[f64], start: usize, end: usize) -> bool {
+        if !searcher.filter.enabled {
+            return searcher.scan_block_canonical(query, start, end);
+        }
         let tree = searcher.tree;
         let block = &searcher.points[start * tree.dims..end * tree.dims];
         let mut sums = std::mem::take(&mut searcher.sums);
@@ -158,6 +177,10 @@ impl Scan for f32 {
         distances: &mut [f64],
         indices: &mut [i64],
     ) {
+        if !searcher.filter.points_worth_it {
+            brute_force_each(searcher, queries, distances, indices);
+            return;
+        }
         let tree = searcher.tree;
         let (dims, k) = (tree.dims, searcher.set.capacity());
         let mut states: Vec<(KnnSet, Filter)> = queries

@@ -134,18 +134,19 @@ fn brute_force_filter_keeps_near_ties_that_f32_arithmetic_misorders() {
     let mut data: Vec<f32> = Vec::new();
     for i in 0..3000 {
         let base = 1000.0 + (i % 40) as f64 * ulp;
-        data.extend_from_slice(&[base as f32, (500.0 + (i / 40) as f64 * 3.0 * ulp) as f32, 7.0]);
+        data.extend_from_slice(&[base as f32, (500.0 + (i / 40) as f64 * 3.0 * ulp) as f32]);
+        // Constant coordinates: eight dimensions, where the filter runs.
+        data.extend_from_slice(&[7.0; 6]);
     }
     let queries: Vec<f64> = (0..64)
         .flat_map(|i| {
-            [
-                1000.0 + (i as f64 * 0.37 % 40.0) * ulp,
-                500.0 + (i as f64 * 1.3 % 75.0) * 3.0 * ulp,
-                7.0 + ulp / 3.0,
-            ]
+            let mut query = [7.0 + ulp / 3.0; 8];
+            query[0] = 1000.0 + (i as f64 * 0.37 % 40.0) * ulp;
+            query[1] = 500.0 + (i as f64 * 1.3 % 75.0) * 3.0 * ulp;
+            query
         })
         .collect();
-    let points = Points::f32(&data, 3).unwrap();
+    let points = Points::f32(&data, 8).unwrap();
     let tree = SsTree::build(points, &BuildOptions::default(), &Interrupt::new()).unwrap();
     for k in [1, 3, 40] {
         let expected = reference::knn(points, &queries, k).unwrap();
