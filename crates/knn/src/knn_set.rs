@@ -46,24 +46,26 @@ impl KnnSet {
         }
     }
 
-    /// Offers a candidate; returns whether it entered the set.
+    /// Offers a candidate; returns whether it entered the set. The new
+    /// entry moves down from the end (most that enter land near the k-th).
     #[inline]
     pub fn insert(&mut self, d2: f64, row: u32) -> bool {
+        let before = |a: (f64, u32), b: (f64, u32)| a.0 < b.0 || (a.0 == b.0 && a.1 < b.1);
+        let entry = (d2, row);
         if self.is_full() {
-            let (kth, kth_row) = self.best[self.k - 1];
-            if d2 > kth || (d2 == kth && row > kth_row) {
+            if !before(entry, self.best[self.k - 1]) {
                 return false;
             }
             self.best.pop();
         }
-        let at = self
-            .best
-            .partition_point(|&(d, r)| d < d2 || (d == d2 && r < row));
-        debug_assert!(
-            at == self.best.len() || self.best[at] != (d2, row),
-            "row {row} offered twice"
-        );
-        self.best.insert(at, (d2, row));
+        self.best.push(entry);
+        let mut at = self.best.len() - 1;
+        while at > 0 && before(entry, self.best[at - 1]) {
+            self.best[at] = self.best[at - 1];
+            at -= 1;
+        }
+        debug_assert!(at == 0 || self.best[at - 1] != entry, "row {row} offered twice");
+        self.best[at] = entry;
         true
     }
 
