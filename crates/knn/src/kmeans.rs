@@ -2,7 +2,7 @@
 //! leaf and which nodes share a parent.
 //!
 //! A group may hold at most `cap` items. A set of more is clustered by
-//! Lloyd's algorithm into `ceil(len / cap)` clusters (at most
+//! Lloyd's algorithm into `ceil(1.25 len / cap)` clusters (at most
 //! [`BRANCH_MAX`] at once: larger sets are clustered recursively, like a
 //! hierarchical k-means), seeded by k-means++ and iterated on a sample,
 //! then every item goes to its nearest centre. A cluster still over `cap`
@@ -80,7 +80,11 @@ impl<T: Coordinate> Grouping<'_, '_, T> {
             return Ok(());
         }
         self.settings.interrupt.check()?;
-        let wanted = members.len().div_ceil(self.cap);
+        // A quarter more clusters than full groups would need: Lloyd's
+        // clusters vary in size, and fewer of them then overflow the cap
+        // and get cut along the curve (at 1M uniform points in 4 and 8
+        // dimensions, 13 to 19% fewer distances per query at the same fill).
+        let wanted = (members.len() * 5).div_ceil(self.cap * 4);
         let clusters = self.lloyd(&members, wanted.min(BRANCH_MAX))?;
         if clusters.len() <= 1 {
             // Nothing to separate (identical items): cut along the curve.
