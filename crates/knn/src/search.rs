@@ -64,44 +64,10 @@ pub fn run(
         stats: QueryStats::default(),
     };
     let threads = worker_threads(options.threads);
-    let mut method = options.method;
-    let mut done = 0;
-    if method == Method::Auto {
-        if n <= AUTO_BRUTE_POINTS || k > n / 8 {
-            method = Method::BruteForce;
-        } else if m < 4 * AUTO_PROBE_QUERIES {
-            method = Method::BranchAndBound;
-        } else {
-            method = Method::BranchAndBound;
-            let started = Instant::now();
-            let tree_stats = batch(
-                tree,
-                &queries[..AUTO_PROBE_QUERIES * tree.dims],
-                k,
-                method,
-                1,
-                interrupt,
-                &mut answer,
-                0,
-            )?;
-            let tree_s = started.elapsed().as_secs_f64();
-            answer.stats.add(&tree_stats);
-            done = AUTO_PROBE_QUERIES;
-            // A tree that looked at a small share of the points wins
-            // without a contest.
-            let share = tree_stats.distances_computed as f64 / (AUTO_PROBE_QUERIES * n) as f64;
-            if share > AUTO_CONTEST_SHARE {
-                let started = Instant::now();
-                let part = &queries[done * tree.dims..(done + AUTO_PROBE_QUERIES) * tree.dims];
-                let brute_stats = batch(tree, part, k, Method::BruteForce, 1, interrupt, &mut answer, done)?;
-                answer.stats.add(&brute_stats);
-                done += AUTO_PROBE_QUERIES;
-                if started.elapsed().as_secs_f64() < tree_s {
-                    method = Method::BruteForce;
-                }
-            }
-        }
-    }
+    let (method, done) = match options.method {
+        Method::Auto => choose(tree, queries, k, interrupt, &mut answer)?,
+        chosen => (chosen, 0),
+    };
     let rest = batch(
         tree,
         &queries[done * tree.dims..],
@@ -117,6 +83,45 @@ pub fn run(
     answer.stats.k = k as u64;
     answer.stats.query_s = started.elapsed().as_secs_f64();
     Ok(answer)
+}
+
+/// What `auto` runs on this batch (see [`AUTO_PROBE_QUERIES`]), and how
+/// many of its first queries the choice answered already.
+fn choose(
+    tree: &SsTree,
+    queries: &[f64],
+    k: usize,
+    interrupt: &Interrupt,
+    answer: &mut Neighbours,
+) -> Result<(Method, usize)> {
+    let (n, dims) = (tree.len(), tree.dims);
+    let m = queries.len() / dims;
+    if n <= AUTO_BRUTE_POINTS || k > n / 8 {
+        return Ok((Method::BruteForce, 0));
+    }
+    if m < 4 * AUTO_PROBE_QUERIES {
+        return Ok((Method::BranchAndBound, 0));
+    }
+    let probe = |method, first: usize, answer: &mut Neighbours| -> Result<(QueryStats, f64)> {
+        let started = Instant::now();
+        let part = &queries[first * dims..(first + AUTO_PROBE_QUERIES) * dims];
+        let stats = batch(tree, part, k, method, 1, interrupt, answer, first)?;
+        answer.stats.add(&stats);
+        Ok((stats, started.elapsed().as_secs_f64()))
+    };
+    let (tree_stats, tree_s) = probe(Method::BranchAndBound, 0, answer)?;
+    // A tree that looked at a small share of the points wins without a contest.
+    let share = tree_stats.distances_computed as f64 / (AUTO_PROBE_QUERIES * n) as f64;
+    if share <= AUTO_CONTEST_SHARE {
+        return Ok((Method::BranchAndBound, AUTO_PROBE_QUERIES));
+    }
+    let (_, brute_s) = probe(Method::BruteForce, AUTO_PROBE_QUERIES, answer)?;
+    let faster = if brute_s < tree_s {
+        Method::BruteForce
+    } else {
+        Method::BranchAndBound
+    };
+    Ok((faster, 2 * AUTO_PROBE_QUERIES))
 }
 
 /// Answers `queries` with `method` into the answer's rows from `first_row`.
