@@ -23,6 +23,7 @@
 
 use crate::distance::pruning_distance;
 use crate::knn_set::KnnSet;
+use crate::options::Method;
 use crate::points::Coordinate;
 use crate::search::Searcher;
 use crate::tree::SsTree;
@@ -137,10 +138,7 @@ fn brute_force_each<T: Scan>(
         .zip(distances.chunks_exact_mut(k))
         .zip(indices.chunks_exact_mut(k))
     {
-        searcher.set.clear();
-        searcher.counters.queries += 1;
-        T::prepare(searcher, query);
-        searcher.brute_force(query);
+        searcher.search(query, Method::BruteForce);
         searcher.set.write(distances, indices);
     }
 }

@@ -62,7 +62,7 @@ impl<T: Scan> Searcher<'_, T> {
                 }
                 leaf += 1;
             }
-            if visited == last_leaf || tree.levels() == 1 {
+            if visited == last_leaf {
                 return;
             }
             node = tree.parent[tree.leaf_node(leaf) as usize];

@@ -276,7 +276,8 @@ impl<'t, T: Scan> Searcher<'t, T> {
         }
     }
 
-    fn search(&mut self, query: &[f64], method: Method) {
+    /// Answers one query into `set`.
+    pub fn search(&mut self, query: &[f64], method: Method) {
         self.set.clear();
         T::prepare(self, query);
         self.counters.queries += 1;
@@ -457,7 +458,7 @@ impl<'t, T: Scan> Searcher<'t, T> {
     }
 
     /// Every point, leaf block by leaf block.
-    pub fn brute_force(&mut self, query: &[f64]) {
+    fn brute_force(&mut self, query: &[f64]) {
         for leaf in 0..self.tree.leaves() as u32 {
             let (start, end) = self.leaf_range(leaf);
             self.scan_points(query, start, end);
