@@ -381,8 +381,13 @@ impl<'t, T: Scan> Searcher<'t, T> {
             count,
             &mut self.scratch,
         );
-        let mut changed = false;
         let mut kth = self.set.kth();
+        // Most leaves a search reaches hold no point that enters: one pass
+        // over lanes for the nearest tells.
+        if self.scratch.iter().fold(f64::INFINITY, |a, &b| a.min(b)) > kth {
+            return false;
+        }
+        let mut changed = false;
         for (i, &distance) in self.scratch.iter().enumerate() {
             if distance <= kth {
                 changed |= self.set.insert(distance, self.tree.point_ids[start + i]);
