@@ -3,10 +3,14 @@
 
     knn_peers.py generate DIR --distribution uniform|clustered [--sigma S] --dims D --points N --queries Q
     knn_peers.py truth DIR --k K
-    knn_peers.py spillway DIR --k K --method auto|psb|bnb|brute --build kmeans|hilbert [--threads 2] --name NAME
+    knn_peers.py build DIR --build kmeans|hilbert [--threads 2]
+    knn_peers.py spillway DIR --k K --method auto|psb|bnb|brute --tree kmeans|hilbert [--threads 2] --name NAME
     knn_peers.py sklearn-kdtree|sklearn-balltree|faiss-flat|pykdtree DIR --k K [--threads 2] --name NAME
-    knn_peers.py check DIR NAME [--exact]
+    knn_peers.py check DIR NAME [--exact] [--first Q] [--roster NAMES]
     knn_peers.py agreement DIR
+
+(every contender also takes [--first Q] [--roster NAMES] [--time-limit S]; the kiddo peer is
+bench/knn-driver, behind a shell that reads the roster)
 
 `generate` writes the part's data (NumPy, fixed seeds): `points.npy` (float32, N x D) and
 `queries.npy` (float32, Q x D), the same coordinates as raw little-endian f32 rows in
@@ -44,6 +48,16 @@ all N x Q pairs in Python would take hours, so it runs in two steps:
    recomputed over every point: all points with approx within that bound of the K-th are
    candidates, and step 2 picks its answer.
 
+`build` builds Spillway's tree once per part, in the part's setup (untimed by the harness, timed
+here): `spillway.knn.SSTree(points, leaf_size=64, degree=32, build=..., seed=42, threads=T)` over
+the points as loaded, `tree.save(DIR/tree-BUILD.sst)`, and `DIR/tree-BUILD.json` with the build's
+seconds (time.perf_counter around the constructor alone) and the process's peak resident set
+right after it (VmHWM from /proc/self/status: unlike getrusage's ru_maxrss it starts afresh at
+exec, so the harness that spawned the process is not counted). Every Spillway contender of the
+part then loads that tree instead of building its own: the seed's constructions are
+deterministic (the same points, options and seed build the same tree), so a rebuild per run
+measured nothing new and cost, at d = 64 and 10^6 points, some 15 s a run.
+
 The contenders each print one JSON line (`engine`, `points`, `dims`, `queries`, `k`,
 `threads`, `build_s`, `query_s`, plus, for Spillway, the query's counters and the tree's
 statistics) and save their answer as `NAME.npz` (`indices` int64 and `distances` float64, Q x K,
@@ -52,8 +66,11 @@ time.perf_counter, from the arrays in memory to the answer in memory; loading th
 interpreter's start and saving the answer are not timed (the harness's wall time and peak RSS
 include them).
 
-- `spillway`: `spillway.knn.SSTree(points, leaf_size=64, degree=32, build=..., seed=42,
-  threads=T)`, then `tree.query(queries, k, method=..., threads=T, stats=True)`.
+- `spillway`: `spillway.knn.SSTree.load(DIR/tree-BUILD.sst)` (untimed; `load_s`), then
+  `tree.query(queries, k, method=..., threads=T, stats=True)`. Its `build_s` is the setup's
+  build, the same in every run; its `peak_rss_kib` is the larger of the build's peak and this
+  process's (`build_peak_rss_kib`, `query_peak_rss_kib`), so that it counts what a peer's
+  process holds while it builds and while it answers.
 - `sklearn-kdtree`, `sklearn-balltree`: scikit-learn's `NearestNeighbors(n_neighbors=K,
   algorithm="kd_tree" | "ball_tree", n_jobs=T)`: `fit` is the build (its trees store float64,
   so the points are widened), `kneighbors` the query (T threads, each a share of the queries).
@@ -63,23 +80,32 @@ include them).
   k=K)`; its OpenMP threads come from OMP_NUM_THREADS, which this script sets to T before the
   import. It takes at most 127 dimensions (it fails with its own error beyond).
 
+`--first Q` answers only the batch's first Q queries (all of them when it has fewer): the
+brute-force contenders take it where the batch is large (10^4 queries at d <= 8), since every
+query costs them a pass over all the points; their queries/s is over the queries they answered.
+`--roster NAMES` (comma-separated) is the variant's list of the contenders that run there: a
+contender not in it prints `{"engine": NAME, "skipped": ...}` and exits at once, with no answer
+and no figures (the page lists it nowhere in that part), and `check` passes it.
+
 `check` compares `NAME.npz` (or `NAME.indices.npy` and `NAME.distances.npy`, as the kiddo
-driver writes them) with `truth.npz`. With `--exact` (Spillway's contenders) indices and
-distances must equal the truth's bit for bit. Without it (the peers, which compute in float32 or
-in another order, so may pick another point at a tie or a near-tie) each returned index must be
-a distinct valid point, and at every rank the canonical distance of the point returned must be
-within 1e-4 (relative) of the truth's distance at that rank, or within float32 rounding: its
-canonical squared distance within 4 (D + 2) 2^-24 (|q|^2 + max |p|^2) of the truth's, twice the
-worst-case error of |q|^2 + |p|^2 - 2 q.p in float32 (faiss's flat index ranks that way for large
-batches, and on tight clusters at high dimension it picks other points than the nearest: |p|^2
-is thousands of times the squared distances there). The distances a peer reports must match the
+driver writes them) with `truth.npz` (its first Q rows with `--first Q`). With `--exact`
+(Spillway's contenders) indices and distances must equal the truth's bit for bit. Without it
+(the peers, which compute in float32 or in another order, so may pick another point at a tie or
+a near-tie) each returned index must be a distinct valid point, and at every rank the
+canonical distance of the point returned must be within 1e-4 (relative) of the truth's distance
+at that rank, or within float32 rounding: its canonical squared distance within 4 (D + 2) 2^-24
+(|q|^2 + max |p|^2) of the truth's, twice the worst-case error of |q|^2 + |p|^2 - 2 q.p in
+float32 (faiss's flat index ranks that way for large batches, and on tight clusters at high
+dimension it picks other points than the nearest: |p|^2 is thousands of times the squared
+distances there). The distances a peer reports must match the
 canonical distance of the point it returned within 1e-3, or within that float32 bound on the
 squares (a units slip would not). A check that fails prints what differs and exits 1: the
 benchmark stops (OUTPUT DID NOT VALIDATE), or, for a peer, reports it failed.
 
-`agreement` prints one JSON line per answer in DIR (the page's table): the share of (query, rank)
-entries naming the truth's point, the share equal bit for bit, the share of queries answered bit
-for bit, the worst relative distance gap and what the check accepted it as.
+`agreement` prints one JSON line per answer in DIR (the page's table; an answer to the first Q
+queries against the truth's first Q rows): the share of (query, rank) entries naming the
+truth's point, the share equal bit for bit, the share of queries answered bit for bit, the worst
+relative distance gap and what the check accepted it as.
 
 `--time-limit S` ends a contender after S seconds with exit code 124 (the benchmark reports it
 failed with that reason and skips its later runs), so that a peer far too slow at high dimension
@@ -161,12 +187,22 @@ def generate(directory: Path, distribution: str, sigma: float, dims: int, points
     print(json.dumps({"generated": meta, "seconds": round(time.perf_counter() - started, 2)}))
 
 
-def load(directory: Path) -> tuple[np.ndarray, np.ndarray]:
+def load(directory: Path, first: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The part's points and queries (the first `first` queries when given)."""
     points = np.load(directory / "points.npy")
-    queries = np.load(directory / "queries.npy")
+    queries = load_queries(directory, first)
     if points.ndim != 2 or queries.ndim != 2 or points.shape[1] != queries.shape[1]:
         raise SystemExit(f"{directory}: points {points.shape} and queries {queries.shape} do not match")
     return points, queries
+
+
+def load_queries(directory: Path, first: int | None = None) -> np.ndarray:
+    queries = np.load(directory / "queries.npy")
+    if first is not None:
+        if first < 1:
+            raise SystemExit(f"--first {first}: must be positive")
+        queries = np.ascontiguousarray(queries[:first])
+    return queries
 
 
 # ---------------------------------------------------------------------------
@@ -366,31 +402,87 @@ def report(engine: str, points: np.ndarray, queries: np.ndarray, k: int, threads
                       "k": k, "threads": threads, "build_s": build_s, "query_s": query_s, **extra}))
 
 
-def run_spillway(directory: Path, k: int, method: str, build: str, threads: int, name: str) -> None:
+def peak_rss_kib() -> int | None:
+    """This process's peak resident set so far (VmHWM), in KiB; None where /proc does not say.
+
+    getrusage's ru_maxrss would not do: Linux carries it across exec, so a process the harness
+    spawned would count the harness's own peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def tree_file(directory: Path, build: str) -> Path:
+    return directory / f"tree-{build}.sst"
+
+
+def build_record(directory: Path, build: str) -> Path:
+    return directory / f"tree-{build}.json"
+
+
+def build_tree(directory: Path, build: str, threads: int) -> None:
+    """The part's tree, built once (setup) and saved for every Spillway contender, with its build's time and peak RSS."""
+    import spillway
     import spillway.knn
 
-    points, queries = load(directory)
+    points = np.load(directory / "points.npy")
     started = time.perf_counter()
     tree = spillway.knn.SSTree(points, leaf_size=64, degree=32, build=build, seed=42, threads=threads)
     build_s = time.perf_counter() - started
+    # The build's peak: the points as loaded, the tree's copy and what its construction needed.
+    rss = peak_rss_kib()
+    started = time.perf_counter()
+    tree.save(tree_file(directory, build))
+    save_s = time.perf_counter() - started
+    record = {"build": build, "points": len(points), "dims": points.shape[1], "threads": threads,
+              "build_s": build_s, "peak_rss_kib": rss, "save_s": save_s, "tree": tree.stats(),
+              "version": getattr(spillway, "__version__", None)}
+    build_record(directory, build).write_text(json.dumps(record) + "\n")
+    print(json.dumps({"built": record}))
+
+
+def run_spillway(directory: Path, k: int, method: str, build: str, threads: int, name: str,
+                 first: int | None) -> None:
+    import spillway
+    import spillway.knn
+
+    queries = load_queries(directory, first)
+    record_path = build_record(directory, build)
+    if not record_path.exists():
+        raise SystemExit(f"{record_path}: no {build} tree in this part (the setup's `knn_peers.py build` makes it)")
+    built = json.loads(record_path.read_text())
+    started = time.perf_counter()
+    tree = spillway.knn.SSTree.load(tree_file(directory, build))
+    load_s = time.perf_counter() - started
     started = time.perf_counter()
     distances, indices, stats = tree.query(queries, k, method=method, threads=threads, stats=True)
     query_s = time.perf_counter() - started
     save(directory, name, indices, distances)
     count = max(int(stats["queries"]), 1)
-    report(name, points, queries, k, threads, build_s, query_s,
-           method=method, build=build, chosen=stats["method"], nodes_visited=stats["nodes_visited"],
-           leaves_scanned=stats["leaves_scanned"], distances_computed=stats["distances_computed"],
-           nodes_per_query=stats["nodes_visited"] / count, leaves_per_query=stats["leaves_scanned"] / count,
-           distances_per_query=stats["distances_computed"] / count, engine_query_s=stats["query_s"],
-           tree=tree.stats(), version=getattr(spillway, "__version__", None))
+    shape = tree.stats()
+    own = peak_rss_kib()
+    peaks = [value for value in (built.get("peak_rss_kib"), own) if value is not None]
+    print(json.dumps({
+        "engine": name, "points": shape["points"], "dims": shape["dims"], "queries": len(queries), "k": k,
+        "threads": threads, "build_s": built["build_s"], "query_s": query_s, "method": method, "build": build,
+        "chosen": stats["method"], "nodes_visited": stats["nodes_visited"], "leaves_scanned": stats["leaves_scanned"],
+        "distances_computed": stats["distances_computed"], "nodes_per_query": stats["nodes_visited"] / count,
+        "leaves_per_query": stats["leaves_scanned"] / count, "distances_per_query": stats["distances_computed"] / count,
+        "engine_query_s": stats["query_s"], "load_s": load_s, "peak_rss_kib": max(peaks) if peaks else None,
+        "build_peak_rss_kib": built.get("peak_rss_kib"), "query_peak_rss_kib": own,
+        "tree": dict(shape, build_s=built["tree"]["build_s"]), "version": getattr(spillway, "__version__", None),
+    }))
 
 
-def run_sklearn(directory: Path, k: int, algorithm: str, threads: int, name: str) -> None:
+def run_sklearn(directory: Path, k: int, algorithm: str, threads: int, name: str, first: int | None) -> None:
     import sklearn
     from sklearn.neighbors import NearestNeighbors
 
-    points, queries = load(directory)
+    points, queries = load(directory, first)
     model = NearestNeighbors(n_neighbors=k, algorithm=algorithm, n_jobs=threads)
     started = time.perf_counter()
     model.fit(points)
@@ -403,11 +495,11 @@ def run_sklearn(directory: Path, k: int, algorithm: str, threads: int, name: str
            leaf_size=model.leaf_size, version=sklearn.__version__)
 
 
-def run_faiss(directory: Path, k: int, threads: int, name: str) -> None:
+def run_faiss(directory: Path, k: int, threads: int, name: str, first: int | None) -> None:
     import faiss
 
     faiss.omp_set_num_threads(threads)
-    points, queries = load(directory)
+    points, queries = load(directory, first)
     started = time.perf_counter()
     index = faiss.IndexFlatL2(points.shape[1])
     index.add(np.ascontiguousarray(points))
@@ -419,14 +511,14 @@ def run_faiss(directory: Path, k: int, threads: int, name: str) -> None:
     report("faiss-flat", points, queries, k, threads, build_s, query_s, version=faiss.__version__)
 
 
-def run_pykdtree(directory: Path, k: int, threads: int, name: str) -> None:
+def run_pykdtree(directory: Path, k: int, threads: int, name: str, first: int | None) -> None:
     # OpenMP reads it when the library loads: before the import.
     os.environ["OMP_NUM_THREADS"] = str(threads)
     from importlib.metadata import version
 
     from pykdtree.kdtree import KDTree
 
-    points, queries = load(directory)
+    points, queries = load(directory, first)
     started = time.perf_counter()
     tree = KDTree(points)
     build_s = time.perf_counter() - started
@@ -539,10 +631,10 @@ def load_truth(directory: Path) -> tuple[np.ndarray, np.ndarray]:
         return saved["indices"], saved["d2"]
 
 
-def check(directory: Path, name: str, exact: bool) -> None:
-    points, queries = load(directory)
+def check(directory: Path, name: str, exact: bool, first: int | None) -> None:
+    points, queries = load(directory, first)
     want_index, want_d2 = load_truth(directory)
-    figures, problems = compare(directory, name, points, queries, want_index, want_d2)
+    figures, problems = compare(directory, name, points, queries, want_index[:len(queries)], want_d2[:len(queries)])
     found = problems["exact"] if exact else problems["peer"]
     if found:
         raise CheckFailed(f"{name}: " + "; ".join(found))
@@ -550,16 +642,25 @@ def check(directory: Path, name: str, exact: bool) -> None:
 
 
 def agreement(directory: Path) -> None:
-    """One JSON line per answer in DIR: how it compares with the truth (the page's agreement table)."""
+    """One JSON line per answer in DIR: how it compares with the truth (the page's agreement table).
+
+    An answer with fewer rows than the batch (a brute-force contender's `--first`) is compared with
+    the truth's first rows."""
     points, queries = load(directory)
     want_index, want_d2 = load_truth(directory)
     names = sorted({path.name[:-len(".npz")] for path in directory.glob("*.npz") if path.name != "truth.npz"} |
                    {path.name[:-len(".indices.npy")] for path in directory.glob("*.indices.npy")})
     for name in names:
-        figures, _ = compare(directory, name, points, queries, want_index, want_d2)
+        rows = min(len(load_answer(directory, name)[0]), len(queries))
+        figures, _ = compare(directory, name, points, queries[:rows], want_index[:rows], want_d2[:rows])
         print(json.dumps(figures))
     if not names:
         print(json.dumps({"contender": None, "note": "no answers"}))
+
+
+def skipped(name: str, roster: str | None) -> bool:
+    """Whether `name` is left out of its variant's roster (a comma-separated list of names; None: everyone runs)."""
+    return roster is not None and name not in roster.split(",")
 
 
 # ---------------------------------------------------------------------------
@@ -578,6 +679,10 @@ def main(argv: list[str] | None = None) -> int:
     command = commands.add_parser("truth", help="the exact answer, truth.npz")
     command.add_argument("dir", type=Path)
     command.add_argument("--k", type=int, required=True)
+    command = commands.add_parser("build", help="Spillway's tree for the part's Spillway contenders (setup)")
+    command.add_argument("dir", type=Path)
+    command.add_argument("--build", required=True, choices=["kmeans", "hilbert"])
+    command.add_argument("--threads", type=int, default=2)
     for engine in ("spillway", "sklearn-kdtree", "sklearn-balltree", "faiss-flat", "pykdtree"):
         command = commands.add_parser(engine, help=f"run {engine}")
         command.add_argument("dir", type=Path)
@@ -585,17 +690,26 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--threads", type=int, default=2)
         command.add_argument("--name", required=True, help="the answer goes to DIR/NAME.npz")
         command.add_argument("--time-limit", type=float, help="seconds after which the run fails (exit code 124)")
+        command.add_argument("--first", type=int, help="answer only the batch's first FIRST queries")
+        command.add_argument("--roster", help="the contenders that run in this variant, comma-separated")
         if engine == "spillway":
             command.add_argument("--method", required=True, choices=["auto", "psb", "bnb", "brute"])
-            command.add_argument("--build", required=True, choices=["kmeans", "hilbert"])
+            command.add_argument("--tree", required=True, choices=["kmeans", "hilbert"],
+                                 help="the part's tree that `build` saved")
     command = commands.add_parser("agreement", help="every answer in DIR against truth.npz, one JSON line each")
     command.add_argument("dir", type=Path)
     command = commands.add_parser("check", help="an answer against truth.npz")
     command.add_argument("dir", type=Path)
     command.add_argument("name")
     command.add_argument("--exact", action="store_true", help="bit for bit (Spillway's contenders)")
+    command.add_argument("--first", type=int, help="the answer is to the batch's first FIRST queries")
+    command.add_argument("--roster", help="the contenders that run in this variant: any other passes unchecked")
     args = parser.parse_args(argv)
 
+    if skipped(getattr(args, "name", ""), getattr(args, "roster", None)):
+        what = "check" if args.command == "check" else "engine"
+        print(json.dumps({what: args.name, "skipped": f"not in this variant's roster ({args.roster})"}))
+        return 0
     if getattr(args, "time_limit", None):
         stop_after(args.time_limit, args.command)
     try:
@@ -603,19 +717,21 @@ def main(argv: list[str] | None = None) -> int:
             generate(args.dir, args.distribution, args.sigma, args.dims, args.points, args.queries)
         elif args.command == "truth":
             truth(args.dir, args.k)
+        elif args.command == "build":
+            build_tree(args.dir, args.build, args.threads)
         elif args.command == "check":
-            check(args.dir, args.name, args.exact)
+            check(args.dir, args.name, args.exact, args.first)
         elif args.command == "agreement":
             agreement(args.dir)
         elif args.command == "spillway":
-            run_spillway(args.dir, args.k, args.method, args.build, args.threads, args.name)
+            run_spillway(args.dir, args.k, args.method, args.tree, args.threads, args.name, args.first)
         elif args.command in ("sklearn-kdtree", "sklearn-balltree"):
             run_sklearn(args.dir, args.k, "kd_tree" if args.command == "sklearn-kdtree" else "ball_tree",
-                        args.threads, args.name)
+                        args.threads, args.name, args.first)
         elif args.command == "faiss-flat":
-            run_faiss(args.dir, args.k, args.threads, args.name)
+            run_faiss(args.dir, args.k, args.threads, args.name, args.first)
         else:
-            run_pykdtree(args.dir, args.k, args.threads, args.name)
+            run_pykdtree(args.dir, args.k, args.threads, args.name, args.first)
     except CheckFailed as failure:
         print(f"CHECK FAILED: {failure}", file=sys.stderr)
         return 1

@@ -92,13 +92,20 @@ elif program == "stream_driver":
                 for i, s in enumerate([0.0001, 0.001, 0.01, 0.1])
             ]
         say(result)
-elif program == "knn_peers" and command in ("generate", "truth", "check", "agreement"):
+elif "roster" in options and (arguments[2] if command == "check" else options["name"]) not in options["roster"].split(","):
+    # A kNN contender left out of its variant (a shell reads kiddo's roster before its driver would start).
+    name = arguments[2] if command == "check" else options["name"]
+    say({"check" if command == "check" else "engine": name, "skipped": "not in this variant's roster"})
+elif program == "knn_peers" and command in ("generate", "truth", "build", "check", "agreement"):
     directory = arguments[1]
     if command == "generate":
         json.dump({"dims": int(options["dims"]), "points": int(options["points"])},
                   open(os.path.join(directory, "meta.json"), "w"))
     elif command == "truth":
         say({"truth": {"queries": 1000, "k": int(options["k"]), "fallbacks": 0, "seconds": 1.5}})
+    elif command == "build":
+        open(os.path.join(directory, "tree-" + options["build"] + ".sst"), "wb").write(b"SST")
+        say({"built": {"build": options["build"], "build_s": 2.5, "peak_rss_kib": 400 * 1024}})
     elif command == "check":
         if disagree and "exact" in options and arguments[2] == "spillway-bnb-kmeans":
             print("CHECK FAILED: spillway-bnb-kmeans: NOT EXACT: 3 of 10000 entries differ", file=sys.stderr)
@@ -128,8 +135,13 @@ elif program in ("knn_peers", "knn_driver"):  # a kNN contender: it saves its an
     result = {"engine": name, "points": 1000, "dims": int(options.get("dims", 16)), "queries": 1000,
               "k": int(options["k"]), "threads": 2, "build_s": 0.5, "query_s": speeds[name]}
     if command == "spillway":
-        result.update(nodes_visited=20000 if options["build"] == "hilbert" else 10000, leaves_scanned=5000,
-                      distances_computed=300000, tree={"bytes": 2**20, "levels": 3, "leaf_fill": 0.7})
+        assert os.path.exists(os.path.join(arguments[1], "tree-" + options["tree"] + ".sst")), "no tree built"
+        result.update(nodes_visited=20000 if options["tree"] == "hilbert" else 10000, leaves_scanned=5000,
+                      distances_computed=300000, tree={"bytes": 2**20, "levels": 3, "leaf_fill": 0.7},
+                      build_s=2.5, load_s=0.1, peak_rss_kib=400 * 1024, build_peak_rss_kib=400 * 1024,
+                      query_peak_rss_kib=100 * 1024)
+    if "first" in options:
+        result["queries"] = min(int(options["first"]), 1000)
     say(result)
 elif program == "agg_driver" and command == "generate":
     directory = arguments[-1]
@@ -297,6 +309,9 @@ def test_knn_end_to_end_on_fake_drivers(tmp_path):
     report = invoke(faked(WORKLOADS["knn"], tmp_path, "clustered40:d16:k10"), tmp_path, 1000, runs=1)
     (part,) = report["parts"]
     assert part["captured"] == {"truth_s": "1.5", "truth_fallbacks": "0"}
+    # The setup builds both trees once (the constructions are compared at d = 16); the contenders load them.
+    builds = [step["command"] for step in part["setup"] if "build" in step["command"]]
+    assert [command[command.index("--build") + 1] for command in builds] == ["kmeans", "hilbert"]
     assert len(part["contenders"]) == 10 and not part["failed"]
     found = {(c["label"], c["peer"]): c for c in part["comparisons"]}
     faiss = found[("d = 16, clustered: vs faiss flat", "faiss-flat")]
@@ -312,6 +327,9 @@ def test_knn_end_to_end_on_fake_drivers(tmp_path):
     auto = next(c for c in part["contenders"] if c["name"] == "spillway-auto")
     assert auto["summary"]["queries_per_s"]["median"] == pytest.approx(1e5)
     assert auto["summary"]["nodes_per_query"]["median"] == 10.0
+    # Spillway's build comes from the setup, and its peak RSS is the larger of the build's and the query's.
+    assert auto["summary"]["build_s"]["median"] == 2.5
+    assert auto["summary"]["peak_rss_mib"]["median"] == 400.0 and auto["summary"]["query_rss_mib"]["median"] == 100.0
     assert "nodes_per_query" not in next(c for c in part["contenders"] if c["name"] == "faiss-flat")["summary"]
     text = (tmp_path / "out" / "knn.md").read_text()
     for heading in ("## Targets", "### k nearest neighbours, 2 threads", "### Spillway's searches: work per query",
@@ -319,19 +337,73 @@ def test_knn_end_to_end_on_fake_drivers(tmp_path):
         assert heading in text
 
 
-def test_knn_inexact_spillway_stops_the_benchmark_and_a_slow_peer_fails_alone(tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_TIMEOUT", "sklearn-balltree")
-    report = invoke(faked(WORKLOADS["knn"], tmp_path, "uniform:d64:k100"), tmp_path, 1000, runs=1)
+def test_knn_roster_leaves_contenders_out_and_a_slow_peer_fails_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_TIMEOUT", "pykdtree")
+    report = invoke(faked(WORKLOADS["knn"], tmp_path, "uniform:d64:k100"), tmp_path, 1000, runs=2)
     (part,) = report["parts"]
     (failed,) = part["failed"]
-    assert failed["name"] == "sklearn-balltree" and "time limit" in failed["reason"]
+    assert failed["name"] == "pykdtree" and "time limit" in failed["reason"]
     (target,) = [c for c in part["comparisons"] if c["target"] is not None and c["peer"] == "faiss-flat"]
     assert target["label"] == "d >= 64, uniform: within 1.5x of faiss flat" and target["verdict"] == "met"
+    # No Hilbert tree at d = 64 with k = 100, and no scikit-learn above d = 32: those processes print no figures
+    # and leave no row, no ratio and no answer.
+    assert [step["command"][step["command"].index("--build") + 1] for step in part["setup"]
+            if "build" in step["command"]] == ["kmeans"]
+    left_out = {"spillway-psb-hilbert", "sklearn-kdtree", "sklearn-balltree"}
+    summaries = {c["name"]: c["summary"] for c in part["contenders"]}
+    assert all(summaries[name] == {} for name in left_out)
+    assert all(summaries[name] for name in summaries if name not in left_out)
+    named = {c["peer"] for c in part["comparisons"]} | {name for c in part["comparisons"] for name in c.get(
+        "peer_chosen_from") or []}
+    assert not named & left_out
+    assert not {row["contender"] for row in part["probes"]["agreement"]} & left_out
+    text = (tmp_path / "out" / "knn.md").read_text()
+    assert "not run here: spillway-psb-hilbert, sklearn-kdtree, sklearn-balltree" in text
+    assert not any(f"| {name} |" in text for name in left_out)
+    # The brute-force contenders answer the batch's first `brute_queries` queries.
+    faiss = next(c for c in part["contenders"] if c["name"] == "faiss-flat")
+    assert faiss["command"][faiss["command"].index("--first") + 1] == "1000"
     monkeypatch.setenv("FAKE_DISAGREE", "knn_peers")
     again = tmp_path / "again"
     again.mkdir()
     with pytest.raises(BenchmarkFailure, match="OUTPUT DID NOT VALIDATE"):
         invoke(faked(WORKLOADS["knn"], again, "uniform:d8:k1"), again, 1000, runs=1)
+
+
+def test_knn_peers_checks_a_batch_prefix_and_passes_a_contender_left_out(tmp_path, capsys):
+    """knn_peers.py itself (NumPy, no Spillway): the truth, an exact answer to the first queries, the roster."""
+    np = pytest.importorskip("numpy")
+    import knn_peers
+
+    directory = tmp_path / "part"
+    assert knn_peers.main(["generate", str(directory), "--distribution", "uniform", "--dims", "16", "--points", "500",
+                           "--queries", "40"]) == 0
+    assert knn_peers.main(["truth", str(directory), "--k", "5"]) == 0
+    with np.load(directory / "truth.npz") as truth:
+        indices, distances = truth["indices"], truth["distances"]
+    np.savez(directory / "spillway-brute.npz", indices=indices[:10], distances=distances[:10])
+    capsys.readouterr()
+    assert knn_peers.main(["check", str(directory), "spillway-brute", "--exact", "--first", "10"]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"] == 10
+    # Without --first the answer is 10 rows short of the batch: not the canonical answer.
+    assert knn_peers.main(["check", str(directory), "spillway-brute", "--exact"]) == 1
+    assert "expected (40, 5)" in capsys.readouterr().err
+    # One wrong distance, bit for bit, fails the exact check.
+    changed = distances[:10].copy()
+    changed[3, 2] = np.nextafter(changed[3, 2], np.inf)
+    np.savez(directory / "spillway-auto.npz", indices=indices[:10], distances=changed)
+    assert knn_peers.main(["check", str(directory), "spillway-auto", "--exact", "--first", "10"]) == 1
+    capsys.readouterr()
+    assert knn_peers.main(["agreement", str(directory)]) == 0
+    rows = {row["contender"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert rows["spillway-brute"]["queries"] == 10 and rows["spillway-brute"]["exact_queries_percent"] == 100.0
+    assert rows["spillway-auto"]["exact_queries_percent"] == 90.0
+    # A contender not in the variant's roster runs nothing, and its check passes without an answer.
+    for command in (["faiss-flat", str(directory), "--k", "5", "--name", "faiss-flat"],
+                    ["check", str(directory), "faiss-flat"]):
+        assert knn_peers.main([*command, "--roster", "spillway-auto,kiddo"]) == 0
+        assert "skipped" in json.loads(capsys.readouterr().out)
+    assert not (directory / "faiss-flat.npz").exists()
 
 
 def test_probe_commands_keep_only_the_rows_they_ask_for():
