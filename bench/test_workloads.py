@@ -317,7 +317,7 @@ def test_knn_end_to_end_on_fake_drivers(tmp_path):
     faiss = found[("d = 16, clustered: vs faiss flat", "faiss-flat")]
     assert faiss["ratio"] == pytest.approx(10.0) and faiss["target"] == 5.0 and faiss["verdict"] == "met"
     nodes = found[("nodes visited per query: k-means over Hilbert construction (PSB)", "spillway-psb-hilbert")]
-    assert nodes["metric"] == "nodes_per_query" and nodes["ratio"] == pytest.approx(0.5) and nodes["verdict"] == "met"
+    assert nodes["metric"] == "nodes_per_query" and nodes["ratio"] == pytest.approx(0.6) and nodes["verdict"] == "met"
     # kiddo answers twice as fast as spillway-auto here: a loss, listed.
     assert found[("queries/s", "kiddo")]["loss"]
     # Exactness: one target per Spillway contender, from the agreement probe's rows.
