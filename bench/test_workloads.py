@@ -326,7 +326,7 @@ def test_knn_end_to_end_on_fake_drivers(tmp_path):
     assert {row["contender"] for row in part["probes"]["agreement"]} == {c["name"] for c in part["contenders"]}
     auto = next(c for c in part["contenders"] if c["name"] == "spillway-auto")
     assert auto["summary"]["queries_per_s"]["median"] == pytest.approx(1e5)
-    assert auto["summary"]["nodes_per_query"]["median"] == 10.0
+    assert auto["summary"]["nodes_per_query"]["median"] == 15.0
     # Spillway's build comes from the setup, and its peak RSS is the larger of the build's and the query's.
     assert auto["summary"]["build_s"]["median"] == 2.5
     assert auto["summary"]["peak_rss_mib"]["median"] == 400.0 and auto["summary"]["query_rss_mib"]["median"] == 100.0
