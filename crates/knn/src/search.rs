@@ -24,12 +24,13 @@ const QUERY_CHUNK: usize = 16;
 /// of every point then costs less than any descent.
 const AUTO_BRUTE_POINTS: usize = 4096;
 
-/// Queries `auto` answers by branch-and-bound before it picks (on a CPU
-/// the faster tree search: it visits fewer nodes than PSB, whose stackless
-/// order pays off on a GPU's warps), on one thread and timed. Unless they
-/// looked at under [`AUTO_CONTEST_SHARE`] of the points, as many are then
-/// answered by brute force, timed the same way, and the rest of the batch
-/// goes the faster way. Smaller batches use branch-and-bound.
+/// Queries `auto` answers by brute force before it picks (one chunk), a
+/// quarter as many by branch-and-bound (on a CPU the faster tree search:
+/// it visits fewer nodes than PSB, whose stackless order pays off on a
+/// GPU's warps), each on one thread and timed; the rest of the batch goes
+/// the faster way per query. The tree goes first, and when its queries
+/// looked at under [`AUTO_CONTEST_SHARE`] of the points it wins at once.
+/// Smaller batches use branch-and-bound.
 const AUTO_PROBE_QUERIES: usize = 16;
 
 /// The share of the points the tree's probe may look at before brute force
@@ -102,26 +103,33 @@ fn choose(
     if m < 4 * AUTO_PROBE_QUERIES {
         return Ok((Method::BranchAndBound, 0));
     }
-    let probe = |method, first: usize, answer: &mut Neighbours| -> Result<(QueryStats, f64)> {
-        let started = Instant::now();
-        let part = &queries[first * dims..(first + AUTO_PROBE_QUERIES) * dims];
-        let stats = batch(tree, part, k, method, 1, interrupt, answer, first)?;
-        answer.stats.add(&stats);
-        Ok((stats, started.elapsed().as_secs_f64()))
-    };
-    let (tree_stats, tree_s) = probe(Method::BranchAndBound, 0, answer)?;
+    let probe =
+        |method, rows: std::ops::Range<usize>, answer: &mut Neighbours| -> Result<(QueryStats, f64)> {
+            let started = Instant::now();
+            let part = &queries[rows.start * dims..rows.end * dims];
+            let stats = batch(tree, part, k, method, 1, interrupt, answer, rows.start)?;
+            answer.stats.add(&stats);
+            Ok((stats, started.elapsed().as_secs_f64()))
+        };
+    // A few queries by the tree first: where it prunes badly, each costs
+    // several brute-force queries, so the tree's sample is the smaller.
+    let tree_rows = AUTO_PROBE_QUERIES / 4;
+    let (tree_stats, tree_s) = probe(Method::BranchAndBound, 0..tree_rows, answer)?;
     // A tree that looked at a small share of the points wins without a contest.
-    let share = tree_stats.distances_computed as f64 / (AUTO_PROBE_QUERIES * n) as f64;
+    let share = tree_stats.distances_computed as f64 / (tree_rows * n) as f64;
     if share <= AUTO_CONTEST_SHARE {
-        return Ok((Method::BranchAndBound, AUTO_PROBE_QUERIES));
+        return Ok((Method::BranchAndBound, tree_rows));
     }
-    let (_, brute_s) = probe(Method::BruteForce, AUTO_PROBE_QUERIES, answer)?;
-    let faster = if brute_s < tree_s {
+    let brute_rows = tree_rows..tree_rows + AUTO_PROBE_QUERIES;
+    let (_, brute_s) = probe(Method::BruteForce, brute_rows.clone(), answer)?;
+    let tree_per_query = tree_s / tree_rows as f64;
+    let brute_per_query = brute_s / AUTO_PROBE_QUERIES as f64;
+    let faster = if brute_per_query < tree_per_query {
         Method::BruteForce
     } else {
         Method::BranchAndBound
     };
-    Ok((faster, 2 * AUTO_PROBE_QUERIES))
+    Ok((faster, brute_rows.end))
 }
 
 /// Answers `queries` with `method` into the answer's rows from `first_row`.
