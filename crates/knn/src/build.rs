@@ -3,6 +3,8 @@
 //! ids are depth-first order whatever order the groups were made in, the
 //! seed's listing's renumbering), then the spheres bottom-up.
 
+use std::time::Instant;
+
 use spillway_core::{worker_threads, Interrupt, Result};
 
 use crate::distance::{d2, EPS};
@@ -17,7 +19,26 @@ use crate::tree::{SsTree, Storage};
 /// Nodes whose spheres one thread task computes.
 const SPHERE_CHUNK: usize = 256;
 
-pub fn build(points: Points<'_>, options: &BuildOptions, interrupt: &Interrupt) -> Result<SsTree> {
+impl SsTree {
+    /// Builds the tree bottom-up over `points` (see [`BuildOptions`]);
+    /// stops with `Interrupted` when `interrupt` is raised.
+    pub fn build(points: Points<'_>, options: &BuildOptions, interrupt: &Interrupt) -> Result<SsTree> {
+        options.validate()?;
+        let started = Instant::now();
+        let mut tree = build(points, options, interrupt)?;
+        tree.build_s = started.elapsed().as_secs_f64();
+        Ok(tree)
+    }
+
+    /// Checks every structural and geometric invariant (DESIGN.md,
+    /// "Invariants"); an error names the node and what is wrong.
+    pub fn check_invariants(&self) -> Result<()> {
+        check(self)
+            .map_err(|what| spillway_core::Error::Internal(format!("SS-tree invariant broken: {what}")))
+    }
+}
+
+fn build(points: Points<'_>, options: &BuildOptions, interrupt: &Interrupt) -> Result<SsTree> {
     match points {
         Points::F32 { data, dims } => build_typed(data, dims, options, interrupt, Storage::F32),
         Points::F64 { data, dims } => build_typed(data, dims, options, interrupt, Storage::F64),

@@ -48,7 +48,21 @@ const SECTIONS: [&str; 12] = [
     "coordinates",
 ];
 
-pub fn save(tree: &SsTree, fs: &dyn Fs, path: &Path) -> Result<()> {
+impl SsTree {
+    /// Writes the tree to `path` through `fs`, atomically (a staged file
+    /// renamed into place) and durably.
+    pub fn save(&self, fs: &dyn Fs, path: &Path) -> Result<()> {
+        save(self, fs, path)
+    }
+
+    /// Reads a tree saved by [`SsTree::save`], checking every checksum and
+    /// invariant: damage is reported as `Corruption` naming the offset.
+    pub fn load(fs: &dyn Fs, path: &Path) -> Result<SsTree> {
+        load(fs, path)
+    }
+}
+
+fn save(tree: &SsTree, fs: &dyn Fs, path: &Path) -> Result<()> {
     let partial = scratch::partial_path(path);
     let outcome = (|| {
         let file = fs.create_or_truncate(&partial)?;
@@ -96,7 +110,6 @@ fn new_tree_id() -> u64 {
         .map_or(0, |d| d.as_nanos());
     let mut seed = nanos.to_le_bytes().to_vec();
     seed.extend_from_slice(&std::process::id().to_le_bytes());
-    seed.extend_from_slice(&(&seed as *const Vec<u8> as usize).to_le_bytes());
     spillway_core::hash64(&seed)
 }
 
@@ -154,7 +167,7 @@ fn payloads(tree: &SsTree) -> Vec<Vec<u8>> {
     ]
 }
 
-pub fn load(fs: &dyn Fs, path: &Path) -> Result<SsTree> {
+fn load(fs: &dyn Fs, path: &Path) -> Result<SsTree> {
     let file = fs.open_read(path)?;
     let len = file.len()?;
     let mut image =

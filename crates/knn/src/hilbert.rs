@@ -2,8 +2,6 @@
 //! in the order are close in space (the Hilbert build packs leaves in this
 //! order; the k-means build orders each group's members by it).
 
-use std::cmp::Ordering;
-
 /// Key words: 256 bits, the curve's first levels in every dimension.
 const KEY_WORDS: usize = 4;
 const KEY_BITS: usize = KEY_WORDS * 64;
@@ -52,12 +50,8 @@ pub fn keys(count: usize, dims: usize, coordinate: impl Fn(usize, usize) -> f64)
 /// Item indices `0..count` in key order (ties by index).
 pub fn order(keys: &[Key]) -> Vec<u32> {
     let mut order: Vec<u32> = (0..keys.len() as u32).collect();
-    order.sort_unstable_by(|&a, &b| compare(&keys[a as usize], &keys[b as usize]).then(a.cmp(&b)));
+    order.sort_unstable_by(|&a, &b| keys[a as usize].cmp(&keys[b as usize]).then(a.cmp(&b)));
     order
-}
-
-fn compare(a: &Key, b: &Key) -> Ordering {
-    a.cmp(b)
 }
 
 /// Turns cell coordinates into their Hilbert index (Skilling's transform

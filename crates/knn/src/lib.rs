@@ -44,6 +44,7 @@ mod brute_force;
 mod build;
 pub mod distance;
 mod file;
+mod filter;
 mod hilbert;
 mod kmeans;
 mod knn_set;

@@ -15,9 +15,6 @@ pub const DIMS_MAX: usize = 1 << 16;
 pub trait Coordinate: Copy + Send + Sync + 'static + std::fmt::Debug {
     /// The coordinate as f64 (exact for f32 and f64).
     fn to_f64(self) -> f64;
-    /// The coordinate nearest to `value` (used to store centroids of f32 data
-    /// as f64 all the same: only points are stored in this type).
-    fn from_f64(value: f64) -> Self;
     /// The dtype code written in saved trees (1: f32, 2: f64).
     const DTYPE: u8;
 }
@@ -26,18 +23,12 @@ impl Coordinate for f32 {
     fn to_f64(self) -> f64 {
         f64::from(self)
     }
-    fn from_f64(value: f64) -> Self {
-        value as f32
-    }
     const DTYPE: u8 = 1;
 }
 
 impl Coordinate for f64 {
     fn to_f64(self) -> f64 {
         self
-    }
-    fn from_f64(value: f64) -> Self {
-        value
     }
     const DTYPE: u8 = 2;
 }

@@ -19,7 +19,7 @@
 //! neighbour; a leaf's loop runs over its points; pruning compares with
 //! `<=`, so that ties and duplicate points are kept.
 
-use crate::brute_force::Scan;
+use crate::search::Scan;
 use crate::search::Searcher;
 
 impl<T: Scan> Searcher<'_, T> {

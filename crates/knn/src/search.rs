@@ -6,13 +6,14 @@ use std::time::Instant;
 
 use spillway_core::{ensure, worker_threads, Interrupt, Result};
 
-use crate::brute_force::{Filter, Scan};
 use crate::distance::{d2, lane_d2, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
+use crate::filter::Filter;
 use crate::hilbert;
 use crate::knn_set::KnnSet;
 use crate::options::{Method, QueryOptions};
 use crate::parallel;
 use crate::points::check_matrix;
+use crate::points::Coordinate;
 use crate::query::Neighbours;
 use crate::stats::QueryStats;
 use crate::tree::{SsTree, Storage};
@@ -38,7 +39,23 @@ const AUTO_PROBE_QUERIES: usize = 16;
 /// third of the cost per point or more, cannot win.
 const AUTO_CONTEST_SHARE: f64 = 1.0 / 32.0;
 
-pub fn run(
+impl SsTree {
+    /// The `k` nearest points to each query: `queries` is row-major,
+    /// [`dims`](Self::dims) coordinates per query. Queries are split between
+    /// the option's threads; stops with `Interrupted` when `interrupt` is
+    /// raised.
+    pub fn query(
+        &self,
+        queries: &[f64],
+        k: usize,
+        options: &QueryOptions,
+        interrupt: &Interrupt,
+    ) -> Result<Neighbours> {
+        run(self, queries, k, options, interrupt)
+    }
+}
+
+fn run(
     tree: &SsTree,
     queries: &[f64],
     k: usize,
@@ -477,4 +494,23 @@ impl<'t, T: Scan> Searcher<'t, T> {
             self.scan_points(query, start, end);
         }
     }
+}
+
+/// How a coordinate type's points are scanned.
+pub trait Scan: Coordinate {
+    /// Prepares the searcher for `query`.
+    fn prepare(searcher: &mut Searcher<'_, Self>, query: &[f64]);
+
+    /// Scans the stored points `start..end` (one leaf block) into the
+    /// searcher's set; returns whether any entered it.
+    fn scan_block(searcher: &mut Searcher<'_, Self>, query: &[f64], start: usize, end: usize) -> bool;
+
+    /// Answers each query of `queries` (row-major) by brute force into its
+    /// row of `distances` and `indices` (`k` each).
+    fn brute_force_chunk(
+        searcher: &mut Searcher<'_, Self>,
+        queries: &[f64],
+        distances: &mut [f64],
+        indices: &mut [i64],
+    );
 }

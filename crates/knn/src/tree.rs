@@ -7,14 +7,7 @@
 //! subtree's leaves are the ids `leaf_first..=leaf_last`. Points are stored
 //! in leaf order, row-major, in the type they were given in.
 
-use std::path::Path;
-use std::time::Instant;
-
-use spillway_core::{Fs, Interrupt, Result};
-
-use crate::options::{Build, BuildOptions, QueryOptions};
-use crate::points::Points;
-use crate::query::Neighbours;
+use crate::options::Build;
 use crate::stats::TreeStats;
 
 /// Points in leaf order, in their own type: each leaf's block
@@ -90,30 +83,6 @@ pub struct SsTree {
 }
 
 impl SsTree {
-    /// Builds the tree bottom-up over `points` (see [`BuildOptions`]);
-    /// stops with `Interrupted` when `interrupt` is raised.
-    pub fn build(points: Points<'_>, options: &BuildOptions, interrupt: &Interrupt) -> Result<SsTree> {
-        options.validate()?;
-        let started = Instant::now();
-        let mut tree = crate::build::build(points, options, interrupt)?;
-        tree.build_s = started.elapsed().as_secs_f64();
-        Ok(tree)
-    }
-
-    /// The `k` nearest points to each query: `queries` is row-major,
-    /// [`dims`](Self::dims) coordinates per query. Queries are split between
-    /// the option's threads; stops with `Interrupted` when `interrupt` is
-    /// raised.
-    pub fn query(
-        &self,
-        queries: &[f64],
-        k: usize,
-        options: &QueryOptions,
-        interrupt: &Interrupt,
-    ) -> Result<Neighbours> {
-        crate::search::run(self, queries, k, options, interrupt)
-    }
-
     /// Coordinates per point.
     pub fn dims(&self) -> usize {
         self.dims
@@ -179,24 +148,5 @@ impl SsTree {
             bytes: (arrays + self.storage.bytes()) as u64,
             build_s: self.build_s,
         }
-    }
-
-    /// Checks every structural and geometric invariant (DESIGN.md,
-    /// "Invariants"); an error names the node and what is wrong.
-    pub fn check_invariants(&self) -> Result<()> {
-        crate::build::check(self)
-            .map_err(|what| spillway_core::Error::Internal(format!("SS-tree invariant broken: {what}")))
-    }
-
-    /// Writes the tree to `path` through `fs`, atomically (a staged file
-    /// renamed into place) and durably.
-    pub fn save(&self, fs: &dyn Fs, path: &Path) -> Result<()> {
-        crate::file::save(self, fs, path)
-    }
-
-    /// Reads a tree saved by [`SsTree::save`], checking every checksum and
-    /// invariant: damage is reported as `Corruption` naming the offset.
-    pub fn load(fs: &dyn Fs, path: &Path) -> Result<SsTree> {
-        crate::file::load(fs, path)
     }
 }
