@@ -13,6 +13,7 @@ from .errors import (
     ResourcesExhaustedError,
     SpillwayError,
     SpillwayIOError,
+    UnavailableError,
 )
 from . import knn, mapreduce, workload
 from .agg import Aggregator
@@ -41,5 +42,6 @@ __all__ = [
     "SpillwayIOError",
     "ResourcesExhaustedError",
     "PoisonedError",
+    "UnavailableError",
     "InternalError",
 ]

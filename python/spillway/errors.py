@@ -30,6 +30,10 @@ class PoisonedError(SpillwayError):
     """A durable write failed earlier; reopen the store to recover."""
 
 
+class UnavailableError(SpillwayError, RuntimeError):
+    """Something the call needs is missing on this machine (a GPU, its driver or its libraries)."""
+
+
 class InternalError(SpillwayError):
     """A broken invariant: a bug in Spillway. Please report it."""
 
@@ -41,5 +45,6 @@ __all__ = [
     "SpillwayIOError",
     "ResourcesExhaustedError",
     "PoisonedError",
+    "UnavailableError",
     "InternalError",
 ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from . import _native
 from ._args import count, threads as thread_count
@@ -141,7 +141,14 @@ class SSTree:
         self._native.save(os.fspath(path))
 
     def query(
-        self, queries: Any, k: int, *, method: str = "auto", threads: int = 0, stats: bool = False
+        self,
+        queries: Any,
+        k: int,
+        *,
+        method: str = "auto",
+        threads: int = 0,
+        device: str = "cpu",
+        stats: bool = False,
     ) -> Any:
         """The ``k`` nearest points to each query.
 
@@ -151,13 +158,21 @@ class SSTree:
         indices)``: a float64 and an int64 array of shape ``(queries, k)``,
         row ``i`` holding query ``i``'s neighbours nearest first, ties by
         the point's row (its index in ``points``). With ``stats=True`` a
-        third value is what the batch did: ``{queries, k, method,
-        nodes_visited, leaves_scanned, distances_computed, query_s}``
-        (``method`` is the one ``"auto"`` picked).
+        third value is what the batch did: ``{queries, k, method, device,
+        nodes_visited, leaves_scanned, distances_computed, warp_efficiency,
+        query_s}`` (``method`` is the one ``"auto"`` picked, ``device``
+        where it ran, ``warp_efficiency`` the share of busy lanes in the
+        GPU's PSB kernel, else ``None``).
 
         ``method``: ``"auto"``, ``"psb"`` (Parallel Scan and Backtrack),
-        ``"bnb"`` (branch and bound) or ``"brute"``; every one gives the
-        same answer. ``k`` must be from 1 to ``len(self)``.
+        ``"bnb"`` (branch and bound, CPU only) or ``"brute"``; every one
+        gives the same answer. ``k`` must be from 1 to ``len(self)``.
+
+        ``device``: ``"cpu"`` (every core, or ``threads``), ``"cuda"`` (GPU
+        0: the tree is copied to it on the first such query and kept; an
+        :class:`spillway.UnavailableError` says why when no GPU can be used
+        here) or ``"auto"`` (the GPU when one can be used, else the CPU).
+        The answer is the same, bit for bit, on every device.
         """
         numpy = _numpy()
         array = _real_array(queries, "queries")
@@ -184,6 +199,7 @@ class SSTree:
             k,
             _text(method, "method", "auto"),
             thread_count(threads),
+            _text(device, "device", "cpu"),
         )
         rows = array.shape[0]
         found = (
@@ -222,4 +238,10 @@ class SSTree:
         return f"SSTree({len(self)} points, {self.dims} dims, {self.dtype})"
 
 
-__all__ = ["SSTree"]
+def gpu_unavailable() -> Optional[str]:
+    """``None`` when a GPU can be used here (``device="cuda"``), else the reason it cannot: no CUDA
+    driver, or no GPU. Cheap: nothing is compiled or copied."""
+    return _native.gpu_unavailable()
+
+
+__all__ = ["SSTree", "gpu_unavailable"]

@@ -4,7 +4,7 @@
 //! spillway knn build --points P.npy --index T.sst [--build kmeans|hilbert] [--leaf-size 64]
 //!     [--degree 32] [--seed 42] [--threads 0] [--json]
 //! spillway knn query --index T.sst --queries Q.npy --k K [--method auto|psb|bnb|brute] [--threads 0]
-//!     [--distances D.npy] [--indices I.npy] [--json]
+//!     [--device cpu|cuda|auto] [--distances D.npy] [--indices I.npy] [--json]
 //! spillway knn verify --index T.sst
 //! spillway knn stats --index T.sst [--json]
 //! ```
@@ -25,7 +25,7 @@ use clap::Subcommand;
 use serde_json::Value;
 use spillway_core::{scratch, Interrupt, IoContext, RealFs};
 use spillway_knn::npy::{self, NpyArray, NpyData};
-use spillway_knn::{Build, BuildOptions, Method, Neighbours, Points, QueryOptions, SsTree};
+use spillway_knn::{Build, BuildOptions, Device, Method, Neighbours, Points, QueryOptions, SsTree};
 
 /// An SS-tree kNN index: build it from points, query it exactly.
 #[derive(Debug, clap::Args)]
@@ -62,6 +62,12 @@ fn parse_build(name: &str) -> Result<Build, String> {
 
 /// `--method`'s names are the engine's.
 fn parse_method(name: &str) -> Result<Method, String> {
+    name.parse()
+        .map_err(|error: spillway_core::Error| error.to_string())
+}
+
+/// `--device`'s names are the engine's.
+fn parse_device(name: &str) -> Result<Device, String> {
     name.parse()
         .map_err(|error: spillway_core::Error| error.to_string())
 }
@@ -113,6 +119,10 @@ struct QueryArgs {
     /// Worker threads (0: every core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
+    /// Where the queries run: cpu, cuda (GPU 0; psb, brute or auto) or
+    /// auto (the GPU when one can be used here).
+    #[arg(long, value_name = "NAME", default_value = "cpu", value_parser = parse_device)]
+    device: Device,
     /// Write the distances here: a float64 .npy array, one row of k per query.
     #[arg(long, value_name = "FILE")]
     distances: Option<PathBuf>,
@@ -234,6 +244,7 @@ fn query(args: QueryArgs) -> anyhow::Result<u8> {
     let options = QueryOptions {
         method: args.method,
         threads: args.threads,
+        device: args.device,
     };
     let interrupt = Interrupt::on_signals();
     let found = tree.query(&queries, args.k, &options, &interrupt)?;
@@ -258,11 +269,12 @@ fn query(args: QueryArgs) -> anyhow::Result<u8> {
     }
     let per_query = |count: u64| count as f64 / stats.queries.max(1) as f64;
     eprintln!(
-        "knn query: {} queries, k {}, {}: {:.1} nodes visited, {:.1} leaves scanned, {:.0} distances per \
+        "knn query: {} queries, k {}, {} on the {}: {:.1} nodes visited, {:.1} leaves scanned, {:.0} distances per \
          query, {:.3} s",
         stats.queries,
         stats.k,
         stats.method,
+        stats.device,
         per_query(stats.nodes_visited),
         per_query(stats.leaves_scanned),
         per_query(stats.distances_computed),

@@ -80,6 +80,12 @@ pub enum Error {
     /// finished; what it had made was removed.
     #[error("interrupted: {0}")]
     Interrupted(String),
+
+    /// Something the call needs is missing on this machine (a GPU, its
+    /// driver or its libraries); the message says what. The same call
+    /// elsewhere, or without that need, can succeed.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// The kind of an [`Error`], without its payload; the Python module maps each
@@ -101,6 +107,8 @@ pub enum ErrorKind {
     Internal,
     /// See [`Error::Interrupted`].
     Interrupted,
+    /// See [`Error::Unavailable`].
+    Unavailable,
 }
 
 impl Error {
@@ -131,6 +139,7 @@ impl Error {
             Error::Poisoned(_) => ErrorKind::Poisoned,
             Error::Internal(_) => ErrorKind::Internal,
             Error::Interrupted(_) => ErrorKind::Interrupted,
+            Error::Unavailable(_) => ErrorKind::Unavailable,
         }
     }
 
@@ -157,6 +166,7 @@ impl Error {
             Error::Poisoned(message) => Error::Poisoned(format!("{context}: {message}")),
             Error::Internal(message) => Error::Internal(format!("{context}: {message}")),
             Error::Interrupted(message) => Error::Interrupted(format!("{context}: {message}")),
+            Error::Unavailable(message) => Error::Unavailable(format!("{context}: {message}")),
         }
     }
 
@@ -184,6 +194,7 @@ impl Error {
             Error::Poisoned(message) => Error::Poisoned(message.clone()),
             Error::Internal(message) => Error::Internal(message.clone()),
             Error::Interrupted(message) => Error::Interrupted(message.clone()),
+            Error::Unavailable(message) => Error::Unavailable(message.clone()),
         }
     }
 
@@ -351,6 +362,7 @@ mod tests {
             Error::Poisoned("c".into()),
             Error::Internal("d".into()),
             Error::Interrupted("e".into()),
+            Error::Unavailable("g".into()),
             Error::io("f", io::Error::other("no errno")),
         ];
         for error in errors {

@@ -227,6 +227,7 @@ fn lay_out<T: Coordinate>(
         leaf_point_start,
         point_ids,
         storage: storage(coordinates),
+        gpu: Default::default(),
     }
 }
 

@@ -379,5 +379,6 @@ fn decode(image: &[u8], path: &Path) -> Result<SsTree> {
         storage,
         group_centres: Vec::new(),
         max_magnitude: 0.0,
+        gpu: Default::default(),
     })
 }

@@ -45,6 +45,7 @@ mod build;
 pub mod distance;
 mod file;
 mod filter;
+mod gpu;
 mod hilbert;
 mod kmeans;
 mod knn_set;
@@ -60,7 +61,8 @@ mod search;
 mod stats;
 mod tree;
 
-pub use options::{Build, BuildOptions, Method, QueryOptions};
+pub use gpu::{gpu_available, GpuTree, GPU_DEGREE_MAX};
+pub use options::{Build, BuildOptions, Device, Method, QueryOptions};
 pub use points::Points;
 pub use query::Neighbours;
 pub use stats::{QueryStats, TreeStats};

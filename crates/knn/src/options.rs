@@ -85,6 +85,34 @@ impl Method {
     }
 }
 
+/// Where a batch of queries runs; every device gives the same answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// This machine's cores.
+    Cpu,
+    /// GPU 0 (an NVIDIA GPU with a CUDA 13 driver): the tree is copied to it
+    /// on first use and kept there.
+    Cuda,
+    /// The GPU when one can be used here, else the CPU.
+    Auto,
+}
+
+impl FromStr for Device {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Device> {
+        match name {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda),
+            "auto" => Ok(Device::Auto),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown device {name:?}: expected cpu, cuda or auto"
+            ))),
+        }
+    }
+}
+
 /// The most points a leaf and the most children a node may have: far more
 /// than pays (a node's children are scanned one by one), few enough that a
 /// typo is refused.
@@ -151,7 +179,10 @@ pub struct QueryOptions {
     /// The search.
     pub method: Method,
     /// Worker threads (0: every core); queries are split between them.
+    /// The GPU ignores it.
     pub threads: usize,
+    /// Where the batch runs.
+    pub device: Device,
 }
 
 impl Default for QueryOptions {
@@ -159,6 +190,7 @@ impl Default for QueryOptions {
         QueryOptions {
             method: Method::Auto,
             threads: 0,
+            device: Device::Cpu,
         }
     }
 }

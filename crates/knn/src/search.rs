@@ -4,13 +4,14 @@
 
 use std::time::Instant;
 
-use spillway_core::{ensure, worker_threads, Interrupt, Result};
+use spillway_core::{ensure, worker_threads, ErrorKind, Interrupt, Result};
 
 use crate::distance::{d2, lane_d2, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
 use crate::filter::Filter;
+use crate::gpu::gpu_available;
 use crate::hilbert;
 use crate::knn_set::KnnSet;
-use crate::options::{Method, QueryOptions};
+use crate::options::{Device, Method, QueryOptions};
 use crate::parallel;
 use crate::points::check_matrix;
 use crate::points::Coordinate;
@@ -23,7 +24,7 @@ const QUERY_CHUNK: usize = 16;
 
 /// `auto` answers by brute force at or below this many points: one scan
 /// of every point then costs less than any descent.
-const AUTO_BRUTE_POINTS: usize = 4096;
+pub(crate) const AUTO_BRUTE_POINTS: usize = 4096;
 
 /// Queries `auto` answers by brute force before it picks (one chunk), a
 /// quarter as many by branch-and-bound (on a CPU the faster tree search:
@@ -42,8 +43,9 @@ const AUTO_CONTEST_SHARE: f64 = 1.0 / 32.0;
 impl SsTree {
     /// The `k` nearest points to each query: `queries` is row-major,
     /// [`dims`](Self::dims) coordinates per query. Queries are split between
-    /// the option's threads; stops with `Interrupted` when `interrupt` is
-    /// raised.
+    /// the option's threads, or answered on the GPU (`options.device`: the
+    /// tree is copied there on first use and kept); stops with
+    /// `Interrupted` when `interrupt` is raised.
     pub fn query(
         &self,
         queries: &[f64],
@@ -51,8 +53,33 @@ impl SsTree {
         options: &QueryOptions,
         interrupt: &Interrupt,
     ) -> Result<Neighbours> {
-        run(self, queries, k, options, interrupt)
+        match options.device {
+            Device::Cpu => run(self, queries, k, options, interrupt),
+            Device::Cuda => self.gpu.get(self)?.query(queries, k, options.method, interrupt),
+            Device::Auto => match gpu_available().and_then(|()| self.gpu.get(self)) {
+                Ok(gpu) => gpu.query(queries, k, options.method, interrupt),
+                Err(error) if error.kind() == ErrorKind::Unavailable => {
+                    run(self, queries, k, options, interrupt)
+                }
+                Err(error) => Err(error),
+            },
+        }
     }
+}
+
+/// Checks a batch of `queries` for a tree of `points` points of `dims`
+/// coordinates; returns how many queries it holds.
+pub(crate) fn check_batch(points: usize, dims: usize, queries: &[f64], k: usize) -> Result<usize> {
+    ensure!(k >= 1, InvalidArgument, "k must be at least 1, got 0");
+    ensure!(
+        k <= points,
+        InvalidArgument,
+        "k = {k} is more than the {points} points indexed"
+    );
+    if !queries.is_empty() {
+        check_matrix(queries, dims, "queries")?;
+    }
+    Ok(queries.len() / dims)
 }
 
 fn run(
@@ -63,18 +90,8 @@ fn run(
     interrupt: &Interrupt,
 ) -> Result<Neighbours> {
     let started = Instant::now();
-    let n = tree.len();
-    ensure!(k >= 1, InvalidArgument, "k must be at least 1, got 0");
-    ensure!(
-        k <= n,
-        InvalidArgument,
-        "k = {k} is more than the {n} points indexed"
-    );
+    let m = check_batch(tree.len(), tree.dims, queries, k)?;
     spillway_core::check_threads(options.threads, "threads")?;
-    if !queries.is_empty() {
-        check_matrix(queries, tree.dims, "queries")?;
-    }
-    let m = queries.len() / tree.dims;
     let mut answer = Neighbours {
         k,
         distances: vec![0.0; m * k],
@@ -98,6 +115,7 @@ fn run(
     )?;
     answer.stats.add(&rest);
     answer.stats = std::mem::take(&mut answer.stats).with_method(method);
+    answer.stats.device = "cpu";
     answer.stats.k = k as u64;
     answer.stats.query_s = started.elapsed().as_secs_f64();
     Ok(answer)

@@ -42,12 +42,18 @@ pub struct QueryStats {
     pub k: u64,
     /// The search that ran (the one `auto` picked).
     pub method: &'static str,
+    /// Where it ran: `"cpu"` or `"cuda"`.
+    pub device: &'static str,
     /// Internal nodes whose children's bounds were evaluated.
     pub nodes_visited: u64,
     /// Leaves whose points were scanned.
     pub leaves_scanned: u64,
     /// Point distances computed (by the f32 filter or canonically).
     pub distances_computed: u64,
+    /// On the GPU, by PSB: the share of lanes with work in the warps' steps
+    /// over a node's children and a leaf's points (the seed's warp
+    /// efficiency, counted by the kernel itself); absent elsewhere.
+    pub warp_efficiency: Option<f64>,
     /// Seconds the batch took.
     pub query_s: f64,
 }

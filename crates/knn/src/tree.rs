@@ -7,6 +7,7 @@
 //! subtree's leaves are the ids `leaf_first..=leaf_last`. Points are stored
 //! in leaf order, row-major, in the type they were given in.
 
+use crate::gpu::Slot;
 use crate::options::Build;
 use crate::stats::TreeStats;
 
@@ -80,6 +81,8 @@ pub struct SsTree {
     /// Per stored point: its row in the input.
     pub(crate) point_ids: Vec<u32>,
     pub(crate) storage: Storage,
+    /// The tree's copy on the GPU, once a query asked for it.
+    pub(crate) gpu: Slot,
 }
 
 impl SsTree {

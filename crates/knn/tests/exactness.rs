@@ -41,7 +41,16 @@ fn check_all(points: Points<'_>, queries: &[f64], k: usize, options: &BuildOptio
     for method in METHODS {
         for threads in [1, 2] {
             let found = tree
-                .query(queries, k, &QueryOptions { method, threads }, &interrupt)
+                .query(
+                    queries,
+                    k,
+                    &QueryOptions {
+                        method,
+                        threads,
+                        ..QueryOptions::default()
+                    },
+                    &interrupt,
+                )
                 .unwrap();
             assert_eq!(
                 found.indices, expected.indices,
@@ -117,6 +126,7 @@ fn queries_at_the_points_themselves_find_them_first() {
             &QueryOptions {
                 method: Method::Psb,
                 threads: 2,
+                ..QueryOptions::default()
             },
             &Interrupt::new(),
         )
@@ -151,7 +161,11 @@ fn brute_force_filter_keeps_near_ties_that_f32_arithmetic_misorders() {
     for k in [1, 3, 40] {
         let expected = reference::knn(points, &queries, k).unwrap();
         for method in METHODS {
-            let options = QueryOptions { method, threads: 2 };
+            let options = QueryOptions {
+                method,
+                threads: 2,
+                ..QueryOptions::default()
+            };
             let found = tree.query(&queries, k, &options, &Interrupt::new()).unwrap();
             assert_eq!(found.indices, expected.indices, "k = {k}, {method:?}");
             assert_eq!(found.distances, expected.distances, "k = {k}, {method:?}");

@@ -34,6 +34,7 @@ fn a_saved_tree_loads_equal_and_answers_alike() {
         let options = QueryOptions {
             method: Method::Psb,
             threads: 1,
+            ..QueryOptions::default()
         };
         let queries = &data[..30];
         assert_eq!(

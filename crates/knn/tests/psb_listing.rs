@@ -22,6 +22,7 @@ fn psb(tree: &SsTree, query: &[f64], k: usize) -> spillway_knn::Neighbours {
         &QueryOptions {
             method: Method::Psb,
             threads: 1,
+            ..QueryOptions::default()
         },
         &Interrupt::new(),
     )

@@ -17,6 +17,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Io => "SpillwayIOError",
         ErrorKind::ResourcesExhausted => "ResourcesExhaustedError",
         ErrorKind::Poisoned => "PoisonedError",
+        ErrorKind::Unavailable => "UnavailableError",
         _ => "InternalError",
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use spillway_core::{Error, RealFs, Result};
-use spillway_knn::{Build, BuildOptions, Method, Points, QueryOptions, SsTree};
+use spillway_knn::{gpu_available, Build, BuildOptions, Device, Method, Points, QueryOptions, SsTree};
 
 use crate::errors::to_py_err;
 use crate::interrupt::interruptible;
@@ -107,7 +107,7 @@ impl PySsTree {
     /// The `k` nearest points to each query (`queries`: little-endian f8,
     /// `dims` per query, row by row): distances (f8) and indices (i8) as
     /// bytearrays, `k` per query, and what the batch did as JSON text.
-    #[pyo3(signature = (queries, k, method, threads))]
+    #[pyo3(signature = (queries, k, method, threads, device))]
     fn query<'py>(
         &self,
         py: Python<'py>,
@@ -115,10 +115,17 @@ impl PySsTree {
         k: usize,
         method: &str,
         threads: usize,
+        device: &str,
     ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>, String)> {
         let options = method
             .parse::<Method>()
-            .map(|method| QueryOptions { method, threads })
+            .and_then(|method| {
+                Ok(QueryOptions {
+                    method,
+                    threads,
+                    device: device.parse::<Device>()?,
+                })
+            })
             .map_err(to_py_err)?;
         let tree = Arc::clone(&self.tree);
         let found = interruptible(py, |interrupt| {
@@ -175,4 +182,11 @@ impl PySsTree {
     fn __len__(&self) -> usize {
         self.tree.len()
     }
+}
+
+/// `None` when a GPU can be used here, else why not (the message of the
+/// error a query on device "cuda" would raise).
+#[pyfunction]
+pub fn gpu_unavailable() -> Option<String> {
+    gpu_available().err().map(|error| error.to_string())
 }

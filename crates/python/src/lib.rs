@@ -43,6 +43,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(workload::workload_clicks, module)?)?;
     module.add_class::<stream::PyStreamIndex>()?;
     module.add_class::<knn::PySsTree>()?;
+    module.add_function(wrap_pyfunction!(knn::gpu_unavailable, module)?)?;
     module.add_class::<kv::PyKv>()?;
     module.add_class::<kv::PyKvScan>()?;
     module.add_function(wrap_pyfunction!(mapreduce::mapreduce_run, module)?)?;
