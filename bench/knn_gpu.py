@@ -23,10 +23,11 @@ memory to answers in host memory, as a user gets them:
 - spillway-cpu: `method="auto"` on every core of this machine, on the batch's first
   `cpu_queries` queries (one timed run: it is the reference for exactness, and its rate is
   queries over its time);
-- torch-cdist: `torch.cdist` without the matrix-product shortcut (`donot_use_mm_for_euclid_dist`,
-  differences squared) and `topk`, in float32, the points resident on the GPU, queries in chunks
-  so that a chunk's distance matrix stays under 4 GB;
-- torch-mm: `|q|^2 - 2 q.p + |p|^2` by chunked `mm` (TF32 off) and `topk`.
+- torch-cdist: `torch.cdist` (its default: by matrix products at these sizes, TF32 off) and
+  `topk`, in float32, the points resident on the GPU, queries in chunks so that a chunk's
+  distance matrix stays under 4 GB (its direct mode, differences squared, ran at about 800
+  queries/s at 10^6 points in a trial: too slow to time here);
+- torch-mm: `|q|^2 - 2 q.p + |p|^2` by chunked `mm` (TF32 off) and `topk`, square roots taken.
 
 Exactness: PSB's and brute force's answers must equal each other bit for bit on every batch and
 the CPU's on its queries (else the script stops: the CPU's exactness against a float64 brute force
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -87,7 +89,7 @@ def torch_contenders(torch, points):
         return distances, indices
 
     def cdist(queries, k):
-        return run(queries, k, lambda q: torch.cdist(q, device_points, compute_mode="donot_use_mm_for_euclid_dist"))
+        return run(queries, k, lambda q: torch.cdist(q, device_points))
 
     def mm(queries, k):
         return run(queries, k, lambda q: ((q * q).sum(1)[:, None] - 2.0 * (q @ device_points.T) + norms[None, :])
@@ -110,7 +112,7 @@ def main(argv=None):
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--latency", type=int, default=20)
+    parser.add_argument("--latency", type=int, default=10)
     parser.add_argument("--cpu-queries", type=int, default=1000)
     parser.add_argument("--dims", default="2,4,8,16,32,64")
     parser.add_argument("--ks", default="1,10,32,100")
@@ -152,7 +154,8 @@ def main(argv=None):
                         "times": times, "queries_per_s": args.queries / statistics.median(times),
                         "nodes_visited": stats["nodes_visited"] / args.queries,
                         "distances": stats["distances_computed"] / args.queries,
-                        "warp_efficiency": stats["warp_efficiency"]}
+                        "warp_efficiency": stats["warp_efficiency"], "kernel_s": stats["kernel_s"],
+                        "engine_s": stats["query_s"]}
                 if not (np.array_equal(answers["psb"][0], answers["brute"][0])
                         and np.array_equal(answers["psb"][1], answers["brute"][1])):
                     raise SystemExit(f"OUTPUT DID NOT VALIDATE: psb and brute differ at {row}")
@@ -183,19 +186,27 @@ def main(argv=None):
                                      "p90_ms": 1e3 * float(np.percentile(seconds, 90))}
                 row["latency"] = latency
                 results.append(row)
+                write(args, torch, started, results)
                 print(json.dumps({"distribution": distribution, "dims": dims, "k": k,
+                                  "psb_kernel_ms": round(row["contenders"]["spillway-psb"]["kernel_s"] * 1e3, 3),
+                                  "psb_engine_ms": round(row["contenders"]["spillway-psb"]["engine_s"] * 1e3, 3),
+                                  "brute_kernel_ms": round(row["contenders"]["spillway-brute"]["kernel_s"] * 1e3, 3),
                                   **{n: round(c["queries_per_s"]) for n, c in row["contenders"].items()},
                                   "latency_ms": {n: round(v["median_ms"], 3) for n, v in latency.items()},
                                   "elapsed_s": round(time.perf_counter() - started)}), flush=True)
             for name in ("points.npy", "queries.npy", "points.f32", "queries.f32"):
                 (part / name).unlink(missing_ok=True)
+    print(f"wrote {args.out / 'knn-gpu.md'} in {round(time.perf_counter() - started)} s")
+    return 0
+
+
+def write(args, torch, started, results):
+    """The page and the JSON as they stand (after every variant: a run stopped early keeps its rows)."""
     machine = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "python": platform.python_version(),
-               "cpus": __import__("os").cpu_count(), "seconds": round(time.perf_counter() - started)}
+               "cpus": os.cpu_count(), "seconds": round(time.perf_counter() - started)}
     report = {"machine": machine, "args": {k: str(v) for k, v in vars(args).items()}, "results": results}
     (args.out / "knn-gpu.json").write_text(json.dumps(report, indent=1) + "\n")
     (args.out / "knn-gpu.md").write_text(page(report))
-    print(f"wrote {args.out / 'knn-gpu.md'} in {machine['seconds']} s")
-    return 0
 
 
 def spread(times):
@@ -218,11 +229,14 @@ def page(report):
         "spillway-cpu: one run of the first "
         f"{a['cpu_queries']} queries on every core. Every Spillway answer was checked equal bit for bit "
         "(PSB = brute force on the whole batch, = the CPU on its queries); torch's recall is of our "
-        "neighbours, its gap the worst relative distance difference (float32 arithmetic).",
+        "neighbours, its gap the worst relative distance difference (float32 arithmetic). "
+        "Nodes visited: internal nodes whose children PSB evaluated, per query; warp efficiency: the "
+        "share of busy lanes in its warps' steps; psb kernel: the last run's time in the kernel (the "
+        "rest of its time is copies, allocation and the call).",
         "",
         "| data | d | k | spillway-psb | spillway-brute | psb / brute | torch-cdist | torch-mm | psb / best torch "
-        "| spillway-cpu | nodes visited | warp eff. | torch recall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| spillway-cpu | nodes visited | warp eff. | psb kernel | torch recall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results:
         c = row["contenders"]
@@ -237,7 +251,7 @@ def page(report):
             f"| {c['torch-mm']['queries_per_s']:,.0f} ({spread(c['torch-mm']['times'])}) "
             f"| {psb['queries_per_s'] / best_torch:.2f} "
             f"| {c['spillway-cpu']['queries_per_s']:,.0f} "
-            f"| {psb['nodes_visited']:.1f} | {psb['warp_efficiency']:.2f} "
+            f"| {psb['nodes_visited']:.1f} | {psb['warp_efficiency']:.2f} | {psb['kernel_s'] * 1e3:.2f} ms "
             f"| {min(c['torch-cdist']['recall'], c['torch-mm']['recall']):.4f} |")
     lines += ["", "## Single-query latency", "",
               f"Each of {a['latency']} queries its own call; median and 90th percentile, ms.", "",

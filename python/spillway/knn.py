@@ -160,9 +160,10 @@ class SSTree:
         the point's row (its index in ``points``). With ``stats=True`` a
         third value is what the batch did: ``{queries, k, method, device,
         nodes_visited, leaves_scanned, distances_computed, warp_efficiency,
-        query_s}`` (``method`` is the one ``"auto"`` picked, ``device``
-        where it ran, ``warp_efficiency`` the share of busy lanes in the
-        GPU's PSB kernel, else ``None``).
+        kernel_s, query_s}`` (``method`` is the one ``"auto"`` picked,
+        ``device`` where it ran; on the GPU ``warp_efficiency`` is the share
+        of busy lanes in the PSB kernel's steps and ``kernel_s`` the
+        seconds its kernels ran, both ``None`` on the CPU).
 
         ``method``: ``"auto"``, ``"psb"`` (Parallel Scan and Backtrack),
         ``"bnb"`` (branch and bound, CPU only) or ``"brute"``; every one

@@ -54,6 +54,10 @@ pub struct QueryStats {
     /// over a node's children and a leaf's points (the seed's warp
     /// efficiency, counted by the kernel itself); absent elsewhere.
     pub warp_efficiency: Option<f64>,
+    /// On the GPU: seconds from the first kernel launch to the end of the
+    /// last (the rest of `query_s` is copies and the host's work); absent
+    /// elsewhere.
+    pub kernel_s: Option<f64>,
     /// Seconds the batch took.
     pub query_s: f64,
 }

@@ -99,6 +99,7 @@ fn open_now() -> Result<Cuda> {
         let multiprocessors = context
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(driver_error("reading the GPU's multiprocessor count"))?;
+        keep_freed_memory(&context)?;
         let cubin = compile(major, minor)?;
         let module = context
             .load_module(Ptx::from_binary(cubin))
@@ -123,6 +124,32 @@ fn open_now() -> Result<Cuda> {
             kernels,
         })
     })
+}
+
+/// Makes the device's default memory pool keep what is freed: a batch's
+/// buffers (allocated on the stream, freed after it) are then reused by the
+/// next batch instead of being given back to the driver at every
+/// synchronisation and mapped again, which costs more than a small batch.
+fn keep_freed_memory(context: &CudaContext) -> Result<()> {
+    use cudarc::driver::sys;
+    let error = driver_error("setting up the GPU's memory pool");
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut threshold = u64::MAX;
+    // SAFETY: `pool` receives the device's default pool, which lives as
+    // long as the device; the attribute takes a u64.
+    #[allow(unsafe_code)]
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, context.cu_device())
+            .result()
+            .map_err(&error)?;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold as *mut u64).cast(),
+        )
+        .result()
+        .map_err(&error)
+    }
 }
 
 /// `kernels.cu` compiled to machine code for compute capability

@@ -408,7 +408,7 @@ __device__ void psb_kernel(Tree t, const double* queries, u32 m, u32 k, double* 
 
 // Queries a brute-force warp answers at once: each point's coordinates are
 // loaded once for all of them.
-#define GROUP 4
+#define GROUP 8
 
 // Brute force: warp w answers the queries of group w % groups over the
 // leaves of slice w / groups, into that (query, slice)'s list of k in

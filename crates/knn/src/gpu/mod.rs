@@ -29,7 +29,7 @@ pub const GPU_DEGREE_MAX: usize = 128;
 const WARPS: usize = 4;
 
 /// Queries a brute-force warp answers at once (`GROUP` in kernels.cu).
-const GROUP: usize = 4;
+const GROUP: usize = 8;
 
 /// The k a warp keeps in shared memory (`SHARED_K` in kernels.cu); larger
 /// k spill to device memory.
@@ -96,6 +96,8 @@ struct Counters {
     /// PSB's warp steps, and the lanes busy in them.
     steps: u64,
     busy: u64,
+    /// Seconds from the first launch to the end of the last kernel.
+    kernel_s: f64,
 }
 
 /// An SS-tree's copy on GPU 0, with the kernels compiled for it. Batches
@@ -109,6 +111,14 @@ pub struct GpuTree {
     leaves: usize,
     f64_points: bool,
     turn: Mutex<()>,
+}
+
+impl Drop for GpuTree {
+    /// The buffers are freed by the driver in the dropping thread, which
+    /// may never have used the GPU: the context is made current there first.
+    fn drop(&mut self) {
+        let _ = self.cuda.stream.context().bind_to_thread();
+    }
 }
 
 impl fmt::Debug for GpuTree {
@@ -239,6 +249,13 @@ impl GpuTree {
             stats: QueryStats::default(),
         };
         let _turn = self.turn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Batches arrive on any thread (the Python module's calls each run
+        // on one of their own).
+        self.cuda
+            .stream
+            .context()
+            .bind_to_thread()
+            .map_err(cuda::driver_error("making the GPU current"))?;
         let mut counters = Counters::default();
         let (method, done) = match method {
             Method::Auto => self.choose(queries, k, interrupt, &mut answer, &mut counters)?,
@@ -263,6 +280,7 @@ impl GpuTree {
             distances_computed: counters.distances,
             warp_efficiency: (counters.steps > 0)
                 .then(|| counters.busy as f64 / (32 * counters.steps) as f64),
+            kernel_s: Some(counters.kernel_s),
             query_s: started.elapsed().as_secs_f64(),
         };
         Ok(answer)
@@ -344,11 +362,11 @@ impl GpuTree {
         let stream = &self.cuda.stream;
         let error = cuda::driver_error("running the PSB search on the GPU");
         let queries = stream.clone_htod(queries).map_err(&error)?;
-        let mut out_d2 = stream.alloc_zeros::<f64>(m * k).map_err(&error)?;
-        let mut out_rows = stream.alloc_zeros::<u32>(m * k).map_err(&error)?;
         let spill = if k > SHARED_K { m * k } else { 1 };
-        let mut spill_d2 = stream.alloc_zeros::<f64>(spill).map_err(&error)?;
-        let mut spill_rows = stream.alloc_zeros::<u32>(spill).map_err(&error)?;
+        let mut out_d2 = unwritten::<f64>(stream, m * k).map_err(&error)?;
+        let mut out_rows = unwritten::<u32>(stream, m * k).map_err(&error)?;
+        let mut spill_d2 = unwritten::<f64>(stream, spill).map_err(&error)?;
+        let mut spill_rows = unwritten::<u32>(stream, spill).map_err(&error)?;
         let mut totals = stream.alloc_zeros::<u64>(5).map_err(&error)?;
         let kernel = if self.f64_points {
             &self.cuda.kernels.psb_f64
@@ -371,8 +389,11 @@ impl GpuTree {
         // order and of their types; every buffer holds what the kernel
         // indexes (m * k answers, m * k spill entries when k > SHARED_K,
         // 5 totals), and the view's buffers live as long as `self`.
+        let started = Instant::now();
         #[allow(unsafe_code)]
         unsafe { launch.launch(blocks(m)) }.map_err(&error)?;
+        stream.synchronize().map_err(&error)?;
+        counters.kernel_s += started.elapsed().as_secs_f64();
         let d2 = stream.clone_dtoh(&out_d2).map_err(&error)?;
         let rows = stream.clone_dtoh(&out_rows).map_err(&error)?;
         let totals = stream.clone_dtoh(&totals).map_err(&error)?;
@@ -403,9 +424,10 @@ impl GpuTree {
         let fit = LAUNCH_BYTES / (m * k * ENTRY_BYTES);
         let slices = wanted.min(fit).min(self.leaves.div_ceil(2)).max(1);
         let queries = stream.clone_htod(queries).map_err(&error)?;
-        let mut out_d2 = stream.alloc_zeros::<f64>(m * k).map_err(&error)?;
-        let mut out_rows = stream.alloc_zeros::<u32>(m * k).map_err(&error)?;
-        let mut counts = stream.alloc_zeros::<u32>(m * slices).map_err(&error)?;
+        let mut out_d2 = unwritten::<f64>(stream, m * k).map_err(&error)?;
+        let mut out_rows = unwritten::<u32>(stream, m * k).map_err(&error)?;
+        let mut counts = unwritten::<u32>(stream, m * slices).map_err(&error)?;
+        let started = Instant::now();
         let kernel = if self.f64_points {
             &self.cuda.kernels.brute_f64
         } else {
@@ -428,8 +450,8 @@ impl GpuTree {
             #[allow(unsafe_code)]
             unsafe { launch.launch(blocks(groups)) }.map_err(&error)?;
         } else {
-            let mut lists_d2 = stream.alloc_zeros::<f64>(m * slices * k).map_err(&error)?;
-            let mut lists_rows = stream.alloc_zeros::<u32>(m * slices * k).map_err(&error)?;
+            let mut lists_d2 = unwritten::<f64>(stream, m * slices * k).map_err(&error)?;
+            let mut lists_rows = unwritten::<u32>(stream, m * slices * k).map_err(&error)?;
             let mut launch = stream.launch_builder(kernel);
             launch
                 .arg(&self.view)
@@ -458,6 +480,8 @@ impl GpuTree {
             #[allow(unsafe_code)]
             unsafe { merge.launch(blocks(m)) }.map_err(&error)?;
         }
+        stream.synchronize().map_err(&error)?;
+        counters.kernel_s += started.elapsed().as_secs_f64();
         let d2 = stream.clone_dtoh(&out_d2).map_err(&error)?;
         let rows = stream.clone_dtoh(&out_rows).map_err(&error)?;
         stream.synchronize().map_err(&error)?;
@@ -473,6 +497,21 @@ fn blocks(warps: usize) -> LaunchConfig {
         grid_dim: (warps.div_ceil(WARPS) as u32, 1, 1),
         block_dim: (WARPS as u32 * 32, 1, 1),
         shared_mem_bytes: 0,
+    }
+}
+
+/// A device buffer of `len` values that a kernel writes in full before
+/// anything reads it (so not cleared first).
+fn unwritten<T: DeviceRepr>(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    len: usize,
+) -> std::result::Result<CudaSlice<T>, cudarc::driver::DriverError> {
+    // SAFETY: every caller's kernel writes each value before any is read
+    // (the answers: k per query, n >= k; the spill lists: a query's first
+    // `count`, the only ones read; the slice counts: one per (query, slice)).
+    #[allow(unsafe_code)]
+    unsafe {
+        stream.alloc::<T>(len.max(1))
     }
 }
 
