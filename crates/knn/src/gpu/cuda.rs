@@ -25,11 +25,14 @@ pub(crate) struct Cuda {
     pub kernels: Kernels,
 }
 
-/// The kernels of `kernels.cu`, by coordinate type where they read points.
+/// The kernels of `kernels.cu`, by coordinate type where they read points,
+/// PSB also by children per lane (1 or 4).
 #[derive(Debug)]
 pub(crate) struct Kernels {
-    pub psb_f32: CudaFunction,
-    pub psb_f64: CudaFunction,
+    pub psb_f32_1: CudaFunction,
+    pub psb_f32_4: CudaFunction,
+    pub psb_f64_1: CudaFunction,
+    pub psb_f64_4: CudaFunction,
     pub brute_f32: CudaFunction,
     pub brute_f64: CudaFunction,
     pub merge: CudaFunction,
@@ -110,8 +113,10 @@ fn open_now() -> Result<Cuda> {
                 .map_err(driver_error("finding a kernel in the compiled module"))
         };
         let kernels = Kernels {
-            psb_f32: function("psb_f32")?,
-            psb_f64: function("psb_f64")?,
+            psb_f32_1: function("psb_f32_1")?,
+            psb_f32_4: function("psb_f32_4")?,
+            psb_f64_1: function("psb_f64_1")?,
+            psb_f64_4: function("psb_f64_4")?,
             brute_f32: function("brute_f32")?,
             brute_f64: function("brute_f64")?,
             merge: function("merge")?,

@@ -14,11 +14,11 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 
 #define FULL 0xffffffffu
-#define WARPS 4
+#define WARPS 2
 #define SHARED_K 128
-// Children per lane: nodes of up to 32 * SLOTS children (the host refuses
-// larger degrees).
-#define SLOTS 4
+// PSB is compiled for SLOTS children per lane, 1 or 4: nodes of up to 32 or
+// 128 children (the host picks by the tree's widest node and refuses wider
+// ones); one slot keeps a warp's registers few, so more warps run at once.
 #define EPS (1.0 / 4294967296.0)
 #define ABS 1.0e-150
 #define INF (__longlong_as_double(0x7ff0000000000000LL))
@@ -165,6 +165,7 @@ __device__ bool scan_leaf(const Tree& t, u32 leaf, const double* q, List& l, u32
 // of lane i is child 32 s + i; infinity past the last child) and, while the
 // list holds fewer than k, the k-coverage bound into `initial` (the smallest
 // upper bound whose children hold k points).
+template <int SLOTS>
 __device__ void evaluate_children(const Tree& t, u32 node, const double* q, const List& l,
                                   double& initial, double lower[SLOTS], u32 lane, Counters& c) {
     c.nodes++;
@@ -245,6 +246,7 @@ __device__ void evaluate_children(const Tree& t, u32 node, const double* q, cons
 }
 
 // The child of smallest lower bound (the first such), the same in every lane.
+template <int SLOTS>
 __device__ u32 nearest_child(const double lower[SLOTS], u32 lane) {
     double best = lower[0];
     u32 at = lane;
@@ -268,6 +270,7 @@ __device__ u32 nearest_child(const double lower[SLOTS], u32 lane) {
 
 // The first child still to visit: one whose subtree holds a leaf after
 // `visited` and whose lower bound is within `tau`; the child count if none.
+template <int SLOTS>
 __device__ u32 pick_child(const Tree& t, u32 first, u32 count, const double lower[SLOTS],
                           long long visited, double tau, u32 lane) {
 #pragma unroll
@@ -295,7 +298,7 @@ __device__ double lower_bound(const Tree& t, u32 node, const double* q) {
 
 // Parallel Scan and Backtrack for one query (psb.rs has the algorithm and
 // the fixes to the listing; this is the same loop, step for step).
-template <typename T>
+template <typename T, int SLOTS>
 __device__ void psb(const Tree& t, const double* q, List& l, u32 lane, Counters& c) {
     double lower[SLOTS];
     double initial = INF;
@@ -303,8 +306,8 @@ __device__ void psb(const Tree& t, const double* q, List& l, u32 lane, Counters&
     // holds k points. Nothing found there stays in the list.
     u32 node = 0;
     while (t.child_count[node] != 0) {
-        evaluate_children(t, node, q, l, initial, lower, lane, c);
-        node = t.child_first[node] + nearest_child(lower, lane);
+        evaluate_children<SLOTS>(t, node, q, l, initial, lower, lane, c);
+        node = t.child_first[node] + nearest_child<SLOTS>(lower, lane);
     }
     u32 leaf = node - t.leaf_node0;
     if (t.leaf_point_start[leaf + 1] - t.leaf_point_start[leaf] >= l.k) {
@@ -318,10 +321,10 @@ __device__ void psb(const Tree& t, const double* q, List& l, u32 lane, Counters&
     for (;;) {
         bool out = false;
         while (t.child_count[node] != 0) {
-            evaluate_children(t, node, q, l, initial, lower, lane, c);
+            evaluate_children<SLOTS>(t, node, q, l, initial, lower, lane, c);
             u32 first = t.child_first[node];
             u32 count = t.child_count[node];
-            u32 i = pick_child(t, first, count, lower, visited, pruning(l, initial), lane);
+            u32 i = pick_child<SLOTS>(t, first, count, lower, visited, pruning(l, initial), lane);
             if (i < count) {
                 node = first + i;
                 continue;
@@ -385,7 +388,7 @@ __device__ void add_counters(u64* totals, const Counters& c, u32 lane) {
 
 // One warp per query: the k nearest as squared distances and rows, nearest
 // first, into row `query` of out_d2 / out_rows.
-template <typename T>
+template <typename T, int SLOTS>
 __device__ void psb_kernel(Tree t, const double* queries, u32 m, u32 k, double* out_d2, u32* out_rows,
                            double* spill_d, u32* spill_r, u64* totals) {
     __shared__ double sd[WARPS][SHARED_K];
@@ -398,7 +401,7 @@ __device__ void psb_kernel(Tree t, const double* queries, u32 m, u32 k, double* 
     }
     List l = warp_list(sd, sr, warp, k, spill_d, spill_r, query);
     Counters c = {0, 0, 0, 0, 0};
-    psb<T>(t, queries + query * t.dims, l, lane, c);
+    psb<T, SLOTS>(t, queries + query * t.dims, l, lane, c);
     for (u32 i = lane; i < k; i += 32) {
         out_d2[query * k + i] = l.d[i];
         out_rows[query * k + i] = l.row[i];
@@ -512,17 +515,17 @@ __device__ void merge_kernel_body(u32 m, u32 k, u32 slices, const double* lists_
     }
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32) psb_f32(Tree t, const double* queries, u32 m, u32 k,
-                                                                  double* out_d2, u32* out_rows, double* spill_d,
-                                                                  u32* spill_r, u64* totals) {
-    psb_kernel<float>(t, queries, m, k, out_d2, out_rows, spill_d, spill_r, totals);
-}
+#define PSB_KERNEL(NAME, T, SLOTS)                                                                     \
+    extern "C" __global__ void __launch_bounds__(WARPS * 32)                                              \
+        NAME(Tree t, const double* queries, u32 m, u32 k, double* out_d2, u32* out_rows, double* spill_d, \
+             u32* spill_r, u64* totals) {                                                                 \
+        psb_kernel<T, SLOTS>(t, queries, m, k, out_d2, out_rows, spill_d, spill_r, totals);               \
+    }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32) psb_f64(Tree t, const double* queries, u32 m, u32 k,
-                                                                  double* out_d2, u32* out_rows, double* spill_d,
-                                                                  u32* spill_r, u64* totals) {
-    psb_kernel<double>(t, queries, m, k, out_d2, out_rows, spill_d, spill_r, totals);
-}
+PSB_KERNEL(psb_f32_1, float, 1)
+PSB_KERNEL(psb_f32_4, float, 4)
+PSB_KERNEL(psb_f64_1, double, 1)
+PSB_KERNEL(psb_f64_4, double, 4)
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32) brute_f32(Tree t, const double* queries, u32 m, u32 k,
                                                                     u32 slices, double* lists_d, u32* lists_r,

@@ -25,8 +25,9 @@ use crate::tree::{SsTree, Storage};
 /// warp (`SLOTS` in kernels.cu), the seed's degree.
 pub const GPU_DEGREE_MAX: usize = 128;
 
-/// Warps per block of every kernel (`WARPS` in kernels.cu).
-const WARPS: usize = 4;
+/// Warps per block of every kernel (`WARPS` in kernels.cu): few, so that a
+/// block's slot on the GPU frees soon after its slowest query ends.
+const WARPS: usize = 2;
 
 /// Queries a brute-force warp answers at once (`GROUP` in kernels.cu).
 const GROUP: usize = 8;
@@ -110,6 +111,9 @@ pub struct GpuTree {
     dims: usize,
     leaves: usize,
     f64_points: bool,
+    /// Whether a node may have more than 32 children (PSB's kernel for up
+    /// to 4 per lane, else the one for 1).
+    wide: bool,
     turn: Mutex<()>,
 }
 
@@ -215,6 +219,7 @@ impl GpuTree {
             dims: tree.dims,
             leaves: tree.leaves(),
             f64_points,
+            wide: widest > 32,
             turn: Mutex::new(()),
         })
     }
@@ -368,10 +373,12 @@ impl GpuTree {
         let mut spill_d2 = unwritten::<f64>(stream, spill).map_err(&error)?;
         let mut spill_rows = unwritten::<u32>(stream, spill).map_err(&error)?;
         let mut totals = stream.alloc_zeros::<u64>(5).map_err(&error)?;
-        let kernel = if self.f64_points {
-            &self.cuda.kernels.psb_f64
-        } else {
-            &self.cuda.kernels.psb_f32
+        let kernels = &self.cuda.kernels;
+        let kernel = match (self.f64_points, self.wide) {
+            (false, false) => &kernels.psb_f32_1,
+            (false, true) => &kernels.psb_f32_4,
+            (true, false) => &kernels.psb_f64_1,
+            (true, true) => &kernels.psb_f64_4,
         };
         let (m32, k32) = (m as u32, k as u32);
         let mut launch = stream.launch_builder(kernel);
@@ -385,11 +392,11 @@ impl GpuTree {
             .arg(&mut spill_d2)
             .arg(&mut spill_rows)
             .arg(&mut totals);
-        // SAFETY: the arguments are psb_f32's / psb_f64's parameters, in
-        // order and of their types; every buffer holds what the kernel
-        // indexes (m * k answers, m * k spill entries when k > SHARED_K,
-        // 5 totals), and the view's buffers live as long as `self`.
         let started = Instant::now();
+        // SAFETY: the arguments are the psb kernels' parameters, in order
+        // and of their types; every buffer holds what the kernel indexes
+        // (m * k answers, m * k spill entries when k > SHARED_K, 5 totals),
+        // and the view's buffers live as long as `self`.
         #[allow(unsafe_code)]
         unsafe { launch.launch(blocks(m)) }.map_err(&error)?;
         stream.synchronize().map_err(&error)?;
