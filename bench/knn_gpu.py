@@ -204,7 +204,9 @@ def write(args, torch, started, results):
     """The page and the JSON as they stand (after every variant: a run stopped early keeps its rows)."""
     machine = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "python": platform.python_version(),
                "cpus": os.cpu_count(), "seconds": round(time.perf_counter() - started)}
-    report = {"machine": machine, "args": {k: str(v) for k, v in vars(args).items()}, "results": results}
+    report = {"harness": "bench/knn_gpu.py", "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "source": os.environ.get("SPILLWAY_SOURCE", ""), "machine": machine,
+              "args": {k: str(v) for k, v in vars(args).items()}, "results": results}
     (args.out / "knn-gpu.json").write_text(json.dumps(report, indent=1) + "\n")
     (args.out / "knn-gpu.md").write_text(page(report))
 

@@ -610,6 +610,26 @@ def write_chart(report: dict[str, Any], path: Path) -> None:
 # The index
 
 
+# The script that writes the pages measured on a GPU machine (its JSON names it).
+GPU_HARNESS = "bench/knn_gpu.py"
+
+
+def gpu_line(name: str, report: dict[str, Any]) -> str:
+    """The index row of a page of GPU_HARNESS: its first k = 10 row's PSB / brute-force ratio, and its
+    targets (the verdicts its own page states)."""
+    from knn_gpu import targets
+
+    rows = report["results"]
+    first = next((row for row in rows if row["k"] == 10), rows[0])
+    rate = {n: c["queries_per_s"] for n, c in first["contenders"].items()}
+    headline = (f"spillway-psb / spillway-brute ({first['distribution']}, d = {first['dims']}, k = {first['k']}): "
+                f"**{rate['spillway-psb'] / rate['spillway-brute']:.2f}**")
+    verdicts = " ".join(targets(rows))
+    counts = f"{verdicts.count(': met)')} met, {verdicts.count(': not met)')} missed"
+    return (f"| [{name}]({name}.md) | {report['machine']['gpu']} | {headline} | {counts} | {report['args']['runs']} "
+            f"| {report.get('generated_at', '')[:10]} | {report.get('source', '')} |")
+
+
 def write_index(out_dir: Path, page_commands: dict[str, str] | None = None) -> None:
     """docs/benchmarks/README.md, regenerated from every <workload>.json present.
 
@@ -631,9 +651,13 @@ def write_index(out_dir: Path, page_commands: dict[str, str] | None = None) -> N
         "|---|---|---|---|---|---|---|",
     ]
     former: list[str] = []
+    gpu: list[str] = []
     for json_path in sorted(out_dir.glob("*.json")):
         try:
             report = json.loads(json_path.read_text())
+            if report.get("harness") == GPU_HARNESS:
+                gpu.append(gpu_line(json_path.stem, report))
+                continue
             name = report["workload"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -659,6 +683,16 @@ def write_index(out_dir: Path, page_commands: dict[str, str] | None = None) -> N
                 f"| [{name}]({name}.md){status} | {part['label']} | {headline} | {counts} "
                 f"| {part['runs_per_contender']} | {report.get('generated_at', '')[:10]} | {report['source']['described']} |"
             )
+    if gpu:
+        lines += [
+            "",
+            f"Pages measured on a GPU machine: each is one run of `{GPU_HARNESS}` there (by `scripts/gpu-check`), "
+            "its peers on the same GPU in the same run:",
+            "",
+            "| page | measured on | headline | targets | runs | measured | commit |",
+            "|---|---|---|---|---|---|---|",
+            *gpu,
+        ]
     if former:
         lines += [
             "",

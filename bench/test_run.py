@@ -438,3 +438,21 @@ def test_main_reports_the_command_as_typed(tmp_path: Path, monkeypatch: pytest.M
     assert saved["reproduce"] == "python3 bench/run.py " + " ".join(arguments)
     assert run.main(["drivers", "--size", "3", "--runs", "1", "--runs", "2"]) == 2
     assert run.main(["nothing"]) == 2
+
+
+def test_the_index_lists_the_pages_measured_on_a_gpu(tmp_path: Path) -> None:
+    import report
+
+    def row(data: str, dims: int, psb: float, brute: float) -> dict:
+        rates = {"spillway-psb": {"queries_per_s": psb}, "spillway-brute": {"queries_per_s": brute}}
+        return {"distribution": data, "dims": dims, "k": 10, "contenders": rates}
+
+    page = {"harness": report.GPU_HARNESS, "generated_at": "2026-11-27T16:33:00Z", "source": "abc1234",
+            "machine": {"gpu": "Some GPU"}, "args": {"runs": "3"},
+            "results": [row("uniform", 2, 2e7, 1e6), row("clustered", 16, 1e6, 5e5)]}
+    (tmp_path / "knn-gpu.json").write_text(json.dumps(page))
+    report.write_index(tmp_path)
+    index = (tmp_path / "README.md").read_text()
+    assert ("| [knn-gpu](knn-gpu.md) | Some GPU | spillway-psb / spillway-brute (uniform, d = 2, k = 10): **20.00** "
+            "| 2 met, 1 missed | 3 | 2026-11-27 | abc1234 |") in index
+    assert "one run of `bench/knn_gpu.py` there" in index

@@ -126,10 +126,14 @@ def test_bad_gpu_arguments():
         tree.query(numpy.full((2, 3), numpy.nan), 3, device="cuda")
 
 
-def test_a_tree_too_wide_for_a_warp_is_refused_on_every_machine():
-    tree = SSTree(numpy.random.default_rng(2).random((5_000, 2)), leaf_size=4, degree=200)
+def test_a_tree_too_wide_for_a_warp_is_refused_on_every_machine_and_auto_runs_it_here():
+    points = numpy.random.default_rng(2).random((5_000, 2))
+    tree = SSTree(points, leaf_size=4, degree=200, build="hilbert")
     with pytest.raises(spillway.InvalidArgumentError, match="at most 128 children"):
         tree.query(numpy.zeros((1, 2)), 1, device="cuda")
+    *found, stats = tree.query(points[:3], 2, device="auto", stats=True)
+    assert stats["device"] == "cpu"
+    assert_exact(tuple(found), oracle(points, points[:3], 2))
 
 
 def test_an_unknown_device_is_refused():

@@ -8,7 +8,7 @@ use spillway_core::{ensure, worker_threads, ErrorKind, Interrupt, Result};
 
 use crate::distance::{d2, lane_d2, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
 use crate::filter::Filter;
-use crate::gpu::gpu_available;
+use crate::gpu;
 use crate::hilbert;
 use crate::knn_set::KnnSet;
 use crate::options::{Device, Method, QueryOptions};
@@ -56,7 +56,9 @@ impl SsTree {
         match options.device {
             Device::Cpu => run(self, queries, k, options, interrupt),
             Device::Cuda => self.gpu.get(self)?.query(queries, k, options.method, interrupt),
-            Device::Auto => match gpu_available().and_then(|()| self.gpu.get(self)) {
+            // The GPU where one can be used and it takes this tree; else here.
+            Device::Auto if !gpu::takes(self) => run(self, queries, k, options, interrupt),
+            Device::Auto => match gpu::gpu_available().and_then(|()| self.gpu.get(self)) {
                 Ok(gpu) => gpu.query(queries, k, options.method, interrupt),
                 Err(error) if error.kind() == ErrorKind::Unavailable => {
                     run(self, queries, k, options, interrupt)

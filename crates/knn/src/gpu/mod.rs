@@ -146,7 +146,7 @@ impl GpuTree {
     /// Copies `tree` to GPU 0 (compiling the kernels first, once per
     /// process).
     pub fn upload(tree: &SsTree) -> Result<GpuTree> {
-        let widest = tree.child_count.iter().copied().max().unwrap_or(0) as usize;
+        let widest = widest(tree);
         ensure!(
             widest <= GPU_DEGREE_MAX,
             InvalidArgument,
@@ -496,6 +496,17 @@ impl GpuTree {
         counters.distances += (m * self.points) as u64;
         Ok((d2, rows))
     }
+}
+
+/// The most children of any node of `tree`.
+fn widest(tree: &SsTree) -> usize {
+    tree.child_count.iter().copied().max().unwrap_or(0) as usize
+}
+
+/// Whether the GPU search takes `tree` (no node wider than
+/// [`GPU_DEGREE_MAX`]).
+pub(crate) fn takes(tree: &SsTree) -> bool {
+    widest(tree) <= GPU_DEGREE_MAX
 }
 
 /// A launch of `warps` warps, [`WARPS`] to a block.
