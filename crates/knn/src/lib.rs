@@ -42,6 +42,7 @@
 
 mod brute_force;
 mod build;
+mod device;
 pub mod distance;
 mod file;
 mod filter;
@@ -58,6 +59,7 @@ mod query;
 pub mod reference;
 mod ritter;
 mod search;
+mod slot;
 mod stats;
 mod tree;
 

@@ -1,6 +1,28 @@
-//! A batch of queries.
+//! A batch of queries: its checks, and the answer.
 
+use spillway_core::{ensure, Result};
+
+use crate::points::check_matrix;
 use crate::stats::QueryStats;
+
+/// `auto` answers by brute force at or below this many points: one scan
+/// of every point then costs less than any descent.
+pub(crate) const AUTO_BRUTE_POINTS: usize = 4096;
+
+/// Checks a batch of `queries` for a tree of `points` points of `dims`
+/// coordinates; returns how many queries it holds.
+pub(crate) fn check_batch(points: usize, dims: usize, queries: &[f64], k: usize) -> Result<usize> {
+    ensure!(k >= 1, InvalidArgument, "k must be at least 1, got 0");
+    ensure!(
+        k <= points,
+        InvalidArgument,
+        "k = {k} is more than the {points} points indexed"
+    );
+    if !queries.is_empty() {
+        check_matrix(queries, dims, "queries")?;
+    }
+    Ok(queries.len() / dims)
+}
 
 /// The answer to a batch of `m` queries: row `i` of each array (`k`
 /// entries) is query `i`'s neighbours, nearest first, ties by row.

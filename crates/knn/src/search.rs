@@ -4,27 +4,21 @@
 
 use std::time::Instant;
 
-use spillway_core::{ensure, worker_threads, ErrorKind, Interrupt, Result};
+use spillway_core::{worker_threads, Interrupt, Result};
 
 use crate::distance::{d2, lane_d2, max_distance_upper, min_distance_lower, pruning_distance, ABS, EPS};
 use crate::filter::Filter;
-use crate::gpu;
 use crate::hilbert;
 use crate::knn_set::KnnSet;
-use crate::options::{Device, Method, QueryOptions};
+use crate::options::{Method, QueryOptions};
 use crate::parallel;
-use crate::points::check_matrix;
 use crate::points::Coordinate;
-use crate::query::Neighbours;
+use crate::query::{check_batch, Neighbours, AUTO_BRUTE_POINTS};
 use crate::stats::QueryStats;
 use crate::tree::{SsTree, Storage};
 
 /// Queries one thread task answers.
 const QUERY_CHUNK: usize = 16;
-
-/// `auto` answers by brute force at or below this many points: one scan
-/// of every point then costs less than any descent.
-pub(crate) const AUTO_BRUTE_POINTS: usize = 4096;
 
 /// Queries `auto` answers by brute force before it picks (one chunk), a
 /// quarter as many by branch-and-bound (on a CPU the faster tree search:
@@ -40,51 +34,8 @@ const AUTO_PROBE_QUERIES: usize = 16;
 /// third of the cost per point or more, cannot win.
 const AUTO_CONTEST_SHARE: f64 = 1.0 / 32.0;
 
-impl SsTree {
-    /// The `k` nearest points to each query: `queries` is row-major,
-    /// [`dims`](Self::dims) coordinates per query. Queries are split between
-    /// the option's threads, or answered on the GPU (`options.device`: the
-    /// tree is copied there on first use and kept); stops with
-    /// `Interrupted` when `interrupt` is raised.
-    pub fn query(
-        &self,
-        queries: &[f64],
-        k: usize,
-        options: &QueryOptions,
-        interrupt: &Interrupt,
-    ) -> Result<Neighbours> {
-        match options.device {
-            Device::Cpu => run(self, queries, k, options, interrupt),
-            Device::Cuda => self.gpu.get(self)?.query(queries, k, options.method, interrupt),
-            // The GPU where one can be used and it takes this tree; else here.
-            Device::Auto if !gpu::takes(self) => run(self, queries, k, options, interrupt),
-            Device::Auto => match gpu::gpu_available().and_then(|()| self.gpu.get(self)) {
-                Ok(gpu) => gpu.query(queries, k, options.method, interrupt),
-                Err(error) if error.kind() == ErrorKind::Unavailable => {
-                    run(self, queries, k, options, interrupt)
-                }
-                Err(error) => Err(error),
-            },
-        }
-    }
-}
-
-/// Checks a batch of `queries` for a tree of `points` points of `dims`
-/// coordinates; returns how many queries it holds.
-pub(crate) fn check_batch(points: usize, dims: usize, queries: &[f64], k: usize) -> Result<usize> {
-    ensure!(k >= 1, InvalidArgument, "k must be at least 1, got 0");
-    ensure!(
-        k <= points,
-        InvalidArgument,
-        "k = {k} is more than the {points} points indexed"
-    );
-    if !queries.is_empty() {
-        check_matrix(queries, dims, "queries")?;
-    }
-    Ok(queries.len() / dims)
-}
-
-fn run(
+/// Answers a batch on this machine's cores (`SsTree::query` on the CPU).
+pub(crate) fn run(
     tree: &SsTree,
     queries: &[f64],
     k: usize,

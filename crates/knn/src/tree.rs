@@ -7,8 +7,8 @@
 //! subtree's leaves are the ids `leaf_first..=leaf_last`. Points are stored
 //! in leaf order, row-major, in the type they were given in.
 
-use crate::gpu::Slot;
 use crate::options::Build;
+use crate::slot::Slot;
 use crate::stats::TreeStats;
 
 /// Points in leaf order, in their own type: each leaf's block

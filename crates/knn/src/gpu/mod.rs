@@ -17,7 +17,7 @@ use spillway_core::{ensure, Interrupt, Result};
 
 use crate::options::Method;
 use crate::query::Neighbours;
-use crate::search::{check_batch, AUTO_BRUTE_POINTS};
+use crate::query::{check_batch, AUTO_BRUTE_POINTS};
 use crate::stats::QueryStats;
 use crate::tree::{SsTree, Storage};
 
@@ -538,40 +538,8 @@ fn address<T>(buffer: &CudaSlice<T>, stream: &cudarc::driver::CudaStream) -> u64
     buffer.device_ptr(stream).0
 }
 
-/// A tree's GPU copy, made on first use and kept with the tree. Not part of
-/// the tree's value: a clone starts without one, and trees compare equal
-/// whatever their slots hold.
-#[derive(Default)]
-pub(crate) struct Slot(Mutex<Option<Arc<GpuTree>>>);
-
-impl Slot {
-    /// The tree's GPU copy, uploading it the first time.
-    pub(crate) fn get(&self, tree: &SsTree) -> Result<Arc<GpuTree>> {
-        let mut slot = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(gpu) = slot.as_ref() {
-            return Ok(Arc::clone(gpu));
-        }
-        let gpu = Arc::new(GpuTree::upload(tree)?);
-        *slot = Some(Arc::clone(&gpu));
-        Ok(gpu)
-    }
-}
-
-impl Clone for Slot {
-    fn clone(&self) -> Self {
-        Slot::default()
-    }
-}
-
-impl PartialEq for Slot {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl fmt::Debug for Slot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let held = self.0.lock().map(|slot| slot.is_some()).unwrap_or(false);
-        f.write_str(if held { "Slot(on the GPU)" } else { "Slot(empty)" })
-    }
+/// `tree`'s copy on the GPU, made by its first GPU query and kept in its
+/// slot while the tree lives.
+pub(crate) fn copy_of(tree: &SsTree) -> Result<Arc<GpuTree>> {
+    tree.gpu.get_or_make(|| GpuTree::upload(tree))
 }
