@@ -50,7 +50,7 @@ pub enum Method {
     /// Parallel Scan and Backtrack: leaves scanned left to right in
     /// depth-first order, no stack.
     Psb,
-    /// Best-first descent with a stack, children by their lower bound.
+    /// Best-first: the open node of smallest lower bound next (a heap).
     #[serde(rename = "bnb")]
     BranchAndBound,
     /// Every point, in blocks.

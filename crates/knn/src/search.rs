@@ -2,6 +2,8 @@
 //! to threads, and what every search shares: the per-query state, the
 //! bounds of a node's children, the scan of a leaf, and the initial bound.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use spillway_core::{worker_threads, Interrupt, Result};
@@ -239,8 +241,9 @@ pub struct Searcher<'t, T> {
     pub counters: QueryStats,
     /// The lower bounds of the children of the node evaluated last.
     pub lower: Vec<f64>,
-    /// Branch-and-bound's children in visiting order, one list per level.
-    order: Vec<Vec<(f64, u32)>>,
+    /// Branch-and-bound's open nodes by lower bound (its bits), nearest
+    /// first, then by the complement of their number.
+    open: BinaryHeap<Reverse<(u64, u32)>>,
     /// Children by upper bound, for the initial bound.
     by_upper: Vec<(f64, u64)>,
     /// A leaf's distances.
@@ -263,7 +266,7 @@ impl<'t, T: Scan> Searcher<'t, T> {
             probe: KnnSet::new(k),
             counters: QueryStats::default(),
             lower: Vec::with_capacity(tree.degree),
-            order: vec![Vec::with_capacity(tree.degree); tree.levels()],
+            open: BinaryHeap::with_capacity(4 * tree.degree),
             by_upper: Vec::with_capacity(tree.degree),
             scratch: Vec::with_capacity(tree.leaf_size),
             filter: Filter::new(tree),
@@ -283,7 +286,7 @@ impl<'t, T: Scan> Searcher<'t, T> {
                 // Its best-first order finds near leaves first: the
                 // k-coverage bound of the nodes it evaluates suffices.
                 self.initial = f64::INFINITY;
-                self.branch_and_bound(query, 0, 0);
+                self.branch_and_bound(query);
             }
             Method::BruteForce | Method::Auto => self.brute_force(query),
         }
@@ -322,27 +325,48 @@ impl<'t, T: Scan> Searcher<'t, T> {
         );
         let radii = &tree.radii[first..first + count];
         if !self.set.is_full() {
-            self.by_upper.clear();
-            let counts = &tree.point_count[first..first + count];
-            let upper = self
-                .lower
-                .iter()
-                .zip(radii)
-                .map(|(&centre_d2, &radius)| max_distance_upper(centre_d2, radius));
-            self.by_upper.extend(upper.zip(counts.iter().copied()));
-            self.by_upper.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-            let mut held = 0;
-            for &(upper, count) in &self.by_upper {
-                held += count;
-                if held >= self.set.capacity() as u64 {
-                    // Loosened: the answer ranks by computed distances.
-                    self.initial = self.initial.min(upper * (1.0 + EPS) + ABS);
-                    break;
-                }
-            }
+            self.tighten_initial(first, count);
         }
         for (bound, &radius) in self.lower.iter_mut().zip(radii) {
             *bound = min_distance_lower(*bound, radius);
+        }
+    }
+
+    /// The k-coverage bound of the children `first..first + count`, whose
+    /// squared centre distances are in `lower`: the smallest upper bound D
+    /// such that the children with upper bounds up to D hold k points.
+    /// Usually one child holds k points alone, so only the children nearer
+    /// than the nearest such are sorted.
+    fn tighten_initial(&mut self, first: usize, count: usize) {
+        let tree = self.tree;
+        let k = self.set.capacity() as u64;
+        let radii = &tree.radii[first..first + count];
+        let counts = &tree.point_count[first..first + count];
+        let upper = |i: usize| max_distance_upper(self.lower[i], radii[i]);
+        let alone = (0..count)
+            .filter(|&i| counts[i] >= k)
+            .map(upper)
+            .fold(f64::INFINITY, f64::min);
+        self.by_upper.clear();
+        self.by_upper.extend(
+            (0..count)
+                .filter(|&i| counts[i] < k)
+                .map(|i| (upper(i), counts[i]))
+                .filter(|&(upper, _)| upper < alone),
+        );
+        self.by_upper.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        let mut bound = alone;
+        let mut held = 0;
+        for &(upper, count) in &self.by_upper {
+            held += count;
+            if held >= k {
+                bound = upper;
+                break;
+            }
+        }
+        if bound.is_finite() {
+            // Loosened: the answer ranks by computed distances.
+            self.initial = self.initial.min(bound * (1.0 + EPS) + ABS);
         }
     }
 
@@ -428,34 +452,39 @@ impl<'t, T: Scan> Searcher<'t, T> {
         }
     }
 
-    /// Branch-and-bound: depth-first, children in order of their lower
-    /// bound, each visited while its bound is within the pruning distance.
-    fn branch_and_bound(&mut self, query: &[f64], node: u32, depth: usize) {
-        if self.is_leaf(node) {
-            self.scan_leaf(query, node - self.tree.leaf_node(0));
-            return;
-        }
-        self.evaluate_children(query, node);
-        let first = self.tree.child_first[node as usize];
-        let mut order = std::mem::take(&mut self.order[depth]);
-        order.clear();
-        // Only children within reach now are sorted: most are not.
-        let tau = self.pruning();
-        order.extend(
-            self.lower
-                .iter()
-                .zip(first..)
-                .filter(|(&lower, _)| lower <= tau)
-                .map(|(&lower, child)| (lower, child)),
-        );
-        order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for &(lower, child) in &order {
-            if lower > self.pruning() {
+    /// Branch-and-bound, best-first: the node of smallest lower bound of
+    /// all those still open is evaluated next (a leaf scanned), until that
+    /// bound exceeds the pruning distance. Unlike a depth-first descent,
+    /// it never scans a leaf that a nearer one found later would have
+    /// pruned.
+    fn branch_and_bound(&mut self, query: &[f64]) {
+        let first_leaf = self.tree.leaf_node(0);
+        let mut open = std::mem::take(&mut self.open);
+        open.clear();
+        open.push(Reverse((0, !0)));
+        while let Some(Reverse((lower, flipped))) = open.pop() {
+            let node = !flipped;
+            if f64::from_bits(lower) > self.pruning() {
                 break;
             }
-            self.branch_and_bound(query, child, depth + 1);
+            if node >= first_leaf {
+                self.scan_leaf(query, node - first_leaf);
+                continue;
+            }
+            self.evaluate_children(query, node);
+            let tau = self.pruning();
+            let first = self.tree.child_first[node as usize];
+            for (&lower, child) in self.lower.iter().zip(first..) {
+                if lower <= tau {
+                    // Non-negative floats order as their bits do; on a tie
+                    // (a query inside several spheres: bounds of 0) the
+                    // deeper node first, so that leaves fill the answer
+                    // early.
+                    open.push(Reverse(((lower + 0.0).to_bits(), !child)));
+                }
+            }
         }
-        self.order[depth] = order;
+        self.open = open;
     }
 
     /// Every point, leaf block by leaf block.
