@@ -388,8 +388,8 @@ KNN = Workload(
                   "distances computed (by the f32 filter or canonically), each over the "
                   "queries; and the tree's own statistics (`tree.stats()`). `auto` picks one search per batch "
                   "(none of nodes and leaves when it picks brute force). The seed compared its two constructions "
-                  "by nodes visited per query: k-means (Lloyd's algorithm per level) should visit fewer than "
-                  "Hilbert packing. Tree load s: `SSTree.load` of the part's saved tree (checksums and invariants "
+                  "by nodes visited per query: k-means should visit fewer than Hilbert packing (Spillway's k-means "
+                  "build is bisecting 2-means with cuts at multiples of the leaf size, see crates/knn/DESIGN.md). Tree load s: `SSTree.load` of the part's saved tree (checksums and invariants "
                   "verified; untimed). Build and query peak RSS: VmHWM of the setup's build process, right after "
                   "the build, and of the run's process; the first table's peak RSS is the larger."
               )),

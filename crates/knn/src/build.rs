@@ -72,7 +72,9 @@ fn build_typed<T: Coordinate>(
     let leaves = match options.build {
         Build::KMeans => kmeans::groups(data, dims, options.leaf_size, &settings)?,
         Build::Hilbert => {
-            let keys = hilbert::keys(data.len() / dims, dims, |i, j| data[i * dims + j].to_f64());
+            let keys = hilbert::keys(data.len() / dims, dims, hilbert::KEY_BITS, |i, j| {
+                data[i * dims + j].to_f64()
+            });
             let order = hilbert::order(&keys);
             order.chunks(options.leaf_size).map(<[u32]>::to_vec).collect()
         }
@@ -98,8 +100,7 @@ fn build_typed<T: Coordinate>(
     tree.degree = options.degree;
     tree.build = options.build;
     compute_spheres(&mut tree, data, threads, interrupt)?;
-    tree.group_centres = group_centres(&tree);
-    tree.max_magnitude = tree.storage.max_magnitude();
+    tree.derive();
     debug_assert_eq!(check(&tree), Ok(()));
     Ok(tree)
 }
@@ -223,6 +224,7 @@ fn lay_out<T: Coordinate>(
         centres: vec![0.0; nodes * dims],
         group_centres: Vec::new(),
         max_magnitude: 0.0,
+        boxes: Vec::new(),
         radii: vec![0.0; nodes],
         leaf_point_start,
         point_ids,
@@ -493,22 +495,72 @@ fn check_typed<T: Coordinate>(tree: &SsTree, points: &[T]) -> Result<(), String>
             }
         }
     }
+    if !tree.boxes.is_empty() {
+        check_boxes(tree, points)?;
+    }
     Ok(())
 }
 
-/// The centres again, each sibling group's dimension-major (coordinate `j`
-/// of the group's child `i` at `first * dims + j * count + i`), so that a
-/// node's children are evaluated in one pass over lanes. The root is a
-/// group of one.
-pub fn group_centres(tree: &SsTree) -> Vec<f64> {
+/// Every point inside its leaf's box, every child's box inside its
+/// parent's (boxes are derived: present after a build or a load).
+fn check_boxes<T: Coordinate>(tree: &SsTree, points: &[T]) -> Result<(), String> {
     let dims = tree.dims;
-    let mut out = vec![0.0; tree.centres.len()];
-    out[..dims].copy_from_slice(tree.centre(0));
+    let node_box = |node: usize| -> Vec<f64> {
+        let (first, count) = match tree.parent[node] {
+            u32::MAX => (0, 1),
+            parent => (
+                tree.child_first[parent as usize] as usize,
+                tree.child_count[parent as usize] as usize,
+            ),
+        };
+        (0..2 * dims)
+            .map(|j| tree.boxes[first * 2 * dims + j * count + node - first])
+            .collect()
+    };
+    let first_leaf = tree.leaf_node(0) as usize;
+    for node in 0..tree.nodes() {
+        let outer = node_box(node);
+        let (low, high) = outer.split_at(dims);
+        let inside = |j: usize, x: f64| low[j] <= x && x <= high[j];
+        if node >= first_leaf {
+            let (start, end) = tree.leaf_points(node - first_leaf);
+            for (j, column) in points[start * dims..end * dims]
+                .chunks_exact(end - start)
+                .enumerate()
+            {
+                if !column.iter().all(|x| inside(j, x.to_f64())) {
+                    return Err(format!(
+                        "leaf {}: a point lies outside its box",
+                        node - first_leaf
+                    ));
+                }
+            }
+        } else {
+            let first = tree.child_first[node] as usize;
+            for child in first..first + tree.child_count[node] as usize {
+                let inner = node_box(child);
+                if !(0..dims).all(|j| inside(j, inner[j]) && inside(j, inner[dims + j])) {
+                    return Err(format!("node {node}: child {child}'s box is not inside its own"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Per-node rows of `width` values (`rows[node * width + j]`) laid out
+/// again by sibling group, column-major within it (value `j` of the group's
+/// child `i` at `first * width + j * count + i`), so that a node's
+/// children are evaluated in one pass over lanes per column. The root is a
+/// group of one.
+pub fn by_sibling_group(tree: &SsTree, rows: &[f64], width: usize) -> Vec<f64> {
+    let mut out = vec![0.0; rows.len()];
+    out[..width].copy_from_slice(&rows[..width]);
     for node in 0..tree.nodes() {
         let (first, count) = (tree.child_first[node] as usize, tree.child_count[node] as usize);
         for i in 0..count {
-            for (j, &x) in tree.centre((first + i) as u32).iter().enumerate() {
-                out[first * dims + j * count + i] = x;
+            for (j, &x) in rows[(first + i) * width..][..width].iter().enumerate() {
+                out[first * width + j * count + i] = x;
             }
         }
     }

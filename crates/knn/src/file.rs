@@ -176,8 +176,7 @@ fn load(fs: &dyn Fs, path: &Path) -> Result<SsTree> {
     let mut tree = decode(&image, path)?;
     crate::build::check(&tree)
         .map_err(|what| Error::corruption(path, 0, format!("SS-tree invariant broken: {what}")))?;
-    tree.group_centres = crate::build::group_centres(&tree);
-    tree.max_magnitude = tree.storage.max_magnitude();
+    tree.derive();
     Ok(tree)
 }
 
@@ -379,6 +378,7 @@ fn decode(image: &[u8], path: &Path) -> Result<SsTree> {
         storage,
         group_centres: Vec::new(),
         max_magnitude: 0.0,
+        boxes: Vec::new(),
         gpu: Default::default(),
     })
 }

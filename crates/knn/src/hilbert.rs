@@ -4,21 +4,24 @@
 
 /// Key words: 256 bits, the curve's first levels in every dimension.
 const KEY_WORDS: usize = 4;
-const KEY_BITS: usize = KEY_WORDS * 64;
+
+/// The most bits a key holds: what construction uses.
+pub const KEY_BITS: usize = KEY_WORDS * 64;
 
 /// A point's position along the curve (most significant word first).
 pub type Key = [u64; KEY_WORDS];
 
-/// Bits per coordinate: as many as the key holds for `dims` coordinates,
-/// between 1 and 32.
-fn bits_per_coordinate(dims: usize) -> u32 {
-    (KEY_BITS / dims).clamp(1, 32) as u32
-}
-
 /// The Hilbert key of each of `count` items of `dims` coordinates, read by
-/// `coordinate(item, dim)`, over the items' bounding box.
-pub fn keys(count: usize, dims: usize, coordinate: impl Fn(usize, usize) -> f64) -> Vec<Key> {
-    let bits = bits_per_coordinate(dims);
+/// `coordinate(item, dim)`, over the items' bounding box, at `key_bits`
+/// (at most [`KEY_BITS`]) shared out to the coordinates, 1 to 32 each:
+/// the cost of a key is linear in its bits.
+pub fn keys(
+    count: usize,
+    dims: usize,
+    key_bits: usize,
+    coordinate: impl Fn(usize, usize) -> f64,
+) -> Vec<Key> {
+    let bits = (key_bits.min(KEY_BITS) / dims).clamp(1, 32) as u32;
     let mut low = vec![f64::INFINITY; dims];
     let mut high = vec![f64::NEG_INFINITY; dims];
     for item in 0..count {
@@ -144,7 +147,7 @@ mod tests {
 
     #[test]
     fn keys_order_a_line_of_points_along_it() {
-        let keys = keys(5, 1, |item, _| [4.0, 0.0, 3.0, 1.0, 2.0][item]);
+        let keys = keys(5, 1, KEY_BITS, |item, _| [4.0, 0.0, 3.0, 1.0, 2.0][item]);
         assert_eq!(order(&keys), [1, 3, 4, 2, 0]);
     }
 }
