@@ -547,22 +547,3 @@ fn check_boxes<T: Coordinate>(tree: &SsTree, points: &[T]) -> Result<(), String>
     }
     Ok(())
 }
-
-/// Per-node rows of `width` values (`rows[node * width + j]`) laid out
-/// again by sibling group, column-major within it (value `j` of the group's
-/// child `i` at `first * width + j * count + i`), so that a node's
-/// children are evaluated in one pass over lanes per column. The root is a
-/// group of one.
-pub fn by_sibling_group(tree: &SsTree, rows: &[f64], width: usize) -> Vec<f64> {
-    let mut out = vec![0.0; rows.len()];
-    out[..width].copy_from_slice(&rows[..width]);
-    for node in 0..tree.nodes() {
-        let (first, count) = (tree.child_first[node] as usize, tree.child_count[node] as usize);
-        for i in 0..count {
-            for (j, &x) in rows[(first + i) * width..][..width].iter().enumerate() {
-                out[first * width + j * count + i] = x;
-            }
-        }
-    }
-    out
-}

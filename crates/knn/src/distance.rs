@@ -33,47 +33,53 @@ pub fn d2<A: Coordinate, B: Coordinate>(a: &[A], b: &[B]) -> f64 {
     acc
 }
 
-/// The canonical squared distance from `query` to each of the `count`
-/// points of a dimension-major block (coordinate `j` of point `i` at
-/// `j * count + i`), into `out`: lanes across points, the sum over
-/// dimensions in order, so that each lane computes exactly [`d2`]. Runs
-/// with AVX2 where the CPU has it (the same operations on wider registers,
-/// without fused multiply-adds, so the same results).
-#[inline]
-pub fn lane_d2<T: Coordinate>(query: &[f64], block: &[T], count: usize, out: &mut Vec<f64>) {
-    out.clear();
-    out.resize(count, 0.0);
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        #[allow(unsafe_code)]
-        unsafe {
-            lane_d2_avx2(query, block, out)
-        };
-        return;
-    }
-    lane_d2_portable(query, block, out);
+/// Defines `pub fn $name(query, block, count, out)`: `out` cleared to
+/// `count` zeros, then the portable kernel run on it, compiled for AVX2
+/// where the CPU has it (the same operations on wider registers, without
+/// fused multiply-adds, so the same results).
+macro_rules! lane_kernel {
+    ($(#[$doc:meta])* fn $name:ident $(<$t:ident: $bound:path>)? ($query:ty, $block:ty, $out:ty) = $portable:ident) => {
+        $(#[$doc])*
+        #[inline]
+        pub fn $name $(<$t: $bound>)? (query: &[$query], block: &[$block], count: usize, out: &mut Vec<$out>) {
+            /// The portable kernel compiled for AVX2.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            #[allow(unsafe_code)]
+            unsafe fn wide $(<$t: $bound>)? (query: &[$query], block: &[$block], out: &mut [$out]) {
+                $portable(query, block, out);
+            }
+            out.clear();
+            out.resize(count, <$out>::default());
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2, checked just above.
+                #[allow(unsafe_code)]
+                unsafe {
+                    wide(query, block, out)
+                };
+                return;
+            }
+            $portable(query, block, out);
+        }
+    };
+}
+pub(crate) use lane_kernel;
+
+lane_kernel! {
+    /// The canonical squared distance from `query` to each of the `count`
+    /// points of a dimension-major block (coordinate `j` of point `i` at
+    /// `j * count + i`), into `out`: lanes across points, the sum over
+    /// dimensions in order, so that each lane computes exactly [`d2`].
+    fn lane_d2<T: Coordinate>(f64, T, f64) = lane_d2_portable
 }
 
-/// The squared gap from `query` to each of the `count` boxes of a block
-/// laid out by sibling group (low `j` of box `i` at `j * count + i`, high
-/// `j` at `(dims + j) * count + i`): the sum over dimensions of the
-/// squared distance outside the box's interval, into `out`. AVX2 where the
-/// CPU has it, as [`lane_d2`].
-#[inline]
-pub fn lane_box_gap2(query: &[f64], block: &[f64], count: usize, out: &mut Vec<f64>) {
-    out.clear();
-    out.resize(count, 0.0);
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        #[allow(unsafe_code)]
-        unsafe {
-            lane_box_gap2_avx2(query, block, out)
-        };
-        return;
-    }
-    lane_box_gap2_portable(query, block, out);
+lane_kernel! {
+    /// The squared gap from `query` to each of the `count` boxes of a
+    /// block laid out by sibling group (low `j` of box `i` at
+    /// `j * count + i`, high `j` at `(dims + j) * count + i`): the sum over
+    /// dimensions of the squared distance outside the box's interval.
+    fn lane_box_gap2(f64, f64, f64) = lane_box_gap2_portable
 }
 
 #[inline(always)]
@@ -95,14 +101,6 @@ fn lane_box_gap2_portable(query: &[f64], block: &[f64], out: &mut [f64]) {
     }
 }
 
-/// [`lane_box_gap2_portable`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[allow(unsafe_code)]
-unsafe fn lane_box_gap2_avx2(query: &[f64], block: &[f64], out: &mut [f64]) {
-    lane_box_gap2_portable(query, block, out);
-}
-
 #[inline(always)]
 fn lane_d2_portable<T: Coordinate>(query: &[f64], block: &[T], out: &mut [f64]) {
     for (&q, column) in query.iter().zip(block.chunks_exact(out.len())) {
@@ -111,14 +109,6 @@ fn lane_d2_portable<T: Coordinate>(query: &[f64], block: &[T], out: &mut [f64]) 
             *acc += t * t;
         }
     }
-}
-
-/// [`lane_d2_portable`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[allow(unsafe_code)]
-unsafe fn lane_d2_avx2<T: Coordinate>(query: &[f64], block: &[T], out: &mut [f64]) {
-    lane_d2_portable(query, block, out);
 }
 
 /// A lower bound on the exact distance from a query to any point inside a

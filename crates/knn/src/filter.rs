@@ -16,7 +16,7 @@
 //! can overflow: the filter runs only when every stored coordinate and the
 //! query's are within [`FILTER_MAGNITUDE_MAX`].
 
-use crate::distance::pruning_distance;
+use crate::distance::{lane_kernel, pruning_distance};
 use crate::knn_set::KnnSet;
 use crate::tree::SsTree;
 
@@ -116,22 +116,10 @@ pub fn offer(
     changed
 }
 
-/// The f32 sum of squared differences from `query` to each of the `count`
-/// points of a dimension-major block, into `out` (AVX2 where the CPU has it).
-#[inline]
-pub fn lane_sums(query: &[f32], block: &[f32], count: usize, out: &mut Vec<f32>) {
-    out.clear();
-    out.resize(count, 0.0);
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        #[allow(unsafe_code)]
-        unsafe {
-            lane_sums_avx2(query, block, out)
-        };
-        return;
-    }
-    lane_sums_portable(query, block, out);
+lane_kernel! {
+    /// The f32 sum of squared differences from `query` to each of the
+    /// `count` points of a dimension-major block, into `out`.
+    fn lane_sums(f32, f32, f32) = lane_sums_portable
 }
 
 #[inline(always)]
@@ -142,12 +130,4 @@ fn lane_sums_portable(query: &[f32], block: &[f32], out: &mut [f32]) {
             *acc += t * t;
         }
     }
-}
-
-/// [`lane_sums_portable`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[allow(unsafe_code)]
-unsafe fn lane_sums_avx2(query: &[f32], block: &[f32], out: &mut [f32]) {
-    lane_sums_portable(query, block, out);
 }

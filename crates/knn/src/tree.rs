@@ -158,7 +158,7 @@ impl SsTree {
     /// load): the centres by sibling group, the largest magnitude, the
     /// leaves' boxes.
     pub(crate) fn derive(&mut self) {
-        self.group_centres = crate::build::by_sibling_group(self, &self.centres, self.dims);
+        self.group_centres = by_sibling_group(self, &self.centres, self.dims);
         self.max_magnitude = self.storage.max_magnitude();
         self.boxes = Vec::new();
         if self.dims <= BOX_DIMS_MAX {
@@ -166,7 +166,7 @@ impl SsTree {
                 Storage::F32(points) => node_boxes(self, points),
                 Storage::F64(points) => node_boxes(self, points),
             };
-            self.boxes = crate::build::by_sibling_group(self, &boxes, 2 * self.dims);
+            self.boxes = by_sibling_group(self, &boxes, 2 * self.dims);
         }
     }
 
@@ -225,4 +225,23 @@ fn node_boxes<T: Coordinate>(tree: &SsTree, points: &[T]) -> Vec<f64> {
         }
     }
     boxes
+}
+
+/// Per-node rows of `width` values (`rows[node * width + j]`) laid out
+/// again by sibling group, column-major within it (value `j` of the group's
+/// child `i` at `first * width + j * count + i`), so that a node's
+/// children are evaluated in one pass over lanes per column. The root is a
+/// group of one.
+pub fn by_sibling_group(tree: &SsTree, rows: &[f64], width: usize) -> Vec<f64> {
+    let mut out = vec![0.0; rows.len()];
+    out[..width].copy_from_slice(&rows[..width]);
+    for node in 0..tree.nodes() {
+        let (first, count) = (tree.child_first[node] as usize, tree.child_count[node] as usize);
+        for i in 0..count {
+            for (j, &x) in rows[(first + i) * width..][..width].iter().enumerate() {
+                out[first * width + j * count + i] = x;
+            }
+        }
+    }
+    out
 }
