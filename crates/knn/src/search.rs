@@ -401,7 +401,7 @@ impl<'t, T: Scan> Searcher<'t, T> {
     /// entered it.
     pub fn scan_leaf(&mut self, query: &[f64], leaf: u32) -> bool {
         self.counters.leaves_scanned += 1;
-        let (start, end) = self.leaf_range(leaf);
+        let (start, end) = self.tree.leaf_points(leaf as usize);
         self.scan_points(query, start, end)
     }
 
@@ -439,10 +439,6 @@ impl<'t, T: Scan> Searcher<'t, T> {
         changed
     }
 
-    fn leaf_range(&self, leaf: u32) -> (usize, usize) {
-        self.tree.leaf_points(leaf as usize)
-    }
-
     /// The initial bound (the seed's, with its defects fixed): descend from
     /// the root to the child of smallest lower bound; at every node
     /// evaluated, the k-coverage bound of [`evaluate_children`]; at the leaf
@@ -462,7 +458,7 @@ impl<'t, T: Scan> Searcher<'t, T> {
             node = self.tree.child_first[node as usize] + nearest as u32;
         }
         let leaf = node - self.tree.leaf_node(0);
-        let (start, end) = self.leaf_range(leaf);
+        let (start, end) = self.tree.leaf_points(leaf as usize);
         if end - start >= self.set.capacity() {
             std::mem::swap(&mut self.set, &mut self.probe);
             self.set.clear();
@@ -510,7 +506,7 @@ impl<'t, T: Scan> Searcher<'t, T> {
     /// Every point, leaf block by leaf block.
     fn brute_force(&mut self, query: &[f64]) {
         for leaf in 0..self.tree.leaves() as u32 {
-            let (start, end) = self.leaf_range(leaf);
+            let (start, end) = self.tree.leaf_points(leaf as usize);
             self.scan_points(query, start, end);
         }
     }

@@ -156,18 +156,19 @@ impl SsTree {
 
     /// Computes what is derived from the saved arrays (after a build or a
     /// load): the centres by sibling group, the largest magnitude, the
-    /// leaves' boxes.
+    /// nodes' boxes.
     pub(crate) fn derive(&mut self) {
         self.group_centres = by_sibling_group(self, &self.centres, self.dims);
         self.max_magnitude = self.storage.max_magnitude();
-        self.boxes = Vec::new();
-        if self.dims <= BOX_DIMS_MAX {
+        self.boxes = if self.dims <= BOX_DIMS_MAX {
             let boxes = match &self.storage {
                 Storage::F32(points) => node_boxes(self, points),
                 Storage::F64(points) => node_boxes(self, points),
             };
-            self.boxes = by_sibling_group(self, &boxes, 2 * self.dims);
-        }
+            by_sibling_group(self, &boxes, 2 * self.dims)
+        } else {
+            Vec::new()
+        };
     }
 
     /// The tree's shape and build cost.
@@ -232,7 +233,7 @@ fn node_boxes<T: Coordinate>(tree: &SsTree, points: &[T]) -> Vec<f64> {
 /// child `i` at `first * width + j * count + i`), so that a node's
 /// children are evaluated in one pass over lanes per column. The root is a
 /// group of one.
-pub fn by_sibling_group(tree: &SsTree, rows: &[f64], width: usize) -> Vec<f64> {
+fn by_sibling_group(tree: &SsTree, rows: &[f64], width: usize) -> Vec<f64> {
     let mut out = vec![0.0; rows.len()];
     out[..width].copy_from_slice(&rows[..width]);
     for node in 0..tree.nodes() {
