@@ -99,7 +99,10 @@ impl Shared {
                 }
             }
         }
-        sync::lock(&self.durable)
+        let durable = sync::lock(&self.durable);
+        // For `settle`, which waits for the spare under this lock.
+        self.frozen_changed.notify_all();
+        durable
     }
 
     /// Writes the frozen buffer `old` as a segment, lists it in the

@@ -260,12 +260,19 @@ impl StreamIndex {
     }
 
     /// Waits until the background work is done: the segment of a full
-    /// buffer being written, and the merges into tiers that flushes asked
-    /// for (neither is needed for correctness: a query reads the frozen
-    /// buffer until its segment replaces it, and whatever tiers exist
-    /// when it starts). A flush that failed is reported by the next write.
+    /// buffer being written, the next log's file made ready (with
+    /// `sync`), and the merges into tiers that flushes asked for (none is
+    /// needed for correctness: a query reads the frozen buffer until its
+    /// segment replaces it, and whatever tiers exist when it starts). A
+    /// flush that failed is reported by the next write.
     pub fn settle(&self) {
-        drop(self.shared.until_written(sync::lock(&self.shared.durable)));
+        if let Ok(mut durable) = self.shared.until_written(sync::lock(&self.shared.durable)) {
+            // The flusher makes the spare whenever it wants one (see
+            // `run_flusher`) and tells `frozen_changed` when it has.
+            while self.flusher.is_some() && !durable.stop && self.shared.wants_spare() {
+                durable = sync::wait(&self.shared.frozen_changed, durable);
+            }
+        }
         if let Some(tiering) = self.shared.tiering.get() {
             tiering.settle();
         }

@@ -299,6 +299,11 @@ fn compaction_verify_and_repair_stop_when_interrupted_and_change_nothing() {
     let (store, model) = store_with_a_log(11);
     let fs = file_system(&store);
     let index = StreamIndex::open_on(fs.clone(), dir(), options()).unwrap();
+    // The flusher makes the next log's file after the open; `settle`
+    // waits for it.
+    index.settle();
+    let logs = files(&fs).keys().filter(|name| name.ends_with(".wal")).count();
+    assert_eq!(logs, 2, "the open's log and the spare");
     let raised = Interrupt::new();
     raised.raise();
     let before = files(&fs);
