@@ -158,11 +158,15 @@ def stat(members: Members, name: str) -> FileStat:
     )
 
 
-def read_block(members: Members, name: str, key: int, length: int, crc: int) -> bytes:
+def read_block(members: Members, name: str, key: int, length: int, crc: int, damaged: Optional[str] = None) -> bytes:
     """Block ``key`` of ``name`` from the first holder with a good copy;
-    the live holders whose copy was missing or damaged get it again."""
-    failures: List[Tuple[str, str]] = []
+    the live holders whose copy was missing or damaged get it again: those
+    found so, and ``damaged``, a holder whose copy its own node found bad
+    (it is not read again)."""
+    failures: List[Tuple[str, str]] = [(damaged, DAMAGED)] if damaged is not None else []
     for node in members.live_holders(key):
+        if node == damaged:
+            continue
         try:
             data = ray.get(members.stores[node].get_block.remote(key, crc))
         except Exception as error:  # a damaged or missing copy, or a node gone
@@ -344,6 +348,7 @@ def _on_every_store(members: Members, method: str, *arguments: Any) -> List[Any]
 
 # Why a holder gave nothing: it holds no copy, or its node is gone.
 ABSENT = "absent"
+DAMAGED = "damaged or missing, found by its node"
 GONE = "its node is gone"
 
 

@@ -164,7 +164,15 @@ def fetch(members: Members, directory: str, block: Block) -> Fetched:
             data = b""
         if len(data) == block.length and zlib.crc32(data) == block.crc:
             return Fetched(data, True)
-    return Fetched(fs.read_block(members, block.file, block.key, block.length, block.crc), False)
+    return Fetched(_read_elsewhere(members, block, node), False)
+
+
+def _read_elsewhere(members: Members, block: Block, node: str) -> bytes:
+    """A good copy of ``block`` from a holder for a task on ``node``, whose
+    own copy, when it holds one, was found missing or damaged and is
+    repaired."""
+    damaged = node if node in block.holders else None
+    return fs.read_block(members, block.file, block.key, block.length, block.crc, damaged)
 
 
 T = TypeVar("T")
@@ -188,7 +196,7 @@ def on_block(
         except (CorruptionError, SpillwayIOError):  # damaged or missing: read_block repairs it
             pass
     copy = scratch / key_name(block.key)
-    copy.write_bytes(fs.read_block(members, block.file, block.key, block.length, block.crc))
+    copy.write_bytes(_read_elsewhere(members, block, node))
     try:
         return work(copy, None), False
     finally:
