@@ -4,9 +4,10 @@
 //! A group may hold at most `cap` items. A set of more is cut in two by
 //! balanced 2-means bisection (a bisecting k-means): Lloyd's algorithm
 //! with k = 2 on a sample, seeded by k-means++, then the cut at a multiple
-//! of `cap` in the order of (squared distance to the first centre minus
-//! squared distance to the second), a hyperplane across the line between
-//! the centres; each side again, until every set fits a group. Every
+//! of `cap` in the order of the items' projections on the line between
+//! the centres (a hyperplane across it), or across the widest axis when
+//! that cut is nearly as good by the k-means objective (see
+//! [`AXIS_MARGIN`]); each side again, until every set fits a group. Every
 //! group is full except the last of the whole set: raw clusters are not
 //! leaf-sized, and a cut into full groups loses less than clusters cut
 //! into partial ones (at 10^6 points and 100 Gaussian clusters of sigma
@@ -35,6 +36,17 @@ const SAMPLE: usize = 1024;
 /// free: a fixed number, so that the random streams, and the groups, do not
 /// depend on the thread count; enough that uneven sets balance out.
 const PARTS: usize = 32;
+
+/// How much smaller the sum of squares of a 2-means cut must be than that
+/// of the cut across the widest axis for the 2-means cut to be taken.
+/// Lloyd's algorithm from a random seeding settles on oblique cuts of a
+/// box of evenly spread points, nearly as good by the objective as the
+/// cut across its longest axis, but groups cut so overlap where cuts
+/// across axes tile the box (at 10^6 uniform points in 16 dimensions,
+/// PSB visited 1.08 times the nodes of the Hilbert build with 2-means
+/// cuts alone, 0.92 times choosing the smaller sum, 0.86 with a margin of
+/// 3%). On clustered data 2-means cuts win by far more than the margin.
+const AXIS_MARGIN: f64 = 0.03;
 
 /// How the grouping runs.
 pub struct Settings<'i> {
@@ -127,12 +139,8 @@ impl<T: Coordinate> Grouping<'_, '_, T> {
         let len = members.len();
         debug_assert!(len > self.cap);
         let first = (len.div_ceil(self.cap) / 2) * self.cap;
-        let centres = self.two_means(&members)?;
-        let dims = self.dims;
-        let side: Vec<f64> = members
-            .iter()
-            .map(|&i| d2(self.item(i), &centres[..dims]) - d2(self.item(i), &centres[dims..]))
-            .collect();
+        let direction = self.direction(&members, first as f64 / len as f64)?;
+        let side: Vec<f64> = members.iter().map(|&i| dot(self.item(i), &direction)).collect();
         let mut rank: Vec<u32> = (0..len as u32).collect();
         rank.select_nth_unstable_by(first, |&a, &b| {
             side[a as usize].total_cmp(&side[b as usize]).then(a.cmp(&b))
@@ -152,17 +160,77 @@ impl<T: Coordinate> Grouping<'_, '_, T> {
         Ok((near, far))
     }
 
-    /// Two centres of `members` by Lloyd's algorithm on a sample of at
-    /// most [`SAMPLE`] of them, seeded by k-means++ (row-major, 2 x dims).
-    fn two_means(&mut self, members: &[u32]) -> Result<Vec<f64>> {
-        let sample: Vec<u32> = if members.len() > SAMPLE {
+    /// The direction across which `members` are cut, the first `share`
+    /// of them (in the order of their dot product with it) on the near
+    /// side: the line between two centres by Lloyd's algorithm, unless the
+    /// cut across the axis of the widest spread leaves a sum of squares
+    /// (the k-means objective) within [`AXIS_MARGIN`] of its cut's.
+    fn direction(&mut self, members: &[u32], share: f64) -> Result<Vec<f64>> {
+        let fitted = self.sample(members);
+        let dims = self.dims;
+        let centres = self.lloyd(&fitted)?;
+        let means: Vec<f64> = (0..dims).map(|j| centres[dims + j] - centres[j]).collect();
+        // Judged on another sample: on the one it was fitted to, the 2-means
+        // cut looks better than it is.
+        let judged = self.sample(members);
+        let mut widest = (0, f64::NEG_INFINITY);
+        for j in 0..dims {
+            let (lo, hi) = judged
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &i| {
+                    let x = self.item(i)[j].to_f64();
+                    (lo.min(x), hi.max(x))
+                });
+            if hi - lo > widest.1 {
+                widest = (j, hi - lo);
+            }
+        }
+        let mut axis = vec![0.0; dims];
+        axis[widest.0] = 1.0;
+        let near = ((share * judged.len() as f64).round() as usize).clamp(1, judged.len() - 1);
+        let by_axis = self.cut_cost(&judged, &axis, near);
+        let by_means = self.cut_cost(&judged, &means, near);
+        Ok(if by_means > by_axis * (1.0 - AXIS_MARGIN) {
+            axis
+        } else {
+            means
+        })
+    }
+
+    /// At most [`SAMPLE`] of `members`, drawn at random.
+    fn sample(&mut self, members: &[u32]) -> Vec<u32> {
+        if members.len() > SAMPLE {
             (0..SAMPLE)
                 .map(|_| members[self.next_below(members.len())])
                 .collect()
         } else {
             members.to_vec()
-        };
-        self.lloyd(&sample)
+        }
+    }
+
+    /// The sum of squared distances to their side's mean of `sample` cut
+    /// across `direction`, the `near` lowest on one side.
+    fn cut_cost(&self, sample: &[u32], direction: &[f64], near: usize) -> f64 {
+        let mut order: Vec<(f64, u32)> = sample
+            .iter()
+            .map(|&i| (dot(self.item(i), direction), i))
+            .collect();
+        order.select_nth_unstable_by(near, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (low, high) = order.split_at(near);
+        [low, high]
+            .iter()
+            .map(|side| {
+                (0..self.dims)
+                    .map(|j| {
+                        let (sum, squares) = side.iter().fold((0.0, 0.0), |(sum, squares), &(_, i)| {
+                            let x = self.item(i)[j].to_f64();
+                            (sum + x, squares + x * x)
+                        });
+                        squares - sum * sum / side.len() as f64
+                    })
+                    .sum::<f64>()
+            })
+            .sum()
     }
 
     /// Lloyd's algorithm with k = 2 on `sample`, from a k-means++ seeding.
@@ -283,6 +351,10 @@ impl<T: Coordinate> Grouping<'_, '_, T> {
     }
 }
 
+fn dot<T: Coordinate>(item: &[T], direction: &[f64]) -> f64 {
+    item.iter().zip(direction).map(|(x, w)| x.to_f64() * w).sum()
+}
+
 /// The nearest of `centres` (row-major) to `item`, the first on ties.
 fn nearest<T: Coordinate>(item: &[T], centres: &[f64]) -> u32 {
     let mut best = (0, f64::INFINITY);
@@ -339,6 +411,40 @@ mod tests {
                 "{group:?}"
             );
         }
+    }
+
+    #[test]
+    fn evenly_spread_items_are_cut_across_an_axis() {
+        // Uniform in the unit cube of 8 dimensions, 16 groups: cut straight
+        // across axes, the groups' bounding boxes tile the cube; a 2-means
+        // cut from a random seeding may run across a diagonal, and boxes
+        // cut so overlap.
+        let (dims, count, cap) = (8, 8192, 512);
+        let mut state = 11u64;
+        let items: Vec<f64> = (0..dims * count)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                (state >> 11) as f64 / (1u64 << 53) as f64
+            })
+            .collect();
+        let interrupt = Interrupt::new();
+        let groups = groups(&items, dims, cap, &settings(&interrupt, 2)).unwrap();
+        assert_eq!(groups.len(), count / cap);
+        let volumes: f64 = groups
+            .iter()
+            .map(|group| {
+                (0..dims)
+                    .map(|j| {
+                        let values = group.iter().map(|&i| items[i as usize * dims + j]);
+                        values.clone().fold(f64::NEG_INFINITY, f64::max)
+                            - values.fold(f64::INFINITY, f64::min)
+                    })
+                    .product::<f64>()
+            })
+            .sum();
+        assert!(volumes < 1.05, "the groups' boxes fill {volumes} cubes");
     }
 
     #[test]
