@@ -17,14 +17,15 @@
 //! enter it again forever); the search ends when the root has no child to
 //! visit or the last leaf was scanned; the last leaf has no right
 //! neighbour; a leaf's loop runs over its points; pruning compares with
-//! `<=`, so that ties and duplicate points are kept.
+//! `<=`, so that ties and duplicate points are kept; the leaf that gave the
+//! initial bound keeps its points in the answer and is not scanned again.
 
 use crate::search::Scan;
 use crate::search::Searcher;
 
 impl<T: Scan> Searcher<'_, T> {
     pub fn psb(&mut self, query: &[f64]) {
-        self.initial_bound(query);
+        let scanned = self.initial_bound(query);
         let tree = self.tree;
         let last_leaf = tree.leaves() as i64 - 1;
         let mut visited: i64 = -1;
@@ -51,7 +52,9 @@ impl<T: Scan> Searcher<'_, T> {
             // Scan leaves rightwards while they keep improving the answer.
             let mut leaf = node - tree.leaf_node(0);
             loop {
-                let changed = self.scan_leaf(query, leaf);
+                // The initial leaf's points are in the answer already; it
+                // counts as changed, as the nearest leaf usually would.
+                let changed = Some(leaf) == scanned || self.scan_leaf(query, leaf);
                 visited = i64::from(leaf);
                 if !(changed && visited < last_leaf) {
                     break;

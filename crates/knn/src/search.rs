@@ -248,8 +248,6 @@ pub struct Searcher<'t, T> {
     pub tree: &'t SsTree,
     pub points: &'t [T],
     pub set: KnnSet,
-    /// A second set, for the initial bound's look at one leaf.
-    probe: KnnSet,
     pub counters: QueryStats,
     /// The lower bounds of the children of the node evaluated last.
     pub lower: Vec<f64>,
@@ -274,7 +272,6 @@ impl<'t, T: Scan> Searcher<'t, T> {
             tree,
             points,
             set: KnnSet::new(k),
-            probe: KnnSet::new(k),
             counters: QueryStats::default(),
             lower: Vec::with_capacity(tree.degree),
             open: BinaryHeap::with_capacity(4 * tree.degree),
@@ -442,10 +439,10 @@ impl<'t, T: Scan> Searcher<'t, T> {
     /// The initial bound (the seed's, with its defects fixed): descend from
     /// the root to the child of smallest lower bound; at every node
     /// evaluated, the k-coverage bound of [`evaluate_children`]; at the leaf
-    /// reached, if it holds k points, their k-th distance. Nothing enters
-    /// the answer here: PSB scans that leaf again in its turn, and would
-    /// otherwise count its points twice.
-    pub fn initial_bound(&mut self, query: &[f64]) {
+    /// reached, if it holds k points, their k-th distance. That leaf's
+    /// points stay in the answer, and it is returned: PSB skips it in its
+    /// turn (a second scan would offer its points twice).
+    pub fn initial_bound(&mut self, query: &[f64]) -> Option<u32> {
         self.initial = f64::INFINITY;
         let mut node = 0;
         while !self.is_leaf(node) {
@@ -459,14 +456,12 @@ impl<'t, T: Scan> Searcher<'t, T> {
         }
         let leaf = node - self.tree.leaf_node(0);
         let (start, end) = self.tree.leaf_points(leaf as usize);
-        if end - start >= self.set.capacity() {
-            std::mem::swap(&mut self.set, &mut self.probe);
-            self.set.clear();
-            self.scan_leaf(query, leaf);
-            let bound = pruning_distance(self.set.kth());
-            std::mem::swap(&mut self.set, &mut self.probe);
-            self.initial = self.initial.min(bound);
+        if end - start < self.set.capacity() {
+            return None;
         }
+        self.scan_leaf(query, leaf);
+        self.initial = self.initial.min(pruning_distance(self.set.kth()));
+        Some(leaf)
     }
 
     /// Branch-and-bound, best-first: the node of smallest lower bound of

@@ -26,13 +26,18 @@ pub(crate) struct Cuda {
 }
 
 /// The kernels of `kernels.cu`, by coordinate type where they read points,
-/// PSB also by children per lane (1 or 4).
+/// PSB also by children per lane (1 or 4); `psb_lanes_*` keep the list in
+/// registers (k <= 32).
 #[derive(Debug)]
 pub(crate) struct Kernels {
     pub psb_f32_1: CudaFunction,
     pub psb_f32_4: CudaFunction,
     pub psb_f64_1: CudaFunction,
     pub psb_f64_4: CudaFunction,
+    pub psb_lanes_f32_1: CudaFunction,
+    pub psb_lanes_f32_4: CudaFunction,
+    pub psb_lanes_f64_1: CudaFunction,
+    pub psb_lanes_f64_4: CudaFunction,
     pub brute_f32: CudaFunction,
     pub brute_f64: CudaFunction,
     pub merge: CudaFunction,
@@ -117,6 +122,10 @@ fn open_now() -> Result<Cuda> {
             psb_f32_4: function("psb_f32_4")?,
             psb_f64_1: function("psb_f64_1")?,
             psb_f64_4: function("psb_f64_4")?,
+            psb_lanes_f32_1: function("psb_lanes_f32_1")?,
+            psb_lanes_f32_4: function("psb_lanes_f32_4")?,
+            psb_lanes_f64_1: function("psb_lanes_f64_1")?,
+            psb_lanes_f64_4: function("psb_lanes_f64_4")?,
             brute_f32: function("brute_f32")?,
             brute_f64: function("brute_f64")?,
             merge: function("merge")?,

@@ -6,9 +6,11 @@
 // takes the same path as the CPU's and returns the same answer.
 //
 // One warp answers one query (PSB) or a group of queries over a slice of
-// the leaves (brute force). A warp's k best live in a sorted list, in
-// shared memory for k <= SHARED_K, else in global memory; every lane runs
-// the same control flow, and lane-dependent choices are made by votes.
+// the leaves (brute force). A warp's k best live in a sorted list: for
+// PSB with k <= 32 in registers, one entry per lane (`Lanes`), else in
+// shared memory for k <= SHARED_K, else in global memory (`List`); every
+// lane runs the same control flow, and lane-dependent choices are made by
+// votes.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -48,9 +50,22 @@ struct Counters {
     u64 nodes, leaves, distances, steps, busy;
 };
 
+// A sorted list of k entries in memory (shared or global), every lane
+// seeing all of it.
 struct List {
     double* d;
     u32* row;
+    u32 k;
+    u32 count;
+};
+
+// A sorted list of k <= 32 entries in registers: lane i holds entry i (past
+// the count, anything), and every lane a copy of the k-th.
+struct Lanes {
+    double d;
+    u32 row;
+    double kth_d;
+    u32 kth_row;
     u32 k;
     u32 count;
 };
@@ -63,11 +78,16 @@ __device__ __forceinline__ double kth(const List& l) {
     return l.count == l.k ? l.d[l.k - 1] : INF;
 }
 
+__device__ __forceinline__ double kth(const Lanes& l) {
+    return l.count == l.k ? l.kth_d : INF;
+}
+
 __device__ __forceinline__ double pruning_distance(double kth_d2) {
     return sqrt(kth_d2) * (1.0 + EPS) + ABS;
 }
 
-__device__ __forceinline__ double pruning(const List& l, double initial) {
+template <typename L>
+__device__ __forceinline__ double pruning(const L& l, double initial) {
     return l.count == l.k ? fmin(initial, pruning_distance(kth(l))) : initial;
 }
 
@@ -120,23 +140,55 @@ __device__ bool offer(List& l, double d, u32 row, u32 lane) {
     return true;
 }
 
-// Offers each lane's candidate (acc, if `candidate`) in lane order.
-__device__ __forceinline__ bool offer_lanes(List& l, bool candidate, double acc, const u32* rows, u32 lane) {
+// As above, on a list in registers: a vote finds the position, the entries
+// from there move up one lane, and the k-th is broadcast again.
+__device__ bool offer(Lanes& l, double d, u32 row, u32 lane) {
+    if (l.count == l.k && !before(d, row, l.kth_d, l.kth_row)) {
+        return false;
+    }
+    u32 pos = __popc(__ballot_sync(FULL, lane < l.count && before(l.d, l.row, d, row)));
+    double up_d = __shfl_up_sync(FULL, l.d, 1);
+    u32 up_row = __shfl_up_sync(FULL, l.row, 1);
+    if (lane == pos) {
+        l.d = d;
+        l.row = row;
+    } else if (lane > pos) {
+        l.d = up_d;
+        l.row = up_row;
+    }
+    if (l.count < l.k) {
+        l.count++;
+    }
+    l.kth_d = __shfl_sync(FULL, l.d, l.k - 1);
+    l.kth_row = __shfl_sync(FULL, l.row, l.k - 1);
+    return true;
+}
+
+// Offers each lane's candidate (acc and row, if `candidate`) in lane order.
+template <typename L>
+__device__ __forceinline__ bool offer_lanes(L& l, bool candidate, double acc, u32 row, u32 lane) {
     bool changed = false;
     u32 mask = __ballot_sync(FULL, candidate);
     while (mask) {
         u32 src = __ffs(mask) - 1;
         mask &= mask - 1;
         double d = __shfl_sync(FULL, acc, src);
-        changed |= offer(l, d, rows[src], lane);
+        u32 r = __shfl_sync(FULL, row, src);
+        changed |= offer(l, d, r, lane);
     }
     return changed;
 }
 
+// Row i of `rows` in the lanes that offer a candidate (one transaction for
+// the warp, and none when no lane does).
+__device__ __forceinline__ u32 row_if(bool candidate, const u32* rows, u32 i) {
+    return candidate ? rows[i] : 0;
+}
+
 // Scans one leaf block (stored points start..end) into the list; returns
 // whether any point entered.
-template <typename T>
-__device__ bool scan_leaf(const Tree& t, u32 leaf, const double* q, List& l, u32 lane, Counters& c) {
+template <typename T, typename L>
+__device__ bool scan_leaf(const Tree& t, u32 leaf, const double* q, L& l, u32 lane, Counters& c) {
     u32 start = t.leaf_point_start[leaf];
     u32 count = t.leaf_point_start[leaf + 1] - start;
     const T* block = (const T*)t.points + (u64)start * t.dims;
@@ -156,7 +208,8 @@ __device__ bool scan_leaf(const Tree& t, u32 leaf, const double* q, List& l, u32
         }
         c.steps++;
         c.busy += __popc(__ballot_sync(FULL, valid));
-        changed |= offer_lanes(l, valid && acc <= kth(l), acc, t.point_ids + start + base, lane);
+        bool candidate = valid && acc <= kth(l);
+        changed |= offer_lanes(l, candidate, acc, row_if(candidate, t.point_ids + start, i), lane);
     }
     return changed;
 }
@@ -165,8 +218,8 @@ __device__ bool scan_leaf(const Tree& t, u32 leaf, const double* q, List& l, u32
 // of lane i is child 32 s + i; infinity past the last child) and, while the
 // list holds fewer than k, the k-coverage bound into `initial` (the smallest
 // upper bound whose children hold k points).
-template <int SLOTS>
-__device__ void evaluate_children(const Tree& t, u32 node, const double* q, const List& l,
+template <int SLOTS, typename L>
+__device__ void evaluate_children(const Tree& t, u32 node, const double* q, const L& l,
                                   double& initial, double lower[SLOTS], u32 lane, Counters& c) {
     c.nodes++;
     u32 first = t.child_first[node];
@@ -298,22 +351,23 @@ __device__ double lower_bound(const Tree& t, u32 node, const double* q) {
 
 // Parallel Scan and Backtrack for one query (psb.rs has the algorithm and
 // the fixes to the listing; this is the same loop, step for step).
-template <typename T, int SLOTS>
-__device__ void psb(const Tree& t, const double* q, List& l, u32 lane, Counters& c) {
+template <typename T, int SLOTS, typename L>
+__device__ void psb(const Tree& t, const double* q, L& l, u32 lane, Counters& c) {
     double lower[SLOTS];
     double initial = INF;
     // The initial bound: down to the nearest leaf; its k-th distance if it
-    // holds k points. Nothing found there stays in the list.
+    // holds k points, which stay in the list (the leaf is not scanned again).
     u32 node = 0;
     while (t.child_count[node] != 0) {
         evaluate_children<SLOTS>(t, node, q, l, initial, lower, lane, c);
         node = t.child_first[node] + nearest_child<SLOTS>(lower, lane);
     }
     u32 leaf = node - t.leaf_node0;
+    u32 scanned = 0xffffffffu;
     if (t.leaf_point_start[leaf + 1] - t.leaf_point_start[leaf] >= l.k) {
         scan_leaf<T>(t, leaf, q, l, lane, c);
         initial = fmin(initial, pruning_distance(kth(l)));
-        l.count = 0;
+        scanned = leaf;
     }
     long long last_leaf = (long long)t.leaves - 1;
     long long visited = -1;
@@ -342,7 +396,7 @@ __device__ void psb(const Tree& t, const double* q, List& l, u32 lane, Counters&
         }
         leaf = node - t.leaf_node0;
         for (;;) {
-            bool changed = scan_leaf<T>(t, leaf, q, l, lane, c);
+            bool changed = leaf == scanned || scan_leaf<T>(t, leaf, q, l, lane, c);
             visited = (long long)leaf;
             if (!(changed && visited < last_leaf)) {
                 break;
@@ -386,8 +440,29 @@ __device__ void add_counters(u64* totals, const Counters& c, u32 lane) {
     }
 }
 
-// One warp per query: the k nearest as squared distances and rows, nearest
-// first, into row `query` of out_d2 / out_rows.
+// One warp per query, its list in registers (k <= 32): the k nearest as
+// squared distances and rows, nearest first, into row `query` of out_d2 /
+// out_rows.
+template <typename T, int SLOTS>
+__device__ void psb_lanes_kernel(Tree t, const double* queries, u32 m, u32 k, double* out_d2, u32* out_rows,
+                                 u64* totals) {
+    u32 lane = threadIdx.x % 32;
+    u64 query = (u64)blockIdx.x * WARPS + threadIdx.x / 32;
+    if (query >= m) {
+        return;
+    }
+    Lanes l = {INF, 0, INF, 0, k, 0};
+    Counters c = {0, 0, 0, 0, 0};
+    psb<T, SLOTS>(t, queries + query * t.dims, l, lane, c);
+    if (lane < k) {
+        out_d2[query * k + lane] = l.d;
+        out_rows[query * k + lane] = l.row;
+    }
+    add_counters(totals, c, lane);
+}
+
+// As above for any k, the list in shared memory, or in the spill arrays
+// past SHARED_K.
 template <typename T, int SLOTS>
 __device__ void psb_kernel(Tree t, const double* queries, u32 m, u32 k, double* out_d2, u32* out_rows,
                            double* spill_d, u32* spill_r, u64* totals) {
@@ -468,7 +543,8 @@ __device__ void brute_kernel(Tree t, const double* queries, u32 m, u32 k, u32 sl
 #pragma unroll
             for (int b = 0; b < GROUP; b++) {
                 if (b < nq) {
-                    offer_lanes(lists[b], valid && acc[b] <= kth(lists[b]), acc[b], t.point_ids + start + base, lane);
+                    bool candidate = valid && acc[b] <= kth(lists[b]);
+                    offer_lanes(lists[b], candidate, acc[b], row_if(candidate, t.point_ids + start, i), lane);
                 }
             }
         }
@@ -504,7 +580,8 @@ __device__ void merge_kernel_body(u32 m, u32 k, u32 slices, const double* lists_
             u32 i = base + lane;
             bool valid = i < count;
             double acc = valid ? d[i] : INF;
-            offer_lanes(l, valid && acc <= kth(l), acc, r + base, lane);
+            bool candidate = valid && acc <= kth(l);
+            offer_lanes(l, candidate, acc, row_if(candidate, r, i), lane);
         }
     }
     if (k <= SHARED_K) {
@@ -526,6 +603,17 @@ PSB_KERNEL(psb_f32_1, float, 1)
 PSB_KERNEL(psb_f32_4, float, 4)
 PSB_KERNEL(psb_f64_1, double, 1)
 PSB_KERNEL(psb_f64_4, double, 4)
+
+#define PSB_LANES_KERNEL(NAME, T, SLOTS)                                                                   \
+    extern "C" __global__ void __launch_bounds__(WARPS * 32)                                              \
+        NAME(Tree t, const double* queries, u32 m, u32 k, double* out_d2, u32* out_rows, u64* totals) {   \
+        psb_lanes_kernel<T, SLOTS>(t, queries, m, k, out_d2, out_rows, totals);                           \
+    }
+
+PSB_LANES_KERNEL(psb_lanes_f32_1, float, 1)
+PSB_LANES_KERNEL(psb_lanes_f32_4, float, 4)
+PSB_LANES_KERNEL(psb_lanes_f64_1, double, 1)
+PSB_LANES_KERNEL(psb_lanes_f64_4, double, 4)
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32) brute_f32(Tree t, const double* queries, u32 m, u32 k,
                                                                     u32 slices, double* lists_d, u32* lists_r,

@@ -32,8 +32,10 @@ const WARPS: usize = 2;
 /// Queries a brute-force warp answers at once (`GROUP` in kernels.cu).
 const GROUP: usize = 8;
 
-/// The k a warp keeps in shared memory (`SHARED_K` in kernels.cu); larger
-/// k spill to device memory.
+/// The k a PSB warp keeps in registers, one entry per lane (`Lanes` in
+/// kernels.cu), and the k it keeps in shared memory (`SHARED_K`); larger k
+/// spill to device memory.
+const LANES_K: usize = 32;
 const SHARED_K: usize = 128;
 
 /// Device memory the answer lists of one launch may take; a batch runs in
@@ -367,38 +369,63 @@ impl GpuTree {
         let stream = &self.cuda.stream;
         let error = cuda::driver_error("running the PSB search on the GPU");
         let queries = stream.clone_htod(queries).map_err(&error)?;
-        let spill = if k > SHARED_K { m * k } else { 1 };
         let mut out_d2 = unwritten::<f64>(stream, m * k).map_err(&error)?;
         let mut out_rows = unwritten::<u32>(stream, m * k).map_err(&error)?;
+        let mut totals = stream.alloc_zeros::<u64>(5).map_err(&error)?;
+        let spill = if k > SHARED_K { m * k } else { 1 };
         let mut spill_d2 = unwritten::<f64>(stream, spill).map_err(&error)?;
         let mut spill_rows = unwritten::<u32>(stream, spill).map_err(&error)?;
-        let mut totals = stream.alloc_zeros::<u64>(5).map_err(&error)?;
         let kernels = &self.cuda.kernels;
-        let kernel = match (self.f64_points, self.wide) {
-            (false, false) => &kernels.psb_f32_1,
-            (false, true) => &kernels.psb_f32_4,
-            (true, false) => &kernels.psb_f64_1,
-            (true, true) => &kernels.psb_f64_4,
-        };
         let (m32, k32) = (m as u32, k as u32);
-        let mut launch = stream.launch_builder(kernel);
-        launch
-            .arg(&self.view)
-            .arg(&queries)
-            .arg(&m32)
-            .arg(&k32)
-            .arg(&mut out_d2)
-            .arg(&mut out_rows)
-            .arg(&mut spill_d2)
-            .arg(&mut spill_rows)
-            .arg(&mut totals);
         let started = Instant::now();
-        // SAFETY: the arguments are the psb kernels' parameters, in order
-        // and of their types; every buffer holds what the kernel indexes
-        // (m * k answers, m * k spill entries when k > SHARED_K, 5 totals),
-        // and the view's buffers live as long as `self`.
-        #[allow(unsafe_code)]
-        unsafe { launch.launch(blocks(m)) }.map_err(&error)?;
+        if k <= LANES_K {
+            let kernel = match (self.f64_points, self.wide) {
+                (false, false) => &kernels.psb_lanes_f32_1,
+                (false, true) => &kernels.psb_lanes_f32_4,
+                (true, false) => &kernels.psb_lanes_f64_1,
+                (true, true) => &kernels.psb_lanes_f64_4,
+            };
+            let mut launch = stream.launch_builder(kernel);
+            launch
+                .arg(&self.view)
+                .arg(&queries)
+                .arg(&m32)
+                .arg(&k32)
+                .arg(&mut out_d2)
+                .arg(&mut out_rows)
+                .arg(&mut totals);
+            // SAFETY: the arguments are the psb_lanes kernels' parameters,
+            // in order and of their types; every buffer holds what the
+            // kernel indexes (m * k answers with k <= 32, 5 totals), and
+            // the view's buffers live as long as `self`.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(blocks(m)) }.map_err(&error)?;
+        } else {
+            let kernel = match (self.f64_points, self.wide) {
+                (false, false) => &kernels.psb_f32_1,
+                (false, true) => &kernels.psb_f32_4,
+                (true, false) => &kernels.psb_f64_1,
+                (true, true) => &kernels.psb_f64_4,
+            };
+            let mut launch = stream.launch_builder(kernel);
+            launch
+                .arg(&self.view)
+                .arg(&queries)
+                .arg(&m32)
+                .arg(&k32)
+                .arg(&mut out_d2)
+                .arg(&mut out_rows)
+                .arg(&mut spill_d2)
+                .arg(&mut spill_rows)
+                .arg(&mut totals);
+            // SAFETY: the arguments are the psb kernels' parameters, in
+            // order and of their types; every buffer holds what the kernel
+            // indexes (m * k answers, m * k spill entries when k >
+            // SHARED_K, 5 totals), and the view's buffers live as long as
+            // `self`.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(blocks(m)) }.map_err(&error)?;
+        }
         stream.synchronize().map_err(&error)?;
         counters.kernel_s += started.elapsed().as_secs_f64();
         let d2 = stream.clone_dtoh(&out_d2).map_err(&error)?;
