@@ -55,7 +55,8 @@ def test_psb_on_the_gpu_walks_the_cpus_path(degree):
     points = clustered(rng, 20_000, 6, numpy.float64)
     queries = queries_for(rng, points, 200)
     tree = SSTree(points, leaf_size=37, degree=degree)
-    for k in (1, 7, 64):
+    # 32 and 33: the last k whose list is kept in registers, and the first kept in shared memory.
+    for k in (1, 7, 32, 33, 64):
         *gpu, gpu_stats = tree.query(queries, k, method="psb", device="cuda", stats=True)
         *cpu, cpu_stats = tree.query(queries, k, method="psb", device="cpu", stats=True)
         assert_exact(tuple(gpu), tuple(cpu), f"degree {degree}, k = {k}")
