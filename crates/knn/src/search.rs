@@ -315,8 +315,9 @@ impl<'t, T: Scan> Searcher<'t, T> {
         self.tree.child_count[node as usize] == 0
     }
 
-    /// Evaluates the lower bounds of `node`'s children into `lower`; while
-    /// fewer than k points are held, also tightens the initial bound by the
+    /// Evaluates the lower bounds of `node`'s children into `lower` (the
+    /// sphere's, raised to the box's where the tree has boxes); while fewer
+    /// than k points are held, also tightens the initial bound by the
     /// smallest upper bound whose children hold k points (the seed's
     /// MINMAXDIST, generalised from k = 1: the k-th neighbour is no farther).
     pub fn evaluate_children(&mut self, query: &[f64], node: u32) {
@@ -337,6 +338,9 @@ impl<'t, T: Scan> Searcher<'t, T> {
         }
         for (bound, &radius) in self.lower.iter_mut().zip(radii) {
             *bound = min_distance_lower(*bound, radius);
+        }
+        if !tree.boxes.is_empty() {
+            self.tighten_by_boxes(query, first as u32);
         }
     }
 
@@ -389,9 +393,31 @@ impl<'t, T: Scan> Searcher<'t, T> {
         }
     }
 
-    /// The lower bound of one node, evaluated alone.
+    /// The lower bound of one node other than the root, evaluated alone:
+    /// as [`evaluate_children`] gives it among its siblings.
     pub fn lower_bound(&mut self, query: &[f64], node: u32) -> f64 {
-        min_distance_lower(d2(query, self.tree.centre(node)), self.tree.radii[node as usize])
+        let tree = self.tree;
+        let sphere = min_distance_lower(d2(query, tree.centre(node)), tree.radii[node as usize]);
+        if tree.boxes.is_empty() {
+            return sphere;
+        }
+        let parent = tree.parent[node as usize] as usize;
+        let (first, count) = (
+            tree.child_first[parent] as usize,
+            tree.child_count[parent] as usize,
+        );
+        let (dims, i) = (tree.dims, node as usize - first);
+        let block = &tree.boxes[first * 2 * dims..][..count * 2 * dims];
+        let (lows, highs) = block.split_at(dims * count);
+        let mut gap2 = 0.0;
+        for (j, &q) in query.iter().enumerate() {
+            // As lane_box_gap2 computes it, operation for operation.
+            let (below, above) = (lows[j * count + i] - q, q - highs[j * count + i]);
+            let gap = if below > above { below } else { above };
+            let gap = if gap > 0.0 { gap } else { 0.0 };
+            gap2 += gap * gap;
+        }
+        sphere.max(box_distance_lower(gap2))
     }
 
     /// Scans every point of `leaf` into the answer; returns whether any
@@ -485,9 +511,6 @@ impl<'t, T: Scan> Searcher<'t, T> {
             }
             self.evaluate_children(query, node);
             let first = self.tree.child_first[node as usize];
-            if !self.tree.boxes.is_empty() {
-                self.tighten_by_boxes(query, first);
-            }
             let tau = self.pruning();
             for (&lower, child) in self.lower.iter().zip(first..) {
                 if lower <= tau {

@@ -41,6 +41,7 @@ pub(crate) struct Kernels {
     pub brute_f32: CudaFunction,
     pub brute_f64: CudaFunction,
     pub merge: CudaFunction,
+    pub finish: CudaFunction,
 }
 
 /// Whether the CUDA driver library and a GPU are present (cheap: no
@@ -129,6 +130,7 @@ fn open_now() -> Result<Cuda> {
             brute_f32: function("brute_f32")?,
             brute_f64: function("brute_f64")?,
             merge: function("merge")?,
+            finish: function("finish")?,
         };
         let stream = context.default_stream();
         Ok(Cuda {

@@ -38,6 +38,7 @@ struct Tree {
     const u32* leaf_point_start;  // leaves + 1
     const void* points;           // leaf blocks, dimension-major
     const u32* point_ids;
+    const double* boxes;          // per sibling group, lows then highs; null above 8 dimensions
     u32 dims;
     u32 leaf_node0;               // node id of leaf 0
     u32 leaves;
@@ -93,6 +94,25 @@ __device__ __forceinline__ double pruning(const L& l, double initial) {
 
 __device__ __forceinline__ double min_distance_lower(double centre_d2, double radius) {
     return fmax(sqrt(centre_d2) * (1.0 - EPS) - radius - ABS, 0.0);
+}
+
+__device__ __forceinline__ double box_distance_lower(double gap2) {
+    return fmax(sqrt(gap2) * (1.0 - EPS) - ABS, 0.0);
+}
+
+// The squared gap between the query and child i of the sibling group from
+// `first` (of `count`), as lane_box_gap2 computes it (distance.rs).
+__device__ __forceinline__ double box_gap2(const Tree& t, u32 first, u32 count, u32 i, const double* q) {
+    const double* block = t.boxes + (u64)first * 2 * t.dims;
+    double acc = 0.0;
+    for (u32 j = 0; j < t.dims; j++) {
+        double below = block[(u64)j * count + i] - q[j];
+        double above = q[j] - block[(u64)(t.dims + j) * count + i];
+        double gap = below > above ? below : above;
+        gap = gap > 0.0 ? gap : 0.0;
+        acc += gap * gap;
+    }
+    return acc;
 }
 
 __device__ __forceinline__ double max_distance_upper(double centre_d2, double radius) {
@@ -294,7 +314,11 @@ __device__ void evaluate_children(const Tree& t, u32 node, const double* q, cons
     }
 #pragma unroll
     for (int s = 0; s < SLOTS; s++) {
-        lower[s] = s * 32 + lane < count ? min_distance_lower(centre_d2[s], radius[s]) : INF;
+        u32 i = s * 32 + lane;
+        lower[s] = i < count ? min_distance_lower(centre_d2[s], radius[s]) : INF;
+        if (t.boxes != nullptr && i < count) {
+            lower[s] = fmax(lower[s], box_distance_lower(box_gap2(t, first, count, i, q)));
+        }
     }
 }
 
@@ -338,7 +362,8 @@ __device__ u32 pick_child(const Tree& t, u32 first, u32 count, const double lowe
     return count;
 }
 
-// The lower bound of one node, its centre's distance summed in order.
+// The lower bound of one node other than the root, as evaluate_children
+// gives it among its siblings.
 __device__ double lower_bound(const Tree& t, u32 node, const double* q) {
     const double* centre = t.centres + (u64)node * t.dims;
     double acc = 0.0;
@@ -346,7 +371,13 @@ __device__ double lower_bound(const Tree& t, u32 node, const double* q) {
         double d = q[j] - centre[j];
         acc += d * d;
     }
-    return min_distance_lower(acc, t.radii[node]);
+    double sphere = min_distance_lower(acc, t.radii[node]);
+    if (t.boxes == nullptr) {
+        return sphere;
+    }
+    u32 parent = t.parent[node];
+    u32 first = t.child_first[parent];
+    return fmax(sphere, box_distance_lower(box_gap2(t, first, t.child_count[parent], node - first, q)));
 }
 
 // Parallel Scan and Backtrack for one query (psb.rs has the algorithm and
@@ -631,4 +662,15 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) merge(u32 m, u32 k, u32
                                                                 const u32* lists_r, const u32* counts,
                                                                 double* out_d2, u32* out_rows) {
     merge_kernel_body(m, k, slices, lists_d, lists_r, counts, out_d2, out_rows);
+}
+
+// The answer as the user gets it, n entries: distances (CUDA's f64 sqrt is
+// correctly rounded, as the CPU's) and rows widened to 64 bits.
+extern "C" __global__ void finish(u64 n, const double* d2, const u32* rows, double* distances,
+                                  long long* indices) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        distances[i] = sqrt(d2[i]);
+        indices[i] = (long long)rows[i];
+    }
 }

@@ -55,6 +55,9 @@ const ENTRY_BYTES: usize = 12;
 const AUTO_PROBE: usize = 256;
 const AUTO_SHARE: f64 = 0.25;
 
+/// A launch's answer on the device: k squared distances and rows per query.
+type Found = (CudaSlice<f64>, CudaSlice<u32>);
+
 /// The tree's arrays on the device, as kernels.cu's `Tree`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -70,6 +73,8 @@ struct TreeView {
     leaf_point_start: u64,
     points: u64,
     point_ids: u64,
+    /// 0 where the tree has no boxes (above 8 dimensions).
+    boxes: u64,
     dims: u32,
     leaf_node0: u32,
     leaves: u32,
@@ -186,6 +191,12 @@ impl GpuTree {
         if let Storage::F64(v) = &tree.storage {
             f64s.push(stream.clone_htod(v.as_slice()).map_err(&copy_error)?);
         }
+        let boxes = if tree.boxes.is_empty() {
+            0
+        } else {
+            f64s.push(stream.clone_htod(tree.boxes.as_slice()).map_err(&copy_error)?);
+            address(f64s.last().expect("just pushed"), stream)
+        };
         let view = TreeView {
             group_centres: address(&f64s[0], stream),
             centres: address(&f64s[1], stream),
@@ -202,6 +213,7 @@ impl GpuTree {
                 points
             },
             point_ids: address(&u32s[5], stream),
+            boxes,
             dims: tree.dims as u32,
             leaf_node0: tree.leaf_node(0),
             leaves: tree.leaves() as u32,
@@ -344,19 +356,12 @@ impl GpuTree {
         for part in queries.chunks(per_launch * self.dims) {
             interrupt.check()?;
             let m = part.len() / self.dims;
-            let (d2, rows) = match method {
+            let found = match method {
                 Method::Psb => self.psb(part, k, counters)?,
                 _ => self.brute_force(part, k, counters)?,
             };
             let at = row * k..(row + m) * k;
-            for ((distance, index), (&d2, &point)) in answer.distances[at.clone()]
-                .iter_mut()
-                .zip(&mut answer.indices[at])
-                .zip(d2.iter().zip(&rows))
-            {
-                *distance = d2.sqrt();
-                *index = i64::from(point);
-            }
+            self.finish(&found, &mut answer.distances[at.clone()], &mut answer.indices[at])?;
             counters.queries += m as u64;
             row += m;
         }
@@ -364,7 +369,7 @@ impl GpuTree {
     }
 
     /// One PSB launch: one warp per query.
-    fn psb(&self, queries: &[f64], k: usize, counters: &mut Counters) -> Result<(Vec<f64>, Vec<u32>)> {
+    fn psb(&self, queries: &[f64], k: usize, counters: &mut Counters) -> Result<Found> {
         let m = queries.len() / self.dims;
         let stream = &self.cuda.stream;
         let error = cuda::driver_error("running the PSB search on the GPU");
@@ -428,28 +433,20 @@ impl GpuTree {
         }
         stream.synchronize().map_err(&error)?;
         counters.kernel_s += started.elapsed().as_secs_f64();
-        let d2 = stream.clone_dtoh(&out_d2).map_err(&error)?;
-        let rows = stream.clone_dtoh(&out_rows).map_err(&error)?;
         let totals = stream.clone_dtoh(&totals).map_err(&error)?;
-        stream.synchronize().map_err(&error)?;
         counters.nodes += totals[0];
         counters.leaves += totals[1];
         counters.distances += totals[2];
         counters.steps += totals[3];
         counters.busy += totals[4];
-        Ok((d2, rows))
+        Ok((out_d2, out_rows))
     }
 
     /// One brute-force launch: warps over groups of queries and slices of
     /// the leaves (enough slices to fill the GPU, each with a list of k per
     /// query), and a merge of each query's slice lists when there are
     /// several.
-    fn brute_force(
-        &self,
-        queries: &[f64],
-        k: usize,
-        counters: &mut Counters,
-    ) -> Result<(Vec<f64>, Vec<u32>)> {
+    fn brute_force(&self, queries: &[f64], k: usize, counters: &mut Counters) -> Result<Found> {
         let m = queries.len() / self.dims;
         let stream = &self.cuda.stream;
         let error = cuda::driver_error("running the brute-force search on the GPU");
@@ -516,12 +513,36 @@ impl GpuTree {
         }
         stream.synchronize().map_err(&error)?;
         counters.kernel_s += started.elapsed().as_secs_f64();
-        let d2 = stream.clone_dtoh(&out_d2).map_err(&error)?;
-        let rows = stream.clone_dtoh(&out_rows).map_err(&error)?;
-        stream.synchronize().map_err(&error)?;
         counters.leaves += (m * self.leaves) as u64;
         counters.distances += (m * self.points) as u64;
-        Ok((d2, rows))
+        Ok((out_d2, out_rows))
+    }
+
+    /// Writes a launch's answer (`found`, k per query) into `distances` and
+    /// `indices` as the user gets it: the square roots (CUDA's f64 `sqrt`
+    /// is correctly rounded, as Rust's) and the rows widened, computed on
+    /// the GPU and copied straight into place.
+    fn finish(&self, found: &Found, distances: &mut [f64], indices: &mut [i64]) -> Result<()> {
+        let stream = &self.cuda.stream;
+        let error = cuda::driver_error("copying the answer from the GPU");
+        let n = distances.len();
+        let mut out_distances = unwritten::<f64>(stream, n).map_err(&error)?;
+        let mut out_indices = unwritten::<i64>(stream, n).map_err(&error)?;
+        let n64 = n as u64;
+        let mut launch = stream.launch_builder(&self.cuda.kernels.finish);
+        launch
+            .arg(&n64)
+            .arg(&found.0)
+            .arg(&found.1)
+            .arg(&mut out_distances)
+            .arg(&mut out_indices);
+        // SAFETY: finish's parameters in order and of their types; the
+        // four buffers hold n values each (n = m * k of the launch).
+        #[allow(unsafe_code)]
+        unsafe { launch.launch(LaunchConfig::for_num_elems(n as u32)) }.map_err(&error)?;
+        stream.memcpy_dtoh(&out_distances, distances).map_err(&error)?;
+        stream.memcpy_dtoh(&out_indices, indices).map_err(&error)?;
+        stream.synchronize().map_err(&error)
     }
 }
 
@@ -553,7 +574,8 @@ fn unwritten<T: DeviceRepr>(
 ) -> std::result::Result<CudaSlice<T>, cudarc::driver::DriverError> {
     // SAFETY: every caller's kernel writes each value before any is read
     // (the answers: k per query, n >= k; the spill lists: a query's first
-    // `count`, the only ones read; the slice counts: one per (query, slice)).
+    // `count`, the only ones read; the slice counts: one per (query, slice);
+    // finish's outputs: every entry).
     #[allow(unsafe_code)]
     unsafe {
         stream.alloc::<T>(len.max(1))
