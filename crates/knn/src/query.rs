@@ -24,6 +24,15 @@ pub(crate) fn check_batch(points: usize, dims: usize, queries: &[f64], k: usize)
     Ok(queries.len() / dims)
 }
 
+/// Where a search writes a batch's answer (a [`Neighbours`]' arrays, or
+/// the caller's: see `SsTree::query_into`), `k` entries per query, row by
+/// row, and what the batch did.
+pub(crate) struct Answer<'a> {
+    pub distances: &'a mut [f64],
+    pub indices: &'a mut [i64],
+    pub stats: QueryStats,
+}
+
 /// The answer to a batch of `m` queries: row `i` of each array (`k`
 /// entries) is query `i`'s neighbours, nearest first, ties by row.
 #[derive(Debug, Clone, PartialEq)]

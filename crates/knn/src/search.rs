@@ -18,7 +18,7 @@ use crate::knn_set::KnnSet;
 use crate::options::{Method, QueryOptions};
 use crate::parallel;
 use crate::points::Coordinate;
-use crate::query::{check_batch, Neighbours, AUTO_BRUTE_POINTS};
+use crate::query::{Answer, AUTO_BRUTE_POINTS};
 use crate::stats::QueryStats;
 use crate::tree::{SsTree, Storage};
 
@@ -52,19 +52,13 @@ pub(crate) fn run(
     k: usize,
     options: &QueryOptions,
     interrupt: &Interrupt,
-) -> Result<Neighbours> {
+    answer: &mut Answer<'_>,
+) -> Result<()> {
     let started = Instant::now();
-    let m = check_batch(tree.len(), tree.dims, queries, k)?;
     spillway_core::check_threads(options.threads, "threads")?;
-    let mut answer = Neighbours {
-        k,
-        distances: vec![0.0; m * k],
-        indices: vec![0; m * k],
-        stats: QueryStats::default(),
-    };
     let threads = worker_threads(options.threads);
     let (method, done) = match options.method {
-        Method::Auto => choose(tree, queries, k, interrupt, &mut answer)?,
+        Method::Auto => choose(tree, queries, k, interrupt, answer)?,
         chosen => (chosen, 0),
     };
     let rest = batch(
@@ -74,7 +68,7 @@ pub(crate) fn run(
         method,
         threads,
         interrupt,
-        &mut answer,
+        answer,
         done,
     )?;
     answer.stats.add(&rest);
@@ -82,7 +76,7 @@ pub(crate) fn run(
     answer.stats.device = "cpu";
     answer.stats.k = k as u64;
     answer.stats.query_s = started.elapsed().as_secs_f64();
-    Ok(answer)
+    Ok(())
 }
 
 /// What `auto` runs on this batch (see [`AUTO_PROBE_QUERIES`]), and how
@@ -92,7 +86,7 @@ fn choose(
     queries: &[f64],
     k: usize,
     interrupt: &Interrupt,
-    answer: &mut Neighbours,
+    answer: &mut Answer<'_>,
 ) -> Result<(Method, usize)> {
     let (n, dims) = (tree.len(), tree.dims);
     let m = queries.len() / dims;
@@ -103,7 +97,7 @@ fn choose(
         return Ok((Method::BranchAndBound, 0));
     }
     let probe =
-        |method, rows: std::ops::Range<usize>, answer: &mut Neighbours| -> Result<(QueryStats, f64)> {
+        |method, rows: std::ops::Range<usize>, answer: &mut Answer<'_>| -> Result<(QueryStats, f64)> {
             let started = Instant::now();
             let part = &queries[rows.start * dims..rows.end * dims];
             let stats = batch(tree, part, k, method, 1, interrupt, answer, rows.start)?;
@@ -140,7 +134,7 @@ fn batch(
     method: Method,
     threads: usize,
     interrupt: &Interrupt,
-    answer: &mut Neighbours,
+    answer: &mut Answer<'_>,
     first_row: usize,
 ) -> Result<QueryStats> {
     match &tree.storage {
@@ -162,7 +156,7 @@ fn batch_typed<T: Scan>(
     method: Method,
     threads: usize,
     interrupt: &Interrupt,
-    answer: &mut Neighbours,
+    answer: &mut Answer<'_>,
     first_row: usize,
 ) -> Result<QueryStats> {
     let dims = tree.dims;

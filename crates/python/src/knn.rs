@@ -44,18 +44,17 @@ fn decode<T, const N: usize>(bytes: &[u8], what: &str, from_le: fn([u8; N]) -> T
         .collect())
 }
 
-/// `values` into a new bytearray, each as its little-endian bytes.
-fn to_bytearray<'py, T: Copy, const N: usize>(
-    py: Python<'py>,
-    values: &[T],
-    to_le: fn(T) -> [u8; N],
-) -> PyResult<Bound<'py, PyByteArray>> {
-    PyByteArray::new_with(py, values.len() * N, |buffer| {
-        for (out, value) in buffer.chunks_exact_mut(N).zip(values) {
-            out.copy_from_slice(&to_le(*value));
-        }
-        Ok(())
-    })
+/// `values` into `buffer`, each as its little-endian bytes.
+fn write_le<T: Copy, const N: usize>(buffer: &mut [u8], values: &[T], to_le: fn(T) -> [u8; N]) {
+    for (out, value) in buffer.chunks_exact_mut(N).zip(values) {
+        out.copy_from_slice(&to_le(*value));
+    }
+}
+
+/// Whether `bytes` can be viewed as values of type `T` in place: aligned
+/// for it, and on a little-endian machine (the bytes are little-endian).
+fn viewable_as<T>(bytes: &[u8]) -> bool {
+    cfg!(target_endian = "little") && bytes.as_ptr().align_offset(align_of::<T>()) == 0
 }
 
 #[pymethods]
@@ -106,7 +105,9 @@ impl PySsTree {
 
     /// The `k` nearest points to each query (`queries`: little-endian f8,
     /// `dims` per query, row by row): distances (f8) and indices (i8) as
-    /// bytearrays, `k` per query, and what the batch did as JSON text.
+    /// bytearrays, `k` per query, and what the batch did as JSON text. The
+    /// engine writes the answer straight into the bytearrays (a copy of a
+    /// large answer costs as much as a GPU's search of it).
     #[pyo3(signature = (queries, k, method, threads, device))]
     fn query<'py>(
         &self,
@@ -127,18 +128,45 @@ impl PySsTree {
                 })
             })
             .map_err(to_py_err)?;
-        let tree = Arc::clone(&self.tree);
-        let found = interruptible(py, |interrupt| {
-            let queries = decode(queries, "queries", f64::from_le_bytes)?;
-            tree.query(&queries, k, &options, interrupt)
-        })?
+        let tree = &self.tree;
+        let queries = decode(queries, "queries", f64::from_le_bytes).map_err(to_py_err)?;
+        let len = tree.answer_len(&queries, k).map_err(to_py_err)?;
+        let bytes = len.checked_mul(8).ok_or_else(|| {
+            to_py_err(Error::ResourcesExhausted(format!(
+                "an answer of {len} entries is too large"
+            )))
+        })?;
+        let distances = PyByteArray::new_with(py, bytes, |_| Ok(()))?;
+        let indices = PyByteArray::new_with(py, bytes, |_| Ok(()))?;
+        // SAFETY: both bytearrays were made just above and nothing else
+        // holds them until they are returned, so nothing reads, resizes or
+        // frees them while the engine writes (the GIL is released then).
+        #[allow(unsafe_code)]
+        let (distance_bytes, index_bytes) = unsafe { (distances.as_bytes_mut(), indices.as_bytes_mut()) };
+        let stats = if viewable_as::<f64>(distance_bytes) && viewable_as::<i64>(index_bytes) {
+            // SAFETY: aligned (checked just above), so the middle part is
+            // the whole buffer; every bit pattern is a valid f64 and i64.
+            #[allow(unsafe_code)]
+            let ((_, distance_values, _), (_, index_values, _)) = unsafe {
+                (
+                    distance_bytes.align_to_mut::<f64>(),
+                    index_bytes.align_to_mut::<i64>(),
+                )
+            };
+            interruptible(py, |interrupt| {
+                tree.query_into(&queries, k, &options, interrupt, distance_values, index_values)
+            })?
+        } else {
+            // A big-endian machine, or memory not aligned for 8 bytes: the
+            // answer is made apart and copied in value by value.
+            interruptible(py, |interrupt| tree.query(&queries, k, &options, interrupt))?.map(|found| {
+                write_le(distance_bytes, &found.distances, f64::to_le_bytes);
+                write_le(index_bytes, &found.indices, i64::to_le_bytes);
+                found.stats
+            })
+        }
         .map_err(to_py_err)?;
-        let stats = to_json(&found.stats).map_err(to_py_err)?;
-        Ok((
-            to_bytearray(py, &found.distances, f64::to_le_bytes)?,
-            to_bytearray(py, &found.indices, i64::to_le_bytes)?,
-            stats,
-        ))
+        Ok((distances, indices, to_json(&stats).map_err(to_py_err)?))
     }
 
     /// Writes the tree to `path`, atomically and durably.

@@ -16,8 +16,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelA
 use spillway_core::{ensure, Interrupt, Result};
 
 use crate::options::Method;
-use crate::query::Neighbours;
-use crate::query::{check_batch, AUTO_BRUTE_POINTS};
+use crate::query::{Answer, AUTO_BRUTE_POINTS};
 use crate::stats::QueryStats;
 use crate::tree::{SsTree, Storage};
 
@@ -243,30 +242,25 @@ impl GpuTree {
         &self.cuda.name
     }
 
-    /// The `k` nearest points to each query (row-major, `dims` per query),
-    /// as [`SsTree::query`] answers them, bit for bit. `method`: `Psb`,
-    /// `BruteForce` or `Auto` (branch-and-bound runs on the CPU only).
-    /// Stops with `Interrupted` between launches when `interrupt` is raised.
-    pub fn query(
+    /// The `k` nearest points to each query (row-major, `dims` per query,
+    /// checked by the caller) into `answer`, as [`SsTree::query`] answers
+    /// them, bit for bit. `method`: `Psb`, `BruteForce` or `Auto`
+    /// (branch-and-bound runs on the CPU only). Stops with `Interrupted`
+    /// between launches when `interrupt` is raised.
+    pub(crate) fn query(
         &self,
         queries: &[f64],
         k: usize,
         method: Method,
         interrupt: &Interrupt,
-    ) -> Result<Neighbours> {
+        answer: &mut Answer<'_>,
+    ) -> Result<()> {
         let started = Instant::now();
         ensure!(
             method != Method::BranchAndBound,
             InvalidArgument,
             "branch-and-bound (bnb) runs on the CPU only: on the GPU use psb, brute or auto"
         );
-        let m = check_batch(self.points, self.dims, queries, k)?;
-        let mut answer = Neighbours {
-            k,
-            distances: vec![0.0; m * k],
-            indices: vec![0; m * k],
-            stats: QueryStats::default(),
-        };
         let _turn = self.turn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // Batches arrive on any thread (the Python module's calls each run
         // on one of their own).
@@ -277,7 +271,7 @@ impl GpuTree {
             .map_err(cuda::driver_error("making the GPU current"))?;
         let mut counters = Counters::default();
         let (method, done) = match method {
-            Method::Auto => self.choose(queries, k, interrupt, &mut answer, &mut counters)?,
+            Method::Auto => self.choose(queries, k, interrupt, answer, &mut counters)?,
             chosen => (chosen, 0),
         };
         self.batch(
@@ -285,7 +279,7 @@ impl GpuTree {
             k,
             method,
             interrupt,
-            &mut answer,
+            answer,
             done,
             &mut counters,
         )?;
@@ -302,7 +296,7 @@ impl GpuTree {
             kernel_s: Some(counters.kernel_s),
             query_s: started.elapsed().as_secs_f64(),
         };
-        Ok(answer)
+        Ok(())
     }
 
     /// What `auto` runs on this batch (see [`AUTO_PROBE`]), and how many of
@@ -312,7 +306,7 @@ impl GpuTree {
         queries: &[f64],
         k: usize,
         interrupt: &Interrupt,
-        answer: &mut Neighbours,
+        answer: &mut Answer<'_>,
         counters: &mut Counters,
     ) -> Result<(Method, usize)> {
         if self.points <= AUTO_BRUTE_POINTS || k > self.points / 8 {
@@ -347,7 +341,7 @@ impl GpuTree {
         k: usize,
         method: Method,
         interrupt: &Interrupt,
-        answer: &mut Neighbours,
+        answer: &mut Answer<'_>,
         first_row: usize,
         counters: &mut Counters,
     ) -> Result<()> {
