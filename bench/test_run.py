@@ -456,3 +456,9 @@ def test_the_index_lists_the_pages_measured_on_a_gpu(tmp_path: Path) -> None:
     assert ("| [knn-gpu](knn-gpu.md) | Some GPU | spillway-psb / spillway-brute (uniform, d = 2, k = 10): **20.00** "
             "| 2 met, 1 missed | 3 | 2026-11-27 | abc1234 |") in index
     assert "one run of `bench/knn_gpu.py` there" in index
+    from knn_gpu import targets
+
+    page["results"][0].update(queries=10_000, contenders={**page["results"][0]["contenders"]})
+    page["results"][0]["contenders"]["spillway-psb"]["kernel_s"] = 2.5e-4
+    assert targets(page["results"])[0] == ("- uniform, d = 2, k = 10: PSB 20,000,000 queries/s, its kernel alone "
+                                           "40,000,000 (target 10^7: met), 20.0x our brute force (target 10x: met)")

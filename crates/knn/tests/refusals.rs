@@ -120,3 +120,31 @@ fn builds_are_deterministic_whatever_the_thread_count() {
     let differing = a.iter().zip(&b).filter(|(x, y)| x != y).count();
     assert!(differing < 100, "{differing} bytes differ");
 }
+
+#[test]
+fn query_into_fills_the_callers_arrays_and_refuses_ones_of_the_wrong_length() {
+    let data: Vec<f64> = (0..400).map(|i| f64::from(i * 37 % 101)).collect();
+    let tree = SsTree::build(
+        Points::f64(&data, 2).unwrap(),
+        &BuildOptions::default(),
+        &Interrupt::new(),
+    )
+    .unwrap();
+    let queries = [3.0, 4.0, 50.0, 60.0, 99.0, 0.0];
+    let (k, options, interrupt) = (7, QueryOptions::default(), Interrupt::new());
+    let expected = tree.query(&queries, k, &options, &interrupt).unwrap();
+    assert_eq!(tree.answer_len(&queries, k).unwrap(), 3 * k);
+    let (mut distances, mut indices) = (vec![-1.0; 3 * k], vec![-1; 3 * k]);
+    let stats = tree
+        .query_into(&queries, k, &options, &interrupt, &mut distances, &mut indices)
+        .unwrap();
+    assert_eq!((distances, indices), (expected.distances, expected.indices));
+    assert_eq!(stats.queries, 3);
+    let (mut short, mut right) = (vec![0.0; 3 * k - 1], vec![0; 3 * k]);
+    let refused = message(tree.query_into(&queries, k, &options, &interrupt, &mut short, &mut right));
+    assert!(
+        refused.contains("hold 20 and 21 entries") && refused.contains("need 21"),
+        "{refused}"
+    );
+    assert!(message(tree.answer_len(&queries, 201)).contains("k = 201"));
+}
