@@ -1,0 +1,20 @@
+//! Persistent-memory indexes (seed 002, chapter IV) and what they stand on.
+//!
+//! There is no persistent memory on most machines: a region is a mapped
+//! file, and the cache-line flushes run for real, so flushes and fences per
+//! operation (counted by every [`persist`] mode) are the figure to compare.
+//!
+//! - [`region`]: a mapped file (or heap memory) addressed by offsets, with a
+//!   checksummed header and a failure-atomic root word.
+//! - [`persist`]: the one persistence primitive, [`Persist`], and its modes
+//!   (hardware flushes chosen by CPUID, fence only, none, added latency,
+//!   tracing for the crash tester).
+//!
+//! `DESIGN.md` beside this crate has the formats, the persistency model and
+//! what is still to come (the allocator, the crash tester, CCEH).
+
+pub mod persist;
+pub mod region;
+
+pub use persist::{Counts, Event, FenceOnly, FlushKind, Hardware, Latency, Persist, Tracing, Volatile, LINE};
+pub use region::Region;

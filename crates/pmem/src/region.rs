@@ -1,0 +1,431 @@
+//! A region: the bytes a persistent structure lives in, addressed by
+//! offsets (never pointers: a region maps at a different address every
+//! time). Backed by a shared mapping of a file (on `/dev/shm`, a DAX mount
+//! or an ordinary file system), or by the heap (tests, crash images, Miri).
+//!
+//! Its first cache line is the header:
+//!
+//! | bytes | field | |
+//! |---|---|---|
+//! | 0..8 | magic `SPWYPMEM` | |
+//! | 8..12 | format version (1), u32 LE | |
+//! | 12..16 | CRC-32C of bytes 0..12 and 16..40 | |
+//! | 16..24 | the structure's kind, ASCII, zero-padded (`cceh`) | |
+//! | 24..32 | the region's size in bytes, u64 LE | |
+//! | 32..40 | reserved, 0 | |
+//! | 40..48 | the root: the offset of the structure's root object, 0 for none | written by one 8-byte store, outside the checksum |
+//! | 48..64 | reserved, 0 | |
+//!
+//! The checksummed fields never change after creation, so the root can be
+//! swapped failure-atomically without rewriting the checksum; `open` checks
+//! that the root is 0 or an aligned offset inside the region.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+
+use spillway_core::{checksum::crc32c, ensure, Error, Result};
+
+use crate::persist::{Persist, LINE};
+
+/// The header's magic bytes.
+pub const MAGIC: [u8; 8] = *b"SPWYPMEM";
+
+/// The region format this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// Bytes of the header (one cache line); a structure's data starts here.
+pub const HEADER: u64 = LINE;
+
+/// Offset of the root word.
+pub const ROOT_AT: u64 = 40;
+
+/// The smallest region: one page.
+pub const MIN_SIZE: u64 = 4096;
+
+/// Where a region's bytes live.
+#[derive(Debug)]
+enum Backing {
+    /// A shared mapping of `file`: `len` bytes at `base`.
+    Map { base: *mut u8, file: File },
+    /// Heap words (8-aligned, zero-initialised).
+    Heap(Box<[AtomicU64]>),
+}
+
+/// A region of persistent memory (see the module documentation).
+#[derive(Debug)]
+pub struct Region {
+    backing: Backing,
+    len: u64,
+    /// The file, for errors (`<memory>` for a heap region).
+    path: PathBuf,
+}
+
+// SAFETY: the mapping is shared memory owned by the region for its whole
+// life; every concurrent access goes through atomics (`word`) or touches
+// bytes the caller owns exclusively (see `write_bytes` and `bytes`).
+#[allow(unsafe_code)]
+unsafe impl Send for Region {}
+// SAFETY: as above.
+#[allow(unsafe_code)]
+unsafe impl Sync for Region {}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if let Backing::Map { base, .. } = self.backing {
+            // SAFETY: `base` and `len` are the mapping made in `map`, unmapped once.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::munmap(base.cast(), self.len as usize);
+            }
+        }
+    }
+}
+
+/// The kind field's bytes for `kind` (at most 8 ASCII bytes).
+fn kind_bytes(kind: &str) -> Result<[u8; 8]> {
+    ensure!(
+        !kind.is_empty() && kind.len() <= 8 && kind.bytes().all(|b| b.is_ascii_graphic()),
+        InvalidArgument,
+        "a region's kind is 1 to 8 printable ASCII characters, not {kind:?}"
+    );
+    let mut bytes = [0u8; 8];
+    bytes[..kind.len()].copy_from_slice(kind.as_bytes());
+    Ok(bytes)
+}
+
+/// The checksum of a header's fixed fields.
+fn header_crc(header: &[u8]) -> u32 {
+    let mut fixed = Vec::with_capacity(36);
+    fixed.extend_from_slice(&header[0..12]);
+    fixed.extend_from_slice(&header[16..40]);
+    crc32c(&fixed)
+}
+
+/// A new header for a region of `size` bytes holding a `kind`.
+fn new_header(kind: [u8; 8], size: u64) -> [u8; HEADER as usize] {
+    let mut header = [0u8; HEADER as usize];
+    header[0..8].copy_from_slice(&MAGIC);
+    header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    header[16..24].copy_from_slice(&kind);
+    header[24..32].copy_from_slice(&size.to_le_bytes());
+    let crc = header_crc(&header);
+    header[12..16].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+fn check_size(size: u64) -> Result<()> {
+    ensure!(
+        size >= MIN_SIZE && size.is_multiple_of(MIN_SIZE),
+        InvalidArgument,
+        "a region's size must be a whole number of {MIN_SIZE}-byte pages, at least one, not {size} bytes"
+    );
+    Ok(())
+}
+
+impl Region {
+    /// Creates a region of `size` bytes for a structure of kind `kind` in a
+    /// new file at `path` (an existing file is refused, never overwritten),
+    /// its header persisted with `persist`.
+    pub fn create(path: &Path, size: u64, kind: &str, persist: &impl Persist) -> Result<Region> {
+        let kind = kind_bytes(kind)?;
+        check_size(size)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|error| Error::io(format!("creating the region {}", path.display()), error))?;
+        file.set_len(size).map_err(|error| {
+            Error::io(
+                format!("sizing the region {} to {size} bytes", path.display()),
+                error,
+            )
+        })?;
+        let region = Region::map(path, file, size)?;
+        region.write_header(kind, size, persist);
+        region.sync()?;
+        Ok(region)
+    }
+
+    /// Opens the region at `path`, which must hold a structure of kind
+    /// `kind`: its header is checked (magic, version, checksum, kind, size
+    /// against the file's, the root's bounds).
+    pub fn open(path: &Path, kind: &str) -> Result<Region> {
+        let kind = kind_bytes(kind)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|error| Error::io(format!("opening the region {}", path.display()), error))?;
+        let size = file
+            .metadata()
+            .map_err(|error| {
+                Error::io(
+                    format!("reading the size of the region {}", path.display()),
+                    error,
+                )
+            })?
+            .len();
+        if size < HEADER {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("{size} bytes: too short for a region's {HEADER}-byte header"),
+            ));
+        }
+        let region = Region::map(path, file, size)?;
+        region.check_header(kind)?;
+        Ok(region)
+    }
+
+    /// A region of `size` bytes in memory (zeroed, with a header): for
+    /// tests, and where nothing needs to outlive the process.
+    pub fn in_memory(size: u64, kind: &str, persist: &impl Persist) -> Result<Region> {
+        let kind = kind_bytes(kind)?;
+        check_size(size)?;
+        let region = Region::heap(size);
+        region.write_header(kind, size, persist);
+        Ok(region)
+    }
+
+    /// A region in memory holding a copy of `image` (a crash image, or a
+    /// file's bytes), checked as [`open`](Self::open) checks a file.
+    pub fn from_image(image: &[u8], kind: &str) -> Result<Region> {
+        let kind = kind_bytes(kind)?;
+        let size = image.len() as u64;
+        if size < HEADER || !size.is_multiple_of(8) {
+            return Err(Error::corruption(
+                "<image>",
+                0,
+                format!("{size} bytes: not a region (a header of {HEADER} bytes and whole words)"),
+            ));
+        }
+        let region = Region::heap(size);
+        region.write_bytes(0, image);
+        region.check_header(kind)?;
+        Ok(region)
+    }
+
+    fn heap(size: u64) -> Region {
+        let words = (0..size / 8).map(|_| AtomicU64::new(0)).collect();
+        Region {
+            backing: Backing::Heap(words),
+            len: size,
+            path: PathBuf::from("<memory>"),
+        }
+    }
+
+    fn map(path: &Path, file: File, size: u64) -> Result<Region> {
+        ensure!(
+            usize::try_from(size).is_ok(),
+            ResourcesExhausted,
+            "the region {} of {size} bytes does not fit this machine's address space",
+            path.display()
+        );
+        // SAFETY: maps `size` bytes of an open file, shared, readable and
+        // writable; the result is checked, and unmapped once on drop.
+        #[allow(unsafe_code)]
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::io(
+                format!("mapping the region {}", path.display()),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(Region {
+            backing: Backing::Map {
+                base: base.cast(),
+                file,
+            },
+            len: size,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn write_header(&self, kind: [u8; 8], size: u64, persist: &impl Persist) {
+        persist.copy(self, 0, &new_header(kind, size));
+        persist.flush(self, 0, HEADER);
+        persist.fence();
+    }
+
+    fn check_header(&self, kind: [u8; 8]) -> Result<()> {
+        let header = self.bytes(0, HEADER);
+        let bad = |offset: u64, what: String| Err(Error::corruption(&self.path, offset, what));
+        if header[0..8] != MAGIC {
+            return bad(
+                0,
+                "not a Spillway persistent-memory region (no SPWYPMEM magic)".into(),
+            );
+        }
+        let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+        if version != VERSION {
+            return bad(
+                8,
+                format!("region format version {version}; this build reads version {VERSION}"),
+            );
+        }
+        let stored = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
+        let computed = header_crc(header);
+        if stored != computed {
+            return bad(
+                12,
+                format!("header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"),
+            );
+        }
+        if header[16..24] != kind {
+            return Err(Error::InvalidArgument(format!(
+                "{} holds a {} region, not a {}",
+                self.path.display(),
+                kind_name(&header[16..24]),
+                kind_name(&kind)
+            )));
+        }
+        let size = u64::from_le_bytes(header[24..32].try_into().expect("8 bytes"));
+        if size != self.len {
+            return bad(
+                24,
+                format!("the header says {size} bytes, the region has {}", self.len),
+            );
+        }
+        let root = self.root();
+        if root != 0 && (root < HEADER || root >= self.len || !root.is_multiple_of(8)) {
+            return bad(
+                ROOT_AT,
+                format!("root offset {root} is outside the region or unaligned"),
+            );
+        }
+        Ok(())
+    }
+
+    /// The region's size in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the region is empty (never: a region has a header).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The file behind it (`<memory>` for a heap region), for errors.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The offset of the structure's root object (0: none yet).
+    pub fn root(&self) -> u64 {
+        self.word(ROOT_AT).load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Publishes `root` as the root object, failure-atomically (one 8-byte
+    /// store, flushed and fenced).
+    pub fn set_root(&self, root: u64, persist: &impl Persist) {
+        assert!(
+            root == 0 || (root >= HEADER && root < self.len && root.is_multiple_of(8)),
+            "root offset {root} outside the region of {} bytes or unaligned",
+            self.len
+        );
+        persist.persist_word(self, ROOT_AT, root);
+    }
+
+    fn base(&self) -> *mut u8 {
+        match &self.backing {
+            Backing::Map { base, .. } => *base,
+            Backing::Heap(words) => words.as_ptr().cast_mut().cast(),
+        }
+    }
+
+    fn check_range(&self, at: u64, len: u64) {
+        assert!(
+            at.checked_add(len).is_some_and(|end| end <= self.len),
+            "bytes {at}..{at}+{len} outside the region of {} bytes",
+            self.len
+        );
+    }
+
+    /// The 8-byte word at `at` (8-aligned), as an atomic: every word a
+    /// concurrent reader may see is read and written through this.
+    pub fn word(&self, at: u64) -> &AtomicU64 {
+        self.check_range(at, 8);
+        assert!(at.is_multiple_of(8), "word offset {at} is not 8-aligned");
+        // SAFETY: in bounds (checked), 8-aligned (the base is page- or
+        // word-aligned and `at` is a multiple of 8), and the memory lives
+        // as long as `self`; all access to shared words is atomic.
+        #[allow(unsafe_code)]
+        unsafe {
+            AtomicU64::from_ptr(self.base().add(at as usize).cast())
+        }
+    }
+
+    /// The bytes `at..at + len`, for ranges no one writes while they are
+    /// read (a published object's immutable parts, the header).
+    pub fn bytes(&self, at: u64, len: u64) -> &[u8] {
+        self.check_range(at, len);
+        // SAFETY: in bounds (checked); the memory lives as long as `self`,
+        // and the caller reads only bytes that no one writes meanwhile.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts(self.base().add(at as usize), len as usize)
+        }
+    }
+
+    /// Writes `bytes` at `at`: for memory no reader can reach yet (an
+    /// unpublished object). `Persist::copy` is the way in.
+    pub(crate) fn write_bytes(&self, at: u64, bytes: &[u8]) {
+        self.check_range(at, bytes.len() as u64);
+        // SAFETY: in bounds (checked); the destination is the caller's
+        // alone (unpublished), and does not overlap `bytes` (a slice of
+        // other memory: a region's bytes are never passed back to it).
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(at as usize), bytes.len());
+        }
+    }
+
+    /// The address of byte `at`, for a cache-line flush.
+    pub(crate) fn address(&self, at: u64) -> *const u8 {
+        self.check_range(at, 1);
+        self.base().wrapping_add(at as usize).cast_const()
+    }
+
+    /// A copy of every byte (a crash image's starting point, a test's view).
+    pub fn image(&self) -> Vec<u8> {
+        self.bytes(0, self.len).to_vec()
+    }
+
+    /// Makes a file region's bytes durable on its file system (`msync`):
+    /// on an ordinary file (not DAX), flushes reach the page cache only, and
+    /// this is what survives a power failure. Nothing to do in memory.
+    pub fn sync(&self) -> Result<()> {
+        if let Backing::Map { base, file } = &self.backing {
+            // SAFETY: the whole live mapping made in `map`.
+            #[allow(unsafe_code)]
+            let failed = unsafe { libc::msync(base.cast(), self.len as usize, libc::MS_SYNC) } != 0;
+            if failed {
+                return Err(Error::io(
+                    format!("syncing the region {}", self.path.display()),
+                    std::io::Error::last_os_error(),
+                ));
+            }
+            file.sync_all()
+                .map_err(|error| Error::io(format!("syncing the region {}", self.path.display()), error))?;
+        }
+        Ok(())
+    }
+}
+
+/// A kind field as text.
+fn kind_name(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).trim_end_matches('\0').to_string()
+}

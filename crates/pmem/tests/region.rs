@@ -1,0 +1,148 @@
+//! Regions: created, reopened with their root, and refused with a clear
+//! error when the file is not one, is damaged, or holds another structure.
+
+use std::path::Path;
+
+use spillway_core::ErrorKind;
+use spillway_pmem::region::{HEADER, MIN_SIZE, ROOT_AT};
+use spillway_pmem::{Hardware, Persist, Region, Tracing};
+
+fn refused(result: spillway_core::Result<Region>, kind: ErrorKind) -> String {
+    let error = result.expect_err("refused");
+    assert_eq!(error.kind(), kind, "{error}");
+    error.to_string()
+}
+
+/// Rewrites byte `at` of the file at `path` with `value`.
+fn poke(path: &Path, at: usize, value: u8) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at] = value;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_region_keeps_its_root_and_bytes_across_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("table.pmem");
+    let persist = Hardware::detect();
+    {
+        let region = Region::create(&path, 4 * MIN_SIZE, "cceh", &persist).unwrap();
+        assert_eq!((region.len(), region.root()), (4 * MIN_SIZE, 0));
+        persist.copy(&region, 128, b"persistent bytes");
+        persist.flush(&region, 128, 16);
+        persist.fence();
+        region.set_root(128, &persist);
+        region.sync().unwrap();
+    }
+    let region = Region::open(&path, "cceh").unwrap();
+    assert_eq!(region.root(), 128);
+    assert_eq!(region.bytes(128, 16), b"persistent bytes");
+    assert_eq!(region.len(), 4 * MIN_SIZE);
+    let copy = Region::from_image(&region.image(), "cceh").unwrap();
+    assert_eq!(
+        (copy.root(), copy.bytes(128, 16)),
+        (128, &b"persistent bytes"[..])
+    );
+}
+
+#[test]
+fn bad_sizes_kinds_and_existing_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.pmem");
+    let persist = Hardware::detect();
+    assert!(refused(
+        Region::create(&path, 0, "cceh", &persist),
+        ErrorKind::InvalidArgument
+    )
+    .contains("0 bytes"));
+    assert!(refused(
+        Region::create(&path, 5000, "cceh", &persist),
+        ErrorKind::InvalidArgument
+    )
+    .contains("pages"));
+    assert!(refused(
+        Region::create(&path, MIN_SIZE, "", &persist),
+        ErrorKind::InvalidArgument
+    )
+    .contains("kind"));
+    assert!(refused(
+        Region::create(&path, MIN_SIZE, "too-long-kind", &persist),
+        ErrorKind::InvalidArgument
+    )
+    .contains("kind"));
+    assert!(!path.exists(), "a refused region leaves no file");
+    std::fs::write(&path, b"someone's data").unwrap();
+    assert!(refused(Region::create(&path, MIN_SIZE, "cceh", &persist), ErrorKind::Io).contains("creating"));
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"someone's data",
+        "an existing file is never overwritten"
+    );
+    assert!(refused(Region::open(&dir.path().join("absent"), "cceh"), ErrorKind::Io).contains("opening"));
+}
+
+#[test]
+fn damaged_or_foreign_region_files_are_named_and_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.pmem");
+    let persist = Hardware::detect();
+    let fresh = |path: &Path| {
+        let _ = std::fs::remove_file(path);
+        drop(Region::create(path, MIN_SIZE, "cceh", &persist).unwrap());
+    };
+
+    fresh(&path);
+    poke(&path, 0, b'X');
+    let message = refused(Region::open(&path, "cceh"), ErrorKind::Corruption);
+    assert!(
+        message.contains("r.pmem") && message.contains("magic"),
+        "{message}"
+    );
+
+    fresh(&path);
+    poke(&path, 20, b'z'); // inside the kind: covered by the checksum
+    assert!(refused(Region::open(&path, "cceh"), ErrorKind::Corruption).contains("checksum"));
+
+    fresh(&path);
+    poke(&path, 8, 2); // the version, checked before the checksum
+    assert!(refused(Region::open(&path, "cceh"), ErrorKind::Corruption).contains("version 2"));
+
+    fresh(&path);
+    let message = refused(Region::open(&path, "b3tree"), ErrorKind::InvalidArgument);
+    assert!(message.contains("holds a cceh region, not a b3tree"), "{message}");
+
+    fresh(&path);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..HEADER as usize - 1]).unwrap();
+    assert!(refused(Region::open(&path, "cceh"), ErrorKind::Corruption).contains("too short"));
+    let mut longer = bytes;
+    longer.extend_from_slice(&[0; 4096]);
+    std::fs::write(&path, &longer).unwrap();
+    assert!(
+        refused(Region::open(&path, "cceh"), ErrorKind::Corruption).contains("the header says 4096 bytes")
+    );
+
+    fresh(&path);
+    poke(&path, ROOT_AT as usize + 2, 0xff); // a root far past the end
+    assert!(refused(Region::open(&path, "cceh"), ErrorKind::Corruption).contains("root offset"));
+
+    assert!(refused(Region::from_image(&[0; 100], "cceh"), ErrorKind::Corruption).contains("not a region"));
+    assert!(refused(Region::from_image(&[0; 4096], "cceh"), ErrorKind::Corruption).contains("magic"));
+}
+
+#[test]
+fn a_region_in_memory_is_checked_like_a_file() {
+    let trace = Tracing::default();
+    let region = Region::in_memory(MIN_SIZE, "test", &trace).unwrap();
+    region.set_root(HEADER, &trace);
+    let reopened = Region::from_image(&region.image(), "test").unwrap();
+    assert_eq!(reopened.root(), HEADER);
+    assert_eq!(reopened.path().to_str(), Some("<memory>"));
+}
+
+#[test]
+#[should_panic(expected = "outside the region")]
+fn a_word_past_the_end_is_a_bug_caught_at_once() {
+    let region = Region::in_memory(MIN_SIZE, "test", &Tracing::default()).unwrap();
+    region.word(MIN_SIZE);
+}
