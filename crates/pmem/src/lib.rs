@@ -6,13 +6,16 @@
 //!
 //! - [`region`]: a mapped file (or heap memory) addressed by offsets, with a
 //!   checksummed header and a failure-atomic root word.
+//! - [`crash`]: crash-state enumeration: the post-crash images a trace
+//!   allows under the x86 persistency model, each checked by the caller.
 //! - [`persist`]: the one persistence primitive, [`Persist`], and its modes
 //!   (hardware flushes chosen by CPUID, fence only, none, added latency,
 //!   tracing for the crash tester).
 //!
 //! `DESIGN.md` beside this crate has the formats, the persistency model and
-//! what is still to come (the allocator, the crash tester, CCEH).
+//! what is still to come (the allocator, the crash tester's command, CCEH).
 
+pub mod crash;
 pub mod persist;
 pub mod region;
 
