@@ -14,9 +14,10 @@
 //! every fence covers them all; a crash just after every operation's end
 //! checks that the operation is whole (durable) by then.
 //!
-//! Replaying also finds two kinds of waste or danger an operation can
-//! have: a line still dirty (stores not flushed and fenced) at its end, and
-//! a flush of a line with nothing pending.
+//! Replaying also finds three kinds of waste or danger an operation can
+//! have: a line still dirty (stores not flushed and fenced) at its end, a
+//! flush of a line with nothing pending, and a store to a line flushed but
+//! not yet fenced.
 
 use spillway_core::{ensure, Result};
 
@@ -76,6 +77,9 @@ pub struct Report {
     pub dirty_at_end: Vec<(usize, u64)>,
     /// (event index, line) for every flush of a line with nothing pending.
     pub clean_flushes: Vec<(usize, u64)>,
+    /// (event index, line) for every store to a line flushed since the
+    /// last fence: the flush does not cover it, which is rarely meant.
+    pub stores_to_flushed_lines: Vec<(usize, u64)>,
 }
 
 /// The replay's state: durable bytes, and per line its pending stores
@@ -98,8 +102,10 @@ impl Model {
         }
     }
 
-    /// Splits a store into word stores and queues them on their lines.
-    fn store(&mut self, at: u64, bytes: &[u8]) {
+    /// Splits a store into word stores and queues them on their lines;
+    /// returns the lines among them flushed since the last fence.
+    fn store(&mut self, at: u64, bytes: &[u8]) -> Vec<u64> {
+        let mut flushed_lines = Vec::new();
         let mut offset = 0usize;
         while offset < bytes.len() {
             let start = at + offset as u64;
@@ -109,9 +115,14 @@ impl Model {
                 at: start,
                 bytes: bytes[offset..offset + take].to_vec(),
             };
-            self.line(line_of(start)).1.push(store);
+            let (line, stores, flushed) = self.line(line_of(start));
+            if *flushed > 0 && flushed_lines.last() != Some(line) {
+                flushed_lines.push(*line);
+            }
+            stores.push(store);
             offset += take;
         }
+        flushed_lines
     }
 
     /// A flush: returns whether the line had anything pending.
@@ -260,7 +271,9 @@ pub fn enumerate(
                     at + bytes.len() as u64,
                     base.len()
                 );
-                model.store(*at, bytes);
+                for line in model.store(*at, bytes) {
+                    report.stores_to_flushed_lines.push((index, line));
+                }
             }
             Event::Flush { line } => {
                 if !model.flush(*line) {
