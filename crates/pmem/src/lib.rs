@@ -8,16 +8,20 @@
 //!   checksummed header and a failure-atomic root word.
 //! - [`crash`]: crash-state enumeration: the post-crash images a trace
 //!   allows under the x86 persistency model, each checked by the caller.
+//! - [`heap`]: the region's allocator: power-of-two blocks, a block map,
+//!   free lists per class, and a recovery that reclaims every leak.
 //! - [`persist`]: the one persistence primitive, [`Persist`], and its modes
 //!   (hardware flushes chosen by CPUID, fence only, none, added latency,
 //!   tracing for the crash tester).
 //!
 //! `DESIGN.md` beside this crate has the formats, the persistency model and
-//! what is still to come (the allocator, the crash tester's command, CCEH).
+//! what is still to come (the crash tester's command, CCEH).
 
 pub mod crash;
+pub mod heap;
 pub mod persist;
 pub mod region;
 
+pub use heap::Heap;
 pub use persist::{Counts, Event, FenceOnly, FlushKind, Hardware, Latency, Persist, Tracing, Volatile, LINE};
 pub use region::Region;
