@@ -6,6 +6,7 @@
 //!
 //! - [`region`]: a mapped file (or heap memory) addressed by offsets, with a
 //!   checksummed header and a failure-atomic root word.
+//! - [`cceh`]: CCEH, cacheline-conscious extendible hashing, u64 to u64.
 //! - [`crash`]: crash-state enumeration: the post-crash images a trace
 //!   allows under the x86 persistency model, each checked by the caller.
 //! - [`heap`]: the region's allocator: power-of-two blocks, a block map,
@@ -15,13 +16,15 @@
 //!   tracing for the crash tester).
 //!
 //! `DESIGN.md` beside this crate has the formats, the persistency model and
-//! what is still to come (the crash tester's command, CCEH).
+//! what is still to come.
 
+pub mod cceh;
 pub mod crash;
 pub mod heap;
 pub mod persist;
 pub mod region;
 
+pub use cceh::Cceh;
 pub use heap::Heap;
 pub use persist::{Counts, Event, FenceOnly, FlushKind, Hardware, Latency, Persist, Tracing, Volatile, LINE};
 pub use region::Region;

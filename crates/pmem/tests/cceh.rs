@@ -1,0 +1,276 @@
+//! CCEH: the table against a HashMap through inserts, updates, removes and
+//! reopens, with segments small enough that splits and doublings are
+//! frequent; bad options and foreign or damaged regions refused; two
+//! threads at once; and after a crash at any point, recovery that keeps
+//! every completed operation, shows the one in flight whole or not at all,
+//! and leaves a table that works.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use spillway_core::{Error, ErrorKind, Result};
+use spillway_pmem::cceh::{Options, KIND};
+use spillway_pmem::crash::{enumerate, CrashPoint, Limits};
+use spillway_pmem::{Cceh, Hardware, Persist, Region, Tracing, Volatile};
+
+fn small() -> Options {
+    Options {
+        segment_bytes: 256,
+        probe: 3,
+        region_bytes: 1 << 20,
+    }
+}
+
+fn reopen(table: Cceh<Volatile>) -> Cceh<Volatile> {
+    let image = table.region().image();
+    Cceh::attach(Region::from_image(&image, KIND).unwrap(), Volatile::default()).unwrap()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u64, u64),
+    Remove(u64),
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u64..400, any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => (0u64..400).prop_map(Op::Remove),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_table_answers_as_a_hashmap_does(ops in proptest::collection::vec(op(), 1..600)) {
+        let mut table = Cceh::in_memory(small(), Volatile::default()).unwrap();
+        let mut model = HashMap::new();
+        for op in ops {
+            match op {
+                Op::Insert(key, value) => prop_assert_eq!(table.insert(key, value).unwrap(), model.insert(key, value)),
+                Op::Remove(key) => prop_assert_eq!(table.remove(key), model.remove(&key)),
+                Op::Reopen => table = reopen(table),
+            }
+        }
+        table.verify().unwrap();
+        prop_assert_eq!(table.len(), model.len());
+        for (key, value) in &model {
+            prop_assert_eq!(table.get(*key), Some(*value));
+        }
+        let mut entries = table.entries();
+        entries.sort_unstable();
+        let mut expected: Vec<(u64, u64)> = model.into_iter().collect();
+        expected.sort_unstable();
+        prop_assert_eq!(entries, expected);
+    }
+}
+
+#[test]
+fn a_table_grows_by_splits_and_doublings_and_survives_a_close_and_an_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.cceh");
+    let table = Cceh::create(&path, small(), Hardware::detect()).unwrap();
+    for key in 0..3000u64 {
+        assert_eq!(table.insert(key, key * 3).unwrap(), None);
+    }
+    assert!(table.global_depth() >= 8, "depth {}", table.global_depth());
+    let (flushes, fences) = (
+        table.persist().counts().flushes(),
+        table.persist().counts().fences(),
+    );
+    assert!(flushes > 3000 && fences > 3000);
+    table.close().unwrap();
+    let table = Cceh::open(&path, Hardware::detect()).unwrap();
+    table.verify().unwrap();
+    assert_eq!(table.len(), 3000);
+    assert!((0..3000u64).all(|key| table.get(key) == Some(key * 3)));
+    assert_eq!(table.get(3000), None);
+}
+
+#[test]
+fn bad_options_and_foreign_or_damaged_regions_are_refused() {
+    let refused = |options: Options| Cceh::in_memory(options, Volatile::default()).unwrap_err();
+    let error = refused(Options {
+        segment_bytes: 300,
+        ..small()
+    });
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.to_string().contains("power of two"), "{error}");
+    assert!(refused(Options { probe: 0, ..small() })
+        .to_string()
+        .contains("probe"));
+    assert!(refused(Options { probe: 4, ..small() })
+        .to_string()
+        .contains("1 to 3"));
+    assert_eq!(
+        refused(Options {
+            region_bytes: 100,
+            ..small()
+        })
+        .kind(),
+        ErrorKind::InvalidArgument
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other");
+    drop(Region::create(&other, 4096, "b3tree", &Volatile::default()).unwrap());
+    let error = Cceh::open(&other, Volatile::default()).unwrap_err();
+    assert!(
+        error.to_string().contains("holds a b3tree region, not a cceh"),
+        "{error}"
+    );
+
+    let table = Cceh::in_memory(small(), Volatile::default()).unwrap();
+    table.insert(1, 2).unwrap();
+    let mut image = table.region().image();
+    let root = table.region().root() as usize;
+    image[root + 24] ^= 0xff; // the root object's magic
+    let error = Cceh::attach(Region::from_image(&image, KIND).unwrap(), Volatile::default()).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption);
+    assert!(error.to_string().contains("no CCEH root"), "{error}");
+}
+
+#[test]
+fn a_full_region_is_reported_and_the_table_keeps_what_it_had() {
+    let table = Cceh::in_memory(
+        Options {
+            region_bytes: 16 << 10,
+            ..small()
+        },
+        Volatile::default(),
+    )
+    .unwrap();
+    let mut stored = 0;
+    let error = loop {
+        match table.insert(stored, stored) {
+            Ok(_) => stored += 1,
+            Err(error) => break error,
+        }
+    };
+    assert_eq!(error.kind(), ErrorKind::ResourcesExhausted);
+    assert!(stored > 10);
+    table.verify().unwrap();
+    assert!((0..stored).all(|key| table.get(key) == Some(key)));
+}
+
+#[test]
+fn two_threads_insert_and_search_at_once() {
+    let table = Cceh::in_memory(small(), Volatile::default()).unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..2u64 {
+            let table = &table;
+            scope.spawn(move || {
+                for i in 0..2000u64 {
+                    let key = i * 2 + thread;
+                    table.insert(key, key + 1).unwrap();
+                    assert_eq!(table.get(key), Some(key + 1));
+                    if i > 0 {
+                        assert_eq!(table.get(key - 2), Some(key - 1));
+                    }
+                }
+            });
+        }
+    });
+    table.verify().unwrap();
+    assert_eq!(table.len(), 4000);
+}
+
+/// The crash test's operations, and the table's contents after each prefix.
+fn crash_ops() -> (Vec<Op>, Vec<HashMap<u64, u64>>) {
+    let mut ops: Vec<Op> = (0..40u64).map(|k| Op::Insert(k * 7919, k)).collect();
+    ops.extend([
+        Op::Insert(7919, 100),
+        Op::Remove(0),
+        Op::Remove(15838),
+        Op::Insert(0, 5),
+    ]);
+    let mut states = vec![HashMap::new()];
+    for op in &ops {
+        let mut next = states.last().unwrap().clone();
+        match *op {
+            Op::Insert(k, v) => {
+                next.insert(k, v);
+            }
+            Op::Remove(k) => {
+                next.remove(&k);
+            }
+            Op::Reopen => {}
+        }
+        states.push(next);
+    }
+    (ops, states)
+}
+
+fn check(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Result<()> {
+    let fail = |what: String| {
+        Err(Error::Internal(format!(
+            "crash before event {}: {what}",
+            point.event
+        )))
+    };
+    let table = Cceh::attach(Region::from_image(image, KIND)?, Volatile::default())?;
+    let found: HashMap<u64, u64> = table.entries().into_iter().collect();
+    let now = &states[point.completed];
+    let next = states
+        .get(point.completed + 1)
+        .filter(|_| point.in_flight.is_some());
+    if &found != now && Some(&found) != next {
+        return fail(format!(
+            "{} keys, expected {} or {:?}",
+            found.len(),
+            now.len(),
+            next.map(HashMap::len)
+        ));
+    }
+    let recovered = table.region().image();
+    let again = Cceh::attach(Region::from_image(&recovered, KIND)?, Volatile::default())?;
+    if again.region().image() != recovered {
+        return fail("a second recovery changed the region".into());
+    }
+    again.insert(u64::MAX, 1)?;
+    if again.get(u64::MAX) != Some(1) || again.len() != found.len() + 1 {
+        return fail("the recovered table does not work".into());
+    }
+    Ok(())
+}
+
+#[test]
+fn after_a_crash_anywhere_every_completed_operation_is_kept_and_the_table_works() {
+    let table = Cceh::in_memory(small(), Tracing::default()).unwrap();
+    table.persist().take();
+    let base = table.region().image();
+    let (ops, states) = crash_ops();
+    for op in &ops {
+        let trace = table.persist();
+        match *op {
+            Op::Insert(k, v) => {
+                trace.begin("insert");
+                table.insert(k, v).unwrap();
+            }
+            Op::Remove(k) => {
+                trace.begin("remove");
+                table.remove(k).unwrap();
+            }
+            Op::Reopen => unreachable!(),
+        }
+        trace.end();
+    }
+    assert!(table.global_depth() >= 3, "splits and doublings happened");
+    let limits = Limits {
+        images_per_point: 256,
+        seed: 42,
+    };
+    let report = enumerate(&base, &table.persist().take(), limits, |point, image| {
+        check(point, image, &states)
+    })
+    .unwrap();
+    assert!(report.dirty_at_end.is_empty(), "{:?}", report.dirty_at_end);
+    // 134 crash points, 129 of them checked in full, 1,740 images.
+    assert_eq!(
+        (report.points, report.exhaustive_points, report.images),
+        (134, 129, 1740)
+    );
+}
