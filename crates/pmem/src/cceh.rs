@@ -638,6 +638,9 @@ mod tests {
         // leaves a broken range) or by the oracle (keys lost).
         let caught = run(true).unwrap_err();
         let message = caught.to_string();
-        assert!(message.contains("broken range") || message.contains("completed inserts kept"), "{message}");
+        assert!(
+            message.contains("broken range") || message.contains("completed inserts kept"),
+            "{message}"
+        );
     }
 }

@@ -9,22 +9,28 @@
 //! - [`cceh`]: CCEH, cacheline-conscious extendible hashing, u64 to u64.
 //! - [`crash`]: crash-state enumeration: the post-crash images a trace
 //!   allows under the x86 persistency model, each checked by the caller.
+//! - [`crashtest`]: CCEH's crash test: a traced run, every crash image
+//!   recovered and checked against the oracle.
 //! - [`heap`]: the region's allocator: power-of-two blocks, a block map,
 //!   free lists per class, and a recovery that reclaims every leak.
 //! - [`persist`]: the one persistence primitive, [`Persist`], and its modes
 //!   (hardware flushes chosen by CPUID, fence only, none, added latency,
 //!   tracing for the crash tester).
+//! - [`table`]: a CCEH table in a persistence mode chosen by name.
 //!
 //! `DESIGN.md` beside this crate has the formats, the persistency model and
 //! what is still to come.
 
 pub mod cceh;
 pub mod crash;
+pub mod crashtest;
 pub mod heap;
 pub mod persist;
 pub mod region;
+pub mod table;
 
 pub use cceh::Cceh;
 pub use heap::Heap;
 pub use persist::{Counts, Event, FenceOnly, FlushKind, Hardware, Latency, Persist, Tracing, Volatile, LINE};
 pub use region::Region;
+pub use table::{Mode, Table, TableStats};

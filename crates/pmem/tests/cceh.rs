@@ -8,10 +8,11 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use spillway_core::{Error, ErrorKind, Result};
+use spillway_core::ErrorKind;
 use spillway_pmem::cceh::{Options, KIND};
-use spillway_pmem::crash::{enumerate, CrashPoint, Limits};
-use spillway_pmem::{Cceh, Hardware, Persist, Region, Tracing, Volatile};
+use spillway_pmem::crash::Limits;
+use spillway_pmem::crashtest::{crash_test, random_operations, Operation};
+use spillway_pmem::{Cceh, Hardware, Persist, Region, Volatile};
 
 fn small() -> Options {
     Options {
@@ -178,99 +179,30 @@ fn two_threads_insert_and_search_at_once() {
     assert_eq!(table.len(), 4000);
 }
 
-/// The crash test's operations, and the table's contents after each prefix.
-fn crash_ops() -> (Vec<Op>, Vec<HashMap<u64, u64>>) {
-    let mut ops: Vec<Op> = (0..40u64).map(|k| Op::Insert(k * 7919, k)).collect();
-    ops.extend([
-        Op::Insert(7919, 100),
-        Op::Remove(0),
-        Op::Remove(15838),
-        Op::Insert(0, 5),
-    ]);
-    let mut states = vec![HashMap::new()];
-    for op in &ops {
-        let mut next = states.last().unwrap().clone();
-        match *op {
-            Op::Insert(k, v) => {
-                next.insert(k, v);
-            }
-            Op::Remove(k) => {
-                next.remove(&k);
-            }
-            Op::Reopen => {}
-        }
-        states.push(next);
-    }
-    (ops, states)
-}
-
-fn check(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Result<()> {
-    let fail = |what: String| {
-        Err(Error::Internal(format!(
-            "crash before event {}: {what}",
-            point.event
-        )))
-    };
-    let table = Cceh::attach(Region::from_image(image, KIND)?, Volatile::default())?;
-    let found: HashMap<u64, u64> = table.entries().into_iter().collect();
-    let now = &states[point.completed];
-    let next = states
-        .get(point.completed + 1)
-        .filter(|_| point.in_flight.is_some());
-    if &found != now && Some(&found) != next {
-        return fail(format!(
-            "{} keys, expected {} or {:?}",
-            found.len(),
-            now.len(),
-            next.map(HashMap::len)
-        ));
-    }
-    let recovered = table.region().image();
-    let again = Cceh::attach(Region::from_image(&recovered, KIND)?, Volatile::default())?;
-    if again.region().image() != recovered {
-        return fail("a second recovery changed the region".into());
-    }
-    again.insert(u64::MAX, 1)?;
-    if again.get(u64::MAX) != Some(1) || again.len() != found.len() + 1 {
-        return fail("the recovered table does not work".into());
-    }
-    Ok(())
-}
-
 #[test]
 fn after_a_crash_anywhere_every_completed_operation_is_kept_and_the_table_works() {
-    let table = Cceh::in_memory(small(), Tracing::default()).unwrap();
-    table.persist().take();
-    let base = table.region().image();
-    let (ops, states) = crash_ops();
-    for op in &ops {
-        let trace = table.persist();
-        match *op {
-            Op::Insert(k, v) => {
-                trace.begin("insert");
-                table.insert(k, v).unwrap();
-            }
-            Op::Remove(k) => {
-                trace.begin("remove");
-                table.remove(k).unwrap();
-            }
-            Op::Reopen => unreachable!(),
-        }
-        trace.end();
-    }
-    assert!(table.global_depth() >= 3, "splits and doublings happened");
+    let mut operations: Vec<Operation> = (0..40u64).map(|k| Operation::Insert(k * 7919, k)).collect();
+    operations.extend([
+        Operation::Insert(7919, 100),
+        Operation::Remove(0),
+        Operation::Remove(15838),
+        Operation::Insert(0, 5),
+    ]);
     let limits = Limits {
         images_per_point: 256,
         seed: 42,
     };
-    let report = enumerate(&base, &table.persist().take(), limits, |point, image| {
-        check(point, image, &states)
-    })
-    .unwrap();
+    let report = crash_test(small(), &operations, limits).unwrap();
     assert!(report.dirty_at_end.is_empty(), "{:?}", report.dirty_at_end);
     // 134 crash points, 129 of them checked in full, 1,740 images.
     assert_eq!(
         (report.points, report.exhaustive_points, report.images),
         (134, 129, 1740)
+    );
+    let random = random_operations(200, 7);
+    let report = crash_test(small(), &random, limits).unwrap();
+    assert!(
+        report.points > 200 && report.dirty_at_end.is_empty(),
+        "{report:?}"
     );
 }

@@ -1,0 +1,182 @@
+//! A CCEH table whose persistence mode is chosen at run time, by name
+//! (`clwb`, `clflushopt`, `clflush`, `fence`, `none`, `latency:300ns`):
+//! what the command line and the Python module open. Each mode is its own
+//! monomorphised table, so the choice costs one match per call, not one
+//! dynamic call per store.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use spillway_core::{ensure, Error, Result};
+
+use crate::cceh::{Cceh, Options};
+use crate::persist::{FenceOnly, FlushKind, Hardware, Latency, Persist, Volatile};
+
+/// A persistence mode, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Cache-line write-backs by this instruction, then `sfence`.
+    Hardware(FlushKind),
+    /// Persistent caches (eADR): fences only.
+    Fence,
+    /// No persistence.
+    Volatile,
+    /// The best write-back this CPU has, plus a wait per line flushed.
+    Latency(Duration),
+}
+
+impl FromStr for Mode {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Mode> {
+        let hardware = |kind: FlushKind| {
+            let best = FlushKind::detect();
+            let usable = match kind {
+                FlushKind::Clflush => true,
+                FlushKind::ClflushOpt => best != FlushKind::Clflush,
+                FlushKind::Clwb => best == FlushKind::Clwb,
+            };
+            ensure!(
+                usable,
+                InvalidArgument,
+                "this CPU has no {} instruction (it has {})",
+                kind.name(),
+                best.name()
+            );
+            Ok(Mode::Hardware(kind))
+        };
+        match name {
+            "clwb" => hardware(FlushKind::Clwb),
+            "clflushopt" => hardware(FlushKind::ClflushOpt),
+            "clflush" => hardware(FlushKind::Clflush),
+            "auto" => Ok(Mode::Hardware(FlushKind::detect())),
+            "fence" => Ok(Mode::Fence),
+            "none" => Ok(Mode::Volatile),
+            _ => match name.strip_prefix("latency:") {
+                Some(wait) => Ok(Mode::Latency(parse_wait(wait)?)),
+                None => Err(Error::InvalidArgument(format!(
+                    "unknown persistence {name:?}: use clwb, clflushopt, clflush, auto, fence, none or \
+                     latency:<ns|us> (as latency:300ns)"
+                ))),
+            },
+        }
+    }
+}
+
+/// `300ns`, `1us`: the wait per line flushed (at most 1 ms).
+fn parse_wait(text: &str) -> Result<Duration> {
+    let (number, unit) = match (text.strip_suffix("ns"), text.strip_suffix("us")) {
+        (Some(number), _) => (number, 1),
+        (_, Some(number)) => (number, 1000),
+        _ => (text, 0),
+    };
+    let nanos = number.parse::<u64>().ok().filter(|_| unit > 0).map(|n| n * unit);
+    match nanos {
+        Some(nanos) if nanos <= 1_000_000 => Ok(Duration::from_nanos(nanos)),
+        _ => Err(Error::InvalidArgument(format!(
+            "latency:{text}: give the wait per flushed line in ns or us, at most 1 ms (as latency:300ns)"
+        ))),
+    }
+}
+
+/// What a table's persistence did, and its shape.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TableStats {
+    pub persistence: String,
+    pub flushes: u64,
+    pub fences: u64,
+    pub global_depth: u32,
+    pub region_bytes: u64,
+}
+
+/// A CCEH table in one of the modes.
+#[derive(Debug)]
+pub enum Table {
+    Hardware(Cceh<Hardware>),
+    Fence(Cceh<FenceOnly>),
+    Volatile(Cceh<Volatile>),
+    Latency(Cceh<Latency<Hardware>>),
+}
+
+/// Runs `$body` with `$table` bound to the table inside, whatever its mode.
+macro_rules! each {
+    ($self:expr, $table:ident => $body:expr) => {
+        match $self {
+            Table::Hardware($table) => $body,
+            Table::Fence($table) => $body,
+            Table::Volatile($table) => $body,
+            Table::Latency($table) => $body,
+        }
+    };
+}
+
+impl Table {
+    /// Opens the table at `path`, or creates it with `options` when no file
+    /// is there; persisting with `mode`.
+    pub fn open_or_create(path: &Path, mode: Mode, options: Options) -> Result<Table> {
+        let exists = path.exists();
+        Ok(match mode {
+            Mode::Hardware(kind) => Table::Hardware(open(path, exists, options, Hardware::with(kind))?),
+            Mode::Fence => Table::Fence(open(path, exists, options, FenceOnly::default())?),
+            Mode::Volatile => Table::Volatile(open(path, exists, options, Volatile::default())?),
+            Mode::Latency(wait) => Table::Latency(open(
+                path,
+                exists,
+                options,
+                Latency::new(Hardware::detect(), wait),
+            )?),
+        })
+    }
+
+    pub fn get(&self, key: u64) -> Option<u64> {
+        each!(self, table => table.get(key))
+    }
+
+    pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+        each!(self, table => table.insert(key, value))
+    }
+
+    pub fn remove(&self, key: u64) -> Option<u64> {
+        each!(self, table => table.remove(key))
+    }
+
+    pub fn len(&self) -> usize {
+        each!(self, table => table.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn entries(&self) -> Vec<(u64, u64)> {
+        each!(self, table => table.entries())
+    }
+
+    pub fn verify(&self) -> Result<()> {
+        each!(self, table => table.verify())
+    }
+
+    pub fn stats(&self) -> TableStats {
+        each!(self, table => TableStats {
+            persistence: table.persist().name(),
+            flushes: table.persist().counts().flushes(),
+            fences: table.persist().counts().fences(),
+            global_depth: table.global_depth(),
+            region_bytes: table.region().len(),
+        })
+    }
+
+    /// Marks the table closed and makes its file durable.
+    pub fn close(self) -> Result<()> {
+        each!(self, table => table.close())
+    }
+}
+
+fn open<P: Persist>(path: &Path, exists: bool, options: Options, persist: P) -> Result<Cceh<P>> {
+    if exists {
+        Cceh::open(path, persist)
+    } else {
+        Cceh::create(path, options, persist)
+    }
+}
