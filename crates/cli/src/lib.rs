@@ -13,6 +13,7 @@ mod gensort;
 mod knn;
 mod kv;
 mod mr;
+mod pmem;
 mod progress;
 mod sort;
 mod stream;
@@ -48,6 +49,8 @@ enum Command {
     Knn(knn::Args),
     /// Run a MapReduce job (word count, n-grams, inverted index, PageRank, ...).
     Mr(mr::Args),
+    /// A CCEH persistent hash table in a region file: bench, crashtest, verify.
+    Pmem(pmem::Args),
 }
 
 /// Runs the command line `arguments` (the first is the program name) and
@@ -77,6 +80,7 @@ pub fn main_with_args(arguments: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Kv(args) => kv::run(args),
         Command::Knn(args) => knn::run(args),
         Command::Mr(args) => mr::run(args),
+        Command::Pmem(args) => pmem::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -64,7 +64,7 @@ impl Default for Limits {
 }
 
 /// What a replay covered and found.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Report {
     /// Crash points visited.
     pub points: usize,

@@ -6,6 +6,8 @@
 //!
 //! - [`region`]: a mapped file (or heap memory) addressed by offsets, with a
 //!   checksummed header and a failure-atomic root word.
+//! - [`bench`]: a PiBench-style run (insert, search, negative search,
+//!   delete) with flushes and fences per operation.
 //! - [`cceh`]: CCEH, cacheline-conscious extendible hashing, u64 to u64.
 //! - [`crash`]: crash-state enumeration: the post-crash images a trace
 //!   allows under the x86 persistency model, each checked by the caller.
@@ -21,6 +23,7 @@
 //! `DESIGN.md` beside this crate has the formats, the persistency model and
 //! what is still to come.
 
+pub mod bench;
 pub mod cceh;
 pub mod crash;
 pub mod crashtest;

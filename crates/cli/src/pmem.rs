@@ -1,0 +1,195 @@
+//! `spillway pmem`: a CCEH persistent hash table in a region file, from the
+//! command line.
+//!
+//! ```text
+//! spillway pmem bench --table T.pmem --keys N [--persistence clwb] [--segment-bytes 16384] [--probe 4]
+//!     [--region-bytes 1G] [--seed 1] [--json]
+//! spillway pmem crashtest [--operations 200] [--seed 1] [--segment-bytes 256] [--probe 3]
+//!     [--images-per-point 4096] [--json]
+//! spillway pmem verify --table T.pmem
+//! ```
+//!
+//! `bench` creates the table (refusing a file that exists) and runs the
+//! insert, search, negative-search and delete phases; `crashtest` traces a
+//! seeded run on a table in memory and checks every crash image it allows;
+//! `verify` opens a table (recovering it if it was not closed) and checks
+//! its invariants.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use spillway_core::Interrupt;
+use spillway_pmem::cceh::Options;
+use spillway_pmem::crash::Limits;
+use spillway_pmem::{bench, crashtest, Mode, Table};
+
+use crate::units::{parse_count, parse_text};
+
+/// A CCEH persistent hash table: benchmark it, crash-test it, verify a file.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a table and time inserts, searches, negative searches and
+    /// deletes of --keys keys, with flushes and fences per operation.
+    Bench(BenchArgs),
+    /// Trace a seeded run of inserts and removes on a table in memory and
+    /// recover every crash image the x86 persistency model allows, checking
+    /// each against the run; exit 1 naming the first image that fails.
+    Crashtest(CrashArgs),
+    /// Open a table (recovering it if it was not closed) and check its
+    /// invariants; exit 1 naming what is wrong.
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// The table's region file to create (refused if it exists).
+    #[arg(long, value_name = "FILE")]
+    table: PathBuf,
+    /// Keys to insert, search and delete.
+    #[arg(long, value_name = "N")]
+    keys: u64,
+    /// How writes persist: clwb, clflushopt, clflush, auto, fence, none or
+    /// latency:<ns|us> (the best flush plus a wait per line).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_text::<Mode>)]
+    persistence: Mode,
+    /// Bytes per segment (a power of two, at least 256).
+    #[arg(long, value_name = "BYTES", default_value_t = Options::default().segment_bytes)]
+    segment_bytes: u64,
+    /// Buckets an insert probes.
+    #[arg(long, value_name = "N", default_value_t = Options::default().probe)]
+    probe: u64,
+    /// The region's size (suffixes K, M, G).
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_count)]
+    region_bytes: u64,
+    /// Seed of the keys.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the phases as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct CrashArgs {
+    /// Operations in the run (4 in 5 inserts, 1 in 5 removes).
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    operations: usize,
+    /// Seed of the run and of the image sample.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Bytes per segment: small, so that splits and doublings are frequent.
+    #[arg(long, value_name = "BYTES", default_value_t = 256)]
+    segment_bytes: u64,
+    /// Buckets an insert probes.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    probe: u64,
+    /// Images checked per crash point at most (all of them when there are
+    /// no more; else the targeted ones and a sample).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().images_per_point)]
+    images_per_point: usize,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct VerifyArgs {
+    /// The table's region file.
+    #[arg(long, value_name = "FILE")]
+    table: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    match args.command {
+        Command::Bench(args) => run_bench(args),
+        Command::Crashtest(args) => crash(args),
+        Command::Verify(args) => verify(args),
+    }
+}
+
+fn run_bench(args: BenchArgs) -> anyhow::Result<u8> {
+    if args.table.exists() {
+        bail!(
+            "{} exists: give a new file for the benchmark's table",
+            args.table.display()
+        );
+    }
+    let options = Options {
+        segment_bytes: args.segment_bytes,
+        probe: args.probe,
+        region_bytes: args.region_bytes,
+    };
+    let table = Table::open_or_create(&args.table, args.persistence, options)
+        .with_context(|| format!("creating the table {}", args.table.display()))?;
+    let phases = bench::run(&table, args.keys, args.seed, &Interrupt::on_signals())?;
+    let persistence = table.stats().persistence;
+    table.close()?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "persistence": persistence, "keys": args.keys, "phases": phases })
+        );
+    } else {
+        for phase in &phases {
+            println!(
+                "{:<16} {:>12.0} ops/s  {:.3} flushes/op  {:.3} fences/op  ({persistence})",
+                phase.name, phase.operations_per_s, phase.flushes_per_operation, phase.fences_per_operation
+            );
+        }
+    }
+    Ok(0)
+}
+
+fn crash(args: CrashArgs) -> anyhow::Result<u8> {
+    let options = Options {
+        segment_bytes: args.segment_bytes,
+        probe: args.probe,
+        // Every image is a copy of the region: kept small.
+        region_bytes: 256 << 10,
+    };
+    let operations = crashtest::random_operations(args.operations, args.seed);
+    let limits = Limits {
+        images_per_point: args.images_per_point,
+        seed: args.seed,
+    };
+    let report = crashtest::crash_test(options, &operations, limits)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{} operations: {} crash points ({} checked in full), {} crash images, every one recovered and correct",
+            args.operations, report.points, report.exhaustive_points, report.images
+        );
+    }
+    if !report.dirty_at_end.is_empty() {
+        eprintln!("lines dirty at an operation's end: {:?}", report.dirty_at_end);
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
+    if !args.table.exists() {
+        bail!("{} does not exist", args.table.display());
+    }
+    // Recovery, if the table was not closed, persists with the best flush.
+    let table = Table::open_or_create(&args.table, "auto".parse()?, Options::default())?;
+    table.verify()?;
+    let stats = table.stats();
+    println!(
+        "{}: {} keys, global depth {}, {} bytes: every invariant holds",
+        args.table.display(),
+        table.len(),
+        stats.global_depth,
+        stats.region_bytes
+    );
+    table.close()?;
+    Ok(0)
+}

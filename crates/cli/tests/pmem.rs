@@ -1,0 +1,85 @@
+//! `spillway pmem` as a user runs it: a benchmark table created, verified
+//! and refused when it exists; a crash test; bad arguments and a damaged
+//! table reported with exit status 1 or 2.
+
+use serde_json::Value;
+
+mod common;
+
+use common::{failure, path_str, spillway, success};
+
+#[test]
+fn bench_then_verify_a_table_and_refuse_to_overwrite_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.pmem");
+    let out = success(&[
+        "pmem",
+        "bench",
+        "--table",
+        path_str(&table),
+        "--keys",
+        "20000",
+        "--persistence",
+        "fence",
+        "--region-bytes",
+        "16M",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["persistence"], "fence");
+    let phases = report["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["insert", "search", "negative search", "delete"]);
+    assert_eq!(phases[1]["flushes_per_operation"], 0.0);
+    assert_eq!(phases[3]["flushes_per_operation"], 1.0);
+    assert!(phases[0]["flushes_per_operation"].as_f64().unwrap() >= 1.0);
+    let out = success(&["pmem", "verify", "--table", path_str(&table)]);
+    assert!(
+        out.contains("0 keys") && out.contains("every invariant holds"),
+        "{out}"
+    );
+    let error = failure(&["pmem", "bench", "--table", path_str(&table), "--keys", "5"]);
+    assert!(error.contains("exists"), "{error}");
+}
+
+#[test]
+fn a_crash_test_checks_every_image_of_a_seeded_run() {
+    let out = success(&["pmem", "crashtest", "--operations", "60", "--seed", "3", "--json"]);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert!(report["points"].as_u64().unwrap() > 60, "{report}");
+    assert!(report["images"].as_u64().unwrap() >= report["points"].as_u64().unwrap());
+    assert_eq!(report["dirty_at_end"], serde_json::json!([]));
+}
+
+#[test]
+fn bad_arguments_and_damaged_tables_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.pmem");
+    let output = spillway(&[
+        "pmem",
+        "bench",
+        "--table",
+        path_str(&table),
+        "--keys",
+        "5",
+        "--persistence",
+        "fast",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("latency:300ns"));
+    let error = failure(&[
+        "pmem",
+        "bench",
+        "--table",
+        path_str(&table),
+        "--keys",
+        "5",
+        "--segment-bytes",
+        "300",
+    ]);
+    assert!(error.contains("power of two"), "{error}");
+    assert!(failure(&["pmem", "verify", "--table", path_str(&table)]).contains("does not exist"));
+    std::fs::write(&table, vec![7u8; 8192]).unwrap();
+    let error = failure(&["pmem", "verify", "--table", path_str(&table)]);
+    assert!(error.contains("t.pmem") && error.contains("magic"), "{error}");
+}
