@@ -15,7 +15,7 @@ from .errors import (
     SpillwayIOError,
     UnavailableError,
 )
-from . import knn, mapreduce, workload
+from . import knn, mapreduce, pmem, workload
 from .agg import Aggregator
 from .kv import KV
 from .sortbench import GensortReport, SortReport, ValsortReport, gensort, sort, valsort
@@ -27,6 +27,7 @@ __all__ = [
     "KV",
     "knn",
     "mapreduce",
+    "pmem",
     "StreamIndex",
     "stream_key",
     "gensort",

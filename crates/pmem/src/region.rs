@@ -218,6 +218,22 @@ impl Region {
     }
 
     fn map(path: &Path, file: File, size: u64) -> Result<Region> {
+        // One writer per region: a second open (in this process or
+        // another) would write the same bytes with its own allocator.
+        // SAFETY: an advisory lock on an open descriptor; released when
+        // the file is closed (with the region).
+        #[allow(unsafe_code)]
+        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if !locked {
+            let error = std::io::Error::last_os_error();
+            if error.kind() == std::io::ErrorKind::WouldBlock {
+                return Err(Error::InvalidArgument(format!(
+                    "the region {} is open elsewhere (it is locked): close it there first",
+                    path.display()
+                )));
+            }
+            return Err(Error::io(format!("locking the region {}", path.display()), error));
+        }
         ensure!(
             usize::try_from(size).is_ok(),
             ResourcesExhausted,

@@ -46,6 +46,17 @@ fn a_region_keeps_its_root_and_bytes_across_a_reopen() {
 }
 
 #[test]
+fn a_region_open_elsewhere_is_refused_until_it_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.pmem");
+    let first = Region::create(&path, MIN_SIZE, "cceh", &Hardware::detect()).unwrap();
+    let message = refused(Region::open(&path, "cceh"), ErrorKind::InvalidArgument);
+    assert!(message.contains("open elsewhere"), "{message}");
+    drop(first);
+    Region::open(&path, "cceh").unwrap();
+}
+
+#[test]
 fn bad_sizes_kinds_and_existing_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.pmem");

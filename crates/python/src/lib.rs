@@ -14,6 +14,7 @@ mod json;
 mod knn;
 mod kv;
 mod mapreduce;
+mod pmem;
 mod sort;
 mod stream;
 mod workload;
@@ -46,6 +47,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(knn::gpu_unavailable, module)?)?;
     module.add_class::<kv::PyKv>()?;
     module.add_class::<kv::PyKvScan>()?;
+    module.add_class::<pmem::PyHashTable>()?;
     module.add_function(wrap_pyfunction!(mapreduce::mapreduce_run, module)?)?;
     module.add_function(wrap_pyfunction!(
         mapreduce::mapreduce_whole_record_blocks,

@@ -1,0 +1,113 @@
+"""spillway.pmem.HashTable: the CCEH persistent hash table from Python."""
+
+import random
+import subprocess
+import sys
+
+import pytest
+
+from spillway import CorruptionError, InvalidArgumentError
+from spillway.pmem import HashTable
+
+# Small segments: a few thousand inserts split segments and double the directory many times.
+SMALL = dict(segment_bytes=512, probe=3, size="4M")
+
+
+def test_a_table_behaves_as_a_mapping_and_survives_reopening(tmp_path):
+    path = tmp_path / "t.pmem"
+    model = {}
+    rng = random.Random(5)
+    for round_ in range(3):
+        with HashTable(path, "clwb" if round_ == 0 else "fence", **SMALL) as table:
+            for _ in range(3000):
+                key = rng.randrange(1 << 64) if rng.random() < 0.5 else rng.randrange(2000)
+                if rng.random() < 0.8:
+                    table[key] = model[key] = rng.randrange(1 << 64)
+                elif key in model:
+                    assert table.pop(key) == model.pop(key)
+                else:
+                    assert table.pop(key, None) is None
+            assert len(table) == len(model)
+            assert dict(table.items()) == model
+            assert sorted(table) == sorted(model)
+    with HashTable(path) as table:
+        table.verify()
+        assert all(table[key] == value for key, value in model.items())
+        assert (1 << 64) - 1 not in table and -1 not in table and "x" not in table
+        assert table.get(12345678901234567, "absent") == "absent"
+        with pytest.raises(KeyError):
+            table[12345678901234567]
+        with pytest.raises(KeyError):
+            del table[12345678901234567]
+        stats = table.stats()
+        assert stats["persistence"] in ("clwb", "clflushopt", "clflush") and stats["global_depth"] > 3
+
+
+def test_every_persistence_mode_writes_the_same_table(tmp_path):
+    for mode in ("clflush", "auto", "fence", "none", "latency:200ns"):
+        path = tmp_path / f"{mode.replace(':', '-')}.pmem"
+        with HashTable(path, mode, **SMALL) as table:
+            for key in range(500):
+                table[key] = key * key
+            flushes = table.stats()["flushes"]
+            assert flushes >= 500, (mode, flushes)
+        with HashTable(path, "none") as table:
+            assert [table[key] for key in range(500)] == [key * key for key in range(500)]
+
+
+def test_a_table_not_closed_is_recovered_whole_at_the_next_open(tmp_path):
+    """A process that dies without closing the table (os._exit: no cleanup at all)."""
+    path = tmp_path / "t.pmem"
+    code = (
+        "import os, sys\n"
+        "from spillway.pmem import HashTable\n"
+        f"t = HashTable({str(path)!r}, 'clwb', segment_bytes=512, probe=3, size='4M')\n"
+        "for key in range(4000):\n"
+        "    t[key] = key + 1\n"
+        "del t[17]\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with HashTable(path) as table:
+        table.verify()
+        assert len(table) == 3999 and 17 not in table
+        assert all(table[key] == key + 1 for key in range(4000) if key != 17)
+
+
+def test_bad_arguments_are_refused_with_the_parameter_named(tmp_path):
+    path = tmp_path / "t.pmem"
+    with pytest.raises(InvalidArgumentError, match="persistence"):
+        HashTable(path, "fast")
+    with pytest.raises(InvalidArgumentError, match="power of two"):
+        HashTable(path, segment_bytes=1000)
+    with pytest.raises(InvalidArgumentError, match="probe"):
+        HashTable(path, segment_bytes=256, probe=9)
+    with pytest.raises(InvalidArgumentError, match="size"):
+        HashTable(path, size="lots")
+    assert not path.exists()
+    with HashTable(path, **SMALL) as table:
+        for bad in (-1, 1 << 64, 1.5, "1", True, None):
+            with pytest.raises(InvalidArgumentError, match="a key"):
+                table[bad] = 1
+        with pytest.raises(InvalidArgumentError, match="a value"):
+            table[1] = -5
+        with pytest.raises(InvalidArgumentError, match="open elsewhere"):
+            HashTable(path)
+    with pytest.raises(InvalidArgumentError, match="closed"):
+        table[1] = 2
+    table.close()  # idempotent
+
+
+def test_damaged_and_foreign_files_are_reported(tmp_path):
+    junk = tmp_path / "junk.pmem"
+    junk.write_bytes(b"\x07" * 8192)
+    with pytest.raises(CorruptionError, match="magic"):
+        HashTable(junk)
+    path = tmp_path / "t.pmem"
+    with HashTable(path, **SMALL) as table:
+        table[1] = 2
+    data = bytearray(path.read_bytes())
+    data[20] ^= 0xFF  # inside the header's checksummed kind
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match="checksum"):
+        HashTable(path)
