@@ -4,7 +4,7 @@
 //! the store a mapping's face. The engine checks the options.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
@@ -12,6 +12,7 @@ use spillway_core::{Error, Interrupt, Result};
 use spillway_kv::{AggregateMerge, MergeOperator, Options, Scan, Store, SyncMode, WriteBatch};
 
 use crate::agg::{output_to_py, PyValue};
+use crate::closable::Closable;
 use crate::errors::to_py_err;
 use crate::interrupt::interruptible;
 use crate::json::to_json;
@@ -50,11 +51,10 @@ pub struct PyKvOptions {
 #[pyclass(module = "spillway._native", name = "KV")]
 #[derive(Debug)]
 pub struct PyKv {
-    /// `None` once closed. Engine calls hold it shared (the store is
-    /// thread-safe), `close` exclusively.
-    inner: RwLock<Option<Arc<Store>>>,
+    /// Shared by reference with long calls, which run on threads of their
+    /// own.
+    store: Closable<Arc<Store>>,
     merge: Option<Arc<AggregateMerge>>,
-    path: PathBuf,
 }
 
 /// A scan in progress, read a page at a time.
@@ -114,17 +114,8 @@ impl PyKv {
         py: Python<'_>,
         call: impl FnOnce(&Store) -> Result<T> + Send,
     ) -> PyResult<T> {
-        py.detach(|| {
-            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-            match guard.as_ref() {
-                Some(store) => call(store),
-                None => Err(Error::InvalidArgument(format!(
-                    "the key-value store in {} is closed; open it again to use it",
-                    self.path.display()
-                ))),
-            }
-        })
-        .map_err(to_py_err)
+        py.detach(|| self.store.with(|store| call(store)))
+            .map_err(to_py_err)
     }
 
     /// Runs `call` on the open store as a long call ([`interruptible`]):
@@ -136,16 +127,9 @@ impl PyKv {
         call: impl FnOnce(&Store, &Interrupt) -> Result<T> + Send,
     ) -> PyResult<T> {
         let store = self
-            .inner
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| {
-                to_py_err(Error::InvalidArgument(format!(
-                    "the key-value store in {} is closed; open it again to use it",
-                    self.path.display()
-                )))
-            })?;
+            .store
+            .with(|store| Ok(Arc::clone(store)))
+            .map_err(to_py_err)?;
         interruptible(py, |interrupt| call(&store, interrupt))?.map_err(to_py_err)
     }
 
@@ -206,9 +190,11 @@ impl PyKv {
             .map_err(to_py_err)?;
         let merge = store.aggregate().cloned().map(Arc::new);
         Ok(PyKv {
-            inner: RwLock::new(Some(Arc::new(store))),
+            store: Closable::new(
+                Arc::new(store),
+                format!("the key-value store in {}", path.display()),
+            ),
             merge,
-            path,
         })
     }
 
@@ -317,23 +303,14 @@ impl PyKv {
     /// Closes the store (waiting for calls in progress); closing again
     /// does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| {
-            let store = self.inner.write().unwrap_or_else(PoisonError::into_inner).take();
-            match store {
-                Some(store) => store.close(),
-                None => Ok(()),
-            }
-        })
-        .map_err(to_py_err)
+        py.detach(|| self.store.take().map_or(Ok(()), |store| store.close()))
+            .map_err(to_py_err)
     }
 
     /// Whether the store is closed.
     #[getter]
     fn closed(&self) -> bool {
-        self.inner
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        self.store.is_closed()
     }
 }
 

@@ -8,6 +8,7 @@
 use pyo3::prelude::*;
 
 mod agg;
+mod closable;
 mod errors;
 mod interrupt;
 mod json;

@@ -5,13 +5,13 @@
 //! scan for `items`).
 
 use std::path::PathBuf;
-use std::sync::{PoisonError, RwLock};
 
 use pyo3::prelude::*;
-use spillway_core::{Error, Result};
+use spillway_core::Result;
 use spillway_pmem::cceh::Options;
 use spillway_pmem::{Mode, Table};
 
+use crate::closable::Closable;
 use crate::errors::to_py_err;
 use crate::json::to_json;
 
@@ -19,10 +19,7 @@ use crate::json::to_json;
 #[pyclass(frozen, module = "spillway._native", name = "HashTable")]
 #[derive(Debug)]
 pub struct PyHashTable {
-    /// `None` once closed. Calls hold it shared (the table locks inside),
-    /// `close` exclusively.
-    inner: RwLock<Option<Table>>,
-    path: PathBuf,
+    table: Closable<Table>,
 }
 
 impl PyHashTable {
@@ -31,17 +28,7 @@ impl PyHashTable {
         py: Python<'_>,
         call: impl FnOnce(&Table) -> Result<T> + Send,
     ) -> PyResult<T> {
-        py.detach(|| {
-            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-            match guard.as_ref() {
-                Some(table) => call(table),
-                None => Err(Error::InvalidArgument(format!(
-                    "the hash table in {} is closed; open it again to use it",
-                    self.path.display()
-                ))),
-            }
-        })
-        .map_err(to_py_err)
+        py.detach(|| self.table.with(call)).map_err(to_py_err)
     }
 }
 
@@ -69,8 +56,7 @@ impl PyHashTable {
             .detach(|| Table::open_or_create(&path, mode, options))
             .map_err(to_py_err)?;
         Ok(PyHashTable {
-            inner: RwLock::new(Some(table)),
-            path,
+            table: Closable::new(table, format!("the hash table in {}", path.display())),
         })
     }
 
@@ -109,20 +95,12 @@ impl PyHashTable {
 
     /// Closes the table: the next open needs no recovery. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(
-            || match self.inner.write().unwrap_or_else(PoisonError::into_inner).take() {
-                Some(table) => table.close(),
-                None => Ok(()),
-            },
-        )
-        .map_err(to_py_err)
+        py.detach(|| self.table.take().map_or(Ok(()), Table::close))
+            .map_err(to_py_err)
     }
 
     #[getter]
     fn closed(&self) -> bool {
-        self.inner
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        self.table.is_closed()
     }
 }

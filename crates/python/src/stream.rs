@@ -7,13 +7,13 @@
 //! run through `interruptible`, so Ctrl-C stops them.
 
 use std::path::PathBuf;
-use std::sync::{PoisonError, RwLock};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
 use spillway_core::{Error, Interrupt, Result};
 use spillway_stream::{key, Aggregate, Bounds, Op, Options, Records, StreamIndex, TemplatePolicy};
 
+use crate::closable::Closable;
 use crate::errors::to_py_err;
 use crate::interrupt::interruptible;
 use crate::json::to_json;
@@ -22,10 +22,7 @@ use crate::json::to_json;
 #[pyclass(module = "spillway._native", name = "StreamIndex")]
 #[derive(Debug)]
 pub struct PyStreamIndex {
-    /// `None` once closed. Engine calls hold it shared (the index is
-    /// thread-safe, so calls from several Python threads run at once),
-    /// `close` exclusively (it waits for them).
-    inner: RwLock<Option<StreamIndex>>,
+    index: Closable<StreamIndex>,
     path: PathBuf,
 }
 
@@ -36,14 +33,7 @@ impl PyStreamIndex {
         py: Python<'_>,
         call: impl FnOnce(&StreamIndex) -> Result<T> + Send,
     ) -> PyResult<T> {
-        py.detach(|| {
-            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-            match guard.as_ref() {
-                Some(index) => call(index),
-                None => Err(self.closed_error()),
-            }
-        })
-        .map_err(to_py_err)
+        py.detach(|| self.index.with(call)).map_err(to_py_err)
     }
 }
 
@@ -55,21 +45,7 @@ impl PyStreamIndex {
         py: Python<'_>,
         call: impl FnOnce(&StreamIndex, &Interrupt) -> Result<T> + Send,
     ) -> PyResult<T> {
-        interruptible(py, |interrupt| {
-            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-            match guard.as_ref() {
-                Some(index) => call(index, interrupt),
-                None => Err(self.closed_error()),
-            }
-        })?
-        .map_err(to_py_err)
-    }
-
-    fn closed_error(&self) -> Error {
-        Error::InvalidArgument(format!(
-            "the stream index in {} is closed; open it again to use it",
-            self.path.display()
-        ))
+        interruptible(py, |interrupt| self.index.with(|index| call(index, interrupt)))?.map_err(to_py_err)
     }
 }
 
@@ -200,7 +176,7 @@ impl PyStreamIndex {
             })
             .map_err(to_py_err)?;
         Ok(PyStreamIndex {
-            inner: RwLock::new(Some(index)),
+            index: Closable::new(index, format!("the stream index in {}", path.display())),
             path,
         })
     }
@@ -214,10 +190,7 @@ impl PyStreamIndex {
     /// Whether `close` has been called.
     #[getter]
     fn closed(&self) -> bool {
-        self.inner
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        self.index.is_closed()
     }
 
     /// The index's directory.
@@ -396,14 +369,8 @@ impl PyStreamIndex {
     /// Flushes and closes the index; later calls (but `close`) fail. A
     /// second close does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| {
-            let index = self.inner.write().unwrap_or_else(PoisonError::into_inner).take();
-            match index {
-                Some(index) => index.close(),
-                None => Ok(()),
-            }
-        })
-        .map_err(to_py_err)
+        py.detach(|| self.index.take().map_or(Ok(()), StreamIndex::close))
+            .map_err(to_py_err)
     }
 }
 
