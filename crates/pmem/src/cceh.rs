@@ -340,32 +340,75 @@ impl<P: Persist> Cceh<P> {
             directory = self.double(directory, global)?;
             global += 1;
         }
-        let new = self.heap.alloc(&self.region, &self.persist, self.segment_bytes)?;
-        let mut image = vec![0u8; self.segment_bytes as usize];
-        image[..8].copy_from_slice(&header_word(depth + 1, pattern << 1 | 1).to_le_bytes());
+        let new = self
+            .heap
+            .alloc_block(&self.region, &self.persist, self.segment_bytes)?;
+        // The pairs that move, each at its own bucket and slot first (there
+        // is room: the old segment held them there).
+        let mut moved = vec![[None; SLOTS as usize]; self.buckets as usize];
         for bucket in 0..self.buckets {
             let at = self.bucket_at(segment, bucket);
-            let mut bitmap = 0u64;
             for slot in 0..SLOTS {
                 if let Some((key, hash)) = self.live(at, slot, depth, pattern) {
                     if prefix(hash, depth + 1) == pattern << 1 | 1 {
-                        let pair = (LINE + LINE * bucket + 8 + 16 * slot) as usize;
-                        image[pair..pair + 8].copy_from_slice(&key.to_le_bytes());
-                        image[pair + 8..pair + 16]
-                            .copy_from_slice(&self.word(at + 16 + 16 * slot).to_le_bytes());
-                        bitmap |= 1 << slot;
+                        let value = self.word(at + 16 + 16 * slot);
+                        moved[bucket as usize][slot as usize] = Some((key, value, hash));
                     }
                 }
             }
-            let line = (LINE + LINE * bucket) as usize;
-            image[line..line + 8].copy_from_slice(&bitmap.to_le_bytes());
         }
+        // Fewer lines to persist: a pair alone in its bucket joins another
+        // bucket of its probe range that holds pairs and has room.
+        let count = |pairs: &[Option<(u64, u64, u64)>; SLOTS as usize]| pairs.iter().flatten().count();
+        for bucket in 0..self.buckets as usize {
+            if count(&moved[bucket]) != 1 {
+                continue;
+            }
+            let slot = moved[bucket].iter().position(Option::is_some).expect("one pair");
+            let (_, _, hash) = moved[bucket][slot].expect("one pair");
+            let target = self
+                .probes(hash)
+                .map(|b| b as usize)
+                .find(|&b| b != bucket && (1..SLOTS as usize).contains(&count(&moved[b])));
+            if let Some(target) = target {
+                let free = moved[target].iter().position(Option::is_none).expect("room");
+                moved[target][free] = moved[bucket][slot].take();
+            }
+        }
+        // The new segment's lines: its header, then each bucket's bitmap and
+        // pairs. A fresh block is zero on the media, so only the lines that
+        // hold something are written and flushed; a recycled one is written
+        // and flushed whole.
         let p = &self.persist;
-        p.copy(&self.region, new, &image);
+        let mut header = [0u8; LINE as usize];
+        header[..8].copy_from_slice(&header_word(depth + 1, pattern << 1 | 1).to_le_bytes());
+        p.copy(&self.region, new.at, &header);
+        let mut written = vec![0u64];
+        for (bucket, pairs) in moved.iter().enumerate() {
+            if count(pairs) == 0 && new.fresh {
+                continue;
+            }
+            let mut line = [0u8; LINE as usize];
+            let mut bitmap = 0u64;
+            for (slot, pair) in pairs.iter().enumerate() {
+                if let Some((key, value, _)) = pair {
+                    line[8 + 16 * slot..16 + 16 * slot].copy_from_slice(&key.to_le_bytes());
+                    line[16 + 16 * slot..24 + 16 * slot].copy_from_slice(&value.to_le_bytes());
+                    bitmap |= 1 << slot;
+                }
+            }
+            line[..8].copy_from_slice(&bitmap.to_le_bytes());
+            let offset = LINE + LINE * bucket as u64;
+            p.copy(&self.region, new.at + offset, &line);
+            written.push(offset);
+        }
         if !skip_split_flush() {
-            p.flush(&self.region, new, self.segment_bytes);
+            for offset in written {
+                p.flush(&self.region, new.at + offset, LINE);
+            }
         }
         p.fence();
+        let new = new.at;
         let span = 1u64 << (global - depth);
         let first = (pattern << (global - depth)) + span / 2;
         for index in first..first + span / 2 {

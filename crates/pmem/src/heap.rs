@@ -48,6 +48,14 @@ const MAP_AT: u64 = FREE_AT + 8 * CLASSES as u64;
 const START: u8 = 0x80;
 const USED: u8 = 0x40;
 
+/// A block handed out: its offset, and whether it is fresh (see
+/// [`Heap::alloc_block`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    pub at: u64,
+    pub fresh: bool,
+}
+
 /// The allocator of one region (its state is all in the region; this only
 /// serialises changes).
 #[derive(Debug)]
@@ -150,6 +158,14 @@ impl Heap {
     /// cleared). The caller links it into its structure; until then a
     /// crash leaks it, and `recover` reclaims it.
     pub fn alloc(&self, region: &Region, persist: &impl Persist, size: u64) -> Result<u64> {
+        self.alloc_block(region, persist, size).map(|block| block.at)
+    }
+
+    /// As [`alloc`](Self::alloc), saying whether the block is fresh: carved
+    /// from above `top`, its bytes were never written since the region was
+    /// made, so they are zero on the media and a caller need not flush the
+    /// lines it leaves zero. A recycled block holds whatever it held.
+    pub fn alloc_block(&self, region: &Region, persist: &impl Persist, size: u64) -> Result<Block> {
         let class = class_of(size);
         ensure!(
             (class as usize) < MIN_CLASS as usize + CLASSES,
@@ -162,7 +178,10 @@ impl Heap {
             let next = region.word(head).load(Ordering::Acquire);
             persist.persist_word(region, head_at(class), next);
             Self::set_map(region, persist, head, START | USED | class as u8);
-            return Ok(head);
+            return Ok(Block {
+                at: head,
+                fresh: false,
+            });
         }
         let top = region.word(TOP_AT).load(Ordering::Acquire);
         let end = top.checked_add(1 << class).filter(|&end| end <= region.len());
@@ -176,7 +195,7 @@ impl Heap {
         };
         Self::set_map(region, persist, top, START | USED | class as u8);
         persist.persist_word(region, TOP_AT, end);
-        Ok(top)
+        Ok(Block { at: top, fresh: true })
     }
 
     /// Returns `block` (from `alloc`, and unlinked by the caller, durably)

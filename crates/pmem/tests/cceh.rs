@@ -194,10 +194,10 @@ fn after_a_crash_anywhere_every_completed_operation_is_kept_and_the_table_works(
     };
     let report = crash_test(small(), &operations, limits).unwrap();
     assert!(report.dirty_at_end.is_empty(), "{:?}", report.dirty_at_end);
-    // 134 crash points, 129 of them checked in full, 1,740 images.
+    // 134 crash points, 130 of them checked in full, 1,565 images.
     assert_eq!(
         (report.points, report.exhaustive_points, report.images),
-        (134, 129, 1740)
+        (134, 130, 1565)
     );
     let random = random_operations(200, 7);
     let report = crash_test(small(), &random, limits).unwrap();
