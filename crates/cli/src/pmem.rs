@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! spillway pmem bench --table T.pmem --keys N [--persistence clwb] [--segment-bytes 16384] [--probe 4]
-//!     [--region-bytes 1G] [--seed 1] [--json]
+//!     [--region-bytes 1G] [--threads 1] [--distribution uniform|selfsimilar|zipfian] [--seed 1] [--json]
 //! spillway pmem crashtest [--operations 200] [--seed 1] [--segment-bytes 256] [--probe 3]
 //!     [--images-per-point 4096] [--json]
 //! spillway pmem verify --table T.pmem
@@ -68,6 +68,13 @@ struct BenchArgs {
     /// The region's size (suffixes K, M, G).
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_count)]
     region_bytes: u64,
+    /// Threads running each phase at once.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    threads: usize,
+    /// How searches pick their keys: uniform, selfsimilar (80-20) or
+    /// zipfian (exponent 0.99).
+    #[arg(long, value_name = "NAME", default_value = "uniform", value_parser = parse_text::<bench::Distribution>)]
+    distribution: bench::Distribution,
     /// Seed of the keys.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -128,7 +135,14 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<u8> {
     };
     let table = Table::open_or_create(&args.table, args.persistence, options)
         .with_context(|| format!("creating the table {}", args.table.display()))?;
-    let phases = bench::run(&table, args.keys, args.seed, &Interrupt::on_signals())?;
+    let phases = bench::run(
+        &table,
+        args.keys,
+        args.threads,
+        args.distribution,
+        args.seed,
+        &Interrupt::on_signals(),
+    )?;
     let persistence = table.stats().persistence;
     table.close()?;
     if args.json {
@@ -139,8 +153,16 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<u8> {
     } else {
         for phase in &phases {
             println!(
-                "{:<16} {:>12.0} ops/s  {:.3} flushes/op  {:.3} fences/op  ({persistence})",
-                phase.name, phase.operations_per_s, phase.flushes_per_operation, phase.fences_per_operation
+                "{:<16} {:>12.0} ops/s  p50 {} ns  p99 {} ns  p99.9 {} ns  {:.3} flushes/op  {:.3} fences/op  \
+                 ({persistence}, {} threads)",
+                phase.name,
+                phase.operations_per_s,
+                phase.p50_ns,
+                phase.p99_ns,
+                phase.p999_ns,
+                phase.flushes_per_operation,
+                phase.fences_per_operation,
+                phase.threads
             );
         }
     }

@@ -33,6 +33,26 @@ fn bench_then_verify_a_table_and_refuse_to_overwrite_it() {
     assert_eq!(phases[1]["flushes_per_operation"], 0.0);
     assert_eq!(phases[3]["flushes_per_operation"], 1.0);
     assert!(phases[0]["flushes_per_operation"].as_f64().unwrap() >= 1.0);
+    let two = dir.path().join("two.pmem");
+    let out = success(&[
+        "pmem",
+        "bench",
+        "--table",
+        path_str(&two),
+        "--keys",
+        "20000",
+        "--threads",
+        "2",
+        "--distribution",
+        "zipfian",
+        "--region-bytes",
+        "16M",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let search = &report["phases"][1];
+    assert_eq!(search["threads"], 2);
+    assert!(search["p50_ns"].as_u64().unwrap() <= search["p999_ns"].as_u64().unwrap());
     let out = success(&["pmem", "verify", "--table", path_str(&table)]);
     assert!(
         out.contains("0 keys") && out.contains("every invariant holds"),

@@ -1,23 +1,63 @@
 //! A PiBench-style run on one table: inserts of `keys` distinct keys, then
-//! positive searches, negative searches and deletes of them all, each phase
-//! timed and its flushes and fences counted. The command line's `pmem bench`
-//! and the benchmark harness run it.
+//! positive searches (keys drawn by a distribution), negative searches and
+//! deletes, each phase on `threads` threads, timed, with latency
+//! percentiles from a sample of operations and the flushes and fences per
+//! operation. The command line's `pmem bench` and the benchmark harness run
+//! it.
 
+use std::str::FromStr;
 use std::time::Instant;
 
-use spillway_core::{ensure, Interrupt, Result};
+use spillway_core::{ensure, Error, Interrupt, Result};
+use spillway_workload::{derive_seed, Rng, Zipf};
 
 use crate::table::Table;
+
+/// Every this many operations one is timed alone, for the percentiles (the
+/// clock read costs about as much as a search, so not every one).
+const SAMPLE_EVERY: u64 = 16;
+
+/// How the searches pick their keys among the inserted ones.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Distribution {
+    /// Every key equally likely.
+    Uniform,
+    /// Gray et al.'s self-similar: a fraction `h` of the keys gets `1 - h`
+    /// of the searches (0.2: the 80-20 rule).
+    SelfSimilar(f64),
+    /// Zipf with exponent `s` over the key ranks.
+    Zipfian(f64),
+}
+
+impl FromStr for Distribution {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Distribution> {
+        match name {
+            "uniform" => Ok(Distribution::Uniform),
+            "selfsimilar" => Ok(Distribution::SelfSimilar(0.2)),
+            "zipfian" => Ok(Distribution::Zipfian(0.99)),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown key distribution {name:?}: use uniform, selfsimilar (80-20) or zipfian (exponent 0.99)"
+            ))),
+        }
+    }
+}
 
 /// One phase's figures.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Phase {
     pub name: &'static str,
     pub operations: u64,
+    pub threads: usize,
     pub seconds: f64,
     pub operations_per_s: f64,
     pub flushes_per_operation: f64,
     pub fences_per_operation: f64,
+    /// Latency percentiles of the sampled operations, in nanoseconds.
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
 }
 
 /// The key of rank `i` in a run seeded by `seed`: distinct for distinct
@@ -26,46 +66,117 @@ fn key(i: u64, seed: u64) -> u64 {
     (i ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
+/// A rank in `0..keys` drawn by `distribution`.
+fn draw(distribution: Distribution, zipf: Option<&Zipf>, keys: u64, rng: &mut Rng) -> u64 {
+    match distribution {
+        Distribution::Uniform => rng.next_below(keys),
+        Distribution::SelfSimilar(h) => {
+            let rank = (keys as f64 * rng.next_f64().powf((h).ln() / (1.0 - h).ln())) as u64;
+            rank.min(keys - 1)
+        }
+        Distribution::Zipfian(_) => zipf.expect("a sampler for zipfian").sample(rng) - 1,
+    }
+}
+
+/// The `q`-quantile of sorted `values` (0 when empty).
+fn quantile(values: &[u64], q: f64) -> u64 {
+    if values.is_empty() {
+        return 0;
+    }
+    values[((values.len() - 1) as f64 * q).round() as usize]
+}
+
 /// Runs the four phases on `table` (which should be empty); stops with
 /// `Interrupted` between batches of 4,096 operations when asked.
-pub fn run(table: &Table, keys: u64, seed: u64, interrupt: &Interrupt) -> Result<Vec<Phase>> {
+pub fn run(
+    table: &Table,
+    keys: u64,
+    threads: usize,
+    distribution: Distribution,
+    seed: u64,
+    interrupt: &Interrupt,
+) -> Result<Vec<Phase>> {
+    ensure!(keys >= 1, InvalidArgument, "a benchmark needs at least one key");
+    ensure!(
+        (1..=64).contains(&threads),
+        InvalidArgument,
+        "threads must be 1 to 64, not {threads}"
+    );
+    let zipf = match distribution {
+        Distribution::Zipfian(s) => Some(Zipf::new(keys, s)?),
+        _ => None,
+    };
     let negative = seed ^ 0x5555_5555_5555_5555;
     let mut phases = Vec::new();
-    let mut phase = |name: &'static str, body: &mut dyn FnMut(u64) -> Result<()>| -> Result<()> {
+    // Thread t takes operations t, t + threads, ...; `body` gets the
+    // operation's number and the thread's generator.
+    let mut phase = |name: &'static str, body: &(dyn Fn(u64, &mut Rng) -> Result<()> + Sync)| -> Result<()> {
         let before = table.stats();
         let started = Instant::now();
-        for batch in (0..keys).step_by(4096) {
-            interrupt.check()?;
-            for i in batch..(batch + 4096).min(keys) {
-                body(i)?;
-            }
-        }
+        let samples = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads as u64)
+                .map(|thread| {
+                    scope.spawn(move || -> Result<Vec<u64>> {
+                        let mut rng = Rng::new(derive_seed(seed, thread));
+                        let mut samples =
+                            Vec::with_capacity((keys / SAMPLE_EVERY / threads as u64) as usize + 1);
+                        let mut i = thread;
+                        while i < keys {
+                            interrupt.check()?;
+                            let end = (i + 4096 * threads as u64).min(keys);
+                            while i < end {
+                                if i % SAMPLE_EVERY == thread % SAMPLE_EVERY {
+                                    let at = Instant::now();
+                                    body(i, &mut rng)?;
+                                    samples.push(at.elapsed().as_nanos() as u64);
+                                } else {
+                                    body(i, &mut rng)?;
+                                }
+                                i += threads as u64;
+                            }
+                        }
+                        Ok(samples)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| worker.join().expect("a benchmark thread panicked"))
+                .collect::<Result<Vec<_>>>()
+        })?;
         let seconds = started.elapsed().as_secs_f64();
         let after = table.stats();
-        let per = |count: u64| count as f64 / keys.max(1) as f64;
+        let mut samples: Vec<u64> = samples.into_iter().flatten().collect();
+        samples.sort_unstable();
+        let per = |count: u64| count as f64 / keys as f64;
         phases.push(Phase {
             name,
             operations: keys,
+            threads,
             seconds,
             operations_per_s: keys as f64 / seconds.max(1e-9),
             flushes_per_operation: per(after.flushes - before.flushes),
             fences_per_operation: per(after.fences - before.fences),
+            p50_ns: quantile(&samples, 0.5),
+            p99_ns: quantile(&samples, 0.99),
+            p999_ns: quantile(&samples, 0.999),
         });
         Ok(())
     };
-    phase("insert", &mut |i| table.insert(key(i, seed), i).map(drop))?;
-    phase("search", &mut |i| {
-        let found = table.get(key(i, seed));
+    phase("insert", &|i, _| table.insert(key(i, seed), i).map(drop))?;
+    phase("search", &|_, rng| {
+        let rank = draw(distribution, zipf.as_ref(), keys, rng);
+        let found = table.get(key(rank, seed));
         ensure!(
-            found == Some(i),
+            found == Some(rank),
             Internal,
-            "the key of rank {i} was inserted but reads {found:?}"
+            "the key of rank {rank} was inserted but reads {found:?}"
         );
         Ok(())
     })?;
     // Negative keys are the ranks under another seed: one meets a stored
     // key only if two ranks differ by 0x5555...5555, past any run's size.
-    phase("negative search", &mut |i| {
+    phase("negative search", &|i, _| {
         let found = table.get(key(i, negative));
         ensure!(
             found.is_none(),
@@ -74,7 +185,7 @@ pub fn run(table: &Table, keys: u64, seed: u64, interrupt: &Interrupt) -> Result
         );
         Ok(())
     })?;
-    phase("delete", &mut |i| {
+    phase("delete", &|i, _| {
         table.remove(key(i, seed));
         Ok(())
     })?;
