@@ -105,14 +105,14 @@ impl<P: Persist> Cceh<P> {
     /// Creates a table in a new region file at `path`.
     pub fn create(path: &Path, options: Options, persist: P) -> Result<Cceh<P>> {
         check_options(&options)?;
-        let region = Region::create(path, options.region_bytes, KIND, &persist)?;
+        let region = Region::create(path, options.region_bytes, KIND)?;
         Cceh::format(region, options, persist)
     }
 
     /// Creates a table in memory (tests, and the crash tester's runs).
     pub fn in_memory(options: Options, persist: P) -> Result<Cceh<P>> {
         check_options(&options)?;
-        let region = Region::in_memory(options.region_bytes, KIND, &persist)?;
+        let region = Region::in_memory(options.region_bytes, KIND)?;
         Cceh::format(region, options, persist)
     }
 
@@ -132,7 +132,7 @@ impl<P: Persist> Cceh<P> {
         persist.store(&region, root + ROOT_MAGIC, MAGIC);
         persist.flush(&region, root, LINE);
         persist.fence();
-        region.set_root(root, &persist);
+        persist.set_root(&region, root);
         heap.close(&region, &persist);
         let (heap, _) = Heap::open(&region, &persist)?;
         Ok(Cceh::assemble(

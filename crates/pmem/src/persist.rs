@@ -14,11 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::region::Region;
+use crate::region::{Region, HEADER, ROOT_AT};
 
-/// Bytes in a cache line: the unit a flush writes back and the unit whose
-/// stores persist in program order.
-pub const LINE: u64 = 64;
+pub use crate::region::LINE;
 
 /// The cache line holding byte `at`.
 #[inline]
@@ -63,6 +61,17 @@ pub trait Persist: Send + Sync {
         self.store(region, at, value);
         self.flush(region, at, 8);
         self.fence();
+    }
+
+    /// Publishes `root` as the region's root object, failure-atomically
+    /// (one 8-byte store, flushed and fenced).
+    fn set_root(&self, region: &Region, root: u64) {
+        assert!(
+            root == 0 || (root >= HEADER && root < region.len() && root.is_multiple_of(8)),
+            "root offset {root} outside the region of {} bytes or unaligned",
+            region.len()
+        );
+        self.persist_word(region, ROOT_AT, root);
     }
 }
 

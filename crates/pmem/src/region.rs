@@ -27,7 +27,9 @@ use std::sync::atomic::AtomicU64;
 
 use spillway_core::{checksum::crc32c, ensure, Error, Result};
 
-use crate::persist::{Persist, LINE};
+/// Bytes in a cache line: the unit a flush writes back, the unit whose
+/// stores persist in program order, and the header's size.
+pub const LINE: u64 = 64;
 
 /// The header's magic bytes.
 pub const MAGIC: [u8; 8] = *b"SPWYPMEM";
@@ -127,8 +129,8 @@ fn check_size(size: u64) -> Result<()> {
 impl Region {
     /// Creates a region of `size` bytes for a structure of kind `kind` in a
     /// new file at `path` (an existing file is refused, never overwritten),
-    /// its header persisted with `persist`.
-    pub fn create(path: &Path, size: u64, kind: &str, persist: &impl Persist) -> Result<Region> {
+    /// its header durable on the file system (`sync`) when this returns.
+    pub fn create(path: &Path, size: u64, kind: &str) -> Result<Region> {
         let kind = kind_bytes(kind)?;
         check_size(size)?;
         let file = OpenOptions::new()
@@ -144,7 +146,7 @@ impl Region {
             )
         })?;
         let region = Region::map(path, file, size)?;
-        region.write_header(kind, size, persist);
+        region.write_bytes(0, &new_header(kind, size));
         region.sync()?;
         Ok(region)
     }
@@ -182,11 +184,11 @@ impl Region {
 
     /// A region of `size` bytes in memory (zeroed, with a header): for
     /// tests, and where nothing needs to outlive the process.
-    pub fn in_memory(size: u64, kind: &str, persist: &impl Persist) -> Result<Region> {
+    pub fn in_memory(size: u64, kind: &str) -> Result<Region> {
         let kind = kind_bytes(kind)?;
         check_size(size)?;
         let region = Region::heap(size);
-        region.write_header(kind, size, persist);
+        region.write_bytes(0, &new_header(kind, size));
         Ok(region)
     }
 
@@ -269,12 +271,6 @@ impl Region {
         })
     }
 
-    fn write_header(&self, kind: [u8; 8], size: u64, persist: &impl Persist) {
-        persist.copy(self, 0, &new_header(kind, size));
-        persist.flush(self, 0, HEADER);
-        persist.fence();
-    }
-
     fn check_header(&self, kind: [u8; 8]) -> Result<()> {
         let header = self.bytes(0, HEADER);
         let bad = |offset: u64, what: String| Err(Error::corruption(&self.path, offset, what));
@@ -342,17 +338,6 @@ impl Region {
     /// The offset of the structure's root object (0: none yet).
     pub fn root(&self) -> u64 {
         self.word(ROOT_AT).load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Publishes `root` as the root object, failure-atomically (one 8-byte
-    /// store, flushed and fenced).
-    pub fn set_root(&self, root: u64, persist: &impl Persist) {
-        assert!(
-            root == 0 || (root >= HEADER && root < self.len && root.is_multiple_of(8)),
-            "root offset {root} outside the region of {} bytes or unaligned",
-            self.len
-        );
-        persist.persist_word(self, ROOT_AT, root);
     }
 
     fn base(&self) -> *mut u8 {

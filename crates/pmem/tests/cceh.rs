@@ -117,7 +117,7 @@ fn bad_options_and_foreign_or_damaged_regions_are_refused() {
 
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("other");
-    drop(Region::create(&other, 4096, "b3tree", &Volatile::default()).unwrap());
+    drop(Region::create(&other, 4096, "b3tree").unwrap());
     let error = Cceh::open(&other, Volatile::default()).unwrap_err();
     assert!(
         error.to_string().contains("holds a b3tree region, not a cceh"),

@@ -189,7 +189,7 @@ fn many_dirty_lines_get_the_targeted_images_and_a_seeded_sample() {
 /// leaves out the value's flush.
 fn publish(skip_value_flush: bool) -> (Vec<u8>, Vec<Event>) {
     let trace = Tracing::default();
-    let region = Region::in_memory(MIN_SIZE, "toy", &trace).unwrap();
+    let region = Region::in_memory(MIN_SIZE, "toy").unwrap();
     trace.take();
     let base = region.image();
     trace.begin("publish");

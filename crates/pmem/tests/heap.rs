@@ -11,7 +11,7 @@ use spillway_pmem::region::MIN_SIZE;
 use spillway_pmem::{Heap, Persist, Region, Tracing, Volatile};
 
 fn fresh(size: u64) -> (Region, Heap) {
-    let region = Region::in_memory(size, "toy", &Volatile::default()).unwrap();
+    let region = Region::in_memory(size, "toy").unwrap();
     let heap = Heap::format(&region, &Volatile::default()).unwrap();
     (region, heap)
 }
@@ -227,11 +227,11 @@ fn check(point: &CrashPoint, image: &[u8], states: &[[u64; SLOTS as usize]]) -> 
 #[test]
 fn after_a_crash_anywhere_recovery_leaks_nothing_and_hands_out_nothing_twice() {
     let setup = Volatile::default();
-    let region = Region::in_memory(16 * MIN_SIZE, "toy", &setup).unwrap();
+    let region = Region::in_memory(16 * MIN_SIZE, "toy").unwrap();
     let heap = Heap::format(&region, &setup).unwrap();
     let root = heap.alloc(&region, &setup, 8 * SLOTS).unwrap();
     setup.copy(&region, root, &[0; 8 * SLOTS as usize]);
-    region.set_root(root, &setup);
+    setup.set_root(&region, root);
     let base = region.image();
     let ops = [
         Op::Link(0, 10),

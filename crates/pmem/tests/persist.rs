@@ -7,7 +7,7 @@ use spillway_pmem::region::MIN_SIZE;
 use spillway_pmem::{Event, FenceOnly, FlushKind, Hardware, Latency, Persist, Region, Tracing, Volatile};
 
 fn region() -> Region {
-    Region::in_memory(MIN_SIZE, "test", &Volatile::default()).unwrap()
+    Region::in_memory(MIN_SIZE, "test").unwrap()
 }
 
 #[test]

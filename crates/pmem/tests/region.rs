@@ -26,12 +26,12 @@ fn a_region_keeps_its_root_and_bytes_across_a_reopen() {
     let path = dir.path().join("table.pmem");
     let persist = Hardware::detect();
     {
-        let region = Region::create(&path, 4 * MIN_SIZE, "cceh", &persist).unwrap();
+        let region = Region::create(&path, 4 * MIN_SIZE, "cceh").unwrap();
         assert_eq!((region.len(), region.root()), (4 * MIN_SIZE, 0));
         persist.copy(&region, 128, b"persistent bytes");
         persist.flush(&region, 128, 16);
         persist.fence();
-        region.set_root(128, &persist);
+        persist.set_root(&region, 128);
         region.sync().unwrap();
     }
     let region = Region::open(&path, "cceh").unwrap();
@@ -49,7 +49,7 @@ fn a_region_keeps_its_root_and_bytes_across_a_reopen() {
 fn a_region_open_elsewhere_is_refused_until_it_is_closed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.pmem");
-    let first = Region::create(&path, MIN_SIZE, "cceh", &Hardware::detect()).unwrap();
+    let first = Region::create(&path, MIN_SIZE, "cceh").unwrap();
     let message = refused(Region::open(&path, "cceh"), ErrorKind::InvalidArgument);
     assert!(message.contains("open elsewhere"), "{message}");
     drop(first);
@@ -60,30 +60,17 @@ fn a_region_open_elsewhere_is_refused_until_it_is_closed() {
 fn bad_sizes_kinds_and_existing_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.pmem");
-    let persist = Hardware::detect();
+    assert!(refused(Region::create(&path, 0, "cceh"), ErrorKind::InvalidArgument).contains("0 bytes"));
+    assert!(refused(Region::create(&path, 5000, "cceh"), ErrorKind::InvalidArgument).contains("pages"));
+    assert!(refused(Region::create(&path, MIN_SIZE, ""), ErrorKind::InvalidArgument).contains("kind"));
     assert!(refused(
-        Region::create(&path, 0, "cceh", &persist),
-        ErrorKind::InvalidArgument
-    )
-    .contains("0 bytes"));
-    assert!(refused(
-        Region::create(&path, 5000, "cceh", &persist),
-        ErrorKind::InvalidArgument
-    )
-    .contains("pages"));
-    assert!(refused(
-        Region::create(&path, MIN_SIZE, "", &persist),
-        ErrorKind::InvalidArgument
-    )
-    .contains("kind"));
-    assert!(refused(
-        Region::create(&path, MIN_SIZE, "too-long-kind", &persist),
+        Region::create(&path, MIN_SIZE, "too-long-kind"),
         ErrorKind::InvalidArgument
     )
     .contains("kind"));
     assert!(!path.exists(), "a refused region leaves no file");
     std::fs::write(&path, b"someone's data").unwrap();
-    assert!(refused(Region::create(&path, MIN_SIZE, "cceh", &persist), ErrorKind::Io).contains("creating"));
+    assert!(refused(Region::create(&path, MIN_SIZE, "cceh"), ErrorKind::Io).contains("creating"));
     assert_eq!(
         std::fs::read(&path).unwrap(),
         b"someone's data",
@@ -96,10 +83,9 @@ fn bad_sizes_kinds_and_existing_files_are_refused() {
 fn damaged_or_foreign_region_files_are_named_and_explained() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.pmem");
-    let persist = Hardware::detect();
     let fresh = |path: &Path| {
         let _ = std::fs::remove_file(path);
-        drop(Region::create(path, MIN_SIZE, "cceh", &persist).unwrap());
+        drop(Region::create(path, MIN_SIZE, "cceh").unwrap());
     };
 
     fresh(&path);
@@ -144,8 +130,8 @@ fn damaged_or_foreign_region_files_are_named_and_explained() {
 #[test]
 fn a_region_in_memory_is_checked_like_a_file() {
     let trace = Tracing::default();
-    let region = Region::in_memory(MIN_SIZE, "test", &trace).unwrap();
-    region.set_root(HEADER, &trace);
+    let region = Region::in_memory(MIN_SIZE, "test").unwrap();
+    trace.set_root(&region, HEADER);
     let reopened = Region::from_image(&region.image(), "test").unwrap();
     assert_eq!(reopened.root(), HEADER);
     assert_eq!(reopened.path().to_str(), Some("<memory>"));
@@ -154,6 +140,6 @@ fn a_region_in_memory_is_checked_like_a_file() {
 #[test]
 #[should_panic(expected = "outside the region")]
 fn a_word_past_the_end_is_a_bug_caught_at_once() {
-    let region = Region::in_memory(MIN_SIZE, "test", &Tracing::default()).unwrap();
+    let region = Region::in_memory(MIN_SIZE, "test").unwrap();
     region.word(MIN_SIZE);
 }
