@@ -22,7 +22,8 @@ import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _native
-from ._args import U64_MAX, count, size
+from . import _args
+from ._args import count
 from .errors import InvalidArgumentError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -53,7 +54,7 @@ class HashTable:
             raise InvalidArgumentError(f"persistence must be a name such as 'clwb', not {persistence!r}")
         self._path = os.fspath(path)
         self._native = _native.HashTable(self._path, persistence, count(segment_bytes, "segment_bytes"),
-                                         count(probe, "probe"), _size(size))
+                                         count(probe, "probe"), _args.size(size, "size"))
 
     def __getitem__(self, key: int) -> int:
         found = self._native.get(_key(key))
@@ -125,6 +126,3 @@ class HashTable:
     def __repr__(self) -> str:
         return f"HashTable({self._path!r}) [{'closed' if self.closed else 'open'}]"
 
-
-def _size(value: Union[int, str]) -> int:
-    return size(value, "size", high=U64_MAX)

@@ -91,13 +91,25 @@ fn lane_box_gap2_portable(query: &[f64], block: &[f64], out: &mut [f64]) {
         .zip(highs.chunks_exact(out.len()))
     {
         for ((acc, &low), &high) in out.iter_mut().zip(low).zip(high) {
-            // Plain comparisons (no NaN rules: every value is finite), so
-            // that the loop runs on vector lanes.
-            let (below, above) = (low - q, q - high);
-            let gap = if below > above { below } else { above };
-            let gap = if gap > 0.0 { gap } else { 0.0 };
+            let gap = box_gap(q, low, high);
             *acc += gap * gap;
         }
+    }
+}
+
+/// How far `q` lies outside `low..=high` on one axis (0 inside): one term
+/// of a box's squared gap, computed the same way wherever a bound is (so
+/// that a node's bound alone equals its bound among its siblings).
+#[inline(always)]
+pub fn box_gap(q: f64, low: f64, high: f64) -> f64 {
+    // Plain comparisons (no NaN rules: every value is finite), so that the
+    // loop runs on vector lanes.
+    let (below, above) = (low - q, q - high);
+    let gap = if below > above { below } else { above };
+    if gap > 0.0 {
+        gap
+    } else {
+        0.0
     }
 }
 

@@ -9,8 +9,8 @@ use std::time::Instant;
 use spillway_core::{worker_threads, Interrupt, Result};
 
 use crate::distance::{
-    box_distance_lower, d2, lane_box_gap2, lane_d2, max_distance_upper, min_distance_lower, pruning_distance,
-    ABS, EPS,
+    box_distance_lower, box_gap, d2, lane_box_gap2, lane_d2, max_distance_upper, min_distance_lower,
+    pruning_distance, ABS, EPS,
 };
 use crate::filter::Filter;
 use crate::hilbert;
@@ -405,10 +405,7 @@ impl<'t, T: Scan> Searcher<'t, T> {
         let (lows, highs) = block.split_at(dims * count);
         let mut gap2 = 0.0;
         for (j, &q) in query.iter().enumerate() {
-            // As lane_box_gap2 computes it, operation for operation.
-            let (below, above) = (lows[j * count + i] - q, q - highs[j * count + i]);
-            let gap = if below > above { below } else { above };
-            let gap = if gap > 0.0 { gap } else { 0.0 };
+            let gap = box_gap(q, lows[j * count + i], highs[j * count + i]);
             gap2 += gap * gap;
         }
         sphere.max(box_distance_lower(gap2))

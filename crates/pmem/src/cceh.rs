@@ -255,18 +255,20 @@ impl<P: Persist> Cceh<P> {
             return None;
         }
         let key = self.word(bucket + 8 + 16 * slot);
-        (prefix(hash_of(key), depth) == pattern).then(|| (key, hash_of(key)))
+        let hash = hash_of(key);
+        (prefix(hash, depth) == pattern).then_some((key, hash))
     }
 
+    /// Where `key`'s pair is, if it is live. A set bit and an equal key
+    /// suffice: `key`'s hash has the prefix of the segment the directory
+    /// gives it, so an equal key there is never a stale copy.
     fn find(&self, key: u64, hash: u64) -> Option<u64> {
-        let (segment, depth, pattern) = self.segment_of(hash);
+        let (segment, ..) = self.segment_of(hash);
         for bucket in self.probes(hash) {
             let bucket = self.bucket_at(segment, bucket);
+            let bitmap = self.word(bucket);
             for slot in 0..SLOTS {
-                if self.word(bucket) & (1 << slot) != 0
-                    && self.word(bucket + 8 + 16 * slot) == key
-                    && prefix(hash, depth) == pattern
-                {
+                if bitmap & (1 << slot) != 0 && self.word(bucket + 8 + 16 * slot) == key {
                     return Some(bucket + 8 + 16 * slot);
                 }
             }
@@ -460,26 +462,33 @@ impl<P: Persist> Cceh<P> {
         segments
     }
 
-    /// Every (key, value), in no particular order.
-    pub fn entries(&self) -> Vec<(u64, u64)> {
+    /// Calls `visit` with every live (key, value), in no particular order.
+    fn each_live(&self, mut visit: impl FnMut(u64, u64)) {
         let _read = self.lock.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut entries = Vec::new();
         for (segment, depth, pattern) in self.segments() {
             for bucket in 0..self.buckets {
                 let at = self.bucket_at(segment, bucket);
                 for slot in 0..SLOTS {
                     if let Some((key, _)) = self.live(at, slot, depth, pattern) {
-                        entries.push((key, self.word(at + 16 + 16 * slot)));
+                        visit(key, self.word(at + 16 + 16 * slot));
                     }
                 }
             }
         }
+    }
+
+    /// Every (key, value), in no particular order.
+    pub fn entries(&self) -> Vec<(u64, u64)> {
+        let mut entries = Vec::new();
+        self.each_live(|key, value| entries.push((key, value)));
         entries
     }
 
-    /// Keys held.
+    /// Keys held (a scan of every segment).
     pub fn len(&self) -> usize {
-        self.entries().len()
+        let mut count = 0;
+        self.each_live(|_, _| count += 1);
+        count
     }
 
     /// Whether no key is held.

@@ -21,7 +21,7 @@
 
 use spillway_core::{ensure, Result};
 
-use crate::persist::{line_of, Event, LINE};
+use crate::persist::{line_of, Event};
 
 /// One store of at most 8 bytes inside one aligned word.
 #[derive(Debug, Clone)]
@@ -299,9 +299,4 @@ pub fn enumerate(
         }
     }
     Ok(report)
-}
-
-/// The byte range of `line`, for messages.
-pub fn line_range(line: u64) -> std::ops::Range<u64> {
-    line * LINE..(line + 1) * LINE
 }

@@ -84,8 +84,11 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add_flushes(&self, lines: u64) {
-        self.flushes.fetch_add(lines, Ordering::Relaxed);
+    /// Counts a flush of `at..at + len`; returns the lines it covers.
+    fn add_flush(&self, at: u64, len: u64) -> std::ops::Range<u64> {
+        let span = lines(at, len);
+        self.flushes.fetch_add(span.end - span.start, Ordering::Relaxed);
+        span
     }
 
     fn add_fence(&self) {
@@ -231,9 +234,7 @@ impl Hardware {
 
 impl Persist for Hardware {
     fn flush(&self, region: &Region, at: u64, len: u64) {
-        let span = lines(at, len);
-        self.counts.add_flushes(span.end - span.start);
-        for line in span {
+        for line in self.counts.add_flush(at, len) {
             write_back(self.kind, region.address(line * LINE));
         }
     }
@@ -261,8 +262,7 @@ pub struct FenceOnly {
 
 impl Persist for FenceOnly {
     fn flush(&self, _region: &Region, at: u64, len: u64) {
-        let span = lines(at, len);
-        self.counts.add_flushes(span.end - span.start);
+        self.counts.add_flush(at, len);
     }
 
     fn fence(&self) {
@@ -288,8 +288,7 @@ pub struct Volatile {
 
 impl Persist for Volatile {
     fn flush(&self, _region: &Region, at: u64, len: u64) {
-        let span = lines(at, len);
-        self.counts.add_flushes(span.end - span.start);
+        self.counts.add_flush(at, len);
     }
 
     fn fence(&self) {
@@ -416,9 +415,7 @@ impl Persist for Tracing {
     }
 
     fn flush(&self, _region: &Region, at: u64, len: u64) {
-        let span = lines(at, len);
-        self.counts.add_flushes(span.end - span.start);
-        for line in span {
+        for line in self.counts.add_flush(at, len) {
             self.record(Event::Flush { line });
         }
     }
