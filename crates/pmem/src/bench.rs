@@ -186,7 +186,7 @@ pub fn run(
         Ok(())
     })?;
     phase("delete", &|i, _| {
-        table.remove(key(i, seed));
+        table.remove(key(i, seed))?;
         Ok(())
     })?;
     Ok(phases)

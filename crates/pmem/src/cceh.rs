@@ -19,17 +19,30 @@
 //! from the segments' depths (not the thesis's Algorithm 4) and hands the
 //! allocator the blocks the table reaches, so leaks are reclaimed.
 //!
-//! Writers take the table's lock exclusively, readers shared.
+//! Concurrency: a writer holds its segment's latch (DRAM, see
+//! [`latch`](crate::latch)); a split or merge also holds the directory
+//! shared, a doubling exclusive. A search takes no lock: it reads a
+//! segment's version, probes, and retries if a writer came in between or
+//! the directory no longer sends its key there. Blocks unlinked while
+//! searches may read them (old directories, merged segments) are freed
+//! through [`Epochs`].
+//!
+//! Deletes merge a sparse segment with its buddy: the left one first
+//! purges its stale copies (which its shallower depth would revive), takes
+//! the right one's pairs, then its depth drops and the directory entries
+//! follow; recovery undoes a merge cut short as it completes a split.
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::RwLock;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use spillway_core::hash::hash64;
 use spillway_core::{ensure, Error, Result};
 
+use crate::epoch::Epochs;
 use crate::heap::Heap;
+use crate::latch::{Latches, UNKNOWN};
 use crate::persist::{Persist, LINE};
 use crate::region::Region;
 
@@ -80,7 +93,11 @@ pub struct Cceh<P: Persist> {
     segment_bytes: u64,
     buckets: u64,
     probe: u64,
-    lock: RwLock<()>,
+    latches: Latches,
+    /// Shared by a split or merge (each writes its own entries), exclusive
+    /// for a doubling (which copies them all).
+    directory_lock: RwLock<()>,
+    epochs: Epochs,
 }
 
 /// The `depth` most significant bits of `hash`.
@@ -154,14 +171,16 @@ impl<P: Persist> Cceh<P> {
         probe: u64,
     ) -> Cceh<P> {
         Cceh {
-            region,
             heap,
             persist,
             root,
             segment_bytes,
             buckets: segment_bytes / LINE - 1,
             probe,
-            lock: RwLock::new(()),
+            latches: Latches::new(region.len(), segment_bytes),
+            directory_lock: RwLock::new(()),
+            epochs: Epochs::default(),
+            region,
         }
     }
 
@@ -201,7 +220,10 @@ impl<P: Persist> Cceh<P> {
 
     /// Marks the table closed (no recovery at the next open) and makes a
     /// file region durable on its file system.
-    pub fn close(self) -> Result<()> {
+    pub fn close(mut self) -> Result<()> {
+        for block in self.epochs.drain() {
+            self.heap.free(&self.region, &self.persist, block);
+        }
         self.heap.close(&self.region, &self.persist);
         self.region.sync()
     }
@@ -229,11 +251,16 @@ impl<P: Persist> Cceh<P> {
         directory + LINE + 8 * index
     }
 
-    fn segment_of(&self, hash: u64) -> (u64, u32, u64) {
+    /// The segment the directory gives `hash` now.
+    fn segment_for(&self, hash: u64) -> u64 {
         let (directory, global) = self.directory();
-        let segment = self.word(Cceh::<P>::entry_at(directory, prefix(hash, global)));
+        self.word(Cceh::<P>::entry_at(directory, prefix(hash, global)))
+    }
+
+    /// A segment's (depth, pattern).
+    fn header(&self, segment: u64) -> (u32, u64) {
         let header = self.word(segment);
-        (segment, (header & 0xff) as u32, header >> 8)
+        ((header & 0xff) as u32, header >> 8)
     }
 
     fn bucket_at(&self, segment: u64, bucket: u64) -> u64 {
@@ -259,11 +286,10 @@ impl<P: Persist> Cceh<P> {
         (prefix(hash, depth) == pattern).then_some((key, hash))
     }
 
-    /// Where `key`'s pair is, if it is live. A set bit and an equal key
-    /// suffice: `key`'s hash has the prefix of the segment the directory
-    /// gives it, so an equal key there is never a stale copy.
-    fn find(&self, key: u64, hash: u64) -> Option<u64> {
-        let (segment, ..) = self.segment_of(hash);
+    /// Where `key`'s pair is in `segment`, if it is live. A set bit and an
+    /// equal key suffice: `segment` is the one the directory gives `key`,
+    /// so an equal key there is never a stale copy.
+    fn find(&self, segment: u64, key: u64, hash: u64) -> Option<u64> {
         for bucket in self.probes(hash) {
             let bucket = self.bucket_at(segment, bucket);
             let bitmap = self.word(bucket);
@@ -276,23 +302,46 @@ impl<P: Persist> Cceh<P> {
         None
     }
 
-    /// The value of `key`.
+    /// The value of `key`. Lock-free: the segment's version before and
+    /// after the probe, and the directory's entry after it, say whether a
+    /// writer came in between; if one did, it tries again.
     pub fn get(&self, key: u64) -> Option<u64> {
-        let _read = self.lock.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.find(key, hash_of(key)).map(|at| self.word(at + 8))
+        let _pin = self.epochs.pin();
+        let hash = hash_of(key);
+        loop {
+            let segment = self.segment_for(hash);
+            let version = self.latches.stable(segment);
+            let value = self.find(segment, key, hash).map(|at| self.word(at + 8));
+            if self.latches.unchanged(segment, version) && self.segment_for(hash) == segment {
+                return value;
+            }
+        }
+    }
+
+    /// The segment the directory gives `hash`, held exclusively.
+    fn lock_segment(&self, hash: u64) -> (u64, crate::latch::Exclusive<'_>) {
+        loop {
+            let segment = self.segment_for(hash);
+            let latch = self.latches.lock(segment);
+            // A split or merge may have moved the key's range meanwhile.
+            if self.segment_for(hash) == segment {
+                return (segment, latch);
+            }
+        }
     }
 
     /// Sets `key` to `value`; returns the value it replaced.
     pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
-        let _write = self.lock.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _pin = self.epochs.pin();
         let hash = hash_of(key);
         loop {
-            if let Some(at) = self.find(key, hash) {
+            let (segment, _latch) = self.lock_segment(hash);
+            if let Some(at) = self.find(segment, key, hash) {
                 let old = self.word(at + 8);
                 self.persist.persist_word(&self.region, at + 8, value);
                 return Ok(Some(old));
             }
-            let (segment, depth, pattern) = self.segment_of(hash);
+            let (depth, pattern) = self.header(segment);
             for bucket in self.probes(hash) {
                 let bucket = self.bucket_at(segment, bucket);
                 let free = (0..SLOTS).find(|&slot| self.live(bucket, slot, depth, pattern).is_none());
@@ -309,6 +358,10 @@ impl<P: Persist> Cceh<P> {
                     p.store(&self.region, bucket, bitmap | 1 << slot);
                     p.flush(&self.region, bucket, LINE);
                     p.fence();
+                    let count = self.latches.count(segment);
+                    if count != UNKNOWN {
+                        self.latches.set_count(segment, count + 1);
+                    }
                     return Ok(None);
                 }
             }
@@ -316,32 +369,100 @@ impl<P: Persist> Cceh<P> {
         }
     }
 
-    /// Removes `key`; returns its value.
-    pub fn remove(&self, key: u64) -> Option<u64> {
-        let _write = self.lock.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let at = self.find(key, hash_of(key))?;
+    /// Removes `key`; returns its value. A segment left sparse (an eighth
+    /// full) merges with its buddy when both together fill at most a
+    /// quarter of one, and the merged one with its own buddy, and so on.
+    pub fn remove(&self, key: u64) -> Result<Option<u64>> {
+        let _pin = self.epochs.pin();
+        let hash = hash_of(key);
+        let (segment, latch) = self.lock_segment(hash);
+        let Some(at) = self.find(segment, key, hash) else {
+            return Ok(None);
+        };
         let value = self.word(at + 8);
         let bucket = at & !(LINE - 1);
         let slot = (at - bucket - 8) / 16;
         self.persist
             .persist_word(&self.region, bucket, self.word(bucket) & !(1 << slot));
-        Some(value)
+        let count = self.count(segment) - 1;
+        self.latches.set_count(segment, count);
+        let mut merged = self.merge_if_sparse(segment)?;
+        drop(latch);
+        while let Some(segment) = merged {
+            let _latch = self.latches.lock(segment);
+            let (depth, pattern) = self.header(segment);
+            let (directory, global) = self.directory();
+            let first = Cceh::<P>::entry_at(directory, pattern << (global - depth));
+            if self.word(first) != segment {
+                break; // merged away meanwhile
+            }
+            merged = self.merge_if_sparse(segment)?;
+        }
+        Ok(Some(value))
     }
 
-    /// Splits the segment at `segment` (depth, pattern): its keys whose
+    /// [`merge`](Self::merge)s `segment` (held exclusively) if it is an
+    /// eighth full or less; returns the merged segment.
+    fn merge_if_sparse(&self, segment: u64) -> Result<Option<u64>> {
+        if u64::from(self.count(segment)) > self.slots() / 8 {
+            return Ok(None);
+        }
+        self.merge(segment)
+    }
+
+    /// Slots in a segment.
+    fn slots(&self) -> u64 {
+        SLOTS * self.buckets
+    }
+
+    /// The live pairs of `segment` (held exclusively), counted by a scan
+    /// the first time after an open.
+    fn count(&self, segment: u64) -> u32 {
+        let known = self.latches.count(segment);
+        if known != UNKNOWN {
+            return known;
+        }
+        let (depth, pattern) = self.header(segment);
+        let mut count = 0;
+        for bucket in 0..self.buckets {
+            let at = self.bucket_at(segment, bucket);
+            count += (0..SLOTS)
+                .filter(|&slot| self.live(at, slot, depth, pattern).is_some())
+                .count() as u32;
+        }
+        self.latches.set_count(segment, count);
+        count
+    }
+
+    fn read_directory(&self) -> RwLockReadGuard<'_, ()> {
+        self.directory_lock
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write_directory(&self) -> RwLockWriteGuard<'_, ()> {
+        self.directory_lock
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Frees the retired blocks no search can reach any more.
+    fn reclaim(&self) {
+        self.epochs
+            .reclaim(|block| self.heap.free(&self.region, &self.persist, block));
+    }
+
+    /// Splits `segment` (held exclusively; depth, pattern): its keys whose
     /// next hash bit is 1 are copied to a new segment, persisted; the upper
-    /// half of its directory entries then point there; then its depth grows.
+    /// half of its directory entries then point there (after a doubling if
+    /// the segment is as deep as the directory); then its depth grows.
     fn split(&self, segment: u64, depth: u32, pattern: u64) -> Result<()> {
-        let (mut directory, mut global) = self.directory();
         ensure!(
             depth < 56,
             ResourcesExhausted,
             "CCEH segment depth {depth} reached: the hash is exhausted"
         );
-        if depth == global {
-            directory = self.double(directory, global)?;
-            global += 1;
-        }
+        self.reclaim();
         let new = self
             .heap
             .alloc_block(&self.region, &self.persist, self.segment_bytes)?;
@@ -410,20 +531,157 @@ impl<P: Persist> Cceh<P> {
             }
         }
         p.fence();
-        let new = new.at;
-        let span = 1u64 << (global - depth);
-        let first = (pattern << (global - depth)) + span / 2;
-        for index in first..first + span / 2 {
-            p.store(&self.region, Cceh::<P>::entry_at(directory, index), new);
+        let moved = moved.iter().map(count).sum::<usize>() as u32;
+        if let Err(error) = self.publish(depth + 1, pattern << 1 | 1, new.at) {
+            // No room to double the directory: the new segment goes back.
+            self.heap.free(&self.region, &self.persist, new.at);
+            return Err(error);
         }
-        p.flush(&self.region, Cceh::<P>::entry_at(directory, first), 8 * span / 2);
-        p.fence();
         p.persist_word(&self.region, segment, header_word(depth + 1, pattern << 1));
+        self.latches.set_count(new.at, moved);
+        let count = self.latches.count(segment);
+        if count != UNKNOWN {
+            self.latches.set_count(segment, count - moved);
+        }
         Ok(())
     }
 
+    /// Points the directory entries of the range (depth, pattern) to
+    /// `segment`, persisted; doubles the directory first if it is not
+    /// deeper than `depth - 1`.
+    fn publish(&self, depth: u32, pattern: u64, segment: u64) -> Result<()> {
+        let shared = self.read_directory();
+        let (mut directory, mut global) = self.directory();
+        let _exclusive = if depth > global {
+            drop(shared);
+            let exclusive = self.write_directory();
+            (directory, global) = self.directory();
+            if depth > global {
+                directory = self.double(directory, global)?;
+                global += 1;
+            }
+            Some(exclusive)
+        } else {
+            None
+        };
+        let p = &self.persist;
+        let span = 1u64 << (global - depth);
+        let first = pattern << (global - depth);
+        for index in first..first + span {
+            p.store(&self.region, Cceh::<P>::entry_at(directory, index), segment);
+        }
+        p.flush(&self.region, Cceh::<P>::entry_at(directory, first), 8 * span);
+        p.fence();
+        Ok(())
+    }
+
+    /// Merges `segment` (held exclusively, just left sparse) with its
+    /// buddy, if the buddy is as deep, free, and both together fill at most
+    /// a quarter of a segment. The left one of the two (next hash bit 0)
+    /// keeps them: its stale copies are purged (at its shallower depth
+    /// they would be live again) and the right one's pairs join it, each
+    /// line written pairs first and bitmap last; then its depth drops, then
+    /// the right one's entries point to it, and the right one is retired.
+    /// Nothing is written unless every pair finds a slot in its probe
+    /// range. Returns the merged segment, if they merged.
+    fn merge(&self, segment: u64) -> Result<Option<u64>> {
+        let (depth, pattern) = self.header(segment);
+        if depth == 0 {
+            return Ok(None);
+        }
+        let _shared = self.read_directory();
+        let (directory, global) = self.directory();
+        let buddy_pattern = pattern ^ 1;
+        let buddy = self.word(Cceh::<P>::entry_at(directory, buddy_pattern << (global - depth)));
+        let Some(_buddy_latch) = self.latches.try_lock(buddy) else {
+            return Ok(None);
+        };
+        if self.header(buddy) != (depth, buddy_pattern)
+            || u64::from(self.count(segment) + self.count(buddy)) > self.slots() / 4
+        {
+            return Ok(None);
+        }
+        let (left, right) = if pattern & 1 == 0 {
+            (segment, buddy)
+        } else {
+            (buddy, segment)
+        };
+        let left_pattern = pattern & !1;
+        // Each of the left's bucket lines as it will be: its live pairs
+        // kept, its stale copies dropped, the right's pairs added.
+        let mut lines: Vec<[Option<(u64, u64)>; SLOTS as usize]> = (0..self.buckets)
+            .map(|bucket| {
+                let at = self.bucket_at(left, bucket);
+                std::array::from_fn(|slot| {
+                    let slot = slot as u64;
+                    self.live(at, slot, depth, left_pattern)
+                        .map(|(key, _)| (key, self.word(at + 16 + 16 * slot)))
+                })
+            })
+            .collect();
+        for bucket in 0..self.buckets {
+            let at = self.bucket_at(right, bucket);
+            for slot in 0..SLOTS {
+                let Some((key, hash)) = self.live(at, slot, depth, left_pattern | 1) else {
+                    continue;
+                };
+                let value = self.word(at + 16 + 16 * slot);
+                let place = self.probes(hash).find_map(|b| {
+                    let free = lines[b as usize].iter().position(Option::is_none)?;
+                    Some((b as usize, free))
+                });
+                let Some((b, free)) = place else {
+                    return Ok(None);
+                };
+                lines[b][free] = Some((key, value));
+            }
+        }
+        let p = &self.persist;
+        let mut written = Vec::new();
+        for (bucket, pairs) in lines.iter().enumerate() {
+            let at = self.bucket_at(left, bucket as u64);
+            let mut bitmap = 0;
+            let mut changed = false;
+            for (slot, pair) in pairs.iter().enumerate() {
+                if let Some((key, value)) = *pair {
+                    bitmap |= 1 << slot;
+                    let at = at + 8 + 16 * slot as u64;
+                    if self.word(at) != key || self.word(at + 8) != value {
+                        p.store(&self.region, at, key);
+                        p.store(&self.region, at + 8, value);
+                        changed = true;
+                    }
+                }
+            }
+            if self.word(at) != bitmap {
+                p.store(&self.region, at, bitmap);
+                changed = true;
+            }
+            if changed {
+                written.push(at);
+            }
+        }
+        for &at in &written {
+            p.flush(&self.region, at, LINE);
+        }
+        p.fence();
+        p.persist_word(&self.region, left, header_word(depth - 1, left_pattern >> 1));
+        self.latches
+            .set_count(left, lines.iter().flatten().flatten().count() as u32);
+        let span = 1u64 << (global - depth);
+        let first = (left_pattern | 1) << (global - depth);
+        for index in first..first + span {
+            p.store(&self.region, Cceh::<P>::entry_at(directory, index), left);
+        }
+        p.flush(&self.region, Cceh::<P>::entry_at(directory, first), 8 * span);
+        p.fence();
+        self.epochs.retire(right);
+        self.reclaim();
+        Ok(Some(left))
+    }
+
     /// A directory of twice the entries (each old one twice), persisted,
-    /// then published by the root's one word; the old one freed.
+    /// then published by the root's one word; the old one retired.
     fn double(&self, directory: u64, global: u32) -> Result<u64> {
         let entries = 1u64 << global;
         let new = self
@@ -442,7 +700,7 @@ impl<P: Persist> Cceh<P> {
         p.flush(&self.region, new, image.len() as u64);
         p.fence();
         p.persist_word(&self.region, self.root + ROOT_DIRECTORY, new);
-        self.heap.free(&self.region, &self.persist, directory);
+        self.epochs.retire(directory);
         Ok(new)
     }
 
@@ -462,10 +720,24 @@ impl<P: Persist> Cceh<P> {
         segments
     }
 
-    /// Calls `visit` with every live (key, value), in no particular order.
+    /// Calls `visit` with every live (key, value), in no particular order:
+    /// each segment as it is at one moment, under its shared latch (a
+    /// segment split or merged meanwhile may be seen before and after).
     fn each_live(&self, mut visit: impl FnMut(u64, u64)) {
-        let _read = self.lock.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        for (segment, depth, pattern) in self.segments() {
+        let _pin = self.epochs.pin();
+        let segments = {
+            let _shared = self.read_directory();
+            self.segments()
+        };
+        for (segment, ..) in segments {
+            let _latch = self.latches.share(segment);
+            let (depth, pattern) = self.header(segment);
+            let (directory, global) = self.directory();
+            if depth > global
+                || self.word(Cceh::<P>::entry_at(directory, pattern << (global - depth))) != segment
+            {
+                continue; // merged away
+            }
             for bucket in 0..self.buckets {
                 let at = self.bucket_at(segment, bucket);
                 for slot in 0..SLOTS {
@@ -499,6 +771,18 @@ impl<P: Persist> Cceh<P> {
     /// The directory's global depth.
     pub fn global_depth(&self) -> u32 {
         self.directory().1
+    }
+
+    /// Segments in the table.
+    pub fn segment_count(&self) -> usize {
+        let _shared = self.read_directory();
+        self.segments().len()
+    }
+
+    /// Pair slots in the table's segments (live pairs over these: the load
+    /// factor).
+    pub fn capacity(&self) -> u64 {
+        self.segment_count() as u64 * self.slots()
     }
 
     /// Recovery after a crash: an interrupted split is completed from the
@@ -563,8 +847,7 @@ impl<P: Persist> Cceh<P> {
         }
         let mut reached: HashSet<u64> = [self.root, directory].into();
         reached.extend(self.segments().iter().map(|&(segment, ..)| segment));
-        self.heap.recover(&self.region, &self.persist, &reached)?;
-        self.verify()
+        self.heap.recover(&self.region, &self.persist, &reached)
     }
 
     /// Checks the table's invariants: every entry's segment covers it (its
@@ -592,6 +875,8 @@ impl<P: Persist> Cceh<P> {
         }
         let mut mine: HashSet<u64> = [self.root, directory].into();
         mine.extend(self.segments().iter().map(|&(segment, ..)| segment));
+        // Unlinked, awaiting the searches that may still read them.
+        mine.extend(self.epochs.retired());
         let free: HashSet<u64> = self.heap.free_blocks(&self.region)?.into_iter().collect();
         for (block, _, used) in self.heap.blocks(&self.region)? {
             if used != mine.contains(&block) || (!used && !free.contains(&block)) {

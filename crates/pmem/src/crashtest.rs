@@ -68,7 +68,7 @@ pub fn crash_test(options: Options, operations: &[Operation], limits: Limits) ->
             }
             Operation::Remove(key) => {
                 table.persist().begin("remove");
-                table.remove(key);
+                table.remove(key)?;
                 state.remove(&key);
             }
         }
@@ -91,6 +91,9 @@ fn check(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Resu
         Ok(table) => table,
         Err(error) => return fail(format!("recovery failed: {error}")),
     };
+    if let Err(error) = table.verify() {
+        return fail(format!("the recovered table is not sound: {error}"));
+    }
     let found: HashMap<u64, u64> = table.entries().into_iter().collect();
     let now = &states[point.completed];
     let next = states

@@ -258,9 +258,10 @@ impl Heap {
     pub fn recover(&self, region: &Region, persist: &impl Persist, reached: &HashSet<u64>) -> Result<()> {
         let _turn = self.lock();
         let blocks = self.blocks(region)?;
+        let starts: HashSet<u64> = blocks.iter().map(|&(at, ..)| at).collect();
         for &block in reached {
             ensure!(
-                blocks.iter().any(|&(at, ..)| at == block),
+                starts.contains(&block),
                 Internal,
                 "the structure reaches {block}, which is not a block"
             );

@@ -9,12 +9,16 @@
 //! - [`bench`]: a PiBench-style run (insert, search, negative search,
 //!   delete) with flushes and fences per operation.
 //! - [`cceh`]: CCEH, cacheline-conscious extendible hashing, u64 to u64.
+//! - [`epoch`]: safe reclamation of blocks lock-free searches may still
+//!   read.
 //! - [`crash`]: crash-state enumeration: the post-crash images a trace
 //!   allows under the x86 persistency model, each checked by the caller.
 //! - [`crashtest`]: CCEH's crash test: a traced run, every crash image
 //!   recovered and checked against the oracle.
 //! - [`heap`]: the region's allocator: power-of-two blocks, a block map,
 //!   free lists per class, and a recovery that reclaims every leak.
+//! - [`latch`]: per-segment latches (with versions, for lock-free
+//!   searches) and live counts, in DRAM.
 //! - [`persist`]: the one persistence primitive, [`Persist`], and its modes
 //!   (hardware flushes chosen by CPUID, fence only, none, added latency,
 //!   tracing for the crash tester).
@@ -27,7 +31,9 @@ pub mod bench;
 pub mod cceh;
 pub mod crash;
 pub mod crashtest;
+pub mod epoch;
 pub mod heap;
+pub mod latch;
 pub mod persist;
 pub mod region;
 pub mod table;

@@ -137,7 +137,7 @@ impl Table {
         each!(self, table => table.insert(key, value))
     }
 
-    pub fn remove(&self, key: u64) -> Option<u64> {
+    pub fn remove(&self, key: u64) -> Result<Option<u64>> {
         each!(self, table => table.remove(key))
     }
 

@@ -35,9 +35,13 @@ fn every_distribution_on_one_and_two_threads_gives_consistent_phases() {
                 (phases[1].flushes_per_operation, phases[2].flushes_per_operation),
                 (0.0, 0.0)
             );
-            assert_eq!(
-                (phases[3].flushes_per_operation, phases[3].fences_per_operation),
-                (1.0, 1.0)
+            // A delete is one flush and one fence; merges of emptied
+            // segments add some.
+            assert!(
+                (1.0..2.0).contains(&phases[3].flushes_per_operation)
+                    && (1.0..2.0).contains(&phases[3].fences_per_operation),
+                "{:?}",
+                phases[3]
             );
             assert!(table.is_empty(), "every key deleted");
         }

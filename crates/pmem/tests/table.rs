@@ -60,7 +60,7 @@ fn a_table_is_created_then_opened_in_any_mode() {
     for key in 0..500 {
         table.insert(key, key + 1).unwrap();
     }
-    assert_eq!(table.remove(7), Some(8));
+    assert_eq!(table.remove(7).unwrap(), Some(8));
     let stats = table.stats();
     assert_eq!(stats.persistence, "fence");
     assert!(stats.flushes >= 500 && stats.fences >= 500 && stats.global_depth > 0);

@@ -71,7 +71,7 @@ impl PyHashTable {
 
     /// Removes `key`; returns its value.
     fn remove(&self, py: Python<'_>, key: u64) -> PyResult<Option<u64>> {
-        self.with_table(py, |table| Ok(table.remove(key)))
+        self.with_table(py, |table| table.remove(key))
     }
 
     fn len(&self, py: Python<'_>) -> PyResult<usize> {
