@@ -6,7 +6,9 @@
 ...     table[42]
 7
 
-Keys and values are whole numbers from 0 to 2^64 - 1. Every change is
+Keys and values are whole numbers from 0 to 2^64 - 1, or, in a table
+created with ``keys="bytes"``, byte strings (keys up to 4 KiB, values up to
+1 MiB, each pair stored out of line with a checksum). Every change is
 durable when the call returns: the table's writes go through cache-line
 flushes and fences (``persistence``: ``"clwb"``, ``"clflushopt"``,
 ``"clflush"``, ``"auto"``, ``"fence"`` for persistent caches, ``"none"``, or
@@ -29,12 +31,13 @@ from .errors import InvalidArgumentError
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _key(value: Any) -> int:
-    return count(value, "a key")
+_BYTES = (bytes, bytearray, memoryview)
 
 
-def _value(value: Any) -> int:
-    return count(value, "a value")
+def _bytes(value: Any, what: str) -> bytes:
+    if not isinstance(value, _BYTES):
+        raise InvalidArgumentError(f"{what} of this table is bytes, not {type(value).__name__}: {value!r:.60}")
+    return bytes(value)
 
 
 class HashTable:
@@ -43,59 +46,84 @@ class HashTable:
     ``segment_bytes`` (a power of two, at least 256), ``probe`` (buckets an
     insert looks at) and ``size`` (the region's bytes, a number or text such
     as ``"1G"``) apply when the table is created; an existing table keeps
-    its own. Behaves as a mapping of ints to ints; ``close()`` (or the
+    its own, and so does ``keys`` (``"u64"`` or ``"bytes"``; None takes the
+    file's kind, or ``"u64"`` when creating; a kind other than the file's
+    is refused). Behaves as a mapping of ints to ints, or of bytes to
+    bytes; ``close()`` (or the
     ``with`` block's end) marks it closed so that the next open needs no
     recovery.
     """
 
-    def __init__(self, path: PathLike, persistence: str = "auto", *, segment_bytes: int = 16384,
-                 probe: int = 4, size: Union[int, str] = "64M") -> None:
+    def __init__(self, path: PathLike, persistence: str = "auto", *, keys: Optional[str] = None,
+                 segment_bytes: int = 16384, probe: int = 4, size: Union[int, str] = "64M") -> None:
         if not isinstance(persistence, str):
             raise InvalidArgumentError(f"persistence must be a name such as 'clwb', not {persistence!r}")
+        if keys is not None and not isinstance(keys, str):
+            raise InvalidArgumentError(f"keys must be 'u64' or 'bytes', not {keys!r}")
         self._path = os.fspath(path)
         self._native = _native.HashTable(self._path, persistence, count(segment_bytes, "segment_bytes"),
-                                         count(probe, "probe"), _args.size(size, "size"))
+                                         count(probe, "probe"), _args.size(size, "size"), keys)
+        self._bytes = self._native.keys == "bytes"
 
-    def __getitem__(self, key: int) -> int:
-        found = self._native.get(_key(key))
+    @property
+    def keys_kind(self) -> str:
+        """``"u64"`` or ``"bytes"``: what the table maps."""
+        return "bytes" if self._bytes else "u64"
+
+    def _get(self, key: Any) -> Any:
+        if self._bytes:
+            return self._native.get_bytes(_bytes(key, "a key"))
+        return self._native.get(count(key, "a key"))
+
+    def _remove(self, key: Any) -> Any:
+        """The value removed, or None."""
+        if self._bytes:
+            return self._native.remove_bytes(_bytes(key, "a key"))
+        return self._native.remove(count(key, "a key"))
+
+    def __getitem__(self, key: Any) -> Any:
+        found = self._get(key)
         if found is None:
             raise KeyError(key)
         return found
 
-    def __setitem__(self, key: int, value: int) -> None:
-        self._native.insert(_key(key), _value(value))
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if self._bytes:
+            self._native.insert_bytes(_bytes(key, "a key"), _bytes(value, "a value"))
+        else:
+            self._native.insert(count(key, "a key"), count(value, "a value"))
 
-    def __delitem__(self, key: int) -> None:
-        if self._native.remove(_key(key)) is None:
+    def __delitem__(self, key: Any) -> None:
+        if self._remove(key) is None:
             raise KeyError(key)
 
     def __contains__(self, key: object) -> bool:
         try:
-            return self._native.get(_key(key)) is not None
+            return self._get(key) is not None
         except InvalidArgumentError:
             return False
 
     def __len__(self) -> int:
         return self._native.len()
 
-    def __iter__(self) -> Iterator[int]:
-        return iter([key for key, _ in self._native.items()])
+    def __iter__(self) -> Iterator[Any]:
+        return iter([key for key, _ in self.items()])
 
-    def get(self, key: int, default: Optional[int] = None) -> Optional[int]:
-        found = self._native.get(_key(key))
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = self._get(key)
         return default if found is None else found
 
-    def pop(self, key: int, *default: int) -> int:
-        found = self._native.remove(_key(key))
+    def pop(self, key: Any, *default: Any) -> Any:
+        found = self._remove(key)
         if found is None:
             if default:
                 return default[0]
             raise KeyError(key)
         return found
 
-    def items(self) -> List[Tuple[int, int]]:
+    def items(self) -> List[Tuple[Any, Any]]:
         """Every (key, value) pair, in no particular order."""
-        return self._native.items()
+        return self._native.items_bytes() if self._bytes else self._native.items()
 
     def stats(self) -> Dict[str, Any]:
         """``{persistence, flushes, fences, global_depth, region_bytes}``: the flushes and fences made so far."""

@@ -111,3 +111,38 @@ def test_damaged_and_foreign_files_are_reported(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptionError, match="checksum"):
         HashTable(path)
+
+
+def test_a_table_of_byte_keys_behaves_as_a_mapping_and_keeps_its_kind(tmp_path):
+    path = tmp_path / "bytes.pmem"
+    model = {}
+    rng = random.Random(5)
+    with HashTable(path, "clwb", keys="bytes", segment_bytes=256, probe=3, size="4M") as table:
+        assert table.keys_kind == "bytes"
+        for i in range(600):
+            key = f"user:{rng.randrange(200)}".encode()
+            if rng.random() < 0.25:
+                assert table.pop(key, None) == model.pop(key, None)
+            else:
+                value = bytes(rng.randrange(256) for _ in range(rng.randrange(100)))
+                table[key] = value
+                model[key] = value
+        table[bytearray(b"raw")] = memoryview(b"\x00\xff")
+        model[b"raw"] = b"\x00\xff"
+        assert len(table) == len(model)
+        assert dict(table.items()) == model
+        table.verify()
+        with pytest.raises(InvalidArgumentError, match="bytes, not int"):
+            table[5] = b"x"
+        with pytest.raises(InvalidArgumentError, match="4096"):
+            table[b"k" * 5000] = b"x"
+        assert 5 not in table and b"absent" not in table
+        with pytest.raises(KeyError):
+            del table[b"absent"]
+    with HashTable(path) as table:
+        assert table.keys_kind == "bytes"
+        assert all(table[key] == value for key, value in model.items())
+    with pytest.raises(InvalidArgumentError, match="bytes keys, not u64 keys"):
+        HashTable(path, keys="u64")
+    with pytest.raises(InvalidArgumentError, match="'u64' or 'bytes'"):
+        HashTable(tmp_path / "other.pmem", keys="text")

@@ -132,6 +132,7 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<u8> {
         segment_bytes: args.segment_bytes,
         probe: args.probe,
         region_bytes: args.region_bytes,
+        ..Options::default()
     };
     let table = Table::open_or_create(&args.table, args.persistence, options)
         .with_context(|| format!("creating the table {}", args.table.display()))?;
@@ -175,6 +176,7 @@ fn crash(args: CrashArgs) -> anyhow::Result<u8> {
         probe: args.probe,
         // Every image is a copy of the region: kept small.
         region_bytes: 256 << 10,
+        ..Options::default()
     };
     let operations = crashtest::random_operations(args.operations, args.seed);
     let limits = Limits {

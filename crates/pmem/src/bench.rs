@@ -166,7 +166,7 @@ pub fn run(
     phase("insert", &|i, _| table.insert(key(i, seed), i).map(drop))?;
     phase("search", &|_, rng| {
         let rank = draw(distribution, zipf.as_ref(), keys, rng);
-        let found = table.get(key(rank, seed));
+        let found = table.get(key(rank, seed))?;
         ensure!(
             found == Some(rank),
             Internal,
@@ -177,7 +177,7 @@ pub fn run(
     // Negative keys are the ranks under another seed: one meets a stored
     // key only if two ranks differ by 0x5555...5555, past any run's size.
     phase("negative search", &|i, _| {
-        let found = table.get(key(i, negative));
+        let found = table.get(key(i, negative))?;
         ensure!(
             found.is_none(),
             Internal,

@@ -1,5 +1,7 @@
 //! CCEH, cacheline-conscious extendible hashing (seed 002 §4.4), on a
-//! region: u64 keys to u64 values.
+//! region: u64 keys to u64 values, or byte-string keys to byte-string
+//! values ([`Keys`]), each such pair in a record out of line, persisted
+//! before the slot that points to it.
 //!
 //! A directory of 2^G entries points to segments; a key's hash picks its
 //! entry by its G most significant bits, and its bucket in the segment by
@@ -37,6 +39,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use spillway_core::checksum::crc32c;
 use spillway_core::hash::hash64;
 use spillway_core::{ensure, Error, Result};
 
@@ -58,7 +61,37 @@ const ROOT_DIRECTORY: u64 = 0;
 const ROOT_SEGMENT_BYTES: u64 = 8;
 const ROOT_PROBE: u64 = 16;
 const ROOT_MAGIC: u64 = 24;
+const ROOT_KEYS: u64 = 32;
 const MAGIC: u64 = u64::from_le_bytes(*b"CCEHroot");
+
+/// The longest key of a [`Keys::Bytes`] table.
+pub const MAX_KEY_BYTES: u64 = 4096;
+/// The longest value of a [`Keys::Bytes`] table.
+pub const MAX_VALUE_BYTES: u64 = 1 << 20;
+/// A record's header: key length (u32), value length (u32), CRC-32C of the
+/// key and value bytes (u32), zero (u32); the key and the value follow.
+const RECORD_HEADER: u64 = 16;
+
+/// What a table maps, fixed at creation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Keys {
+    /// u64 keys to u64 values, held in the slots.
+    #[default]
+    U64,
+    /// Byte strings to byte strings: a slot holds the key's hash and the
+    /// offset of a record (a heap block) with the key and the value.
+    Bytes,
+}
+
+impl Keys {
+    /// The kind's name: `u64` or `bytes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Keys::U64 => "u64",
+            Keys::Bytes => "bytes",
+        }
+    }
+}
 
 /// A table's geometry, fixed at creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +104,8 @@ pub struct Options {
     pub probe: u64,
     /// The region's size (a whole number of 4,096-byte pages).
     pub region_bytes: u64,
+    /// What the table maps.
+    pub keys: Keys,
 }
 
 impl Default for Options {
@@ -79,6 +114,7 @@ impl Default for Options {
             segment_bytes: 16 << 10,
             probe: 4,
             region_bytes: 64 << 20,
+            keys: Keys::U64,
         }
     }
 }
@@ -93,6 +129,7 @@ pub struct Cceh<P: Persist> {
     segment_bytes: u64,
     buckets: u64,
     probe: u64,
+    keys: Keys,
     latches: Latches,
     /// Shared by a split or merge (each writes its own entries), exclusive
     /// for a doubling (which copies them all).
@@ -147,36 +184,25 @@ impl<P: Persist> Cceh<P> {
         persist.store(&region, root + ROOT_SEGMENT_BYTES, options.segment_bytes);
         persist.store(&region, root + ROOT_PROBE, options.probe);
         persist.store(&region, root + ROOT_MAGIC, MAGIC);
+        persist.store(&region, root + ROOT_KEYS, options.keys as u64);
         persist.flush(&region, root, LINE);
         persist.fence();
         persist.set_root(&region, root);
         heap.close(&region, &persist);
         let (heap, _) = Heap::open(&region, &persist)?;
-        Ok(Cceh::assemble(
-            region,
-            heap,
-            persist,
-            root,
-            options.segment_bytes,
-            options.probe,
-        ))
+        Ok(Cceh::assemble(region, heap, persist, root, options))
     }
 
-    fn assemble(
-        region: Region,
-        heap: Heap,
-        persist: P,
-        root: u64,
-        segment_bytes: u64,
-        probe: u64,
-    ) -> Cceh<P> {
+    fn assemble(region: Region, heap: Heap, persist: P, root: u64, options: Options) -> Cceh<P> {
+        let segment_bytes = options.segment_bytes;
         Cceh {
             heap,
             persist,
             root,
             segment_bytes,
             buckets: segment_bytes / LINE - 1,
-            probe,
+            probe: options.probe,
+            keys: options.keys,
             latches: Latches::new(region.len(), segment_bytes),
             directory_lock: RwLock::new(()),
             epochs: Epochs::default(),
@@ -201,17 +227,23 @@ impl<P: Persist> Cceh<P> {
         }
         let segment_bytes = region.word(root + ROOT_SEGMENT_BYTES).load(Ordering::Acquire);
         let probe = region.word(root + ROOT_PROBE).load(Ordering::Acquire);
+        let keys = match region.word(root + ROOT_KEYS).load(Ordering::Acquire) {
+            0 => Keys::U64,
+            1 => Keys::Bytes,
+            other => return bad(format!("key kind {other} (0: u64, 1: bytes)")),
+        };
         let options = Options {
             segment_bytes,
             probe,
             region_bytes: region.len(),
+            keys,
         };
         if check_options(&options).is_err() {
             return bad(format!(
                 "a segment of {segment_bytes} bytes and a probe of {probe} buckets"
             ));
         }
-        let table = Cceh::assemble(region, heap, persist, root, segment_bytes, probe);
+        let table = Cceh::assemble(region, heap, persist, root, options);
         if dirty {
             table.recover()?;
         }
@@ -236,6 +268,33 @@ impl<P: Persist> Cceh<P> {
     /// The persistence mode (its counts).
     pub fn persist(&self) -> &P {
         &self.persist
+    }
+
+    /// What the table maps.
+    pub fn keys(&self) -> Keys {
+        self.keys
+    }
+
+    /// Refuses a call for keys of another kind than the table's.
+    pub(crate) fn expect(&self, keys: Keys) -> Result<()> {
+        ensure!(
+            self.keys == keys,
+            InvalidArgument,
+            "{}: this table maps {} keys, not {} keys (the kind is chosen when a table is created)",
+            self.region.path().display(),
+            self.keys.name(),
+            keys.name()
+        );
+        Ok(())
+    }
+
+    /// The hash of the key in a slot's key word: a u64 key's hash, or a
+    /// byte key's hash itself.
+    fn slot_hash(&self, word: u64) -> u64 {
+        match self.keys {
+            Keys::U64 => hash_of(word),
+            Keys::Bytes => word,
+        }
     }
 
     fn word(&self, at: u64) -> u64 {
@@ -282,7 +341,7 @@ impl<P: Persist> Cceh<P> {
             return None;
         }
         let key = self.word(bucket + 8 + 16 * slot);
-        let hash = hash_of(key);
+        let hash = self.slot_hash(key);
         (prefix(hash, depth) == pattern).then_some((key, hash))
     }
 
@@ -302,19 +361,43 @@ impl<P: Persist> Cceh<P> {
         None
     }
 
-    /// The value of `key`. Lock-free: the segment's version before and
-    /// after the probe, and the directory's entry after it, say whether a
-    /// writer came in between; if one did, it tries again.
-    pub fn get(&self, key: u64) -> Option<u64> {
-        let _pin = self.epochs.pin();
-        let hash = hash_of(key);
+    /// Runs `read` on the segment the directory gives `hash`, lock-free:
+    /// the segment's version before and after, and the directory's entry
+    /// after, say whether a writer came in between; if one did, it runs
+    /// again. `read` must not trust what it reads until then (it may see a
+    /// writer's half-done work), but every block it reaches stays
+    /// allocated (the caller is pinned).
+    fn read<T>(&self, hash: u64, read: impl Fn(u64) -> T) -> T {
         loop {
             let segment = self.segment_for(hash);
             let version = self.latches.stable(segment);
-            let value = self.find(segment, key, hash).map(|at| self.word(at + 8));
+            let found = read(segment);
             if self.latches.unchanged(segment, version) && self.segment_for(hash) == segment {
-                return value;
+                return found;
             }
+        }
+    }
+
+    /// The value of `key` (a u64 table's).
+    pub fn get(&self, key: u64) -> Option<u64> {
+        assert_eq!(self.keys, Keys::U64, "get() on a table of byte keys");
+        let _pin = self.epochs.pin();
+        let hash = hash_of(key);
+        self.read(hash, |segment| {
+            self.find(segment, key, hash).map(|at| self.word(at + 8))
+        })
+    }
+
+    /// The value of `key` (a byte-keyed table's); its record's checksum
+    /// checked.
+    pub fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.expect(Keys::Bytes)?;
+        let _pin = self.epochs.pin();
+        let hash = hash64(key);
+        let found = self.read(hash, |segment| self.find_bytes(segment, key, hash));
+        match found? {
+            Some(at) => Ok(Some(self.record(self.word(at + 8))?.1)),
+            None => Ok(None),
         }
     }
 
@@ -330,15 +413,63 @@ impl<P: Persist> Cceh<P> {
         }
     }
 
-    /// Sets `key` to `value`; returns the value it replaced.
+    /// Sets `key` to `value` (a u64 table's); returns the value it
+    /// replaced.
     pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+        self.expect(Keys::U64)?;
         let _pin = self.epochs.pin();
         let hash = hash_of(key);
+        self.upsert(hash, key, value, |segment| Ok(self.find(segment, key, hash)))
+    }
+
+    /// Sets `key` to `value` (a byte-keyed table's): a new record, persisted
+    /// before it is published (over the old one's offset, or in a free
+    /// slot); returns whether a value was replaced. The old record is
+    /// freed once no search can read it.
+    pub fn insert_bytes(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.expect(Keys::Bytes)?;
+        ensure!(
+            key.len() as u64 <= MAX_KEY_BYTES && value.len() as u64 <= MAX_VALUE_BYTES,
+            InvalidArgument,
+            "a key of {} bytes and a value of {} bytes: keys hold at most {MAX_KEY_BYTES} bytes, \
+             values {MAX_VALUE_BYTES}",
+            key.len(),
+            value.len()
+        );
+        let _pin = self.epochs.pin();
+        let record = self.write_record(key, value)?;
+        let hash = hash64(key);
+        match self.upsert(hash, hash, record, |segment| self.find_bytes(segment, key, hash)) {
+            Ok(Some(old)) => {
+                self.epochs.retire(old);
+                self.reclaim();
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(error) => {
+                self.heap.free(&self.region, &self.persist, record);
+                Err(error)
+            }
+        }
+    }
+
+    /// Puts the pair (`key_word`, `value_word`) in the segment the
+    /// directory gives `hash`: over the value of the live pair `find`
+    /// locates there (one 8-byte store), else in a free slot of its probe
+    /// range, splitting until there is one. Returns the value word
+    /// replaced.
+    fn upsert(
+        &self,
+        hash: u64,
+        key_word: u64,
+        value_word: u64,
+        find: impl Fn(u64) -> Result<Option<u64>>,
+    ) -> Result<Option<u64>> {
         loop {
             let (segment, _latch) = self.lock_segment(hash);
-            if let Some(at) = self.find(segment, key, hash) {
+            if let Some(at) = find(segment)? {
                 let old = self.word(at + 8);
-                self.persist.persist_word(&self.region, at + 8, value);
+                self.persist.persist_word(&self.region, at + 8, value_word);
                 return Ok(Some(old));
             }
             let (depth, pattern) = self.header(segment);
@@ -353,8 +484,8 @@ impl<P: Persist> Cceh<P> {
                     if bitmap != self.word(bucket) {
                         p.store(&self.region, bucket, bitmap);
                     }
-                    p.store(&self.region, bucket + 8 + 16 * slot, key);
-                    p.store(&self.region, bucket + 16 + 16 * slot, value);
+                    p.store(&self.region, bucket + 8 + 16 * slot, key_word);
+                    p.store(&self.region, bucket + 16 + 16 * slot, value_word);
                     p.store(&self.region, bucket, bitmap | 1 << slot);
                     p.flush(&self.region, bucket, LINE);
                     p.fence();
@@ -369,14 +500,37 @@ impl<P: Persist> Cceh<P> {
         }
     }
 
-    /// Removes `key`; returns its value. A segment left sparse (an eighth
-    /// full) merges with its buddy when both together fill at most a
-    /// quarter of one, and the merged one with its own buddy, and so on.
+    /// Removes `key` (a u64 table's); returns its value.
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
+        self.expect(Keys::U64)?;
         let _pin = self.epochs.pin();
         let hash = hash_of(key);
+        self.delete(hash, |segment| Ok(self.find(segment, key, hash)))
+    }
+
+    /// Removes `key` (a byte-keyed table's); returns its value. Its record
+    /// is freed once no search can read it.
+    pub fn remove_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.expect(Keys::Bytes)?;
+        let _pin = self.epochs.pin();
+        let hash = hash64(key);
+        let Some(record) = self.delete(hash, |segment| self.find_bytes(segment, key, hash))? else {
+            return Ok(None);
+        };
+        let value = self.record(record).map(|(_, value)| value);
+        self.epochs.retire(record);
+        self.reclaim();
+        value.map(Some)
+    }
+
+    /// Clears the bit of the live pair `find` locates in the segment the
+    /// directory gives `hash` (one 8-byte store); returns its value word. A
+    /// segment left sparse (an eighth full) merges with its buddy when both
+    /// together fill at most a quarter of one, and the merged one with its
+    /// own buddy, and so on.
+    fn delete(&self, hash: u64, find: impl Fn(u64) -> Result<Option<u64>>) -> Result<Option<u64>> {
         let (segment, latch) = self.lock_segment(hash);
-        let Some(at) = self.find(segment, key, hash) else {
+        let Some(at) = find(segment)? else {
             return Ok(None);
         };
         let value = self.word(at + 8);
@@ -399,6 +553,99 @@ impl<P: Persist> Cceh<P> {
             merged = self.merge_if_sparse(segment)?;
         }
         Ok(Some(value))
+    }
+
+    /// Where the live pair of the byte key `key` (hash `hash`) is in
+    /// `segment`: a slot whose key word is the hash and whose record holds
+    /// the key. An error if a record it must read is not one (damage, or a
+    /// lock-free read that the caller will retry).
+    fn find_bytes(&self, segment: u64, key: &[u8], hash: u64) -> Result<Option<u64>> {
+        for bucket in self.probes(hash) {
+            let bucket = self.bucket_at(segment, bucket);
+            let bitmap = self.word(bucket);
+            for slot in 0..SLOTS {
+                let at = bucket + 8 + 16 * slot;
+                if bitmap & (1 << slot) != 0 && self.word(at) == hash {
+                    let record = self.word(at + 8);
+                    let (key_len, _) = self.record_lengths(record)?;
+                    if key_len == key.len() as u64 && self.read_bytes(record + RECORD_HEADER, key_len) == key
+                    {
+                        return Ok(Some(at));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Writes a record of `key` and `value` in a new block, persisted but
+    /// not yet published: a crash now leaks it, and recovery reclaims it.
+    fn write_record(&self, key: &[u8], value: &[u8]) -> Result<u64> {
+        let mut image = Vec::with_capacity(RECORD_HEADER as usize + key.len() + value.len());
+        image.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        image.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        image.extend_from_slice(&[0; 8]);
+        image.extend_from_slice(key);
+        image.extend_from_slice(value);
+        let crc = crc32c(&image[RECORD_HEADER as usize..]);
+        image[8..12].copy_from_slice(&crc.to_le_bytes());
+        let at = self.heap.alloc(&self.region, &self.persist, image.len() as u64)?;
+        self.persist.copy(&self.region, at, &image);
+        self.persist.flush(&self.region, at, image.len() as u64);
+        self.persist.fence();
+        Ok(at)
+    }
+
+    /// A record's (key length, value length), if the record at `at` has
+    /// lengths within the limits and lies in the region.
+    fn record_lengths(&self, at: u64) -> Result<(u64, u64)> {
+        let len = self.region.len();
+        let lengths = (at.is_multiple_of(8) && at >= LINE && at + RECORD_HEADER <= len)
+            .then(|| {
+                let word = self.word(at);
+                (word & 0xffff_ffff, word >> 32)
+            })
+            .filter(|&(key, value)| {
+                key <= MAX_KEY_BYTES && value <= MAX_VALUE_BYTES && at + RECORD_HEADER + key + value <= len
+            });
+        lengths.ok_or_else(|| {
+            Error::corruption(
+                self.region.path(),
+                at,
+                "a slot points to no record of a key and a value",
+            )
+        })
+    }
+
+    /// The key and value of the record at `at`, its checksum checked.
+    fn record(&self, at: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+        let (key_len, value_len) = self.record_lengths(at)?;
+        let mut bytes = self.read_bytes(at + RECORD_HEADER, key_len + value_len);
+        let stored = (self.word(at + 8) & 0xffff_ffff) as u32;
+        if crc32c(&bytes) != stored {
+            return Err(Error::corruption(
+                self.region.path(),
+                at,
+                "the record's checksum does not match its key and value",
+            ));
+        }
+        let value = bytes.split_off(key_len as usize);
+        Ok((bytes, value))
+    }
+
+    /// The bytes `at..at + len`, read a word at a time (atomically: a
+    /// lock-free search may read words a writer is changing, and retries).
+    fn read_bytes(&self, at: u64, len: u64) -> Vec<u8> {
+        let first = at & !7;
+        let mut bytes = Vec::with_capacity((len + 16) as usize);
+        let mut word = first;
+        while word < at + len {
+            bytes.extend_from_slice(&self.word(word).to_le_bytes());
+            word += 8;
+        }
+        bytes.drain(..(at - first) as usize);
+        bytes.truncate(len as usize);
+        bytes
     }
 
     /// [`merge`](Self::merge)s `segment` (held exclusively) if it is an
@@ -750,10 +997,36 @@ impl<P: Persist> Cceh<P> {
     }
 
     /// Every (key, value), in no particular order.
+    /// (a u64 table's).
     pub fn entries(&self) -> Vec<(u64, u64)> {
-        let mut entries = Vec::new();
-        self.each_live(|key, value| entries.push((key, value)));
-        entries
+        assert_eq!(self.keys, Keys::U64, "entries() on a table of byte keys");
+        self.slot_pairs()
+    }
+
+    /// The (key word, value word) of every live slot.
+    fn slot_pairs(&self) -> Vec<(u64, u64)> {
+        let mut pairs = Vec::new();
+        self.each_live(|key, value| pairs.push((key, value)));
+        pairs
+    }
+
+    /// Every (key, value) of a byte-keyed table, in no particular order;
+    /// each record's checksum checked.
+    pub fn entries_bytes(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.expect(Keys::Bytes)?;
+        let _pin = self.epochs.pin();
+        self.slot_pairs()
+            .into_iter()
+            .map(|(_, record)| self.record(record))
+            .collect()
+    }
+
+    /// The records a byte-keyed table's live slots point to.
+    fn records(&self) -> Vec<u64> {
+        match self.keys {
+            Keys::U64 => Vec::new(),
+            Keys::Bytes => self.slot_pairs().into_iter().map(|(_, record)| record).collect(),
+        }
     }
 
     /// Keys held (a scan of every segment).
@@ -847,6 +1120,7 @@ impl<P: Persist> Cceh<P> {
         }
         let mut reached: HashSet<u64> = [self.root, directory].into();
         reached.extend(self.segments().iter().map(|&(segment, ..)| segment));
+        reached.extend(self.records());
         self.heap.recover(&self.region, &self.persist, &reached)
     }
 
@@ -867,13 +1141,33 @@ impl<P: Persist> Cceh<P> {
                 ));
             }
         }
-        let mut keys = HashSet::new();
-        for (key, _) in self.entries() {
-            if !keys.insert(key) {
-                return bad(format!("key {key} is live twice"));
+        let mut mine: HashSet<u64> = [self.root, directory].into();
+        match self.keys {
+            Keys::U64 => {
+                let mut keys = HashSet::new();
+                for (key, _) in self.slot_pairs() {
+                    if !keys.insert(key) {
+                        return bad(format!("key {key} is live twice"));
+                    }
+                }
+            }
+            Keys::Bytes => {
+                let mut keys = HashSet::new();
+                for (hash, record) in self.slot_pairs() {
+                    let (key, value) = self.record(record)?;
+                    let size = (RECORD_HEADER + (key.len() + value.len()) as u64)
+                        .next_power_of_two()
+                        .max(LINE);
+                    if hash64(&key) != hash || Heap::size_of(&self.region, record) != Some(size) {
+                        return bad(format!("the record at {record} is not its slot's"));
+                    }
+                    if !keys.insert(key) {
+                        return bad(format!("a key is live twice (record {record})"));
+                    }
+                    mine.insert(record);
+                }
             }
         }
-        let mut mine: HashSet<u64> = [self.root, directory].into();
         mine.extend(self.segments().iter().map(|&(segment, ..)| segment));
         // Unlinked, awaiting the searches that may still read them.
         mine.extend(self.epochs.retired());
@@ -939,6 +1233,7 @@ mod tests {
             segment_bytes: 256,
             probe: 3,
             region_bytes: 1 << 20,
+            ..Options::default()
         };
         let run = |skip: bool| {
             SKIP_SPLIT_FLUSH.store(skip, Ordering::Relaxed);

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use spillway_core::{ensure, Error, Result};
 
-use crate::cceh::{Cceh, Options};
+use crate::cceh::{Cceh, Keys, Options};
 use crate::persist::{FenceOnly, FlushKind, Hardware, Latency, Persist, Volatile};
 
 /// A persistence mode, by name.
@@ -129,8 +129,29 @@ impl Table {
         })
     }
 
-    pub fn get(&self, key: u64) -> Option<u64> {
-        each!(self, table => table.get(key))
+    pub fn get(&self, key: u64) -> Result<Option<u64>> {
+        each!(self, table => table.expect(Keys::U64).map(|()| table.get(key)))
+    }
+
+    pub fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        each!(self, table => table.get_bytes(key))
+    }
+
+    pub fn insert_bytes(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        each!(self, table => table.insert_bytes(key, value))
+    }
+
+    pub fn remove_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        each!(self, table => table.remove_bytes(key))
+    }
+
+    pub fn entries_bytes(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        each!(self, table => table.entries_bytes())
+    }
+
+    /// What the table maps.
+    pub fn keys(&self) -> Keys {
+        each!(self, table => table.keys())
     }
 
     pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
@@ -149,8 +170,8 @@ impl Table {
         self.len() == 0
     }
 
-    pub fn entries(&self) -> Vec<(u64, u64)> {
-        each!(self, table => table.entries())
+    pub fn entries(&self) -> Result<Vec<(u64, u64)>> {
+        each!(self, table => table.expect(Keys::U64).map(|()| table.entries()))
     }
 
     pub fn verify(&self) -> Result<()> {

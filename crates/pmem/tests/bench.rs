@@ -16,6 +16,7 @@ fn every_distribution_on_one_and_two_threads_gives_consistent_phases() {
                 segment_bytes: 1024,
                 probe: 4,
                 region_bytes: 8 << 20,
+                ..Options::default()
             };
             let table = Table::open_or_create(&path, Mode::Volatile, options).unwrap();
             let distribution: Distribution = name.parse().unwrap();

@@ -19,6 +19,7 @@ fn small() -> Options {
         segment_bytes: 256,
         probe: 3,
         region_bytes: 1 << 20,
+        ..Options::default()
     }
 }
 

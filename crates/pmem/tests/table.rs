@@ -55,6 +55,7 @@ fn a_table_is_created_then_opened_in_any_mode() {
         segment_bytes: 1024,
         probe: 2,
         region_bytes: 1 << 20,
+        ..Options::default()
     };
     let table = Table::open_or_create(&path, "fence".parse().unwrap(), options).unwrap();
     for key in 0..500 {
@@ -67,6 +68,9 @@ fn a_table_is_created_then_opened_in_any_mode() {
     table.close().unwrap();
     let table = Table::open_or_create(&path, "latency:100ns".parse().unwrap(), Options::default()).unwrap();
     table.verify().unwrap();
-    assert_eq!((table.len(), table.get(8), table.get(7)), (499, Some(9), None));
+    assert_eq!(
+        (table.len(), table.get(8).unwrap(), table.get(7).unwrap()),
+        (499, Some(9), None)
+    );
     assert_eq!(table.stats().persistence, "latency:100ns");
 }
