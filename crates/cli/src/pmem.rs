@@ -210,7 +210,7 @@ fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
     println!(
         "{}: {} keys, global depth {}, {} bytes: every invariant holds",
         args.table.display(),
-        table.len(),
+        table.len()?,
         stats.global_depth,
         stats.region_bytes
     );

@@ -62,7 +62,7 @@ pub struct Phase {
 
 /// The key of rank `i` in a run seeded by `seed`: distinct for distinct
 /// ranks (an odd multiplier is a bijection on u64), spread over the hash.
-fn key(i: u64, seed: u64) -> u64 {
+pub fn key(i: u64, seed: u64) -> u64 {
     (i ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
@@ -86,10 +86,178 @@ fn quantile(values: &[u64], q: f64) -> u64 {
     values[((values.len() - 1) as f64 * q).round() as usize]
 }
 
-/// Runs the four phases on `table` (which should be empty); stops with
+/// What a benchmark runs on: a table, or a peer's map.
+pub trait Subject: Sync {
+    /// One thread's hold on the subject for a phase. (A peer map without
+    /// concurrency locks itself for the whole phase, so that its figures
+    /// pay nothing per operation for the lock; it runs on one thread.)
+    type Worker<'a>: Worker
+    where
+        Self: 'a;
+
+    fn worker(&self) -> Result<Self::Worker<'_>>;
+
+    /// Flushes and fences so far (zeros for a map in DRAM).
+    fn counts(&self) -> (u64, u64);
+}
+
+/// The operations of a phase, on one thread.
+pub trait Worker {
+    fn insert(&mut self, key: u64, value: u64) -> Result<()>;
+    fn get(&mut self, key: u64) -> Result<Option<u64>>;
+    fn remove(&mut self, key: u64) -> Result<()>;
+}
+
+impl Subject for Table {
+    type Worker<'a> = &'a Table;
+
+    fn worker(&self) -> Result<&Table> {
+        Ok(self)
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        let stats = self.stats();
+        (stats.flushes, stats.fences)
+    }
+}
+
+impl Worker for &Table {
+    fn insert(&mut self, key: u64, value: u64) -> Result<()> {
+        Table::insert(self, key, value).map(drop)
+    }
+
+    fn get(&mut self, key: u64) -> Result<Option<u64>> {
+        Table::get(self, key)
+    }
+
+    fn remove(&mut self, key: u64) -> Result<()> {
+        Table::remove(self, key).map(drop)
+    }
+}
+
+/// The phases, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Insert,
+    Search,
+    NegativeSearch,
+    Delete,
+}
+
+impl Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::Insert => "insert",
+            Step::Search => "search",
+            Step::NegativeSearch => "negative search",
+            Step::Delete => "delete",
+        }
+    }
+}
+
+/// What every operation of a run shares.
+struct Run<'a> {
+    keys: u64,
+    threads: usize,
+    distribution: Distribution,
+    zipf: Option<Zipf>,
+    seed: u64,
+    interrupt: &'a Interrupt,
+}
+
+impl Run<'_> {
+    /// Operation `i` of `step`.
+    fn act(&self, worker: &mut impl Worker, step: Step, i: u64, rng: &mut Rng) -> Result<()> {
+        match step {
+            Step::Insert => worker.insert(key(i, self.seed), i),
+            Step::Search => {
+                let rank = draw(self.distribution, self.zipf.as_ref(), self.keys, rng);
+                let found = worker.get(key(rank, self.seed))?;
+                ensure!(
+                    found == Some(rank),
+                    Internal,
+                    "the key of rank {rank} was inserted but reads {found:?}"
+                );
+                Ok(())
+            }
+            // Negative keys are the ranks under another seed: one meets a
+            // stored key only if two ranks differ by 0x5555...5555, past
+            // any run's size.
+            Step::NegativeSearch => {
+                let found = worker.get(key(i, self.seed ^ 0x5555_5555_5555_5555))?;
+                ensure!(
+                    found.is_none(),
+                    Internal,
+                    "a key never inserted (rank {i}) reads {found:?}"
+                );
+                Ok(())
+            }
+            Step::Delete => worker.remove(key(i, self.seed)),
+        }
+    }
+
+    /// One phase on `threads` threads: thread t takes operations t,
+    /// t + threads, ...
+    fn phase<S: Subject>(&self, subject: &S, step: Step) -> Result<Phase> {
+        let (keys, threads) = (self.keys, self.threads);
+        let before = subject.counts();
+        let started = Instant::now();
+        let samples = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads as u64)
+                .map(|thread| {
+                    scope.spawn(move || -> Result<Vec<u64>> {
+                        let mut worker = subject.worker()?;
+                        let mut rng = Rng::new(derive_seed(self.seed, thread));
+                        let mut samples =
+                            Vec::with_capacity((keys / SAMPLE_EVERY / threads as u64) as usize + 1);
+                        let mut i = thread;
+                        while i < keys {
+                            self.interrupt.check()?;
+                            let end = (i + 4096 * threads as u64).min(keys);
+                            while i < end {
+                                if i % SAMPLE_EVERY == thread % SAMPLE_EVERY {
+                                    let at = Instant::now();
+                                    self.act(&mut worker, step, i, &mut rng)?;
+                                    samples.push(at.elapsed().as_nanos() as u64);
+                                } else {
+                                    self.act(&mut worker, step, i, &mut rng)?;
+                                }
+                                i += threads as u64;
+                            }
+                        }
+                        Ok(samples)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| worker.join().expect("a benchmark thread panicked"))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        let seconds = started.elapsed().as_secs_f64();
+        let after = subject.counts();
+        let mut samples: Vec<u64> = samples.into_iter().flatten().collect();
+        samples.sort_unstable();
+        let per = |count: u64| count as f64 / keys as f64;
+        Ok(Phase {
+            name: step.name(),
+            operations: keys,
+            threads,
+            seconds,
+            operations_per_s: keys as f64 / seconds.max(1e-9),
+            flushes_per_operation: per(after.0 - before.0),
+            fences_per_operation: per(after.1 - before.1),
+            p50_ns: quantile(&samples, 0.5),
+            p99_ns: quantile(&samples, 0.99),
+            p999_ns: quantile(&samples, 0.999),
+        })
+    }
+}
+
+/// Runs the four phases on `subject` (which should be empty); stops with
 /// `Interrupted` between batches of 4,096 operations when asked.
-pub fn run(
-    table: &Table,
+pub fn run<S: Subject>(
+    subject: &S,
     keys: u64,
     threads: usize,
     distribution: Distribution,
@@ -106,88 +274,16 @@ pub fn run(
         Distribution::Zipfian(s) => Some(Zipf::new(keys, s)?),
         _ => None,
     };
-    let negative = seed ^ 0x5555_5555_5555_5555;
-    let mut phases = Vec::new();
-    // Thread t takes operations t, t + threads, ...; `body` gets the
-    // operation's number and the thread's generator.
-    let mut phase = |name: &'static str, body: &(dyn Fn(u64, &mut Rng) -> Result<()> + Sync)| -> Result<()> {
-        let before = table.stats();
-        let started = Instant::now();
-        let samples = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads as u64)
-                .map(|thread| {
-                    scope.spawn(move || -> Result<Vec<u64>> {
-                        let mut rng = Rng::new(derive_seed(seed, thread));
-                        let mut samples =
-                            Vec::with_capacity((keys / SAMPLE_EVERY / threads as u64) as usize + 1);
-                        let mut i = thread;
-                        while i < keys {
-                            interrupt.check()?;
-                            let end = (i + 4096 * threads as u64).min(keys);
-                            while i < end {
-                                if i % SAMPLE_EVERY == thread % SAMPLE_EVERY {
-                                    let at = Instant::now();
-                                    body(i, &mut rng)?;
-                                    samples.push(at.elapsed().as_nanos() as u64);
-                                } else {
-                                    body(i, &mut rng)?;
-                                }
-                                i += threads as u64;
-                            }
-                        }
-                        Ok(samples)
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|worker| worker.join().expect("a benchmark thread panicked"))
-                .collect::<Result<Vec<_>>>()
-        })?;
-        let seconds = started.elapsed().as_secs_f64();
-        let after = table.stats();
-        let mut samples: Vec<u64> = samples.into_iter().flatten().collect();
-        samples.sort_unstable();
-        let per = |count: u64| count as f64 / keys as f64;
-        phases.push(Phase {
-            name,
-            operations: keys,
-            threads,
-            seconds,
-            operations_per_s: keys as f64 / seconds.max(1e-9),
-            flushes_per_operation: per(after.flushes - before.flushes),
-            fences_per_operation: per(after.fences - before.fences),
-            p50_ns: quantile(&samples, 0.5),
-            p99_ns: quantile(&samples, 0.99),
-            p999_ns: quantile(&samples, 0.999),
-        });
-        Ok(())
+    let run = Run {
+        keys,
+        threads,
+        distribution,
+        zipf,
+        seed,
+        interrupt,
     };
-    phase("insert", &|i, _| table.insert(key(i, seed), i).map(drop))?;
-    phase("search", &|_, rng| {
-        let rank = draw(distribution, zipf.as_ref(), keys, rng);
-        let found = table.get(key(rank, seed))?;
-        ensure!(
-            found == Some(rank),
-            Internal,
-            "the key of rank {rank} was inserted but reads {found:?}"
-        );
-        Ok(())
-    })?;
-    // Negative keys are the ranks under another seed: one meets a stored
-    // key only if two ranks differ by 0x5555...5555, past any run's size.
-    phase("negative search", &|i, _| {
-        let found = table.get(key(i, negative))?;
-        ensure!(
-            found.is_none(),
-            Internal,
-            "a key never inserted (rank {i}) reads {found:?}"
-        );
-        Ok(())
-    })?;
-    phase("delete", &|i, _| {
-        table.remove(key(i, seed))?;
-        Ok(())
-    })?;
-    Ok(phases)
+    [Step::Insert, Step::Search, Step::NegativeSearch, Step::Delete]
+        .into_iter()
+        .map(|step| run.phase(subject, step))
+        .collect()
 }

@@ -62,7 +62,9 @@ const ROOT_SEGMENT_BYTES: u64 = 8;
 const ROOT_PROBE: u64 = 16;
 const ROOT_MAGIC: u64 = 24;
 const ROOT_KEYS: u64 = 32;
-const MAGIC: u64 = u64::from_le_bytes(*b"CCEHroot");
+/// (Version 2: a hash's first bucket is its low half scaled to the
+/// buckets, no longer their remainder.)
+const MAGIC: u64 = u64::from_le_bytes(*b"CCEHrot2");
 
 /// The longest key of a [`Keys::Bytes`] table.
 pub const MAX_KEY_BYTES: u64 = 4096;
@@ -135,6 +137,13 @@ pub struct Cceh<P: Persist> {
     /// for a doubling (which copies them all).
     directory_lock: RwLock<()>,
     epochs: Epochs,
+    /// Set at an open that found the table not closed: [`repair`] has not
+    /// run yet. Searches need no repair (see [`attach`](Self::attach));
+    /// writes and scans run it first.
+    ///
+    /// [`repair`]: Self::repaired
+    pending: std::sync::atomic::AtomicBool,
+    repair_lock: std::sync::Mutex<()>,
 }
 
 /// The `depth` most significant bits of `hash`.
@@ -206,6 +215,8 @@ impl<P: Persist> Cceh<P> {
             latches: Latches::new(region.len(), segment_bytes),
             directory_lock: RwLock::new(()),
             epochs: Epochs::default(),
+            pending: std::sync::atomic::AtomicBool::new(false),
+            repair_lock: std::sync::Mutex::new(()),
             region,
         }
     }
@@ -216,8 +227,13 @@ impl<P: Persist> Cceh<P> {
         Cceh::attach(Region::open(path, KIND)?, persist)
     }
 
-    /// Opens the table held by `region` (a file's, or a crash image's),
-    /// recovering it if it was not closed.
+    /// Opens the table held by `region` (a file's, or a crash image's). If
+    /// it was not closed, its repair waits for the first write or scan:
+    /// searches are right without it, since every state a crash leaves
+    /// answers them as the last completed operations did (a split or merge
+    /// cut short has each of the keys it moves in both segments, each
+    /// directory entry pointing to one of them; a record not yet published
+    /// is only a leak).
     pub fn attach(region: Region, persist: P) -> Result<Cceh<P>> {
         let (heap, dirty) = Heap::open(&region, &persist)?;
         let root = region.root();
@@ -244,15 +260,35 @@ impl<P: Persist> Cceh<P> {
             ));
         }
         let table = Cceh::assemble(region, heap, persist, root, options);
-        if dirty {
-            table.recover()?;
-        }
+        table.pending.store(dirty, Ordering::Release);
         Ok(table)
+    }
+
+    /// Runs the repair an open left pending (at most once, whoever calls
+    /// first; the others wait for it).
+    pub fn repaired(&self) -> Result<()> {
+        if !self.pending.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _turn = self
+            .repair_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Every writer and scan waits here; only searches run meanwhile,
+        // and the repair changes nothing they may read wrongly (it points
+        // entries to segments holding the same pairs, and frees blocks no
+        // entry reaches).
+        if self.pending.load(Ordering::Acquire) {
+            self.recover()?;
+            self.pending.store(false, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Marks the table closed (no recovery at the next open) and makes a
     /// file region durable on its file system.
     pub fn close(mut self) -> Result<()> {
+        self.repaired()?;
         for block in self.epochs.drain() {
             self.heap.free(&self.region, &self.persist, block);
         }
@@ -326,10 +362,26 @@ impl<P: Persist> Cceh<P> {
         segment + LINE + LINE * bucket
     }
 
+    /// The first bucket `hash` probes: its low 32 bits scaled to the
+    /// buckets (a multiply and a shift; a division would cost more than
+    /// the rest of a search).
+    fn first_bucket(&self, hash: u64) -> u64 {
+        ((hash & 0xffff_ffff) * self.buckets) >> 32
+    }
+
+    /// `bucket` (less than twice the buckets) wrapped into the segment.
+    fn wrap(&self, bucket: u64) -> u64 {
+        if bucket >= self.buckets {
+            bucket - self.buckets
+        } else {
+            bucket
+        }
+    }
+
     /// The buckets an insert of `hash` probes, in order.
     fn probes(&self, hash: u64) -> impl Iterator<Item = u64> + '_ {
-        let first = (hash & 0xffff_ffff) % self.buckets;
-        (0..self.probe).map(move |i| (first + i) % self.buckets)
+        let first = self.first_bucket(hash);
+        (0..self.probe).map(move |i| self.wrap(first + i))
     }
 
     /// Whether slot `slot` of the bucket at `bucket` holds a live key of
@@ -401,6 +453,24 @@ impl<P: Persist> Cceh<P> {
         }
     }
 
+    /// Bucket lines a search for `key` reads (a u64 table's): up to the
+    /// one that holds it, or the whole probe range if it is absent. (The
+    /// directory entry is one line more, and a hot one: 10^7 keys have a
+    /// directory of 256 KiB.)
+    pub fn lines_read(&self, key: u64) -> u64 {
+        assert_eq!(self.keys, Keys::U64, "lines_read() on a table of byte keys");
+        let _pin = self.epochs.pin();
+        let hash = hash_of(key);
+        self.read(hash, |segment| match self.find(segment, key, hash) {
+            Some(at) => {
+                let bucket = (at - segment - LINE) / LINE;
+                let first = self.probes(hash).next().expect("a probe of one bucket at least");
+                self.wrap(bucket + self.buckets - first) + 1
+            }
+            None => self.probe,
+        })
+    }
+
     /// The segment the directory gives `hash`, held exclusively.
     fn lock_segment(&self, hash: u64) -> (u64, crate::latch::Exclusive<'_>) {
         loop {
@@ -417,6 +487,7 @@ impl<P: Persist> Cceh<P> {
     /// replaced.
     pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
         self.expect(Keys::U64)?;
+        self.repaired()?;
         let _pin = self.epochs.pin();
         let hash = hash_of(key);
         self.upsert(hash, key, value, |segment| Ok(self.find(segment, key, hash)))
@@ -436,6 +507,7 @@ impl<P: Persist> Cceh<P> {
             key.len(),
             value.len()
         );
+        self.repaired()?;
         let _pin = self.epochs.pin();
         let record = self.write_record(key, value)?;
         let hash = hash64(key);
@@ -503,6 +575,7 @@ impl<P: Persist> Cceh<P> {
     /// Removes `key` (a u64 table's); returns its value.
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
         self.expect(Keys::U64)?;
+        self.repaired()?;
         let _pin = self.epochs.pin();
         let hash = hash_of(key);
         self.delete(hash, |segment| Ok(self.find(segment, key, hash)))
@@ -512,6 +585,7 @@ impl<P: Persist> Cceh<P> {
     /// is freed once no search can read it.
     pub fn remove_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.expect(Keys::Bytes)?;
+        self.repaired()?;
         let _pin = self.epochs.pin();
         let hash = hash64(key);
         let Some(record) = self.delete(hash, |segment| self.find_bytes(segment, key, hash))? else {
@@ -996,11 +1070,11 @@ impl<P: Persist> Cceh<P> {
         }
     }
 
-    /// Every (key, value), in no particular order.
-    /// (a u64 table's).
-    pub fn entries(&self) -> Vec<(u64, u64)> {
-        assert_eq!(self.keys, Keys::U64, "entries() on a table of byte keys");
-        self.slot_pairs()
+    /// Every (key, value) of a u64 table, in no particular order.
+    pub fn entries(&self) -> Result<Vec<(u64, u64)>> {
+        self.expect(Keys::U64)?;
+        self.repaired()?;
+        Ok(self.slot_pairs())
     }
 
     /// The (key word, value word) of every live slot.
@@ -1014,6 +1088,7 @@ impl<P: Persist> Cceh<P> {
     /// each record's checksum checked.
     pub fn entries_bytes(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.expect(Keys::Bytes)?;
+        self.repaired()?;
         let _pin = self.epochs.pin();
         self.slot_pairs()
             .into_iter()
@@ -1030,15 +1105,16 @@ impl<P: Persist> Cceh<P> {
     }
 
     /// Keys held (a scan of every segment).
-    pub fn len(&self) -> usize {
+    pub fn len(&self) -> Result<usize> {
+        self.repaired()?;
         let mut count = 0;
         self.each_live(|_, _| count += 1);
-        count
+        Ok(count)
     }
 
     /// Whether no key is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
     }
 
     /// The directory's global depth.
@@ -1124,11 +1200,78 @@ impl<P: Persist> Cceh<P> {
         self.heap.recover(&self.region, &self.persist, &reached)
     }
 
+    /// Checks that the live pairs of `segment` (depth, pattern) lie in
+    /// their probe ranges and that no key is live twice there: two copies
+    /// of a key have one hash, so one first bucket, and the pairs are
+    /// grouped by first bucket (a counting sort into `scratch`) to compare
+    /// only those.
+    fn verify_segment(
+        &self,
+        (segment, depth, pattern): (u64, u32, u64),
+        scratch: &mut Scratch,
+    ) -> Result<()> {
+        let buckets = self.buckets as usize;
+        scratch.live.clear();
+        scratch.starts.clear();
+        scratch.starts.resize(buckets + 1, 0);
+        for bucket in 0..self.buckets {
+            let at = self.bucket_at(segment, bucket);
+            let bitmap = self.word(at);
+            for slot in (0..SLOTS).filter(|slot| bitmap & (1 << slot) != 0) {
+                let key = self.word(at + 8 + 16 * slot);
+                let hash = self.slot_hash(key);
+                if prefix(hash, depth) != pattern {
+                    continue; // a stale copy
+                }
+                let first = self.first_bucket(hash);
+                if self.wrap(bucket + self.buckets - first) >= self.probe {
+                    return Err(Error::corruption(
+                        self.region.path(),
+                        at,
+                        format!("a key in bucket {bucket} of segment {segment}, outside its probe range"),
+                    ));
+                }
+                scratch.live.push((first as u32, key));
+                scratch.starts[first as usize + 1] += 1;
+            }
+        }
+        if self.keys == Keys::Bytes {
+            return Ok(()); // keys here are hashes: `verify` compares the records
+        }
+        for bucket in 0..buckets {
+            scratch.starts[bucket + 1] += scratch.starts[bucket];
+        }
+        scratch.grouped.clear();
+        scratch.grouped.resize(scratch.live.len(), 0);
+        scratch.next.clear();
+        scratch.next.extend_from_slice(&scratch.starts[..buckets]);
+        for &(first, key) in &scratch.live {
+            let at = &mut scratch.next[first as usize];
+            scratch.grouped[*at as usize] = key;
+            *at += 1;
+        }
+        for bucket in 0..buckets {
+            let group =
+                &scratch.grouped[scratch.starts[bucket] as usize..scratch.starts[bucket + 1] as usize];
+            for (i, key) in group.iter().enumerate() {
+                if group[i + 1..].contains(key) {
+                    return Err(Error::corruption(
+                        self.region.path(),
+                        segment,
+                        format!("key {key} is live twice in segment {segment}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the table's invariants: every entry's segment covers it (its
     /// prefix at the segment's depth is the segment's pattern), every
     /// segment's range points to it alone, no key is live twice, and every
     /// block is either the table's or free.
     pub fn verify(&self) -> Result<()> {
+        self.repaired()?;
         let (directory, global) = self.directory();
         let bad = |what: String| Err(Error::corruption(self.region.path(), directory, what));
         for index in 0..1u64 << global {
@@ -1142,15 +1285,28 @@ impl<P: Persist> Cceh<P> {
             }
         }
         let mut mine: HashSet<u64> = [self.root, directory].into();
+        let segments = self.segments();
+        // Each segment's pairs: every one in its probe range (else a search
+        // misses it), no key live twice (both copies would lie in that
+        // range). Two threads, half the segments each.
+        let half = segments.len().div_ceil(2);
+        std::thread::scope(|scope| {
+            let checks: Vec<_> = segments
+                .chunks(half.max(1))
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut scratch = Scratch::default();
+                        part.iter()
+                            .try_for_each(|&segment| self.verify_segment(segment, &mut scratch))
+                    })
+                })
+                .collect();
+            checks
+                .into_iter()
+                .try_for_each(|check| check.join().expect("a check thread panicked"))
+        })?;
         match self.keys {
-            Keys::U64 => {
-                let mut keys = HashSet::new();
-                for (key, _) in self.slot_pairs() {
-                    if !keys.insert(key) {
-                        return bad(format!("key {key} is live twice"));
-                    }
-                }
-            }
+            Keys::U64 => {}
             Keys::Bytes => {
                 let mut keys = HashSet::new();
                 for (hash, record) in self.slot_pairs() {
@@ -1187,6 +1343,17 @@ impl<P: Persist> Cceh<P> {
         }
         Ok(())
     }
+}
+
+/// A check thread's buffers, reused from segment to segment.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// (first bucket, key) of each live pair.
+    live: Vec<(u32, u64)>,
+    /// Where each first bucket's keys start in `grouped` (and the end).
+    starts: Vec<u32>,
+    next: Vec<u32>,
+    grouped: Vec<u64>,
 }
 
 fn check_options(options: &Options) -> Result<()> {

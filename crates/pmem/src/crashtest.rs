@@ -89,16 +89,35 @@ fn check(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Resu
     };
     let table = match Cceh::attach(Region::from_image(image, KIND)?, Volatile::default()) {
         Ok(table) => table,
-        Err(error) => return fail(format!("recovery failed: {error}")),
+        Err(error) => return fail(format!("opening failed: {error}")),
     };
-    if let Err(error) = table.verify() {
-        return fail(format!("the recovered table is not sound: {error}"));
-    }
-    let found: HashMap<u64, u64> = table.entries().into_iter().collect();
     let now = &states[point.completed];
     let next = states
         .get(point.completed + 1)
         .filter(|_| point.in_flight.is_some());
+    // Searches before the repair (which waits for the first write or
+    // scan) answer as the completed operations left the table, or as the
+    // one in flight did.
+    let asked: Vec<u64> = now
+        .keys()
+        .chain(next.into_iter().flat_map(HashMap::keys))
+        .copied()
+        .collect();
+    let seen: HashMap<u64, u64> = asked
+        .iter()
+        .filter_map(|&key| table.get(key).map(|value| (key, value)))
+        .collect();
+    if &seen != now && Some(&seen) != next {
+        return fail(format!(
+            "searches before the repair find {} keys, not the {} of the completed operations",
+            seen.len(),
+            now.len()
+        ));
+    }
+    if let Err(error) = table.verify() {
+        return fail(format!("the recovered table is not sound: {error}"));
+    }
+    let found: HashMap<u64, u64> = table.entries()?.into_iter().collect();
     if &found != now && Some(&found) != next {
         return fail(format!(
             "{} keys recovered, expected the {} after the completed operations{}",
@@ -112,13 +131,14 @@ fn check(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Resu
     }
     let recovered = table.region().image();
     let again = Cceh::attach(Region::from_image(&recovered, KIND)?, Volatile::default())?;
+    again.repaired()?;
     if again.region().image() != recovered {
         return fail("recovering the recovered image changed it".into());
     }
     let probe = u64::MAX;
     let had = found.get(&probe).copied();
     again.insert(probe, 1)?;
-    if again.get(probe) != Some(1) || again.len() != found.len() + usize::from(had.is_none()) {
+    if again.get(probe) != Some(1) || again.len()? != found.len() + usize::from(had.is_none()) {
         return fail("the recovered table does not take an insert".into());
     }
     Ok(())

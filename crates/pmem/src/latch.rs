@@ -4,7 +4,9 @@
 //! Nothing here is persisted: after a crash or a close, every latch is
 //! free and every count unknown ("locks reset at open"). A segment is a
 //! block of exactly the segment size, so its offset divided by that size
-//! names it without collision, and the state is a flat array indexed so.
+//! names it without collision, and the state is a flat array indexed so,
+//! in chunks made on first use (an open costs nothing per segment the
+//! region could hold).
 //!
 //! A latch word holds a writer bit, a count of shared holders (scans), and
 //! a version that every exclusive holder moves on release. A lock-free
@@ -13,6 +15,7 @@
 //! writer in between moved it.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 const WRITER: u64 = 1;
 const SHARER: u64 = 2;
@@ -22,11 +25,20 @@ const VERSION: u64 = 1 << 32;
 /// A live count not known since the table was opened.
 pub const UNKNOWN: u32 = u32::MAX;
 
+const CHUNK: usize = 1024;
+
+/// The state of `CHUNK` segments; a count is stored plus one, so that
+/// zero, the initial value, is unknown.
+#[derive(Debug)]
+struct Chunk {
+    words: [AtomicU64; CHUNK],
+    counts: [AtomicU32; CHUNK],
+}
+
 /// The latches and live counts of every segment a region can hold.
 #[derive(Debug)]
 pub struct Latches {
-    words: Box<[AtomicU64]>,
-    counts: Box<[AtomicU32]>,
+    chunks: Box<[OnceLock<Box<Chunk>>]>,
     shift: u32,
 }
 
@@ -72,14 +84,25 @@ impl Latches {
         let shift = segment_bytes.trailing_zeros();
         let slots = (region_bytes >> shift) as usize + 1;
         Latches {
-            words: (0..slots).map(|_| AtomicU64::new(0)).collect(),
-            counts: (0..slots).map(|_| AtomicU32::new(UNKNOWN)).collect(),
+            chunks: (0..slots.div_ceil(CHUNK)).map(|_| OnceLock::new()).collect(),
             shift,
         }
     }
 
+    fn chunk(&self, segment: u64) -> (&Chunk, usize) {
+        let index = (segment >> self.shift) as usize;
+        let chunk = self.chunks[index / CHUNK].get_or_init(|| {
+            Box::new(Chunk {
+                words: std::array::from_fn(|_| AtomicU64::new(0)),
+                counts: std::array::from_fn(|_| AtomicU32::new(0)),
+            })
+        });
+        (chunk, index % CHUNK)
+    }
+
     fn word(&self, segment: u64) -> &AtomicU64 {
-        &self.words[(segment >> self.shift) as usize]
+        let (chunk, at) = self.chunk(segment);
+        &chunk.words[at]
     }
 
     /// Holds `segment` exclusively, waiting for its holders.
@@ -145,12 +168,15 @@ impl Latches {
 
     /// The live pairs of `segment`, or [`UNKNOWN`] (read under its latch).
     pub fn count(&self, segment: u64) -> u32 {
-        self.counts[(segment >> self.shift) as usize].load(Ordering::Relaxed)
+        let (chunk, at) = self.chunk(segment);
+        chunk.counts[at].load(Ordering::Relaxed).wrapping_sub(1)
     }
 
     /// Records the live pairs of `segment` (under its exclusive latch).
     pub fn set_count(&self, segment: u64, count: u32) {
-        self.counts[(segment >> self.shift) as usize].store(count, Ordering::Relaxed);
+        debug_assert!(count != UNKNOWN);
+        let (chunk, at) = self.chunk(segment);
+        chunk.counts[at].store(count + 1, Ordering::Relaxed);
     }
 }
 

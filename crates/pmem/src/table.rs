@@ -88,6 +88,11 @@ pub struct TableStats {
     pub fences: u64,
     pub global_depth: u32,
     pub region_bytes: u64,
+    /// What the table maps: `u64` or `bytes`.
+    pub keys: &'static str,
+    pub segments: usize,
+    /// Pair slots in the segments (keys over slots: the load factor).
+    pub slots: u64,
 }
 
 /// A CCEH table in one of the modes.
@@ -149,6 +154,17 @@ impl Table {
         each!(self, table => table.entries_bytes())
     }
 
+    /// Runs the repair an open after a crash left for the first write
+    /// (see [`Cceh::repaired`]).
+    pub fn repaired(&self) -> Result<()> {
+        each!(self, table => table.repaired())
+    }
+
+    /// Bucket lines a search for `key` reads (see [`Cceh::lines_read`]).
+    pub fn lines_read(&self, key: u64) -> Result<u64> {
+        each!(self, table => table.expect(Keys::U64).map(|()| table.lines_read(key)))
+    }
+
     /// What the table maps.
     pub fn keys(&self) -> Keys {
         each!(self, table => table.keys())
@@ -162,16 +178,16 @@ impl Table {
         each!(self, table => table.remove(key))
     }
 
-    pub fn len(&self) -> usize {
+    pub fn len(&self) -> Result<usize> {
         each!(self, table => table.len())
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
     }
 
     pub fn entries(&self) -> Result<Vec<(u64, u64)>> {
-        each!(self, table => table.expect(Keys::U64).map(|()| table.entries()))
+        each!(self, table => table.entries())
     }
 
     pub fn verify(&self) -> Result<()> {
@@ -185,6 +201,9 @@ impl Table {
             fences: table.persist().counts().fences(),
             global_depth: table.global_depth(),
             region_bytes: table.region().len(),
+            keys: table.keys().name(),
+            segments: table.segment_count(),
+            slots: table.capacity(),
         })
     }
 

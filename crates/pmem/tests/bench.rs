@@ -44,7 +44,7 @@ fn every_distribution_on_one_and_two_threads_gives_consistent_phases() {
                 "{:?}",
                 phases[3]
             );
-            assert!(table.is_empty(), "every key deleted");
+            assert!(table.is_empty().unwrap(), "every key deleted");
         }
     }
     let error = "gaussian".parse::<Distribution>().unwrap_err();

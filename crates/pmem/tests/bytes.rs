@@ -94,7 +94,7 @@ fn limits_and_the_other_kind_are_refused() {
     .unwrap();
     let error = numbers.get_bytes(b"k").unwrap_err();
     assert!(error.to_string().contains("u64 keys, not bytes"), "{error}");
-    assert!(table.is_empty() && numbers.is_empty());
+    assert!(table.is_empty().unwrap() && numbers.is_empty().unwrap());
 }
 
 #[test]
@@ -205,5 +205,5 @@ fn two_threads_write_and_read_byte_keys_at_once() {
         }
     });
     table.verify().unwrap();
-    assert_eq!(table.len(), 800);
+    assert_eq!(table.len().unwrap(), 800);
 }

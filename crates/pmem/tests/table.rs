@@ -69,7 +69,7 @@ fn a_table_is_created_then_opened_in_any_mode() {
     let table = Table::open_or_create(&path, "latency:100ns".parse().unwrap(), Options::default()).unwrap();
     table.verify().unwrap();
     assert_eq!(
-        (table.len(), table.get(8).unwrap(), table.get(7).unwrap()),
+        (table.len().unwrap(), table.get(8).unwrap(), table.get(7).unwrap()),
         (499, Some(9), None)
     );
     assert_eq!(table.stats().persistence, "latency:100ns");

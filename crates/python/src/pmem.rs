@@ -130,7 +130,7 @@ impl PyHashTable {
     }
 
     fn len(&self, py: Python<'_>) -> PyResult<usize> {
-        self.with_table(py, |table| Ok(table.len()))
+        self.with_table(py, Table::len)
     }
 
     /// Every (key, value), in no particular order.

@@ -1,0 +1,259 @@
+//! The pmem benchmark's driver. `phases` runs the PiBench-style phases
+//! (spillway_pmem::bench: inserts, searches by a distribution, negative
+//! searches, deletes) on Spillway's CCEH in a persistence mode, or on a
+//! peer map in DRAM (hashbrown, std HashMap; one thread: neither is
+//! concurrent). `recovery` fills a table, reads the figures of its shape
+//! (load factor, bucket lines per search), leaves it as a crash would
+//! (not closed), and times the open that recovers it to its first
+//! operation, then the full check. Each prints one JSON line.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use anyhow::{bail, ensure, Context};
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use spillway_core::{Interrupt, Result};
+use spillway_pmem::bench::{self, key, Distribution, Subject, Worker};
+use spillway_pmem::cceh::Options;
+use spillway_pmem::{Mode, Table};
+
+#[derive(Debug, Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The four phases on one contender.
+    Phases {
+        /// spillway, hashbrown or std.
+        #[arg(long)]
+        contender: String,
+        #[arg(long)]
+        keys: u64,
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        #[arg(long, default_value = "uniform")]
+        distribution: Distribution,
+        /// Spillway's persistence mode.
+        #[arg(long, default_value = "clwb")]
+        persistence: Mode,
+        /// Spillway's region file (created; removed afterwards).
+        #[arg(long)]
+        table: Option<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Load factor, lines per search and recovery times of a table of
+    /// `keys` keys.
+    Recovery {
+        #[arg(long)]
+        keys: u64,
+        #[arg(long, default_value = "clwb")]
+        persistence: Mode,
+        #[arg(long)]
+        table: PathBuf,
+        /// Searches sampled for the lines read (present keys and absent).
+        #[arg(long, default_value_t = 100_000)]
+        samples: u64,
+    },
+}
+
+/// A peer's map of u64 to u64.
+trait Map: Send {
+    fn put(&mut self, key: u64, value: u64);
+    fn find(&self, key: u64) -> Option<u64>;
+    fn delete(&mut self, key: u64);
+}
+
+impl<S: BuildHasher + Send> Map for HashMap<u64, u64, S> {
+    fn put(&mut self, key: u64, value: u64) {
+        self.insert(key, value);
+    }
+    fn find(&self, key: u64) -> Option<u64> {
+        self.get(&key).copied()
+    }
+    fn delete(&mut self, key: u64) {
+        self.remove(&key);
+    }
+}
+
+impl<S: BuildHasher + Send> Map for hashbrown::HashMap<u64, u64, S> {
+    fn put(&mut self, key: u64, value: u64) {
+        self.insert(key, value);
+    }
+    fn find(&self, key: u64) -> Option<u64> {
+        self.get(&key).copied()
+    }
+    fn delete(&mut self, key: u64) {
+        self.remove(&key);
+    }
+}
+
+/// A peer map in DRAM, locked once per phase by its one worker (so no
+/// operation pays for the lock).
+#[derive(Debug)]
+struct Peer<M>(Mutex<M>);
+
+#[derive(Debug)]
+struct PeerWorker<'a, M>(MutexGuard<'a, M>);
+
+impl<M: Map> Subject for Peer<M> {
+    type Worker<'a>
+        = PeerWorker<'a, M>
+    where
+        M: 'a;
+
+    fn worker(&self) -> Result<PeerWorker<'_, M>> {
+        Ok(PeerWorker(self.0.lock().expect("the peer's lock")))
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        (0, 0)
+    }
+}
+
+impl<M: Map> Worker for PeerWorker<'_, M> {
+    fn insert(&mut self, key: u64, value: u64) -> Result<()> {
+        self.0.put(key, value);
+        Ok(())
+    }
+    fn get(&mut self, key: u64) -> Result<Option<u64>> {
+        Ok(self.0.find(key))
+    }
+    fn remove(&mut self, key: u64) -> Result<()> {
+        self.0.delete(key);
+        Ok(())
+    }
+}
+
+fn phases_json(phases: &[bench::Phase]) -> serde_json::Value {
+    phases
+        .iter()
+        .map(|phase| {
+            (
+                phase.name.replace(' ', "_"),
+                serde_json::to_value(phase).expect("a phase"),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+fn options() -> Options {
+    Options {
+        region_bytes: 4 << 30,
+        ..Options::default()
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let interrupt = Interrupt::on_signals();
+    match Cli::parse().command {
+        Command::Phases {
+            contender,
+            keys,
+            threads,
+            distribution,
+            persistence,
+            table,
+            seed,
+        } => {
+            let phases = match contender.as_str() {
+                "spillway" => {
+                    let path = table.context("spillway needs --table")?;
+                    ensure!(!path.exists(), "{} exists: give a new file", path.display());
+                    let table = Table::open_or_create(&path, persistence, options())?;
+                    let phases = bench::run(&table, keys, threads, distribution, seed, &interrupt);
+                    table.close()?;
+                    std::fs::remove_file(&path)?;
+                    phases?
+                }
+                "hashbrown" | "std" if threads != 1 => bail!("{contender} runs on one thread"),
+                "hashbrown" => {
+                    let map = Peer(Mutex::new(hashbrown::HashMap::<u64, u64>::new()));
+                    bench::run(&map, keys, 1, distribution, seed, &interrupt)?
+                }
+                "std" => {
+                    let map = Peer(Mutex::new(HashMap::<u64, u64>::new()));
+                    bench::run(&map, keys, 1, distribution, seed, &interrupt)?
+                }
+                other => bail!("unknown contender {other:?}: spillway, hashbrown or std"),
+            };
+            println!(
+                "{}",
+                json!({ "contender": contender, "keys": keys, "phases": phases_json(&phases) })
+            );
+        }
+        Command::Recovery {
+            keys,
+            persistence,
+            table: path,
+            samples,
+        } => {
+            ensure!(!path.exists(), "{} exists: give a new file", path.display());
+            let table = Table::open_or_create(&path, persistence, options())?;
+            for i in 0..keys {
+                table.insert(key(i, 1), i)?;
+            }
+            let stats = table.stats();
+            let mut present = (0u64, 0u64);
+            let mut absent = (0u64, 0u64);
+            for i in 0..samples {
+                let lines = table.lines_read(key(i * (keys / samples.max(1)).max(1) % keys, 1))?;
+                present = (present.0 + lines, present.1.max(lines));
+                let lines = table.lines_read(key(i, 1 ^ 0x5555_5555_5555_5555))?;
+                absent = (absent.0 + lines, absent.1.max(lines));
+            }
+            // As a crash leaves it: not closed, so the next open recovers.
+            drop(table);
+            let started = Instant::now();
+            let table = Table::open_or_create(&path, persistence, options())?;
+            let found = table.get(key(keys / 2, 1))?;
+            let recover_s = started.elapsed().as_secs_f64();
+            ensure!(
+                found == Some(keys / 2),
+                "key {} reads {found:?} after recovery",
+                keys / 2
+            );
+            let started = Instant::now();
+            table.repaired()?;
+            let repair_s = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            table.verify()?;
+            let verify_s = started.elapsed().as_secs_f64();
+            let len = table.len()? as u64;
+            ensure!(len == keys, "{len} keys after recovery, not {keys}");
+            table.close()?;
+            let started = Instant::now();
+            let table = Table::open_or_create(&path, persistence, options())?;
+            let found = table.get(key(1, 1))?;
+            let clean_open_s = started.elapsed().as_secs_f64();
+            ensure!(found == Some(1), "key 1 reads {found:?} after a clean open");
+            table.close()?;
+            std::fs::remove_file(&path)?;
+            println!(
+                "{}",
+                json!({
+                    "keys": keys,
+                    "segments": stats.segments,
+                    "global_depth": stats.global_depth,
+                    "load_factor": keys as f64 / stats.slots as f64,
+                    "lines_per_search": present.0 as f64 / samples as f64,
+                    "lines_per_search_max": present.1,
+                    "lines_per_negative_search": absent.0 as f64 / samples as f64,
+                    "recover_to_first_op_ms": recover_s * 1e3,
+                    "repair_ms": repair_s * 1e3,
+                    "full_check_ms": verify_s * 1e3,
+                    "clean_open_to_first_op_ms": clean_open_s * 1e3,
+                })
+            );
+        }
+    }
+    Ok(())
+}
