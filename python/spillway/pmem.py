@@ -126,7 +126,8 @@ class HashTable:
         return self._native.items_bytes() if self._bytes else self._native.items()
 
     def stats(self) -> Dict[str, Any]:
-        """``{persistence, flushes, fences, global_depth, region_bytes, keys, segments, slots}``: the flushes and
+        """``{persistence, flushes, fences, merges, merge_flushes, global_depth, region_bytes, keys, segments,
+        slots}``: the flushes and
         fences made so far, and the table's shape (``len(table) / slots`` is its load factor)."""
         return json.loads(self._native.stats())
 

@@ -113,8 +113,8 @@ impl<M: Map> Subject for Peer<M> {
         Ok(PeerWorker(self.0.lock().expect("the peer's lock")))
     }
 
-    fn counts(&self) -> (u64, u64) {
-        (0, 0)
+    fn counts(&self) -> (u64, u64, u64) {
+        (0, 0, 0)
     }
 }
 

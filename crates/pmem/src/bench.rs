@@ -54,6 +54,8 @@ pub struct Phase {
     pub operations_per_s: f64,
     pub flushes_per_operation: f64,
     pub fences_per_operation: f64,
+    /// Of the flushes, those made by merges (deletes only).
+    pub merge_flushes_per_operation: f64,
     /// Latency percentiles of the sampled operations, in nanoseconds.
     pub p50_ns: u64,
     pub p99_ns: u64,
@@ -97,8 +99,9 @@ pub trait Subject: Sync {
 
     fn worker(&self) -> Result<Self::Worker<'_>>;
 
-    /// Flushes and fences so far (zeros for a map in DRAM).
-    fn counts(&self) -> (u64, u64);
+    /// Flushes, fences, and flushes by merges so far (zeros for a map in
+    /// DRAM).
+    fn counts(&self) -> (u64, u64, u64);
 }
 
 /// The operations of a phase, on one thread.
@@ -115,9 +118,9 @@ impl Subject for Table {
         Ok(self)
     }
 
-    fn counts(&self) -> (u64, u64) {
+    fn counts(&self) -> (u64, u64, u64) {
         let stats = self.stats();
-        (stats.flushes, stats.fences)
+        (stats.flushes, stats.fences, stats.merge_flushes)
     }
 }
 
@@ -247,6 +250,7 @@ impl Run<'_> {
             operations_per_s: keys as f64 / seconds.max(1e-9),
             flushes_per_operation: per(after.0 - before.0),
             fences_per_operation: per(after.1 - before.1),
+            merge_flushes_per_operation: per(after.2 - before.2),
             p50_ns: quantile(&samples, 0.5),
             p99_ns: quantile(&samples, 0.99),
             p999_ns: quantile(&samples, 0.999),

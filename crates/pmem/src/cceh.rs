@@ -144,6 +144,10 @@ pub struct Cceh<P: Persist> {
     /// [`repair`]: Self::repaired
     pending: std::sync::atomic::AtomicBool,
     repair_lock: std::sync::Mutex<()>,
+    /// Merges done, and the flushes they made (a delete's own is one;
+    /// counted apart so that both are seen; exact on one thread).
+    merges: std::sync::atomic::AtomicU64,
+    merge_flushes: std::sync::atomic::AtomicU64,
 }
 
 /// The `depth` most significant bits of `hash`.
@@ -217,6 +221,8 @@ impl<P: Persist> Cceh<P> {
             epochs: Epochs::default(),
             pending: std::sync::atomic::AtomicBool::new(false),
             repair_lock: std::sync::Mutex::new(()),
+            merges: std::sync::atomic::AtomicU64::new(0),
+            merge_flushes: std::sync::atomic::AtomicU64::new(0),
             region,
         }
     }
@@ -728,7 +734,22 @@ impl<P: Persist> Cceh<P> {
         if u64::from(self.count(segment)) > self.slots() / 8 {
             return Ok(None);
         }
-        self.merge(segment)
+        let before = self.persist.counts().flushes();
+        let merged = self.merge(segment)?;
+        if merged.is_some() {
+            let flushes = self.persist.counts().flushes() - before;
+            self.merges.fetch_add(1, Ordering::Relaxed);
+            self.merge_flushes.fetch_add(flushes, Ordering::Relaxed);
+        }
+        Ok(merged)
+    }
+
+    /// Merges done since the table was opened, and the flushes they made.
+    pub fn merge_counts(&self) -> (u64, u64) {
+        (
+            self.merges.load(Ordering::Relaxed),
+            self.merge_flushes.load(Ordering::Relaxed),
+        )
     }
 
     /// Slots in a segment.

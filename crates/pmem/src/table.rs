@@ -86,6 +86,10 @@ pub struct TableStats {
     pub persistence: String,
     pub flushes: u64,
     pub fences: u64,
+    /// Merges of sparse segments, and the flushes among `flushes` they
+    /// made.
+    pub merges: u64,
+    pub merge_flushes: u64,
     pub global_depth: u32,
     pub region_bytes: u64,
     /// What the table maps: `u64` or `bytes`.
@@ -199,6 +203,8 @@ impl Table {
             persistence: table.persist().name(),
             flushes: table.persist().counts().flushes(),
             fences: table.persist().counts().fences(),
+            merges: table.merge_counts().0,
+            merge_flushes: table.merge_counts().1,
             global_depth: table.global_depth(),
             region_bytes: table.region().len(),
             keys: table.keys().name(),
