@@ -23,8 +23,8 @@ INSERT_FLUSHES = 1.5
 INSERT_FENCES = 1.2
 DELETE_FLUSHES = 1.0
 LINES_PER_SEARCH = 2.0
-INSERT_MOPS = 2.0
-SEARCH_MOPS = 5.0
+INSERT_RATE = 2e6
+SEARCH_RATE = 5e6
 CRASH_IMAGES = 1e5
 OPEN_MS = 1.0
 CHECK_MS = 100.0
@@ -162,9 +162,9 @@ PMEM = Workload(
         Target(label="lines read per search", contender="spillway recovery", metric="lines_per_search",
                value=LINES_PER_SEARCH),
         Target(label="inserts per second per thread, clwb (M)", contender="spillway clwb t1", metric="insert_mops",
-               value=INSERT_MOPS),
+               value=INSERT_RATE),
         Target(label="searches per second per thread, clwb (M)", contender="spillway clwb t1", metric="search_mops",
-               value=SEARCH_MOPS),
+               value=SEARCH_RATE),
         Target(label="crash states checked", contender="spillway crashtest", metric="crash_images",
                value=CRASH_IMAGES),
         Target(label="open to first operation after a crash (ms)", contender="spillway recovery", metric="open_ms",
