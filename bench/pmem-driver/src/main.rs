@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context};
 use clap::{Parser, Subcommand};
+use hashbrown::HashMap as Hashbrown;
 use serde_json::json;
 use spillway_core::{Interrupt, Result};
 use spillway_pmem::bench::{self, key, Distribution, Subject, Worker};
@@ -71,29 +72,25 @@ trait Map: Send {
     fn delete(&mut self, key: u64);
 }
 
-impl<S: BuildHasher + Send> Map for HashMap<u64, u64, S> {
-    fn put(&mut self, key: u64, value: u64) {
-        self.insert(key, value);
-    }
-    fn find(&self, key: u64) -> Option<u64> {
-        self.get(&key).copied()
-    }
-    fn delete(&mut self, key: u64) {
-        self.remove(&key);
-    }
+/// The same three calls on each peer (their APIs agree).
+macro_rules! map {
+    ($map:ident) => {
+        impl<S: BuildHasher + Send> Map for $map<u64, u64, S> {
+            fn put(&mut self, key: u64, value: u64) {
+                self.insert(key, value);
+            }
+            fn find(&self, key: u64) -> Option<u64> {
+                self.get(&key).copied()
+            }
+            fn delete(&mut self, key: u64) {
+                self.remove(&key);
+            }
+        }
+    };
 }
 
-impl<S: BuildHasher + Send> Map for hashbrown::HashMap<u64, u64, S> {
-    fn put(&mut self, key: u64, value: u64) {
-        self.insert(key, value);
-    }
-    fn find(&self, key: u64) -> Option<u64> {
-        self.get(&key).copied()
-    }
-    fn delete(&mut self, key: u64) {
-        self.remove(&key);
-    }
-}
+map!(HashMap);
+map!(Hashbrown);
 
 /// A peer map in DRAM, locked once per phase by its one worker (so no
 /// operation pays for the lock).
@@ -176,7 +173,7 @@ fn main() -> anyhow::Result<()> {
                 }
                 "hashbrown" | "std" if threads != 1 => bail!("{contender} runs on one thread"),
                 "hashbrown" => {
-                    let map = Peer(Mutex::new(hashbrown::HashMap::<u64, u64>::new()));
+                    let map = Peer(Mutex::new(Hashbrown::<u64, u64>::new()));
                     bench::run(&map, keys, 1, distribution, seed, &interrupt)?
                 }
                 "std" => {

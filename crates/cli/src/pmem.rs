@@ -154,14 +154,15 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<u8> {
     } else {
         for phase in &phases {
             println!(
-                "{:<16} {:>12.0} ops/s  p50 {} ns  p99 {} ns  p99.9 {} ns  {:.3} flushes/op  {:.3} fences/op  \
-                 ({persistence}, {} threads)",
+                "{:<16} {:>12.0} ops/s  p50 {} ns  p99 {} ns  p99.9 {} ns  {:.3} flushes/op ({:.3} by merges)  \
+                 {:.3} fences/op  ({persistence}, {} threads)",
                 phase.name,
                 phase.operations_per_s,
                 phase.p50_ns,
                 phase.p99_ns,
                 phase.p999_ns,
                 phase.flushes_per_operation,
+                phase.merge_flushes_per_operation,
                 phase.fences_per_operation,
                 phase.threads
             );

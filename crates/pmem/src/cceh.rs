@@ -531,6 +531,27 @@ impl<P: Persist> Cceh<P> {
         }
     }
 
+    /// A free slot of `hash`'s probe range in `segment` (depth, pattern):
+    /// one whose bit is clear, first anywhere in the range (bits alone
+    /// tell), else a stale copy's (whose key must be hashed to tell).
+    fn free_slot(&self, segment: u64, hash: u64, depth: u32, pattern: u64) -> Option<(u64, u64)> {
+        let full = (1 << SLOTS) - 1;
+        self.probes(hash)
+            .map(|bucket| self.bucket_at(segment, bucket))
+            .find_map(|bucket| {
+                let bitmap = self.word(bucket) & full;
+                (bitmap != full).then(|| (bucket, u64::from((!bitmap).trailing_zeros())))
+            })
+            .or_else(|| {
+                self.probes(hash).find_map(|bucket| {
+                    let bucket = self.bucket_at(segment, bucket);
+                    (0..SLOTS)
+                        .find(|&slot| self.live(bucket, slot, depth, pattern).is_none())
+                        .map(|slot| (bucket, slot))
+                })
+            })
+    }
+
     /// Puts the pair (`key_word`, `value_word`) in the segment the
     /// directory gives `hash`: over the value of the live pair `find`
     /// locates there (one 8-byte store), else in a free slot of its probe
@@ -551,28 +572,24 @@ impl<P: Persist> Cceh<P> {
                 return Ok(Some(old));
             }
             let (depth, pattern) = self.header(segment);
-            for bucket in self.probes(hash) {
-                let bucket = self.bucket_at(segment, bucket);
-                let free = (0..SLOTS).find(|&slot| self.live(bucket, slot, depth, pattern).is_none());
-                if let Some(slot) = free {
-                    // One line, persisted in program order: the bit cleared
-                    // (a stale copy's), the pair, the bit set.
-                    let bitmap = self.word(bucket) & !(1 << slot);
-                    let p = &self.persist;
-                    if bitmap != self.word(bucket) {
-                        p.store(&self.region, bucket, bitmap);
-                    }
-                    p.store(&self.region, bucket + 8 + 16 * slot, key_word);
-                    p.store(&self.region, bucket + 16 + 16 * slot, value_word);
-                    p.store(&self.region, bucket, bitmap | 1 << slot);
-                    p.flush(&self.region, bucket, LINE);
-                    p.fence();
-                    let count = self.latches.count(segment);
-                    if count != UNKNOWN {
-                        self.latches.set_count(segment, count + 1);
-                    }
-                    return Ok(None);
+            if let Some((bucket, slot)) = self.free_slot(segment, hash, depth, pattern) {
+                // One line, persisted in program order: the bit cleared
+                // (a stale copy's), the pair, the bit set.
+                let bitmap = self.word(bucket) & !(1 << slot);
+                let p = &self.persist;
+                if bitmap != self.word(bucket) {
+                    p.store(&self.region, bucket, bitmap);
                 }
+                p.store(&self.region, bucket + 8 + 16 * slot, key_word);
+                p.store(&self.region, bucket + 16 + 16 * slot, value_word);
+                p.store(&self.region, bucket, bitmap | 1 << slot);
+                p.flush(&self.region, bucket, LINE);
+                p.fence();
+                let count = self.latches.count(segment);
+                if count != UNKNOWN {
+                    self.latches.set_count(segment, count + 1);
+                }
+                return Ok(None);
             }
             self.split(segment, depth, pattern)?;
         }
