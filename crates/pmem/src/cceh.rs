@@ -633,9 +633,11 @@ impl<P: Persist> Cceh<P> {
         let value = self.word(at + 8);
         let bucket = at & !(LINE - 1);
         let slot = (at - bucket - 8) / 16;
+        // Counted (by a scan, if unknown since the open) with the pair
+        // still live.
+        let count = self.count(segment) - 1;
         self.persist
             .persist_word(&self.region, bucket, self.word(bucket) & !(1 << slot));
-        let count = self.count(segment) - 1;
         self.latches.set_count(segment, count);
         let mut merged = self.merge_if_sparse(segment)?;
         drop(latch);
@@ -1272,6 +1274,13 @@ impl<P: Persist> Cceh<P> {
                 scratch.live.push((first as u32, key));
                 scratch.starts[first as usize + 1] += 1;
             }
+        }
+        let known = self.latches.count(segment);
+        if known != UNKNOWN && known as usize != scratch.live.len() {
+            return Err(Error::Internal(format!(
+                "segment {segment} holds {} live pairs, but its count says {known}",
+                scratch.live.len()
+            )));
         }
         if self.keys == Keys::Bytes {
             return Ok(()); // keys here are hashes: `verify` compares the records
