@@ -470,7 +470,7 @@ impl<P: Persist> Cceh<P> {
         self.read(hash, |segment| match self.find(segment, key, hash) {
             Some(at) => {
                 let bucket = (at - segment - LINE) / LINE;
-                let first = self.probes(hash).next().expect("a probe of one bucket at least");
+                let first = self.first_bucket(hash);
                 self.wrap(bucket + self.buckets - first) + 1
             }
             None => self.probe,
@@ -644,9 +644,7 @@ impl<P: Persist> Cceh<P> {
         while let Some(segment) = merged {
             let _latch = self.latches.lock(segment);
             let (depth, pattern) = self.header(segment);
-            let (directory, global) = self.directory();
-            let first = Cceh::<P>::entry_at(directory, pattern << (global - depth));
-            if self.word(first) != segment {
+            if !self.reachable(segment, depth, pattern) {
                 break; // merged away meanwhile
             }
             merged = self.merge_if_sparse(segment)?;
@@ -769,11 +767,6 @@ impl<P: Persist> Cceh<P> {
             self.merges.load(Ordering::Relaxed),
             self.merge_flushes.load(Ordering::Relaxed),
         )
-    }
-
-    /// Slots in a segment.
-    fn slots(&self) -> u64 {
-        SLOTS * self.buckets
     }
 
     /// The live pairs of `segment` (held exclusively), counted by a scan
@@ -925,6 +918,13 @@ impl<P: Persist> Cceh<P> {
         } else {
             None
         };
+        self.point_range(directory, global, depth, pattern, segment);
+        Ok(())
+    }
+
+    /// Points the entries of the range (depth, pattern) of `directory` (of
+    /// depth `global`) to `segment`: stored, flushed, one fence.
+    fn point_range(&self, directory: u64, global: u32, depth: u32, pattern: u64, segment: u64) {
         let p = &self.persist;
         let span = 1u64 << (global - depth);
         let first = pattern << (global - depth);
@@ -933,7 +933,13 @@ impl<P: Persist> Cceh<P> {
         }
         p.flush(&self.region, Cceh::<P>::entry_at(directory, first), 8 * span);
         p.fence();
-        Ok(())
+    }
+
+    /// Whether `segment` (depth, pattern) is still the table's: the first
+    /// entry of its range points to it (else it was merged away).
+    fn reachable(&self, segment: u64, depth: u32, pattern: u64) -> bool {
+        let (directory, global) = self.directory();
+        depth <= global && self.word(Cceh::<P>::entry_at(directory, pattern << (global - depth))) == segment
     }
 
     /// Merges `segment` (held exclusively, just left sparse) with its
@@ -1029,13 +1035,7 @@ impl<P: Persist> Cceh<P> {
         p.persist_word(&self.region, left, header_word(depth - 1, left_pattern >> 1));
         self.latches
             .set_count(left, lines.iter().flatten().flatten().count() as u32);
-        let span = 1u64 << (global - depth);
-        let first = (left_pattern | 1) << (global - depth);
-        for index in first..first + span {
-            p.store(&self.region, Cceh::<P>::entry_at(directory, index), left);
-        }
-        p.flush(&self.region, Cceh::<P>::entry_at(directory, first), 8 * span);
-        p.fence();
+        self.point_range(directory, global, depth, left_pattern | 1, left);
         self.epochs.retire(right);
         self.reclaim();
         Ok(Some(left))
@@ -1093,10 +1093,7 @@ impl<P: Persist> Cceh<P> {
         for (segment, ..) in segments {
             let _latch = self.latches.share(segment);
             let (depth, pattern) = self.header(segment);
-            let (directory, global) = self.directory();
-            if depth > global
-                || self.word(Cceh::<P>::entry_at(directory, pattern << (global - depth))) != segment
-            {
+            if !self.reachable(segment, depth, pattern) {
                 continue; // merged away
             }
             for bucket in 0..self.buckets {
@@ -1168,10 +1165,10 @@ impl<P: Persist> Cceh<P> {
         self.segments().len()
     }
 
-    /// Pair slots in the table's segments (live pairs over these: the load
-    /// factor).
-    pub fn capacity(&self) -> u64 {
-        self.segment_count() as u64 * self.slots()
+    /// Pair slots in a segment (live pairs over these times the segments:
+    /// the load factor).
+    pub fn slots(&self) -> u64 {
+        SLOTS * self.buckets
     }
 
     /// Recovery after a crash: an interrupted split is completed from the

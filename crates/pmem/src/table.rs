@@ -199,18 +199,21 @@ impl Table {
     }
 
     pub fn stats(&self) -> TableStats {
-        each!(self, table => TableStats {
+        each!(self, table => {
+            let segments = table.segment_count();
+            let (merges, merge_flushes) = table.merge_counts();
+            TableStats {
             persistence: table.persist().name(),
             flushes: table.persist().counts().flushes(),
             fences: table.persist().counts().fences(),
-            merges: table.merge_counts().0,
-            merge_flushes: table.merge_counts().1,
+            merges,
+            merge_flushes,
             global_depth: table.global_depth(),
             region_bytes: table.region().len(),
             keys: table.keys().name(),
-            segments: table.segment_count(),
-            slots: table.capacity(),
-        })
+            segments,
+            slots: segments as u64 * table.slots(),
+        }})
     }
 
     /// Marks the table closed and makes its file durable.
