@@ -10,7 +10,7 @@
 //! ```
 //!
 //! `bench` creates the table (refusing a file that exists) and runs the
-//! insert, search, negative-search and delete phases; `crashtest` traces a
+//! insert, search, batched-search, negative-search and delete phases; `crashtest` traces a
 //! seeded run on a table in memory and checks every crash image it allows;
 //! `verify` opens a table (recovering it if it was not closed) and checks
 //! its invariants.

@@ -29,10 +29,13 @@ fn bench_then_verify_a_table_and_refuse_to_overwrite_it() {
     assert_eq!(report["persistence"], "fence");
     let phases = report["phases"].as_array().unwrap();
     let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["insert", "search", "negative search", "delete"]);
+    assert_eq!(
+        names,
+        ["insert", "search", "batched search", "negative search", "delete"]
+    );
     assert_eq!(phases[1]["flushes_per_operation"], 0.0);
     // A delete's own flush, and the merges' apart.
-    let delete = &phases[3];
+    let delete = &phases[4];
     let own = delete["flushes_per_operation"].as_f64().unwrap()
         - delete["merge_flushes_per_operation"].as_f64().unwrap();
     assert!((own - 1.0).abs() < 1e-9, "{delete}");

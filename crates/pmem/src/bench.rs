@@ -11,7 +11,7 @@ use std::time::Instant;
 use spillway_core::{ensure, Error, Interrupt, Result};
 use spillway_workload::{derive_seed, Rng, Zipf};
 
-use crate::table::Table;
+use crate::table::{Table, TableSession};
 
 /// Every this many operations one is timed alone, for the percentiles (the
 /// clock read costs about as much as a search, so not every one).
@@ -109,13 +109,22 @@ pub trait Worker {
     fn insert(&mut self, key: u64, value: u64) -> Result<()>;
     fn get(&mut self, key: u64) -> Result<Option<u64>>;
     fn remove(&mut self, key: u64) -> Result<()>;
+
+    /// `get` of each of `keys` into `values`: the subject's batched call
+    /// where it has one.
+    fn get_many(&mut self, keys: &[u64], values: &mut [Option<u64>]) -> Result<()> {
+        for (value, &key) in values.iter_mut().zip(keys) {
+            *value = self.get(key)?;
+        }
+        Ok(())
+    }
 }
 
 impl Subject for Table {
-    type Worker<'a> = &'a Table;
+    type Worker<'a> = TableSession<'a>;
 
-    fn worker(&self) -> Result<&Table> {
-        Ok(self)
+    fn worker(&self) -> Result<TableSession<'_>> {
+        self.session()
     }
 
     fn counts(&self) -> (u64, u64, u64) {
@@ -124,17 +133,22 @@ impl Subject for Table {
     }
 }
 
-impl Worker for &Table {
+impl Worker for TableSession<'_> {
     fn insert(&mut self, key: u64, value: u64) -> Result<()> {
-        Table::insert(self, key, value).map(drop)
+        TableSession::insert(self, key, value).map(drop)
     }
 
     fn get(&mut self, key: u64) -> Result<Option<u64>> {
-        Table::get(self, key)
+        Ok(TableSession::get(self, key))
     }
 
     fn remove(&mut self, key: u64) -> Result<()> {
-        Table::remove(self, key).map(drop)
+        TableSession::remove(self, key).map(drop)
+    }
+
+    fn get_many(&mut self, keys: &[u64], values: &mut [Option<u64>]) -> Result<()> {
+        TableSession::get_many(self, keys, values);
+        Ok(())
     }
 }
 
@@ -143,15 +157,21 @@ impl Worker for &Table {
 enum Step {
     Insert,
     Search,
+    /// Searches as [`Step::Search`] draws them, [`BATCH`] to a call.
+    BatchedSearch,
     NegativeSearch,
     Delete,
 }
+
+/// Keys per call of a batched search.
+const BATCH: usize = 256;
 
 impl Step {
     fn name(self) -> &'static str {
         match self {
             Step::Insert => "insert",
             Step::Search => "search",
+            Step::BatchedSearch => "batched search",
             Step::NegativeSearch => "negative search",
             Step::Delete => "delete",
         }
@@ -196,7 +216,32 @@ impl Run<'_> {
                 Ok(())
             }
             Step::Delete => worker.remove(key(i, self.seed)),
+            Step::BatchedSearch => unreachable!("batched searches run in `batch`"),
         }
+    }
+
+    /// `count` searches drawn as [`Step::Search`] draws them, in calls of
+    /// [`BATCH`] keys.
+    fn batch(&self, worker: &mut impl Worker, count: u64, rng: &mut Rng) -> Result<()> {
+        let (mut ranks, mut keys, mut values) = ([0; BATCH], [0; BATCH], [None; BATCH]);
+        let mut left = count as usize;
+        while left > 0 {
+            let size = left.min(BATCH);
+            for (rank, key_of) in ranks[..size].iter_mut().zip(&mut keys[..size]) {
+                *rank = draw(self.distribution, self.zipf.as_ref(), self.keys, rng);
+                *key_of = key(*rank, self.seed);
+            }
+            worker.get_many(&keys[..size], &mut values[..size])?;
+            for (&rank, &found) in ranks[..size].iter().zip(&values[..size]) {
+                ensure!(
+                    found == Some(rank),
+                    Internal,
+                    "the key of rank {rank} was inserted but reads {found:?} (batched)"
+                );
+            }
+            left -= size;
+        }
+        Ok(())
     }
 
     /// One phase on `threads` threads: thread t takes operations t,
@@ -217,6 +262,13 @@ impl Run<'_> {
                         while i < keys {
                             self.interrupt.check()?;
                             let end = (i + 4096 * threads as u64).min(keys);
+                            if step == Step::BatchedSearch {
+                                // (No latency samples: a call is many.)
+                                let count = (end - i).div_ceil(threads as u64);
+                                self.batch(&mut worker, count, &mut rng)?;
+                                i += count * threads as u64;
+                                continue;
+                            }
                             while i < end {
                                 if i % SAMPLE_EVERY == thread % SAMPLE_EVERY {
                                     let at = Instant::now();
@@ -286,8 +338,14 @@ pub fn run<S: Subject>(
         seed,
         interrupt,
     };
-    [Step::Insert, Step::Search, Step::NegativeSearch, Step::Delete]
-        .into_iter()
-        .map(|step| run.phase(subject, step))
-        .collect()
+    [
+        Step::Insert,
+        Step::Search,
+        Step::BatchedSearch,
+        Step::NegativeSearch,
+        Step::Delete,
+    ]
+    .into_iter()
+    .map(|step| run.phase(subject, step))
+    .collect()
 }

@@ -36,7 +36,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use spillway_core::checksum::crc32c;
@@ -146,8 +146,8 @@ pub struct Cceh<P: Persist> {
     repair_lock: std::sync::Mutex<()>,
     /// Merges done, and the flushes they made (a delete's own is one;
     /// counted apart so that both are seen; exact on one thread).
-    merges: std::sync::atomic::AtomicU64,
-    merge_flushes: std::sync::atomic::AtomicU64,
+    merges: AtomicU64,
+    merge_flushes: AtomicU64,
 }
 
 /// The `depth` most significant bits of `hash`.
@@ -161,6 +161,17 @@ fn prefix(hash: u64, depth: u32) -> u64 {
 
 fn hash_of(key: u64) -> u64 {
     hash64(&key.to_le_bytes())
+}
+
+/// The slot of a bucket `line` whose bit is set and whose key word is
+/// `key`. The slots are compared at once: a branch per slot, on a
+/// line just fetched from memory, would be mispredicted as often as not,
+/// and a misprediction stalls the next search's fetch behind this one's.
+fn slot_of(line: &[AtomicU64; 8], key: u64) -> Option<u64> {
+    let bitmap = line[0].load(Ordering::Acquire);
+    let equal = |slot: usize| u64::from(line[1 + 2 * slot].load(Ordering::Acquire) == key) << slot;
+    let hits = bitmap & (0..SLOTS as usize).fold(0, |hits, slot| hits | equal(slot));
+    (hits != 0).then(|| u64::from(hits.trailing_zeros()))
 }
 
 /// A segment's header word: its local depth and the hash prefix it holds.
@@ -221,8 +232,8 @@ impl<P: Persist> Cceh<P> {
             epochs: Epochs::default(),
             pending: std::sync::atomic::AtomicBool::new(false),
             repair_lock: std::sync::Mutex::new(()),
-            merges: std::sync::atomic::AtomicU64::new(0),
-            merge_flushes: std::sync::atomic::AtomicU64::new(0),
+            merges: AtomicU64::new(0),
+            merge_flushes: AtomicU64::new(0),
             region,
         }
     }
@@ -407,16 +418,10 @@ impl<P: Persist> Cceh<P> {
     /// equal key suffice: `segment` is the one the directory gives `key`,
     /// so an equal key there is never a stale copy.
     fn find(&self, segment: u64, key: u64, hash: u64) -> Option<u64> {
-        for bucket in self.probes(hash) {
+        self.probes(hash).find_map(|bucket| {
             let bucket = self.bucket_at(segment, bucket);
-            let bitmap = self.word(bucket);
-            for slot in 0..SLOTS {
-                if bitmap & (1 << slot) != 0 && self.word(bucket + 8 + 16 * slot) == key {
-                    return Some(bucket + 8 + 16 * slot);
-                }
-            }
-        }
-        None
+            slot_of(self.region.line(bucket), key).map(|slot| bucket + 8 + 16 * slot)
+        })
     }
 
     /// Runs `read` on the segment the directory gives `hash`, lock-free:
@@ -438,12 +443,64 @@ impl<P: Persist> Cceh<P> {
 
     /// The value of `key` (a u64 table's).
     pub fn get(&self, key: u64) -> Option<u64> {
-        assert_eq!(self.keys, Keys::U64, "get() on a table of byte keys");
         let _pin = self.epochs.pin();
+        self.lookup(key)
+    }
+
+    /// [`get`](Self::get), the caller pinned.
+    fn lookup(&self, key: u64) -> Option<u64> {
+        assert_eq!(self.keys, Keys::U64, "get() on a table of byte keys");
         let hash = hash_of(key);
         self.read(hash, |segment| {
             self.find(segment, key, hash).map(|at| self.word(at + 8))
         })
+    }
+
+    /// The values of `keys` (a u64 table's) into `values`, a group of keys
+    /// at a time: a group's first bucket lines are all asked of memory
+    /// before the first is searched, so that their latencies overlap
+    /// instead of adding up (a lone search waits out one whole miss).
+    /// The caller pinned.
+    fn lookup_many(&self, keys: &[u64], values: &mut [Option<u64>]) {
+        assert_eq!(self.keys, Keys::U64, "get_many() on a table of byte keys");
+        assert_eq!(keys.len(), values.len(), "get_many() needs a value slot per key");
+        const GROUP: usize = 16;
+        let mut hashes = [0; GROUP];
+        for (keys, values) in keys.chunks(GROUP).zip(values.chunks_mut(GROUP)) {
+            for (hash, &key) in hashes.iter_mut().zip(keys) {
+                *hash = hash_of(key);
+                self.prefetch_bucket(*hash);
+            }
+            for ((value, &key), &hash) in values.iter_mut().zip(keys).zip(&hashes) {
+                *value = self.read(hash, |segment| {
+                    self.find(segment, key, hash).map(|at| self.word(at + 8))
+                });
+            }
+        }
+    }
+
+    /// [`get`](Self::get) of each of `keys`, into `values`.
+    pub fn get_many(&self, keys: &[u64], values: &mut [Option<u64>]) {
+        let _pin = self.epochs.pin();
+        self.lookup_many(keys, values);
+    }
+
+    /// Starts fetching the first bucket `hash` probes in the segment the
+    /// directory gives it now (a hint: a stale directory costs nothing but
+    /// the fetch).
+    fn prefetch_bucket(&self, hash: u64) {
+        let segment = self.segment_for(hash);
+        self.region
+            .prefetch(self.bucket_at(segment, self.first_bucket(hash)));
+    }
+
+    /// A session on this table for one thread's run of operations.
+    pub fn session(&self) -> Session<'_, P> {
+        Session {
+            table: self,
+            pin: self.epochs.pin(),
+            operations: 0,
+        }
     }
 
     /// The value of `key` (a byte-keyed table's); its record's checksum
@@ -477,8 +534,12 @@ impl<P: Persist> Cceh<P> {
         })
     }
 
-    /// The segment the directory gives `hash`, held exclusively.
+    /// The segment the directory gives `hash`, held exclusively. The key's
+    /// first bucket is fetched before the latch is taken: the latch's
+    /// atomic instruction waits for this thread's earlier flushes, and the
+    /// bucket's memory latency overlaps that wait.
     fn lock_segment(&self, hash: u64) -> (u64, crate::latch::Exclusive<'_>) {
+        self.prefetch_bucket(hash);
         loop {
             let segment = self.segment_for(hash);
             let latch = self.latches.lock(segment);
@@ -492,9 +553,14 @@ impl<P: Persist> Cceh<P> {
     /// Sets `key` to `value` (a u64 table's); returns the value it
     /// replaced.
     pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+        let _pin = self.epochs.pin();
+        self.put(key, value)
+    }
+
+    /// [`insert`](Self::insert), the caller pinned.
+    fn put(&self, key: u64, value: u64) -> Result<Option<u64>> {
         self.expect(Keys::U64)?;
         self.repaired()?;
-        let _pin = self.epochs.pin();
         let hash = hash_of(key);
         self.upsert(hash, key, value, |segment| Ok(self.find(segment, key, hash)))
     }
@@ -534,7 +600,7 @@ impl<P: Persist> Cceh<P> {
     /// A free slot of `hash`'s probe range in `segment` (depth, pattern):
     /// one whose bit is clear, first anywhere in the range (bits alone
     /// tell), else a stale copy's (whose key must be hashed to tell).
-    fn free_slot(&self, segment: u64, hash: u64, depth: u32, pattern: u64) -> Option<(u64, u64)> {
+    fn free_slot(&self, segment: u64, hash: u64) -> Option<(u64, u64)> {
         let full = (1 << SLOTS) - 1;
         self.probes(hash)
             .map(|bucket| self.bucket_at(segment, bucket))
@@ -543,6 +609,8 @@ impl<P: Persist> Cceh<P> {
                 (bitmap != full).then(|| (bucket, u64::from((!bitmap).trailing_zeros())))
             })
             .or_else(|| {
+                // (The header is another line: read only when needed.)
+                let (depth, pattern) = self.header(segment);
                 self.probes(hash).find_map(|bucket| {
                     let bucket = self.bucket_at(segment, bucket);
                     (0..SLOTS)
@@ -571,8 +639,7 @@ impl<P: Persist> Cceh<P> {
                 self.persist.persist_word(&self.region, at + 8, value_word);
                 return Ok(Some(old));
             }
-            let (depth, pattern) = self.header(segment);
-            if let Some((bucket, slot)) = self.free_slot(segment, hash, depth, pattern) {
+            if let Some((bucket, slot)) = self.free_slot(segment, hash) {
                 // One line, persisted in program order: the bit cleared
                 // (a stale copy's), the pair, the bit set.
                 let bitmap = self.word(bucket) & !(1 << slot);
@@ -591,15 +658,21 @@ impl<P: Persist> Cceh<P> {
                 }
                 return Ok(None);
             }
+            let (depth, pattern) = self.header(segment);
             self.split(segment, depth, pattern)?;
         }
     }
 
     /// Removes `key` (a u64 table's); returns its value.
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
+        let _pin = self.epochs.pin();
+        self.take(key)
+    }
+
+    /// [`remove`](Self::remove), the caller pinned.
+    fn take(&self, key: u64) -> Result<Option<u64>> {
         self.expect(Keys::U64)?;
         self.repaired()?;
-        let _pin = self.epochs.pin();
         let hash = hash_of(key);
         self.delete(hash, |segment| Ok(self.find(segment, key, hash)))
     }
@@ -1253,9 +1326,10 @@ impl<P: Persist> Cceh<P> {
         scratch.starts.resize(buckets + 1, 0);
         for bucket in 0..self.buckets {
             let at = self.bucket_at(segment, bucket);
-            let bitmap = self.word(at);
-            for slot in (0..SLOTS).filter(|slot| bitmap & (1 << slot) != 0) {
-                let key = self.word(at + 8 + 16 * slot);
+            let line = self.region.line(at);
+            let bitmap = line[0].load(Ordering::Acquire);
+            for slot in (0..SLOTS as usize).filter(|slot| bitmap & (1 << slot) != 0) {
+                let key = line[1 + 2 * slot].load(Ordering::Acquire);
                 let hash = self.slot_hash(key);
                 if prefix(hash, depth) != pattern {
                     continue; // a stale copy
@@ -1398,6 +1472,57 @@ struct Scratch {
     starts: Vec<u32>,
     next: Vec<u32>,
     grouped: Vec<u64>,
+}
+
+/// Operations a session makes between two renewals of its pin.
+const REPIN: u32 = 256;
+
+/// One thread's run of operations on a u64 table, under one epoch pin
+/// renewed every [`REPIN`] operations, rather than a pin of their own
+/// each: a pin is an atomic add, which on x86 waits for every earlier
+/// read, so that a lone `get`'s memory miss cannot overlap the next one's.
+/// Reclamation waits for the session's pin: hold one for a run of work,
+/// not while idle.
+#[derive(Debug)]
+pub struct Session<'a, P: Persist> {
+    table: &'a Cceh<P>,
+    pin: crate::epoch::Pin<'a>,
+    operations: u32,
+}
+
+impl<P: Persist> Session<'_, P> {
+    fn tick(&mut self) {
+        self.operations += 1;
+        if self.operations == REPIN {
+            self.operations = 0;
+            // The new pin first: the old one's readers are done with.
+            self.pin = self.table.epochs.pin();
+        }
+    }
+
+    /// [`Cceh::get`].
+    pub fn get(&mut self, key: u64) -> Option<u64> {
+        self.tick();
+        self.table.lookup(key)
+    }
+
+    /// [`Cceh::get_many`].
+    pub fn get_many(&mut self, keys: &[u64], values: &mut [Option<u64>]) {
+        self.tick();
+        self.table.lookup_many(keys, values);
+    }
+
+    /// [`Cceh::insert`].
+    pub fn insert(&mut self, key: u64, value: u64) -> Result<Option<u64>> {
+        self.tick();
+        self.table.put(key, value)
+    }
+
+    /// [`Cceh::remove`].
+    pub fn remove(&mut self, key: u64) -> Result<Option<u64>> {
+        self.tick();
+        self.table.take(key)
+    }
 }
 
 fn check_options(options: &Options) -> Result<()> {

@@ -50,7 +50,13 @@ pub struct Exclusive<'a> {
 
 impl Drop for Exclusive<'_> {
     fn drop(&mut self) {
-        self.word.fetch_add(VERSION - WRITER, Ordering::Release);
+        // A plain store, not an atomic add: no one else changes a word
+        // held exclusively (every other change is a compare-exchange that
+        // needs the writer bit clear). An x86 atomic add would wait for
+        // this thread's flushes to complete, and hold up its next reads.
+        let held = self.word.load(Ordering::Relaxed);
+        debug_assert!(held & WRITER != 0, "a latch released that was not held");
+        self.word.store(held + VERSION - WRITER, Ordering::Release);
     }
 }
 

@@ -49,16 +49,20 @@ pub const MIN_SIZE: u64 = 4096;
 /// Where a region's bytes live.
 #[derive(Debug)]
 enum Backing {
-    /// A shared mapping of `file`: `len` bytes at `base`.
-    Map { base: *mut u8, file: File },
-    /// Heap words (8-aligned, zero-initialised).
-    Heap(Box<[AtomicU64]>),
+    /// A shared mapping of `file`: `len` bytes at the region's `base`.
+    Map { file: File },
+    /// Heap words (8-aligned, zero-initialised), owned here while `base`
+    /// points into them.
+    Heap { _words: Box<[AtomicU64]> },
 }
 
 /// A region of persistent memory (see the module documentation).
 #[derive(Debug)]
 pub struct Region {
     backing: Backing,
+    /// The first byte: the mapping's, or the heap words'. (Kept apart from
+    /// `backing` so that a word's address is an add, not a match.)
+    base: *mut u8,
     len: u64,
     /// The file, for errors (`<memory>` for a heap region).
     path: PathBuf,
@@ -75,11 +79,11 @@ unsafe impl Sync for Region {}
 
 impl Drop for Region {
     fn drop(&mut self) {
-        if let Backing::Map { base, .. } = self.backing {
+        if let Backing::Map { .. } = self.backing {
             // SAFETY: `base` and `len` are the mapping made in `map`, unmapped once.
             #[allow(unsafe_code)]
             unsafe {
-                libc::munmap(base.cast(), self.len as usize);
+                libc::munmap(self.base.cast(), self.len as usize);
             }
         }
     }
@@ -211,9 +215,10 @@ impl Region {
     }
 
     fn heap(size: u64) -> Region {
-        let words = (0..size / 8).map(|_| AtomicU64::new(0)).collect();
+        let words: Box<[AtomicU64]> = (0..size / 8).map(|_| AtomicU64::new(0)).collect();
         Region {
-            backing: Backing::Heap(words),
+            base: words.as_ptr().cast_mut().cast(),
+            backing: Backing::Heap { _words: words },
             len: size,
             path: PathBuf::from("<memory>"),
         }
@@ -262,10 +267,8 @@ impl Region {
             ));
         }
         Ok(Region {
-            backing: Backing::Map {
-                base: base.cast(),
-                file,
-            },
+            base: base.cast(),
+            backing: Backing::Map { file },
             len: size,
             path: path.to_path_buf(),
         })
@@ -341,10 +344,7 @@ impl Region {
     }
 
     fn base(&self) -> *mut u8 {
-        match &self.backing {
-            Backing::Map { base, .. } => *base,
-            Backing::Heap(words) => words.as_ptr().cast_mut().cast(),
-        }
+        self.base
     }
 
     fn check_range(&self, at: u64, len: u64) {
@@ -366,6 +366,35 @@ impl Region {
         #[allow(unsafe_code)]
         unsafe {
             AtomicU64::from_ptr(self.base().add(at as usize).cast())
+        }
+    }
+
+    /// The cache line at `at` (64-aligned) as its eight words: one bounds
+    /// check for a bucket's reads, not one per word.
+    pub fn line(&self, at: u64) -> &[AtomicU64; 8] {
+        self.check_range(at, LINE);
+        assert!(at.is_multiple_of(LINE), "line offset {at} is not 64-aligned");
+        // SAFETY: in bounds (checked), 64-aligned (the base is page- or
+        // word-aligned: word alignment is all the atomics need), and the
+        // memory lives as long as `self`; all access to it is atomic.
+        #[allow(unsafe_code)]
+        unsafe {
+            &*self.base().add(at as usize).cast::<[AtomicU64; 8]>()
+        }
+    }
+
+    /// Asks the CPU to start fetching the line of byte `at` (a hint: no
+    /// effect on what is read, none off x86-64).
+    pub fn prefetch(&self, at: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let address = self.base().wrapping_add(at.min(self.len - 1) as usize);
+            // SAFETY: a prefetch never faults and reads nothing the program
+            // sees; the address is in the mapping.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast());
+            }
         }
     }
 
@@ -409,10 +438,10 @@ impl Region {
     /// on an ordinary file (not DAX), flushes reach the page cache only, and
     /// this is what survives a power failure. Nothing to do in memory.
     pub fn sync(&self) -> Result<()> {
-        if let Backing::Map { base, file } = &self.backing {
+        if let Backing::Map { file } = &self.backing {
             // SAFETY: the whole live mapping made in `map`.
             #[allow(unsafe_code)]
-            let failed = unsafe { libc::msync(base.cast(), self.len as usize, libc::MS_SYNC) } != 0;
+            let failed = unsafe { libc::msync(self.base.cast(), self.len as usize, libc::MS_SYNC) } != 0;
             if failed {
                 return Err(Error::io(
                     format!("syncing the region {}", self.path.display()),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use spillway_core::{ensure, Error, Result};
 
-use crate::cceh::{Cceh, Keys, Options};
+use crate::cceh::{Cceh, Keys, Options, Session};
 use crate::persist::{FenceOnly, FlushKind, Hardware, Latency, Persist, Volatile};
 
 /// A persistence mode, by name.
@@ -108,16 +108,47 @@ pub enum Table {
     Latency(Cceh<Latency<Hardware>>),
 }
 
-/// Runs `$body` with `$table` bound to the table inside, whatever its mode.
+/// Runs `$body` with `$table` bound to the table (or session: `$kind`)
+/// inside, whatever its mode.
 macro_rules! each {
     ($self:expr, $table:ident => $body:expr) => {
+        each!(Table, $self, $table => $body)
+    };
+    ($kind:ident, $self:expr, $table:ident => $body:expr) => {
         match $self {
-            Table::Hardware($table) => $body,
-            Table::Fence($table) => $body,
-            Table::Volatile($table) => $body,
-            Table::Latency($table) => $body,
+            $kind::Hardware($table) => $body,
+            $kind::Fence($table) => $body,
+            $kind::Volatile($table) => $body,
+            $kind::Latency($table) => $body,
         }
     };
+}
+
+/// A [`Session`] on a u64 [`Table`], whatever its mode.
+#[derive(Debug)]
+pub enum TableSession<'a> {
+    Hardware(Session<'a, Hardware>),
+    Fence(Session<'a, FenceOnly>),
+    Volatile(Session<'a, Volatile>),
+    Latency(Session<'a, Latency<Hardware>>),
+}
+
+impl TableSession<'_> {
+    pub fn get(&mut self, key: u64) -> Option<u64> {
+        each!(TableSession, self, session => session.get(key))
+    }
+
+    pub fn get_many(&mut self, keys: &[u64], values: &mut [Option<u64>]) {
+        each!(TableSession, self, session => session.get_many(keys, values))
+    }
+
+    pub fn insert(&mut self, key: u64, value: u64) -> Result<Option<u64>> {
+        each!(TableSession, self, session => session.insert(key, value))
+    }
+
+    pub fn remove(&mut self, key: u64) -> Result<Option<u64>> {
+        each!(TableSession, self, session => session.remove(key))
+    }
 }
 
 impl Table {
@@ -140,6 +171,31 @@ impl Table {
 
     pub fn get(&self, key: u64) -> Result<Option<u64>> {
         each!(self, table => table.expect(Keys::U64).map(|()| table.get(key)))
+    }
+
+    /// [`Table::get`] of each of `keys`, into `values` (see
+    /// [`Cceh::get_many`]).
+    pub fn get_many(&self, keys: &[u64], values: &mut [Option<u64>]) -> Result<()> {
+        ensure!(
+            keys.len() == values.len(),
+            InvalidArgument,
+            "{} keys but {} value slots",
+            keys.len(),
+            values.len()
+        );
+        each!(self, table => table.expect(Keys::U64).map(|()| table.get_many(keys, values)))
+    }
+
+    /// A session for one thread's run of operations (a u64 table's; see
+    /// [`Session`]).
+    pub fn session(&self) -> Result<TableSession<'_>> {
+        each!(self, table => table.expect(Keys::U64))?;
+        Ok(match self {
+            Table::Hardware(table) => TableSession::Hardware(table.session()),
+            Table::Fence(table) => TableSession::Fence(table.session()),
+            Table::Volatile(table) => TableSession::Volatile(table.session()),
+            Table::Latency(table) => TableSession::Latency(table.session()),
+        })
     }
 
     pub fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {

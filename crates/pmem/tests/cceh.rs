@@ -272,3 +272,74 @@ fn searches_never_miss_a_key_while_another_thread_splits_and_merges() {
     table.verify().unwrap();
     assert_eq!(table.len().unwrap(), 500);
 }
+
+#[test]
+fn a_session_and_get_many_answer_as_single_calls_do() {
+    let table = Cceh::in_memory(small(), Volatile::default()).unwrap();
+    let mut session = table.session();
+    // Thousands of operations: splits, doublings and merges under pins
+    // renewed every few hundred.
+    for key in 0..3000u64 {
+        assert_eq!(session.insert(key, key + 7).unwrap(), None);
+    }
+    assert_eq!(session.insert(5, 1).unwrap(), Some(12));
+    for key in (0..3000u64).filter(|key| key % 3 != 0) {
+        assert!(session.remove(key).unwrap().is_some());
+    }
+    let keys: Vec<u64> = (0..4000).collect();
+    let mut values = vec![Some(0); keys.len()];
+    session.get_many(&keys, &mut values);
+    for (&key, &value) in keys.iter().zip(&values) {
+        let expected = (key < 3000 && key % 3 == 0).then_some(if key == 5 { 1 } else { key + 7 });
+        assert_eq!(value, expected, "key {key}");
+        assert_eq!(session.get(key), expected, "key {key}");
+    }
+    let mut again = vec![None; keys.len()];
+    table.get_many(&keys, &mut again);
+    assert_eq!(again, values);
+    drop(session);
+    table.verify().unwrap();
+    assert_eq!(table.len().unwrap(), 1000);
+}
+
+#[test]
+fn sessions_never_miss_a_key_while_another_session_splits_and_merges() {
+    let table = Cceh::in_memory(small(), Volatile::default()).unwrap();
+    for key in 0..500u64 {
+        table.insert(key, key * 3).unwrap();
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut session = table.session();
+            for round in 0..6u64 {
+                for key in 1000..3000u64 {
+                    session.insert(key, round).unwrap();
+                }
+                for key in 1000..3000u64 {
+                    assert_eq!(session.remove(key).unwrap(), Some(round));
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        });
+        scope.spawn(|| {
+            // Pinned for 256 operations at a time while merged segments
+            // are retired: none may be freed under it.
+            let mut session = table.session();
+            let keys: Vec<u64> = (0..500).chain(5000..5100).collect();
+            let mut values = vec![None; keys.len()];
+            let mut rounds = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Acquire) || rounds < 50 {
+                session.get_many(&keys, &mut values);
+                for (&key, &value) in keys.iter().zip(&values) {
+                    assert_eq!(value, (key < 500).then_some(key * 3), "key {key}");
+                }
+                let key = rounds % 500;
+                assert_eq!(session.get(key), Some(key * 3), "key {key}");
+                rounds += 1;
+            }
+        });
+    });
+    table.verify().unwrap();
+    assert_eq!(table.len().unwrap(), 500);
+}

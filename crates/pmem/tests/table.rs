@@ -74,3 +74,39 @@ fn a_table_is_created_then_opened_in_any_mode() {
     );
     assert_eq!(table.stats().persistence, "latency:100ns");
 }
+
+#[test]
+fn get_many_and_sessions_refuse_what_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        region_bytes: 1 << 20,
+        ..Options::default()
+    };
+    let table = Table::open_or_create(&dir.path().join("u64.pmem"), Mode::Volatile, options).unwrap();
+    table.insert(1, 10).unwrap();
+    let mut values = [None; 3];
+    table.get_many(&[1, 2, 3], &mut values).unwrap();
+    assert_eq!(values, [Some(10), None, None]);
+    let error = table.get_many(&[1, 2], &mut values).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.to_string().contains("2 keys but 3 value slots"), "{error}");
+    let mut session = table.session().unwrap();
+    assert_eq!(session.insert(2, 20).unwrap(), None);
+    assert_eq!(session.get(2), Some(20));
+    assert_eq!(session.remove(1).unwrap(), Some(10));
+    drop(session);
+    table.close().unwrap();
+
+    let bytes = Options {
+        keys: spillway_pmem::cceh::Keys::Bytes,
+        ..options
+    };
+    let table = Table::open_or_create(&dir.path().join("bytes.pmem"), Mode::Volatile, bytes).unwrap();
+    for error in [
+        table.session().map(drop).unwrap_err(),
+        table.get_many(&[1], &mut [None]).unwrap_err(),
+    ] {
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    }
+    table.close().unwrap();
+}
