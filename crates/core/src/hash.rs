@@ -23,6 +23,7 @@ pub type Hash64 = u64;
 pub const PERSISTED_HASH_SEED: u64 = 0x5350_494c_4c57_4159;
 
 /// The persisted hash of `bytes`: XXH3-64 seeded with [`PERSISTED_HASH_SEED`].
+#[inline]
 pub fn hash64(bytes: &[u8]) -> Hash64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(bytes, PERSISTED_HASH_SEED)
 }

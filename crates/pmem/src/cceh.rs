@@ -167,6 +167,7 @@ fn hash_of(key: u64) -> u64 {
 /// `key`. The slots are compared at once: a branch per slot, on a
 /// line just fetched from memory, would be mispredicted as often as not,
 /// and a misprediction stalls the next search's fetch behind this one's.
+#[inline]
 fn slot_of(line: &[AtomicU64; 8], key: u64) -> Option<u64> {
     let bitmap = line[0].load(Ordering::Acquire);
     let equal = |slot: usize| u64::from(line[1 + 2 * slot].load(Ordering::Acquire) == key) << slot;
@@ -1326,6 +1327,8 @@ impl<P: Persist> Cceh<P> {
         scratch.starts.resize(buckets + 1, 0);
         for bucket in 0..self.buckets {
             let at = self.bucket_at(segment, bucket);
+            // (The hardware's own prefetch stops at each 4 KiB page.)
+            self.region.prefetch(at + 8 * LINE);
             let line = self.region.line(at);
             let bitmap = line[0].load(Ordering::Acquire);
             for slot in (0..SLOTS as usize).filter(|slot| bitmap & (1 << slot) != 0) {
@@ -1392,9 +1395,14 @@ impl<P: Persist> Cceh<P> {
         self.repaired()?;
         let (directory, global) = self.directory();
         let bad = |what: String| Err(Error::corruption(self.region.path(), directory, what));
+        // (A segment's entries are a run: its header is read once.)
+        let mut last = (0, 0);
         for index in 0..1u64 << global {
             let segment = self.word(Cceh::<P>::entry_at(directory, index));
-            let header = self.word(segment);
+            if segment != last.0 {
+                last = (segment, self.word(segment));
+            }
+            let header = last.1;
             let (depth, pattern) = ((header & 0xff) as u32, header >> 8);
             if depth > global || index >> (global - depth) != pattern {
                 return bad(format!(

@@ -343,10 +343,12 @@ impl Region {
         self.word(ROOT_AT).load(std::sync::atomic::Ordering::Acquire)
     }
 
+    #[inline]
     fn base(&self) -> *mut u8 {
         self.base
     }
 
+    #[inline]
     fn check_range(&self, at: u64, len: u64) {
         assert!(
             at.checked_add(len).is_some_and(|end| end <= self.len),
@@ -357,6 +359,7 @@ impl Region {
 
     /// The 8-byte word at `at` (8-aligned), as an atomic: every word a
     /// concurrent reader may see is read and written through this.
+    #[inline]
     pub fn word(&self, at: u64) -> &AtomicU64 {
         self.check_range(at, 8);
         assert!(at.is_multiple_of(8), "word offset {at} is not 8-aligned");
@@ -371,6 +374,7 @@ impl Region {
 
     /// The cache line at `at` (64-aligned) as its eight words: one bounds
     /// check for a bucket's reads, not one per word.
+    #[inline]
     pub fn line(&self, at: u64) -> &[AtomicU64; 8] {
         self.check_range(at, LINE);
         assert!(at.is_multiple_of(LINE), "line offset {at} is not 64-aligned");
@@ -385,6 +389,7 @@ impl Region {
 
     /// Asks the CPU to start fetching the line of byte `at` (a hint: no
     /// effect on what is read, none off x86-64).
+    #[inline]
     pub fn prefetch(&self, at: u64) {
         #[cfg(target_arch = "x86_64")]
         {
