@@ -19,7 +19,9 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
 
-const STRIPES: usize = 8;
+/// Stripes of threads for counts many threads bump: a thread's own stripe
+/// is [`stripe`].
+pub(crate) const STRIPES: usize = 8;
 
 #[derive(Debug, Default)]
 #[repr(align(64))]
@@ -47,7 +49,8 @@ impl Drop for Pin<'_> {
     }
 }
 
-fn stripe() -> usize {
+/// This thread's stripe (threads are dealt out in turn).
+pub(crate) fn stripe() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static MINE: usize = NEXT.fetch_add(1, SeqCst) % STRIPES;

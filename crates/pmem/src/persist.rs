@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::epoch::{stripe, STRIPES};
 use crate::region::{Region, HEADER, ROOT_AT};
 
 pub use crate::region::LINE;
@@ -77,32 +78,48 @@ pub trait Persist: Send + Sync {
 
 /// Flushes (cache lines written back) and fences made, for the statistics
 /// every mode keeps: these, not the machine, are the figure to compare.
+/// Counted per stripe of threads, each on its own cache line, so that two
+/// threads' writes do not pass one line back and forth.
 #[derive(Debug, Default)]
 pub struct Counts {
-    flushes: AtomicU64,
-    fences: AtomicU64,
+    stripes: [Tally; STRIPES],
 }
 
+/// One stripe's (flushes, fences).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Tally(AtomicU64, AtomicU64);
+
 impl Counts {
+    fn mine(&self) -> &Tally {
+        &self.stripes[stripe()]
+    }
+
     /// Counts a flush of `at..at + len`; returns the lines it covers.
     fn add_flush(&self, at: u64, len: u64) -> std::ops::Range<u64> {
         let span = lines(at, len);
-        self.flushes.fetch_add(span.end - span.start, Ordering::Relaxed);
+        self.mine().0.fetch_add(span.end - span.start, Ordering::Relaxed);
         span
     }
 
     fn add_fence(&self) {
-        self.fences.fetch_add(1, Ordering::Relaxed);
+        self.mine().1.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Cache lines flushed so far.
     pub fn flushes(&self) -> u64 {
-        self.flushes.load(Ordering::Relaxed)
+        self.stripes
+            .iter()
+            .map(|tally| tally.0.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Fences so far.
     pub fn fences(&self) -> u64 {
-        self.fences.load(Ordering::Relaxed)
+        self.stripes
+            .iter()
+            .map(|tally| tally.1.load(Ordering::Relaxed))
+            .sum()
     }
 }
 
