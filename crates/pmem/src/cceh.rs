@@ -598,27 +598,35 @@ impl<P: Persist> Cceh<P> {
         }
     }
 
-    /// A free slot of `hash`'s probe range in `segment` (depth, pattern):
-    /// one whose bit is clear, first anywhere in the range (bits alone
-    /// tell), else a stale copy's (whose key must be hashed to tell).
+    /// A free slot of `hash`'s probe range in `segment`: in its first
+    /// bucket if that has one, whose bit is clear or which holds a stale
+    /// copy (a key hashed to tell: a pair kept in its first bucket is one
+    /// line for every search of it), else one whose bit is clear anywhere
+    /// in the range (bits alone tell), else a stale copy's.
     fn free_slot(&self, segment: u64, hash: u64) -> Option<(u64, u64)> {
         let full = (1 << SLOTS) - 1;
-        self.probes(hash)
-            .map(|bucket| self.bucket_at(segment, bucket))
-            .find_map(|bucket| {
-                let bitmap = self.word(bucket) & full;
-                (bitmap != full).then(|| (bucket, u64::from((!bitmap).trailing_zeros())))
-            })
-            .or_else(|| {
-                // (The header is another line: read only when needed.)
-                let (depth, pattern) = self.header(segment);
-                self.probes(hash).find_map(|bucket| {
-                    let bucket = self.bucket_at(segment, bucket);
-                    (0..SLOTS)
-                        .find(|&slot| self.live(bucket, slot, depth, pattern).is_none())
-                        .map(|slot| (bucket, slot))
-                })
-            })
+        let clear = |bucket: u64| {
+            let bitmap = self.word(bucket) & full;
+            (bitmap != full).then(|| (bucket, u64::from((!bitmap).trailing_zeros())))
+        };
+        // (The header is another line: read only when needed.)
+        let header = std::cell::OnceCell::new();
+        let stale = |bucket: u64| {
+            let &(depth, pattern) = header.get_or_init(|| self.header(segment));
+            (0..SLOTS)
+                .find(|&slot| self.live(bucket, slot, depth, pattern).is_none())
+                .map(|slot| (bucket, slot))
+        };
+        let first = self.bucket_at(segment, self.first_bucket(hash));
+        let rest = || {
+            self.probes(hash)
+                .skip(1)
+                .map(|bucket| self.bucket_at(segment, bucket))
+        };
+        clear(first)
+            .or_else(|| stale(first))
+            .or_else(|| rest().find_map(clear))
+            .or_else(|| rest().find_map(stale))
     }
 
     /// Puts the pair (`key_word`, `value_word`) in the segment the
