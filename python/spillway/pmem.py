@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from . import _native
 from . import _args
@@ -120,6 +120,13 @@ class HashTable:
                 return default[0]
             raise KeyError(key)
         return found
+
+    def get_many(self, keys: Iterable[Any]) -> List[Optional[int]]:
+        """The value of each of ``keys`` (None where absent), in order, in one call: its keys' buckets are asked
+        of memory a group at a time, so that their latencies overlap. For a u64 table."""
+        if self._bytes:
+            raise InvalidArgumentError("get_many() takes the keys of a u64 table; this table maps bytes")
+        return self._native.get_many([count(key, f"key {i}") for i, key in enumerate(keys)])
 
     def items(self) -> List[Tuple[Any, Any]]:
         """Every (key, value) pair, in no particular order."""

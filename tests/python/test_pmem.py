@@ -41,6 +41,11 @@ def test_a_table_behaves_as_a_mapping_and_survives_reopening(tmp_path):
             del table[12345678901234567]
         stats = table.stats()
         assert stats["persistence"] in ("clwb", "clflushopt", "clflush") and stats["global_depth"] > 3
+        asked = list(model)[:500] + [rng.randrange(1 << 64) for _ in range(100)]
+        assert table.get_many(asked) == [model.get(key) for key in asked]
+        assert table.get_many(iter([])) == []
+        with pytest.raises(InvalidArgumentError, match="key 1 must be a whole number"):
+            table.get_many([1, -1])
 
 
 def test_every_persistence_mode_writes_the_same_table(tmp_path):
@@ -136,6 +141,8 @@ def test_a_table_of_byte_keys_behaves_as_a_mapping_and_keeps_its_kind(tmp_path):
             table[5] = b"x"
         with pytest.raises(InvalidArgumentError, match="4096"):
             table[b"k" * 5000] = b"x"
+        with pytest.raises(InvalidArgumentError, match="u64 table"):
+            table.get_many([b"raw"])
         assert 5 not in table and b"absent" not in table
         with pytest.raises(KeyError):
             del table[b"absent"]

@@ -451,7 +451,10 @@ impl<P: Persist> Cceh<P> {
     /// [`get`](Self::get), the caller pinned.
     fn lookup(&self, key: u64) -> Option<u64> {
         assert_eq!(self.keys, Keys::U64, "get() on a table of byte keys");
-        let hash = hash_of(key);
+        self.lookup_hashed(key, hash_of(key))
+    }
+
+    fn lookup_hashed(&self, key: u64, hash: u64) -> Option<u64> {
         self.read(hash, |segment| {
             self.find(segment, key, hash).map(|at| self.word(at + 8))
         })
@@ -473,9 +476,7 @@ impl<P: Persist> Cceh<P> {
                 self.prefetch_bucket(*hash);
             }
             for ((value, &key), &hash) in values.iter_mut().zip(keys).zip(&hashes) {
-                *value = self.read(hash, |segment| {
-                    self.find(segment, key, hash).map(|at| self.word(at + 8))
-                });
+                *value = self.lookup_hashed(key, hash);
             }
         }
     }

@@ -88,6 +88,13 @@ impl PyHashTable {
         self.with_table(py, |table| table.get(key))
     }
 
+    fn get_many(&self, py: Python<'_>, keys: Vec<u64>) -> PyResult<Vec<Option<u64>>> {
+        self.with_table(py, |table| {
+            let mut values = vec![None; keys.len()];
+            table.get_many(&keys, &mut values).map(|()| values)
+        })
+    }
+
     fn get_bytes<'py>(&self, py: Python<'py>, key: Vec<u8>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let found = self.with_table(py, |table| table.get_bytes(&key))?;
         Ok(found.map(|value| PyBytes::new(py, &value)))
