@@ -1512,7 +1512,8 @@ impl<P: Persist> Session<'_, P> {
         self.operations += 1;
         if self.operations == REPIN {
             self.operations = 0;
-            // The new pin first: the old one's readers are done with.
+            // (No read of this session spans the renewal: the old pin
+            // protects nothing any more once the new one is taken.)
             self.pin = self.table.epochs.pin();
         }
     }
