@@ -1321,19 +1321,12 @@ impl<P: Persist> Cceh<P> {
     }
 
     /// Checks that the live pairs of `segment` (depth, pattern) lie in
-    /// their probe ranges and that no key is live twice there: two copies
-    /// of a key have one hash, so one first bucket, and the pairs are
-    /// grouped by first bucket (a counting sort into `scratch`) to compare
-    /// only those.
-    fn verify_segment(
-        &self,
-        (segment, depth, pattern): (u64, u32, u64),
-        scratch: &mut Scratch,
-    ) -> Result<()> {
-        let buckets = self.buckets as usize;
-        scratch.live.clear();
-        scratch.starts.clear();
-        scratch.starts.resize(buckets + 1, 0);
+    /// their probe ranges, that no key is live twice there (`seen`: a set
+    /// of the keys met so far in the segment) and that the live count
+    /// agrees.
+    fn verify_segment(&self, (segment, depth, pattern): (u64, u32, u64), seen: &mut Seen) -> Result<()> {
+        seen.clear();
+        let mut live = 0usize;
         for bucket in 0..self.buckets {
             let at = self.bucket_at(segment, bucket);
             // (The hardware's own prefetch stops at each 4 KiB page.)
@@ -1346,52 +1339,30 @@ impl<P: Persist> Cceh<P> {
                 if prefix(hash, depth) != pattern {
                     continue; // a stale copy
                 }
-                let first = self.first_bucket(hash);
-                if self.wrap(bucket + self.buckets - first) >= self.probe {
+                if self.wrap(bucket + self.buckets - self.first_bucket(hash)) >= self.probe {
                     return Err(Error::corruption(
                         self.region.path(),
                         at,
                         format!("a key in bucket {bucket} of segment {segment}, outside its probe range"),
                     ));
                 }
-                scratch.live.push((first as u32, key));
-                scratch.starts[first as usize + 1] += 1;
-            }
-        }
-        let known = self.latches.count(segment);
-        if known != UNKNOWN && known as usize != scratch.live.len() {
-            return Err(Error::Internal(format!(
-                "segment {segment} holds {} live pairs, but its count says {known}",
-                scratch.live.len()
-            )));
-        }
-        if self.keys == Keys::Bytes {
-            return Ok(()); // keys here are hashes: `verify` compares the records
-        }
-        for bucket in 0..buckets {
-            scratch.starts[bucket + 1] += scratch.starts[bucket];
-        }
-        scratch.grouped.clear();
-        scratch.grouped.resize(scratch.live.len(), 0);
-        scratch.next.clear();
-        scratch.next.extend_from_slice(&scratch.starts[..buckets]);
-        for &(first, key) in &scratch.live {
-            let at = &mut scratch.next[first as usize];
-            scratch.grouped[*at as usize] = key;
-            *at += 1;
-        }
-        for bucket in 0..buckets {
-            let group =
-                &scratch.grouped[scratch.starts[bucket] as usize..scratch.starts[bucket + 1] as usize];
-            for (i, key) in group.iter().enumerate() {
-                if group[i + 1..].contains(key) {
+                // (A bytes table's keys here are hashes: `verify` compares
+                // the records.)
+                if self.keys == Keys::U64 && !seen.insert(key, hash) {
                     return Err(Error::corruption(
                         self.region.path(),
                         segment,
                         format!("key {key} is live twice in segment {segment}"),
                     ));
                 }
+                live += 1;
             }
+        }
+        let known = self.latches.count(segment);
+        if known != UNKNOWN && known as usize != live {
+            return Err(Error::Internal(format!(
+                "segment {segment} holds {live} live pairs, but its count says {known}"
+            )));
         }
         Ok(())
     }
@@ -1430,9 +1401,9 @@ impl<P: Persist> Cceh<P> {
                 .chunks(half.max(1))
                 .map(|part| {
                     scope.spawn(move || {
-                        let mut scratch = Scratch::default();
+                        let mut seen = Seen::new(self.slots());
                         part.iter()
-                            .try_for_each(|&segment| self.verify_segment(segment, &mut scratch))
+                            .try_for_each(|&segment| self.verify_segment(segment, &mut seen))
                     })
                 })
                 .collect();
@@ -1480,15 +1451,60 @@ impl<P: Persist> Cceh<P> {
     }
 }
 
-/// A check thread's buffers, reused from segment to segment.
-#[derive(Debug, Default)]
-struct Scratch {
-    /// (first bucket, key) of each live pair.
-    live: Vec<(u32, u64)>,
-    /// Where each first bucket's keys start in `grouped` (and the end).
-    starts: Vec<u32>,
-    next: Vec<u32>,
-    grouped: Vec<u64>,
+/// A check thread's set of the keys met live in one segment: open
+/// addressing by the key's hash, at most half full, emptied for the next
+/// segment by a new stamp rather than by clearing it.
+#[derive(Debug)]
+struct Seen {
+    keys: Vec<u64>,
+    /// A slot holds a key of this segment when its stamp is `stamp`.
+    stamps: Vec<u32>,
+    stamp: u32,
+    /// Keys in the set (at most a segment's slots, half its size: so a
+    /// probe always meets an empty slot).
+    len: usize,
+}
+
+impl Seen {
+    /// A set for segments of `slots` slots.
+    fn new(slots: u64) -> Seen {
+        let size = (2 * slots as usize).next_power_of_two();
+        Seen {
+            keys: vec![0; size],
+            stamps: vec![0; size],
+            stamp: 0,
+            len: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.stamps.fill(0);
+            self.stamp = 1;
+        }
+    }
+
+    /// Adds `key` (whose hash is `hash`); false if it was there already.
+    fn insert(&mut self, key: u64, hash: u64) -> bool {
+        let mask = self.keys.len() - 1;
+        let mut at = hash as usize & mask;
+        while self.stamps[at] == self.stamp {
+            if self.keys[at] == key {
+                return false;
+            }
+            at = (at + 1) & mask;
+        }
+        self.len += 1;
+        assert!(
+            self.len <= self.keys.len() / 2,
+            "more keys than a segment has slots"
+        );
+        self.stamps[at] = self.stamp;
+        self.keys[at] = key;
+        true
+    }
 }
 
 /// Operations a session makes between two renewals of its pin.

@@ -321,3 +321,63 @@ fn searches_never_miss_a_key_while_another_thread_splits_and_merges() {
     table.verify().unwrap();
     assert_eq!(table.len().unwrap(), 500);
 }
+
+/// The table in `image` after `damage`, checked.
+fn verify_damaged(image: &[u8], damage: impl FnOnce(&mut Vec<u8>)) -> spillway_core::Error {
+    let mut image = image.to_vec();
+    damage(&mut image);
+    let table = Cceh::attach(Region::from_image(&image, KIND).unwrap(), Volatile::default()).unwrap();
+    table.verify().unwrap_err()
+}
+
+#[test]
+fn verify_reports_a_key_live_twice_or_outside_its_probe_range() {
+    let options = Options {
+        segment_bytes: 1024, // 15 buckets
+        probe: 2,
+        region_bytes: 1 << 20,
+        ..Options::default()
+    };
+    let table = Cceh::in_memory(options, Volatile::default()).unwrap();
+    let key = 0x5eed_0000_0000_0001u64;
+    table.insert(key, 77).unwrap();
+    table.verify().unwrap();
+    let image = table.region().image();
+    // The slot that holds the key: a key word sits 8, 24 or 40 bytes into
+    // its bucket line.
+    let at = (0..image.len() - 8)
+        .step_by(8)
+        .find(|&at| matches!(at % 64, 8 | 24 | 40) && image[at..at + 8] == key.to_le_bytes())
+        .unwrap();
+    let (line, slot) = (at - at % 64, (at % 64 - 8) / 16);
+    let set_bits = |image: &mut Vec<u8>, line: usize, bits: u64| {
+        image[line..line + 8].copy_from_slice(&bits.to_le_bytes());
+    };
+    let bitmap = u64::from_le_bytes(image[line..line + 8].try_into().unwrap());
+    assert_eq!(bitmap, 1 << slot, "the only key in its bucket");
+
+    // A copy in another slot of its bucket, its bit set.
+    let error = verify_damaged(&image, |image| {
+        let other = (slot + 1) % 3;
+        image.copy_within(at..at + 16, line + 8 + 16 * other);
+        set_bits(image, line, bitmap | 1 << other);
+    });
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert!(error.to_string().contains("live twice"), "{error}");
+
+    // Moved to a bucket 7 lines on (in a segment of 15 buckets, outside a
+    // probe range of 2, whichever its first bucket).
+    let error = verify_damaged(&image, |image| {
+        // Alone in the table, the key is in its first bucket: its hash's
+        // low 32 bits scaled to the 15 buckets.
+        let hash = spillway_core::hash::hash64(&key.to_le_bytes());
+        let bucket = (((hash & 0xffff_ffff) * 15) >> 32) as usize;
+        let buckets_start = line - 64 * bucket;
+        let far = buckets_start + 64 * ((bucket + 7) % 15);
+        image.copy_within(at..at + 16, far + 8);
+        set_bits(image, far, 1);
+        set_bits(image, line, 0);
+    });
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert!(error.to_string().contains("outside its probe range"), "{error}");
+}
