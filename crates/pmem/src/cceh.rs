@@ -145,7 +145,8 @@ pub struct Cceh<P: Persist> {
     pending: std::sync::atomic::AtomicBool,
     repair_lock: std::sync::Mutex<()>,
     /// Merges done, and the flushes they made (a delete's own is one;
-    /// counted apart so that both are seen; exact on one thread).
+    /// counted apart so that both are seen; exact while no two threads
+    /// share a stripe of the flush counts, up to 8 threads).
     merges: AtomicU64,
     merge_flushes: AtomicU64,
 }
@@ -834,10 +835,10 @@ impl<P: Persist> Cceh<P> {
         if u64::from(self.count(segment)) > self.slots() / 8 {
             return Ok(None);
         }
-        let before = self.persist.counts().flushes();
+        let before = self.persist.counts().own_flushes();
         let merged = self.merge(segment)?;
         if merged.is_some() {
-            let flushes = self.persist.counts().flushes() - before;
+            let flushes = self.persist.counts().own_flushes() - before;
             self.merges.fetch_add(1, Ordering::Relaxed);
             self.merge_flushes.fetch_add(flushes, Ordering::Relaxed);
         }

@@ -114,6 +114,13 @@ impl Counts {
             .sum()
     }
 
+    /// Cache lines flushed so far by this thread's stripe: this thread's
+    /// own while no other shares it (threads are dealt the stripes in
+    /// turn, so up to 8 threads each have their own).
+    pub fn own_flushes(&self) -> u64 {
+        self.mine().0.load(Ordering::Relaxed)
+    }
+
     /// Fences so far.
     pub fn fences(&self) -> u64 {
         self.stripes
