@@ -80,6 +80,17 @@ fn draw(distribution: Distribution, zipf: Option<&Zipf>, keys: u64, rng: &mut Rn
     }
 }
 
+/// Checks that the key of `rank`, inserted with its rank as its value,
+/// reads it.
+fn found(rank: u64, value: Option<u64>) -> Result<()> {
+    ensure!(
+        value == Some(rank),
+        Internal,
+        "the key of rank {rank} was inserted but reads {value:?}"
+    );
+    Ok(())
+}
+
 /// The `q`-quantile of sorted `values` (0 when empty).
 fn quantile(values: &[u64], q: f64) -> u64 {
     if values.is_empty() {
@@ -195,13 +206,7 @@ impl Run<'_> {
             Step::Insert => worker.insert(key(i, self.seed), i),
             Step::Search => {
                 let rank = draw(self.distribution, self.zipf.as_ref(), self.keys, rng);
-                let found = worker.get(key(rank, self.seed))?;
-                ensure!(
-                    found == Some(rank),
-                    Internal,
-                    "the key of rank {rank} was inserted but reads {found:?}"
-                );
-                Ok(())
+                found(rank, worker.get(key(rank, self.seed))?)
             }
             // Negative keys are the ranks under another seed: one meets a
             // stored key only if two ranks differ by 0x5555...5555, past
@@ -232,12 +237,8 @@ impl Run<'_> {
                 *key_of = key(*rank, self.seed);
             }
             worker.get_many(&keys[..size], &mut values[..size])?;
-            for (&rank, &found) in ranks[..size].iter().zip(&values[..size]) {
-                ensure!(
-                    found == Some(rank),
-                    Internal,
-                    "the key of rank {rank} was inserted but reads {found:?} (batched)"
-                );
+            for (&rank, &value) in ranks[..size].iter().zip(&values[..size]) {
+                found(rank, value)?;
             }
             left -= size;
         }

@@ -542,14 +542,17 @@ impl<P: Persist> Cceh<P> {
     /// atomic instruction waits for this thread's earlier flushes, and the
     /// bucket's memory latency overlaps that wait.
     fn lock_segment(&self, hash: u64) -> (u64, crate::latch::Exclusive<'_>) {
-        self.prefetch_bucket(hash);
+        let mut segment = self.segment_for(hash);
+        self.region
+            .prefetch(self.bucket_at(segment, self.first_bucket(hash)));
         loop {
-            let segment = self.segment_for(hash);
             let latch = self.latches.lock(segment);
             // A split or merge may have moved the key's range meanwhile.
-            if self.segment_for(hash) == segment {
+            let now = self.segment_for(hash);
+            if now == segment {
                 return (segment, latch);
             }
+            segment = now;
         }
     }
 
