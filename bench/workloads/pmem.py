@@ -4,8 +4,10 @@ std HashMap in DRAM, PiBench-style, with its recovery figures and a crash-state 
 The driver (bench/pmem-driver) runs spillway_pmem::bench's phases on one contender: inserts of N distinct u64 keys
 (8-byte values), positive searches drawn by a distribution, the same searches 256 keys to a call, negative
 searches, deletes of every key; each phase
-timed on 1 or 2 threads, one operation in 16 timed alone for the percentiles, the persistence mode's flushes and
-fences counted. The table is a region file on /dev/shm (no persistent memory here: the flushes run for real).
+timed on 1 or 2 threads, one operation in 128 timed alone for the percentiles, the persistence mode's flushes and
+fences counted. The table is a region file on a tmpfs mounted with `huge=advise` in the run's own mount namespace
+(no persistent memory here: the flushes run for real), so that it is mapped in 2 MiB pages as on a DAX mount; the
+peers' tables get 2 MiB pages too (the driver's allocator asks for them).
 `recovery` fills a table, then leaves it as a crash would and times the open to its first search, the repair and
 the full check. The crash run is `spillway pmem crashtest`.
 """
@@ -16,6 +18,11 @@ from declarations import CargoBuild, Comparison, Contender, Metric, Table, Targe
 
 PMEM_DRIVER = CargoBuild(name="pmem_driver", binary="pmem-driver", manifest="bench/pmem-driver/Cargo.toml")
 TABLE = "{pmem_dir}/spillway-pmem-bench.table"
+# A tmpfs of 2 MiB pages at {pmem_dir}, private to the run's process (the
+# mount is gone when it exits): a DAX mount maps persistent memory in 2 MiB
+# pages too, and /dev/shm here has none (shmem_enabled is never).
+HUGE_TMPFS = ["unshare", "--mount", "sh", "-c",
+              'mkdir -p "$0" && mount -t tmpfs -o huge=advise,size=8g spillway-pmem "$0" && exec "$@"', "{pmem_dir}"]
 PHASES = ["insert", "search", "batched_search", "negative_search", "delete"]
 LABELS = {"insert": "insert", "search": "search", "batched_search": "batched search",
           "negative_search": "negative search", "delete": "delete"}
@@ -37,7 +44,7 @@ def phases(name: str, contender: str, threads: int = 1, persistence: str = "clwb
     command = ["{pmem_driver}", "phases", "--contender", contender, "--keys", "{records}", "--threads", str(threads),
                "--distribution", distribution]
     if contender == "spillway":
-        command += ["--persistence", persistence, "--table", TABLE]
+        command = HUGE_TMPFS + command + ["--persistence", persistence, "--table", TABLE]
     return Contender(name=name, role="spillway" if contender == "spillway" else "peer", group="phases",
                      command=command, result="json-line", cleanup=[TABLE] if contender == "spillway" else [])
 
@@ -52,7 +59,7 @@ def contenders() -> list[Contender]:
     plan += [phases(f"{peer} t1", peer) for peer in ("hashbrown", "std")]
     plan += [phases(f"{peer} t1 zipfian", peer, distribution="zipfian") for peer in ("hashbrown", "std")]
     plan.append(Contender(name="spillway recovery", role="spillway", group="recovery",
-                          command=["{pmem_driver}", "recovery", "--keys", "{records}", "--table", TABLE],
+                          command=HUGE_TMPFS + ["{pmem_driver}", "recovery", "--keys", "{records}", "--table", TABLE],
                           result="json-line", cleanup=[TABLE]))
     plan.append(Contender(name="spillway crashtest", role="spillway", group="crash",
                           command=["{spillway}", "pmem", "crashtest", "--operations", "{crash_operations}", "--json"],
@@ -110,10 +117,13 @@ PMEM = Workload(
         "the same searches 256 keys to a call (Spillway's `get_many`, which asks memory for a group of buckets "
         "before it searches the first; a peer's plain loop of lookups), negative searches, deletes, each phase "
         "on 1 or 2 threads. Spillway's CCEH runs each thread's operations in a session (one epoch pin renewed "
-        "every 256 operations) and lives in a region file on /dev/shm (4 GiB, 16 KiB segments, probing 4 buckets) and persists by `clwb` + `sfence`, by fences only "
+        "every 256 operations) and lives in a region file (4 GiB, 16 KiB segments, probing 4 buckets) on a tmpfs mounted "
+        "with `huge=advise` for the run alone, so that it is mapped in 2 MiB pages as persistent memory on a DAX "
+        "mount is (the huge-page MiB column says how much was), and persists by `clwb` + `sfence`, by fences only "
         "(`fence`, persistent caches), not at all (`none`), or by `clwb` plus 300 ns per flushed line "
         "(`latency:300ns`, slower media); hashbrown (its default hasher) and std HashMap (SipHash) hold the same "
-        "keys in DRAM with no persistence, on one thread (neither is concurrent). Latencies come from every 16th "
+        "keys in DRAM with no persistence, on one thread (neither is concurrent), their heaps in 2 MiB pages too "
+        "(the driver's allocator asks for them on every allocation of 2 MiB or more). Latencies come from every 128th "
         "operation timed alone. The recovery run fills a table, drops it unclosed (as a crash leaves it), times the "
         "open to its first search, the repair (which waits for the first write or scan) and the full check of "
         "every invariant, and samples 10^5 present and 10^5 absent keys for the bucket lines a search reads. The "
@@ -126,25 +136,29 @@ PMEM = Workload(
     default_size="10M",
     default_runs=3,
     cold=False,
-    params={"pmem_dir": "/dev/shm", "crash_operations": "3000"},
+    params={"pmem_dir": "/tmp/spillway-pmem-huge", "crash_operations": "3000"},
     builds=[PMEM_DRIVER],
     contenders=contenders(),
     metrics=phase_metrics() + recovery_metrics() + [
         Metric("crash_images", "crash images", "result.images", digits=0, groups=["crash"]),
         Metric("crash_points", "crash points", "result.points", better=None, digits=0, groups=["crash"]),
         Metric("peak_rss_mib", "peak RSS MiB", "peak_rss_kib / 1024", better="lower", digits=0),
+        Metric("huge_page_mib", "huge-page MiB", "result.huge_page_bytes / 1048576", better=None, digits=0),
         Metric("wall_s", "process s", "wall_s", better="lower"),
     ],
     tables=[
         Table("Throughput, Mops/s", group="phases", metrics=[f"{phase}_mops" for phase in PHASES]),
         Table("Latency, ns", group="phases", chart=False,
               metrics=[f"{phase}_{q}" for phase in ("insert", "search") for q in ("p50", "p99", "p999")]),
+        Table("Memory", group="phases", chart=False, metrics=["peak_rss_mib", "huge_page_mib"],
+              text=("Huge-page MiB: the table's region (Spillway) or the process's heap (peers) mapped in 2 MiB "
+                    "pages at the end of the run.")),
         Table("Persistence per operation", group="phases", chart=False,
               metrics=["insert_flushes", "insert_fences", "delete_flushes", "delete_merge_flushes",
                        "delete_own_flushes", "delete_fences"],
               text=("Flushes count cache lines written back; a delete's own is one, and the merges of emptied "
                     "segments its phase triggers (the published CCEH never merges) are counted apart.")),
-        Table("Recovery and shape", group="recovery", chart=False, metrics=[m.name for m in recovery_metrics()],
+        Table("Recovery and shape", group="recovery", chart=False, metrics=[m.name for m in recovery_metrics()] + ["huge_page_mib"],
               text=("Lines per search: the bucket lines a search reads (up to the one holding the key, or the "
                     "whole probe range for an absent one); its directory entry is one line more (the directory holds 1 MiB "
                     "of entries at 10^7 keys, so it misses the nearest caches often).")),

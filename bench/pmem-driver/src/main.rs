@@ -7,6 +7,7 @@
 //! (not closed), and times the open that recovers it to its first
 //! operation, then the full check. Each prints one JSON line.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::path::PathBuf;
@@ -21,6 +22,58 @@ use spillway_core::{Interrupt, Result};
 use spillway_pmem::bench::{self, key, Distribution, Subject, Worker};
 use spillway_pmem::cceh::Options;
 use spillway_pmem::{Mode, Table};
+
+/// The system allocator, asking for 2 MiB pages for the inside of every
+/// allocation of 2 MiB or more: the peers' tables are then mapped in
+/// 2 MiB pages as Spillway's region is (glibc's own switch,
+/// `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, did not reach Rust's
+/// allocations here). A hint: where the kernel has none, 4 KiB pages.
+#[derive(Debug)]
+struct HugePages;
+
+const HUGE_PAGE: usize = 2 << 20;
+
+fn advise_huge(start: *mut u8, size: usize) {
+    let from = (start as usize).next_multiple_of(HUGE_PAGE);
+    let to = (start as usize + size) & !(HUGE_PAGE - 1);
+    if !start.is_null() && to > from {
+        // SAFETY: a hint on whole pages inside an allocation just made.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+// SAFETY: every call goes to the system allocator with its own arguments;
+// the advice changes no byte.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for HugePages {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let start = System.alloc(layout);
+        advise_huge(start, layout.size());
+        start
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let start = System.alloc_zeroed(layout);
+        advise_huge(start, layout.size());
+        start
+    }
+
+    unsafe fn dealloc(&self, start: *mut u8, layout: Layout) {
+        System.dealloc(start, layout);
+    }
+
+    unsafe fn realloc(&self, start: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+        let start = System.realloc(start, layout, size);
+        advise_huge(start, size);
+        start
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: HugePages = HugePages;
 
 #[derive(Debug, Parser)]
 struct Cli {
@@ -149,6 +202,17 @@ fn options() -> Options {
     }
 }
 
+/// The process's anonymous memory in 2 MiB pages (a peer's heap), from
+/// /proc/self/smaps_rollup; 0 where that cannot be read.
+fn anonymous_huge_bytes() -> u64 {
+    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    rollup
+        .lines()
+        .find_map(|line| line.strip_prefix("AnonHugePages:"))
+        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
 fn main() -> anyhow::Result<()> {
     let interrupt = Interrupt::on_signals();
     match Cli::parse().command {
@@ -161,30 +225,38 @@ fn main() -> anyhow::Result<()> {
             table,
             seed,
         } => {
-            let phases = match contender.as_str() {
+            // (The bytes in 2 MiB pages: the table's region, or a peer's
+            // whole heap.)
+            let (phases, huge_page_bytes) = match contender.as_str() {
                 "spillway" => {
                     let path = table.context("spillway needs --table")?;
                     ensure!(!path.exists(), "{} exists: give a new file", path.display());
                     let table = Table::open_or_create(&path, persistence, options())?;
                     let phases = bench::run(&table, keys, threads, distribution, seed, &interrupt);
+                    let huge_page_bytes = table.stats().huge_page_bytes;
                     table.close()?;
                     std::fs::remove_file(&path)?;
-                    phases?
+                    (phases?, huge_page_bytes)
                 }
                 "hashbrown" | "std" if threads != 1 => bail!("{contender} runs on one thread"),
                 "hashbrown" => {
                     let map = Peer(Mutex::new(Hashbrown::<u64, u64>::new()));
-                    bench::run(&map, keys, 1, distribution, seed, &interrupt)?
+                    (bench::run(&map, keys, 1, distribution, seed, &interrupt)?, anonymous_huge_bytes())
                 }
                 "std" => {
                     let map = Peer(Mutex::new(HashMap::<u64, u64>::new()));
-                    bench::run(&map, keys, 1, distribution, seed, &interrupt)?
+                    (bench::run(&map, keys, 1, distribution, seed, &interrupt)?, anonymous_huge_bytes())
                 }
                 other => bail!("unknown contender {other:?}: spillway, hashbrown or std"),
             };
             println!(
                 "{}",
-                json!({ "contender": contender, "keys": keys, "phases": phases_json(&phases) })
+                json!({
+                    "contender": contender,
+                    "keys": keys,
+                    "phases": phases_json(&phases),
+                    "huge_page_bytes": huge_page_bytes,
+                })
             );
         }
         Command::Recovery {
@@ -238,6 +310,7 @@ fn main() -> anyhow::Result<()> {
                 "{}",
                 json!({
                     "keys": keys,
+                    "huge_page_bytes": stats.huge_page_bytes,
                     "segments": stats.segments,
                     "global_depth": stats.global_depth,
                     "load_factor": keys as f64 / stats.slots as f64,

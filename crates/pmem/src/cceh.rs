@@ -151,6 +151,16 @@ pub struct Cceh<P: Persist> {
     merge_flushes: AtomicU64,
 }
 
+/// A live pair as a segment's scan finds it.
+#[derive(Debug, Clone, Copy)]
+struct Pair {
+    bucket: u64,
+    slot: usize,
+    key: u64,
+    value: u64,
+    hash: u64,
+}
+
 /// The `depth` most significant bits of `hash`.
 fn prefix(hash: u64, depth: u32) -> u64 {
     if depth == 0 {
@@ -414,6 +424,32 @@ impl<P: Persist> Cceh<P> {
         let key = self.word(bucket + 8 + 16 * slot);
         let hash = self.slot_hash(key);
         (prefix(hash, depth) == pattern).then_some((key, hash))
+    }
+
+    /// The live pairs of `segment` (depth, pattern), bucket by bucket: its
+    /// stale copies (a split's leftovers) skipped. Each bucket line is read
+    /// once, and lines a few ahead are asked of memory meanwhile, because
+    /// the hardware's own prefetch stops at each 4 KiB page.
+    fn live_pairs(&self, segment: u64, depth: u32, pattern: u64) -> impl Iterator<Item = Pair> + '_ {
+        (0..self.buckets).flat_map(move |bucket| {
+            let at = self.bucket_at(segment, bucket);
+            self.region.prefetch(at + 8 * LINE);
+            let line = self.region.line(at);
+            let bitmap = line[0].load(Ordering::Acquire);
+            (0..SLOTS as usize)
+                .filter(move |slot| bitmap & (1 << slot) != 0)
+                .filter_map(move |slot| {
+                    let key = line[1 + 2 * slot].load(Ordering::Acquire);
+                    let hash = self.slot_hash(key);
+                    (prefix(hash, depth) == pattern).then(|| Pair {
+                        bucket,
+                        slot,
+                        key,
+                        value: line[2 + 2 * slot].load(Ordering::Acquire),
+                        hash,
+                    })
+                })
+        })
     }
 
     /// Where `key`'s pair is in `segment`, if it is live. A set bit and an
@@ -864,13 +900,7 @@ impl<P: Persist> Cceh<P> {
             return known;
         }
         let (depth, pattern) = self.header(segment);
-        let mut count = 0;
-        for bucket in 0..self.buckets {
-            let at = self.bucket_at(segment, bucket);
-            count += (0..SLOTS)
-                .filter(|&slot| self.live(at, slot, depth, pattern).is_some())
-                .count() as u32;
-        }
+        let count = self.live_pairs(segment, depth, pattern).count() as u32;
         self.latches.set_count(segment, count);
         count
     }
@@ -910,15 +940,9 @@ impl<P: Persist> Cceh<P> {
         // The pairs that move, each at its own bucket and slot first (there
         // is room: the old segment held them there).
         let mut moved = vec![[None; SLOTS as usize]; self.buckets as usize];
-        for bucket in 0..self.buckets {
-            let at = self.bucket_at(segment, bucket);
-            for slot in 0..SLOTS {
-                if let Some((key, hash)) = self.live(at, slot, depth, pattern) {
-                    if prefix(hash, depth + 1) == pattern << 1 | 1 {
-                        let value = self.word(at + 16 + 16 * slot);
-                        moved[bucket as usize][slot as usize] = Some((key, value, hash));
-                    }
-                }
+        for pair in self.live_pairs(segment, depth, pattern) {
+            if prefix(pair.hash, depth + 1) == pattern << 1 | 1 {
+                moved[pair.bucket as usize][pair.slot] = Some((pair.key, pair.value, pair.hash));
             }
         }
         // Fewer lines to persist: a pair alone in its bucket joins another
@@ -940,14 +964,13 @@ impl<P: Persist> Cceh<P> {
             }
         }
         // The new segment's lines: its header, then each bucket's bitmap and
-        // pairs. A fresh block is zero on the media, so only the lines that
-        // hold something are written and flushed; a recycled one is written
-        // and flushed whole.
-        let p = &self.persist;
+        // pairs, each written whole and flushed. A fresh block is zero on
+        // the media, so only the lines that hold something are written; a
+        // recycled one is written whole.
+        let mut lines = Vec::with_capacity(1 + self.buckets as usize);
         let mut header = [0u8; LINE as usize];
         header[..8].copy_from_slice(&header_word(depth + 1, pattern << 1 | 1).to_le_bytes());
-        p.copy(&self.region, new.at, &header);
-        let mut written = vec![0u64];
+        lines.push((0, header));
         for (bucket, pairs) in moved.iter().enumerate() {
             if count(pairs) == 0 && new.fresh {
                 continue;
@@ -962,14 +985,15 @@ impl<P: Persist> Cceh<P> {
                 }
             }
             line[..8].copy_from_slice(&bitmap.to_le_bytes());
-            let offset = LINE + LINE * bucket as u64;
-            p.copy(&self.region, new.at + offset, &line);
-            written.push(offset);
+            lines.push((LINE + LINE * bucket as u64, line));
         }
-        if !skip_split_flush() {
-            for offset in written {
-                p.flush(&self.region, new.at + offset, LINE);
+        let p = &self.persist;
+        if skip_split_flush() {
+            for (offset, line) in &lines {
+                p.copy(&self.region, new.at + offset, line);
             }
+        } else {
+            p.write_lines(&self.region, new.at, &lines);
         }
         p.fence();
         let moved = moved.iter().map(count).sum::<usize>() as u32;
@@ -1063,32 +1087,19 @@ impl<P: Persist> Cceh<P> {
         let left_pattern = pattern & !1;
         // Each of the left's bucket lines as it will be: its live pairs
         // kept, its stale copies dropped, the right's pairs added.
-        let mut lines: Vec<[Option<(u64, u64)>; SLOTS as usize]> = (0..self.buckets)
-            .map(|bucket| {
-                let at = self.bucket_at(left, bucket);
-                std::array::from_fn(|slot| {
-                    let slot = slot as u64;
-                    self.live(at, slot, depth, left_pattern)
-                        .map(|(key, _)| (key, self.word(at + 16 + 16 * slot)))
-                })
-            })
-            .collect();
-        for bucket in 0..self.buckets {
-            let at = self.bucket_at(right, bucket);
-            for slot in 0..SLOTS {
-                let Some((key, hash)) = self.live(at, slot, depth, left_pattern | 1) else {
-                    continue;
-                };
-                let value = self.word(at + 16 + 16 * slot);
-                let place = self.probes(hash).find_map(|b| {
-                    let free = lines[b as usize].iter().position(Option::is_none)?;
-                    Some((b as usize, free))
-                });
-                let Some((b, free)) = place else {
-                    return Ok(None);
-                };
-                lines[b][free] = Some((key, value));
-            }
+        let mut lines = vec![[None; SLOTS as usize]; self.buckets as usize];
+        for pair in self.live_pairs(left, depth, left_pattern) {
+            lines[pair.bucket as usize][pair.slot] = Some((pair.key, pair.value));
+        }
+        for Pair { key, value, hash, .. } in self.live_pairs(right, depth, left_pattern | 1) {
+            let place = self.probes(hash).find_map(|b| {
+                let free = lines[b as usize].iter().position(Option::is_none)?;
+                Some((b as usize, free))
+            });
+            let Some((b, free)) = place else {
+                return Ok(None);
+            };
+            lines[b][free] = Some((key, value));
         }
         let p = &self.persist;
         let mut written = Vec::new();
@@ -1183,13 +1194,8 @@ impl<P: Persist> Cceh<P> {
             if !self.reachable(segment, depth, pattern) {
                 continue; // merged away
             }
-            for bucket in 0..self.buckets {
-                let at = self.bucket_at(segment, bucket);
-                for slot in 0..SLOTS {
-                    if let Some((key, _)) = self.live(at, slot, depth, pattern) {
-                        visit(key, self.word(at + 16 + 16 * slot));
-                    }
-                }
+            for pair in self.live_pairs(segment, depth, pattern) {
+                visit(pair.key, pair.value);
             }
         }
     }
@@ -1331,36 +1337,27 @@ impl<P: Persist> Cceh<P> {
     fn verify_segment(&self, (segment, depth, pattern): (u64, u32, u64), seen: &mut Seen) -> Result<()> {
         seen.clear();
         let mut live = 0usize;
-        for bucket in 0..self.buckets {
-            let at = self.bucket_at(segment, bucket);
-            // (The hardware's own prefetch stops at each 4 KiB page.)
-            self.region.prefetch(at + 8 * LINE);
-            let line = self.region.line(at);
-            let bitmap = line[0].load(Ordering::Acquire);
-            for slot in (0..SLOTS as usize).filter(|slot| bitmap & (1 << slot) != 0) {
-                let key = line[1 + 2 * slot].load(Ordering::Acquire);
-                let hash = self.slot_hash(key);
-                if prefix(hash, depth) != pattern {
-                    continue; // a stale copy
-                }
-                if self.wrap(bucket + self.buckets - self.first_bucket(hash)) >= self.probe {
-                    return Err(Error::corruption(
-                        self.region.path(),
-                        at,
-                        format!("a key in bucket {bucket} of segment {segment}, outside its probe range"),
-                    ));
-                }
-                // (A bytes table's keys here are hashes: `verify` compares
-                // the records.)
-                if self.keys == Keys::U64 && !seen.insert(key, hash) {
-                    return Err(Error::corruption(
-                        self.region.path(),
-                        segment,
-                        format!("key {key} is live twice in segment {segment}"),
-                    ));
-                }
-                live += 1;
+        for Pair {
+            bucket, key, hash, ..
+        } in self.live_pairs(segment, depth, pattern)
+        {
+            if self.wrap(bucket + self.buckets - self.first_bucket(hash)) >= self.probe {
+                return Err(Error::corruption(
+                    self.region.path(),
+                    self.bucket_at(segment, bucket),
+                    format!("a key in bucket {bucket} of segment {segment}, outside its probe range"),
+                ));
             }
+            // (A bytes table's keys here are hashes: `verify` compares the
+            // records.)
+            if self.keys == Keys::U64 && !seen.insert(key, hash) {
+                return Err(Error::corruption(
+                    self.region.path(),
+                    segment,
+                    format!("key {key} is live twice in segment {segment}"),
+                ));
+            }
+            live += 1;
         }
         let known = self.latches.count(segment);
         if known != UNKNOWN && known as usize != live {

@@ -50,6 +50,21 @@ pub trait Persist: Send + Sync {
     /// Orders every earlier flush before every later store.
     fn fence(&self);
 
+    /// Writes whole lines, each `(offset, bytes)` at `at + offset` (a line
+    /// boundary), and flushes them: [`copy`](Self::copy) then
+    /// [`flush`](Self::flush) of each, for lines no reader reaches yet (a
+    /// new segment's). [`Hardware`] streams them to memory instead
+    /// (non-temporal stores: a line written whole need not first be read
+    /// into the cache) and counts them once: a count is a locked add, which
+    /// waits for every flush and streamed store before it, so a count per
+    /// line would let only one line travel at a time.
+    fn write_lines(&self, region: &Region, at: u64, lines: &[(u64, [u8; LINE as usize])]) {
+        for (offset, line) in lines {
+            self.copy(region, at + offset, line);
+            self.flush(region, at + offset, LINE);
+        }
+    }
+
     /// The flushes and fences this mode has made.
     fn counts(&self) -> &Counts;
 
@@ -98,8 +113,12 @@ impl Counts {
     /// Counts a flush of `at..at + len`; returns the lines it covers.
     fn add_flush(&self, at: u64, len: u64) -> std::ops::Range<u64> {
         let span = lines(at, len);
-        self.mine().0.fetch_add(span.end - span.start, Ordering::Relaxed);
+        self.add_flushes(span.end - span.start);
         span
+    }
+
+    fn add_flushes(&self, lines: u64) {
+        self.mine().0.fetch_add(lines, Ordering::Relaxed);
     }
 
     fn add_fence(&self) {
@@ -257,6 +276,13 @@ impl Hardware {
 }
 
 impl Persist for Hardware {
+    fn write_lines(&self, region: &Region, at: u64, lines: &[(u64, [u8; LINE as usize])]) {
+        for (offset, line) in lines {
+            region.stream_line(at + offset, line);
+        }
+        self.counts.add_flushes(lines.len() as u64);
+    }
+
     fn flush(&self, region: &Region, at: u64, len: u64) {
         for line in self.counts.add_flush(at, len) {
             write_back(self.kind, region.address(line * LINE));

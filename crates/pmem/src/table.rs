@@ -97,6 +97,9 @@ pub struct TableStats {
     pub segments: usize,
     /// Pair slots in the segments (keys over slots: the load factor).
     pub slots: u64,
+    /// Bytes of the region mapped in 2 MiB pages (see
+    /// [`Region::huge_page_bytes`](crate::Region::huge_page_bytes)).
+    pub huge_page_bytes: u64,
 }
 
 /// A CCEH table in one of the modes.
@@ -269,6 +272,7 @@ impl Table {
             keys: table.keys().name(),
             segments,
             slots: segments as u64 * table.slots(),
+            huge_page_bytes: table.region().huge_page_bytes(),
         }})
     }
 

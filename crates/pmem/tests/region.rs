@@ -45,6 +45,33 @@ fn a_region_keeps_its_root_and_bytes_across_a_reopen() {
     );
 }
 
+/// A file's region starts on a 2 MiB boundary (where the kernel can map
+/// 2 MiB pages), whatever address the kernel would have picked.
+#[test]
+fn a_file_region_is_mapped_on_a_huge_page_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions: Vec<_> = (0..3)
+        .map(|i| {
+            let path = dir.path().join(format!("r{i}.pmem"));
+            (
+                Region::create(&path, 3 * MIN_SIZE + i * 8 * MIN_SIZE, "cceh").unwrap(),
+                path,
+            )
+        })
+        .collect();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    for (region, path) in &regions {
+        let line = maps
+            .lines()
+            .find(|line| line.ends_with(path.to_str().unwrap()))
+            .unwrap_or_else(|| panic!("no mapping of {}", path.display()));
+        let start = usize::from_str_radix(line.split('-').next().unwrap(), 16).unwrap();
+        assert_eq!(start % (2 << 20), 0, "{line}");
+        assert!(region.huge_page_bytes() <= region.len());
+        assert_eq!(region.bytes(HEADER - 64, 8), b"SPWYPMEM");
+    }
+}
+
 #[test]
 fn a_region_open_elsewhere_is_refused_until_it_is_closed() {
     let dir = tempfile::tempdir().unwrap();
