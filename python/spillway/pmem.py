@@ -134,8 +134,8 @@ class HashTable:
 
     def stats(self) -> Dict[str, Any]:
         """``{persistence, flushes, fences, merges, merge_flushes, global_depth, region_bytes, keys, segments,
-        slots}``: the flushes and
-        fences made so far, and the table's shape (``len(table) / slots`` is its load factor)."""
+        slots, huge_page_bytes}``: the flushes and fences made so far, the table's shape (``len(table) / slots`` is
+        its load factor), and how much of its region the kernel maps in 2 MiB pages (see docs/pmem.md)."""
         return json.loads(self._native.stats())
 
     def verify(self) -> None:

@@ -41,6 +41,7 @@ def test_a_table_behaves_as_a_mapping_and_survives_reopening(tmp_path):
             del table[12345678901234567]
         stats = table.stats()
         assert stats["persistence"] in ("clwb", "clflushopt", "clflush") and stats["global_depth"] > 3
+        assert 0 <= stats["huge_page_bytes"] <= stats["region_bytes"]
         asked = list(model)[:500] + [rng.randrange(1 << 64) for _ in range(100)]
         assert table.get_many(asked) == [model.get(key) for key in asked]
         assert table.get_many(iter([])) == []

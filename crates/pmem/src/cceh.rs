@@ -151,8 +151,60 @@ pub struct Cceh<P: Persist> {
     merge_flushes: AtomicU64,
 }
 
+/// The scan of [`Cceh::live_pairs`]: the bucket line being read and its
+/// set bits not yet visited. (An iterator of its own: nested adapters
+/// were not inlined, and cost the full check a call per pair.)
+struct LivePairs<'a, P: Persist> {
+    table: &'a Cceh<P>,
+    segment: u64,
+    depth: u32,
+    pattern: u64,
+    /// The next bucket to read.
+    next: u64,
+    line: Option<(u64, &'a [AtomicU64; 8])>,
+    bits: u64,
+}
+
+impl<P: Persist> Iterator for LivePairs<'_, P> {
+    type Item = Pair;
+
+    #[inline]
+    fn next(&mut self) -> Option<Pair> {
+        let table = self.table;
+        loop {
+            if let Some((bucket, line)) = self.line {
+                while self.bits != 0 {
+                    let slot = self.bits.trailing_zeros() as usize;
+                    self.bits &= self.bits - 1;
+                    let key = line[1 + 2 * slot].load(Ordering::Acquire);
+                    let hash = table.slot_hash(key);
+                    if prefix(hash, self.depth) == self.pattern {
+                        let value = line[2 + 2 * slot].load(Ordering::Acquire);
+                        return Some(Pair {
+                            bucket,
+                            slot,
+                            key,
+                            value,
+                            hash,
+                        });
+                    }
+                }
+            }
+            if self.next == table.buckets {
+                return None;
+            }
+            let at = table.bucket_at(self.segment, self.next);
+            table.region.prefetch(at + 24 * LINE);
+            let line = table.region.line(at);
+            self.bits = line[0].load(Ordering::Acquire) & ((1 << SLOTS) - 1);
+            self.line = Some((self.next, line));
+            self.next += 1;
+        }
+    }
+}
+
 /// A live pair as a segment's scan finds it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Pair {
     bucket: u64,
     slot: usize,
@@ -430,26 +482,16 @@ impl<P: Persist> Cceh<P> {
     /// stale copies (a split's leftovers) skipped. Each bucket line is read
     /// once, and lines a few ahead are asked of memory meanwhile, because
     /// the hardware's own prefetch stops at each 4 KiB page.
-    fn live_pairs(&self, segment: u64, depth: u32, pattern: u64) -> impl Iterator<Item = Pair> + '_ {
-        (0..self.buckets).flat_map(move |bucket| {
-            let at = self.bucket_at(segment, bucket);
-            self.region.prefetch(at + 8 * LINE);
-            let line = self.region.line(at);
-            let bitmap = line[0].load(Ordering::Acquire);
-            (0..SLOTS as usize)
-                .filter(move |slot| bitmap & (1 << slot) != 0)
-                .filter_map(move |slot| {
-                    let key = line[1 + 2 * slot].load(Ordering::Acquire);
-                    let hash = self.slot_hash(key);
-                    (prefix(hash, depth) == pattern).then(|| Pair {
-                        bucket,
-                        slot,
-                        key,
-                        value: line[2 + 2 * slot].load(Ordering::Acquire),
-                        hash,
-                    })
-                })
-        })
+    fn live_pairs(&self, segment: u64, depth: u32, pattern: u64) -> LivePairs<'_, P> {
+        LivePairs {
+            table: self,
+            segment,
+            depth,
+            pattern,
+            next: 0,
+            line: None,
+            bits: 0,
+        }
     }
 
     /// Where `key`'s pair is in `segment`, if it is live. A set bit and an
@@ -1333,13 +1375,41 @@ impl<P: Persist> Cceh<P> {
     /// Checks that the live pairs of `segment` (depth, pattern) lie in
     /// their probe ranges, that no key is live twice there (`seen`: a set
     /// of the keys met so far in the segment) and that the live count
-    /// agrees.
-    fn verify_segment(&self, (segment, depth, pattern): (u64, u32, u64), seen: &mut Seen) -> Result<()> {
+    /// agrees. `pairs` is scratch room.
+    fn verify_segment(
+        &self,
+        (segment, depth, pattern): (u64, u32, u64),
+        seen: &mut Seen,
+        pairs: &mut Vec<Pair>,
+    ) -> Result<()> {
         seen.clear();
+        // Every slot's pair is written, and a live one kept by moving past
+        // it: no branch on whether a slot is live (set, and not a stale
+        // copy), which on random pairs would be mispredicted about once a
+        // bucket. (`live_pairs` branches: its other users are not hot.)
+        pairs.resize(self.slots() as usize + 1, Pair::default());
         let mut live = 0usize;
-        for Pair {
+        for bucket in 0..self.buckets {
+            let at = self.bucket_at(segment, bucket);
+            self.region.prefetch(at + 48 * LINE);
+            let line = self.region.line(at);
+            let bitmap = line[0].load(Ordering::Acquire);
+            for slot in 0..SLOTS as usize {
+                let key = line[1 + 2 * slot].load(Ordering::Acquire);
+                let hash = self.slot_hash(key);
+                pairs[live] = Pair {
+                    bucket,
+                    slot,
+                    key,
+                    value: 0,
+                    hash,
+                };
+                live += (bitmap >> slot) as usize & 1 & usize::from(prefix(hash, depth) == pattern);
+            }
+        }
+        for &Pair {
             bucket, key, hash, ..
-        } in self.live_pairs(segment, depth, pattern)
+        } in &pairs[..live]
         {
             if self.wrap(bucket + self.buckets - self.first_bucket(hash)) >= self.probe {
                 return Err(Error::corruption(
@@ -1357,7 +1427,6 @@ impl<P: Persist> Cceh<P> {
                     format!("key {key} is live twice in segment {segment}"),
                 ));
             }
-            live += 1;
         }
         let known = self.latches.count(segment);
         if known != UNKNOWN && known as usize != live {
@@ -1376,35 +1445,55 @@ impl<P: Persist> Cceh<P> {
         self.repaired()?;
         let (directory, global) = self.directory();
         let bad = |what: String| Err(Error::corruption(self.region.path(), directory, what));
-        // (A segment's entries are a run: its header is read once.)
-        let mut last = (0, 0);
-        for index in 0..1u64 << global {
+        // The directory, a segment's range at a time: the entry starting a
+        // range names a segment whose (depth, pattern) is that range, and
+        // every entry of the range names it too. So each segment covers its
+        // entries, and is listed once (its header read once).
+        let mut segments = Vec::new();
+        let mut index = 0;
+        while index < 1u64 << global {
             let segment = self.word(Cceh::<P>::entry_at(directory, index));
-            if segment != last.0 {
-                last = (segment, self.word(segment));
-            }
-            let header = last.1;
+            let header = self.word(segment);
             let (depth, pattern) = ((header & 0xff) as u32, header >> 8);
-            if depth > global || index >> (global - depth) != pattern {
+            if depth > global || index != pattern << (global - depth) {
                 return bad(format!(
                     "entry {index} points to segment {segment} of depth {depth}, pattern {pattern}"
                 ));
             }
+            let end = index + (1 << (global - depth));
+            if let Some(other) =
+                (index..end).find(|&i| self.word(Cceh::<P>::entry_at(directory, i)) != segment)
+            {
+                return bad(format!(
+                    "entry {other} points to segment {}, inside the range of segment {segment} \
+                     (depth {depth}, pattern {pattern})",
+                    self.word(Cceh::<P>::entry_at(directory, other))
+                ));
+            }
+            segments.push((segment, depth, pattern));
+            index = end;
         }
-        let mut mine: HashSet<u64> = [self.root, directory].into();
-        let segments = self.segments();
         // Each segment's pairs: every one in its probe range (else a search
         // misses it), no key live twice (both copies would lie in that
-        // range). Two threads, half the segments each.
-        let half = segments.len().div_ceil(2);
+        // range). Two threads, each taking the next run of segments left
+        // (halves fixed in advance finished as much as half apart: a
+        // thread slowed by anything else on its core was waited for).
+        const RUN: usize = 64;
+        let next = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|scope| {
-            let checks: Vec<_> = segments
-                .chunks(half.max(1))
-                .map(|part| {
-                    scope.spawn(move || {
-                        let mut seen = Seen::new(self.slots());
-                        part.iter()
-                            .try_for_each(|&segment| self.verify_segment(segment, &mut seen))
+            let checks: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let (mut seen, mut pairs) = (Seen::new(self.slots()), Vec::new());
+                        loop {
+                            let start = next.fetch_add(RUN, Ordering::Relaxed);
+                            let Some(run) = segments.get(start..(start + RUN).min(segments.len())) else {
+                                return Ok(());
+                            };
+                            for &segment in run {
+                                self.verify_segment(segment, &mut seen, &mut pairs)?;
+                            }
+                        }
                     })
                 })
                 .collect();
@@ -1412,6 +1501,7 @@ impl<P: Persist> Cceh<P> {
                 .into_iter()
                 .try_for_each(|check| check.join().expect("a check thread panicked"))
         })?;
+        let mut mine: HashSet<u64> = [self.root, directory].into();
         match self.keys {
             Keys::U64 => {}
             Keys::Bytes => {
@@ -1431,7 +1521,7 @@ impl<P: Persist> Cceh<P> {
                 }
             }
         }
-        mine.extend(self.segments().iter().map(|&(segment, ..)| segment));
+        mine.extend(segments.iter().map(|&(segment, ..)| segment));
         // Unlinked, awaiting the searches that may still read them.
         mine.extend(self.epochs.retired());
         let free: HashSet<u64> = self.heap.free_blocks(&self.region)?.into_iter().collect();

@@ -381,3 +381,59 @@ fn verify_reports_a_key_live_twice_or_outside_its_probe_range() {
     assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
     assert!(error.to_string().contains("outside its probe range"), "{error}");
 }
+
+/// A directory entry pointed at another segment, whether at the start of a
+/// segment's range or inside one, is reported (the layout: the root's first
+/// word is the directory; the directory's first word its global depth, its
+/// entries from its second line on).
+#[test]
+fn verify_reports_a_directory_entry_that_names_another_segment() {
+    let options = Options {
+        segment_bytes: 256,
+        probe: 3,
+        region_bytes: 1 << 20,
+        ..Options::default()
+    };
+    let table = Cceh::in_memory(options, Volatile::default()).unwrap();
+    for key in 0..2000u64 {
+        table.insert(key, key).unwrap();
+    }
+    table.verify().unwrap();
+    let image = table.region().image();
+    let word =
+        |image: &[u8], at: u64| u64::from_le_bytes(image[at as usize..at as usize + 8].try_into().unwrap());
+    let directory = word(&image, word(&image, 40));
+    let global = word(&image, directory);
+    let entries: Vec<u64> = (0..1u64 << global)
+        .map(|i| word(&image, directory + 64 + 8 * i))
+        .collect();
+    assert!(global >= 4, "global depth {global}");
+    // Entry `index` set to the segment of entry `from`.
+    let repoint = |index: usize, from: usize| {
+        verify_damaged(&image, |image| {
+            let at = (directory + 64 + 8 * index as u64) as usize;
+            image[at..at + 8].copy_from_slice(&entries[from].to_le_bytes());
+        })
+    };
+    // The first entry of a range whose segment differs from the last's.
+    let start = (1..entries.len())
+        .find(|&i| entries[i] != entries[i - 1])
+        .unwrap();
+    let inside = (1..entries.len())
+        .find(|&i| entries[i] == entries[i - 1])
+        .unwrap();
+    let far = (start + entries.len() / 2) % entries.len();
+    for (index, from) in [
+        (start, far),
+        (inside, far),
+        (inside, inside - 1 + 2 * usize::from(inside == 1)),
+    ] {
+        if entries[index] == entries[from] {
+            continue;
+        }
+        // (Found by the repair that opening runs, or by the check.)
+        let error = repoint(index, from);
+        assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+        assert!(error.to_string().contains("range"), "{error}");
+    }
+}
