@@ -1451,8 +1451,14 @@ impl<P: Persist> Cceh<P> {
         // entries, and is listed once (its header read once).
         let mut segments = Vec::new();
         let mut index = 0;
-        while index < 1u64 << global {
+        let entries = 1u64 << global;
+        while index < entries {
             let segment = self.word(Cceh::<P>::entry_at(directory, index));
+            // Each header is a miss of its own: the header of a segment
+            // some ranges on is asked of memory meanwhile.
+            let ahead = (index + 64).min(entries - 1);
+            self.region
+                .prefetch(self.word(Cceh::<P>::entry_at(directory, ahead)));
             let header = self.word(segment);
             let (depth, pattern) = ((header & 0xff) as u32, header >> 8);
             if depth > global || index != pattern << (global - depth) {
