@@ -4,6 +4,9 @@
 //! file, and the cache-line flushes run for real, so flushes and fences per
 //! operation (counted by every [`persist`] mode) are the figure to compare.
 //!
+//! - [`b3page`]: a B3-tree page: a binary search tree of nodes in a block,
+//!   an insert one node and one 8-byte link (the tree over the pages is
+//!   still to come).
 //! - [`region`]: a mapped file (or heap memory) addressed by offsets, with a
 //!   checksummed header and a failure-atomic root word.
 //! - [`bench`]: a PiBench-style run (insert, search, negative search,
@@ -27,6 +30,7 @@
 //! `DESIGN.md` beside this crate has the formats, the persistency model and
 //! what is still to come.
 
+pub mod b3page;
 pub mod bench;
 pub mod cceh;
 pub mod crash;

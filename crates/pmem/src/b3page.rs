@@ -1,0 +1,473 @@
+//! A B3-tree page (seed 002 §4.1): a block of persistent memory holding a
+//! binary search tree of nodes, so that an insert writes one new node and
+//! commits it with one 8-byte link, instead of shifting a sorted array.
+//!
+//! A page is a heap block of `bytes` (a power of two). Its first line is
+//! the header; nodes of 32 bytes follow, two to a line, written in order
+//! (append only: a node's slot is reused only when the page is rebuilt):
+//!
+//! | bytes | header field |
+//! |---|---|
+//! | 0..8 | meta: `0xB3` in the top byte, the level (0: a leaf) in the low byte |
+//! | 8..16 | the link to the BST's root node (0: an empty page) |
+//! | 16..24 | the right sibling page (0: none) |
+//! | 24..32 | the high key: keys from it up live in the sibling (when there is one) |
+//!
+//! | bytes | node field |
+//! |---|---|
+//! | 0..8 | key |
+//! | 8..16 | value (a leaf's; unused in an internal page) |
+//! | 16..24 | left link: keys below the node's |
+//! | 24..32 | right link: keys above the node's (an internal page's: from the node's key up) |
+//!
+//! A link word is 0 (none), odd for node `i` of this page (`2i + 1`), or
+//! even and not 0 for a child page's offset. A leaf's links are nodes or
+//! none; an internal page's BST ends in child pages, never in none (n
+//! separator nodes, n + 1 children).
+//!
+//! The count of nodes written is kept in DRAM by the caller, not on the
+//! media: it is the highest node the root reaches, plus one (a node
+//! written but never linked, by a crash, lies above and is overwritten).
+
+use spillway_core::{Error, Result};
+
+use crate::persist::Persist;
+use crate::region::{Region, LINE};
+
+/// Bytes of a page's header.
+pub const HEADER: u64 = LINE;
+
+/// Bytes of a node.
+pub const NODE: u64 = 32;
+
+const META: u64 = 0;
+const ROOT: u64 = 8;
+const SIBLING: u64 = 16;
+const HIGH: u64 = 24;
+
+const KEY: u64 = 0;
+const VALUE: u64 = 8;
+const LEFT: u64 = 16;
+const RIGHT: u64 = 24;
+
+/// The meta word's top byte, telling a page from anything else.
+const TAG: u64 = 0xB3 << 56;
+
+/// Where a link word points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    None,
+    /// Node `i` of the same page.
+    Node(u32),
+    /// A child page, by its offset.
+    Page(u64),
+}
+
+impl Link {
+    fn decode(word: u64) -> Link {
+        if word == 0 {
+            Link::None
+        } else if word & 1 == 1 {
+            Link::Node((word >> 1) as u32)
+        } else {
+            Link::Page(word)
+        }
+    }
+
+    fn encode(self) -> u64 {
+        match self {
+            Link::None => 0,
+            Link::Node(i) => (u64::from(i) << 1) | 1,
+            Link::Page(at) => {
+                assert!(at != 0 && at % LINE == 0, "a child page at {at}, not a line");
+                at
+            }
+        }
+    }
+}
+
+/// What [`Page::insert`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insert {
+    /// The key was there: its old value, replaced by one 8-byte store.
+    Replaced(u64),
+    /// A new node, linked.
+    Added,
+    /// No slot left: the caller rebuilds or splits the page.
+    Full,
+}
+
+/// A page: its offset in the region and its size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub at: u64,
+    pub bytes: u64,
+}
+
+/// A page's header fields, for building one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub level: u8,
+    pub sibling: u64,
+    pub high: u64,
+}
+
+impl Page {
+    /// Nodes a page of `bytes` holds.
+    pub fn capacity(bytes: u64) -> u32 {
+        ((bytes - HEADER) / NODE) as u32
+    }
+
+    fn node_at(self, node: u32) -> u64 {
+        self.at + HEADER + NODE * u64::from(node)
+    }
+
+    fn word(self, region: &Region, at: u64) -> u64 {
+        region.word(at).load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn corrupt(self, region: &Region, at: u64, what: String) -> Error {
+        Error::corruption(region.path(), at, format!("B3-tree page {}: {what}", self.at))
+    }
+
+    /// The page's level (0: a leaf), its tag checked.
+    pub fn level(self, region: &Region) -> Result<u8> {
+        let meta = self.word(region, self.at + META);
+        if meta & (0xff << 56) != TAG {
+            return Err(self.corrupt(region, self.at, format!("no page tag in its meta word {meta:#x}")));
+        }
+        Ok((meta & 0xff) as u8)
+    }
+
+    /// The header's sibling and high key.
+    pub fn header(self, region: &Region) -> Result<Header> {
+        Ok(Header {
+            level: self.level(region)?,
+            sibling: self.word(region, self.at + SIBLING),
+            high: self.word(region, self.at + HIGH),
+        })
+    }
+
+    /// Follows `link` (read at `from` in this page) to a node, checking
+    /// that the node is inside the page; a child page is no node (allowed
+    /// in an internal page only: `internal`).
+    fn node(self, region: &Region, link: Link, from: u64, internal: bool) -> Result<Option<u32>> {
+        match link {
+            Link::None if !internal => Ok(None),
+            Link::Page(_) if internal => Ok(None),
+            Link::Node(node) if node < Page::capacity(self.bytes) => Ok(Some(node)),
+            other => Err(self.corrupt(
+                region,
+                from,
+                format!(
+                    "a link to {other:?} in a {} page",
+                    if internal { "internal" } else { "leaf" }
+                ),
+            )),
+        }
+    }
+
+    /// The offset of the link word that holds `key`'s node, or would hold
+    /// it (a leaf's), and the node if it is there. Bounded by the page's
+    /// capacity, so a damaged page with a cycle is reported, not followed
+    /// for ever.
+    fn descend(self, region: &Region, key: u64) -> Result<(u64, Option<u32>)> {
+        let mut link_at = self.at + ROOT;
+        for _ in 0..=Page::capacity(self.bytes) {
+            let Some(node) = self.node(region, Link::decode(self.word(region, link_at)), link_at, false)?
+            else {
+                return Ok((link_at, None));
+            };
+            let at = self.node_at(node);
+            let node_key = self.word(region, at + KEY);
+            if key == node_key {
+                return Ok((link_at, Some(node)));
+            }
+            link_at = at + if key < node_key { LEFT } else { RIGHT };
+        }
+        Err(self.corrupt(
+            region,
+            self.at,
+            "its tree is deeper than its nodes: a cycle".into(),
+        ))
+    }
+
+    /// The value of `key` in a leaf.
+    pub fn get(self, region: &Region, key: u64) -> Result<Option<u64>> {
+        let (_, node) = self.descend(region, key)?;
+        Ok(node.map(|node| self.word(region, self.node_at(node) + VALUE)))
+    }
+
+    /// Sets `key` to `value` in a leaf (the caller holds the page, and
+    /// `count` is its count of nodes written). A new node is written in
+    /// the next slot and made durable, then committed by one 8-byte store
+    /// of the link that reaches it, made durable too: two flushes, or one
+    /// where node and link share a line.
+    pub fn insert(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        count: &mut u32,
+        key: u64,
+        value: u64,
+    ) -> Result<Insert> {
+        let (link_at, node) = self.descend(region, key)?;
+        if let Some(node) = node {
+            let at = self.node_at(node) + VALUE;
+            let old = self.word(region, at);
+            persist.persist_word(region, at, value);
+            return Ok(Insert::Replaced(old));
+        }
+        if *count >= Page::capacity(self.bytes) {
+            return Ok(Insert::Full);
+        }
+        let node = *count;
+        let at = self.node_at(node);
+        for (field, word) in [(KEY, key), (VALUE, value), (LEFT, 0), (RIGHT, 0)] {
+            persist.store(region, at + field, word);
+        }
+        self.commit(region, persist, at, link_at, node);
+        *count += 1;
+        Ok(Insert::Added)
+    }
+
+    /// The offset of the link word that leads an internal page's search
+    /// for `key` to a child page, and that child. Bounded as
+    /// [`descend`](Self::descend) is.
+    fn fringe(self, region: &Region, key: u64) -> Result<(u64, u64)> {
+        let mut link_at = self.at + ROOT;
+        for _ in 0..=Page::capacity(self.bytes) {
+            match Link::decode(self.word(region, link_at)) {
+                Link::Page(child) => return Ok((link_at, child)),
+                link => {
+                    let node = self.node(region, link, link_at, true)?.expect("a node");
+                    let at = self.node_at(node);
+                    link_at = at
+                        + if key < self.word(region, at + KEY) {
+                            LEFT
+                        } else {
+                            RIGHT
+                        };
+                }
+            }
+        }
+        Err(self.corrupt(
+            region,
+            self.at,
+            "its tree is deeper than its nodes: a cycle".into(),
+        ))
+    }
+
+    /// The child page of an internal page that holds `key`.
+    pub fn child_for(self, region: &Region, key: u64) -> Result<u64> {
+        self.fringe(region, key).map(|(_, child)| child)
+    }
+
+    /// Adds the separator `key` to an internal page after the child that
+    /// held `key` split: keys from `key` up now go to `right`. As an
+    /// insert: the node (its left link the old child, its right `right`)
+    /// made durable, then committed by one 8-byte store over the link that
+    /// led to the old child. Returns false when the page is full.
+    pub fn insert_separator(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        count: &mut u32,
+        key: u64,
+        right: u64,
+    ) -> Result<bool> {
+        let (link_at, left) = self.fringe(region, key)?;
+        if *count >= Page::capacity(self.bytes) {
+            return Ok(false);
+        }
+        let node = *count;
+        let at = self.node_at(node);
+        for (field, word) in [
+            (KEY, key),
+            (VALUE, 0),
+            (LEFT, Link::Page(left).encode()),
+            (RIGHT, Link::Page(right).encode()),
+        ] {
+            persist.store(region, at + field, word);
+        }
+        self.commit(region, persist, at, link_at, node);
+        *count += 1;
+        Ok(true)
+    }
+
+    /// Makes the node written at `at` durable, then links it at `link_at`,
+    /// durably. (In one line, stores persist in program order: there the
+    /// link cannot be durable before the node, and one flush does.)
+    fn commit(self, region: &Region, persist: &impl Persist, at: u64, link_at: u64, node: u32) {
+        if at / LINE != link_at / LINE {
+            persist.flush(region, at, NODE);
+            persist.fence();
+        }
+        persist.store(region, link_at, Link::Node(node).encode());
+        persist.flush(region, link_at, 8);
+        persist.fence();
+    }
+
+    /// Visits the pairs of the page's BST in key order (a leaf's keys and
+    /// values; an internal page's separators and 0).
+    pub fn pairs(self, region: &Region) -> Result<Vec<(u64, u64)>> {
+        let internal = self.level(region)? > 0;
+        let mut pairs = Vec::new();
+        let mut stack = Vec::new();
+        let mut link = (Link::decode(self.word(region, self.at + ROOT)), self.at + ROOT);
+        loop {
+            while let Some(node) = self.node(region, link.0, link.1, internal)? {
+                if stack.len() > Page::capacity(self.bytes) as usize {
+                    return Err(self.corrupt(
+                        region,
+                        self.at,
+                        "its tree is deeper than its nodes: a cycle".into(),
+                    ));
+                }
+                stack.push(node);
+                let at = self.node_at(node) + LEFT;
+                link = (Link::decode(self.word(region, at)), at);
+            }
+            let Some(node) = stack.pop() else {
+                return Ok(pairs);
+            };
+            let at = self.node_at(node);
+            pairs.push((self.word(region, at + KEY), self.word(region, at + VALUE)));
+            if pairs.len() > Page::capacity(self.bytes) as usize {
+                return Err(self.corrupt(region, self.at, "more nodes reached than it holds".into()));
+            }
+            link = (Link::decode(self.word(region, at + RIGHT)), at + RIGHT);
+        }
+    }
+
+    /// The count of nodes written, as far as the media says: the highest
+    /// node the root reaches, plus one.
+    pub fn count(self, region: &Region) -> Result<u32> {
+        let internal = self.level(region)? > 0;
+        let mut highest = None;
+        let mut stack = vec![(Link::decode(self.word(region, self.at + ROOT)), self.at + ROOT)];
+        let mut visited = 0;
+        while let Some((link, from)) = stack.pop() {
+            let Some(node) = self.node(region, link, from, internal)? else {
+                continue;
+            };
+            visited += 1;
+            if visited > Page::capacity(self.bytes) {
+                return Err(self.corrupt(region, self.at, "more nodes reached than it holds".into()));
+            }
+            highest = highest.max(Some(node));
+            let at = self.node_at(node);
+            stack.push((Link::decode(self.word(region, at + LEFT)), at + LEFT));
+            stack.push((Link::decode(self.word(region, at + RIGHT)), at + RIGHT));
+        }
+        Ok(highest.map_or(0, |node| node + 1))
+    }
+
+    /// Writes a page at `at` (a block no reader reaches yet) holding the
+    /// leaf `pairs` (sorted, distinct keys) as a complete BST, its lines
+    /// written whole and flushed; the caller fences before it publishes
+    /// the page. Returns the count of nodes written.
+    pub fn build_leaf(
+        region: &Region,
+        persist: &impl Persist,
+        page: Page,
+        header: Header,
+        pairs: &[(u64, u64)],
+    ) -> u32 {
+        assert_eq!(header.level, 0, "a leaf is level 0");
+        let mut nodes = vec![[0u64; 4]; pairs.len()];
+        let mut next = 0;
+        let root = place(&mut nodes, &mut next, pairs, &mut || Link::None);
+        page.write(region, persist, header, root, &nodes)
+    }
+
+    /// As [`build_leaf`](Self::build_leaf), an internal page: `separators`
+    /// (sorted, distinct) between `children` (one more): child `i` holds
+    /// the keys from separator `i - 1` up to separator `i`.
+    pub fn build_internal(
+        region: &Region,
+        persist: &impl Persist,
+        page: Page,
+        header: Header,
+        separators: &[u64],
+        children: &[u64],
+    ) -> u32 {
+        assert!(header.level > 0, "an internal page is above level 0");
+        assert_eq!(
+            children.len(),
+            separators.len() + 1,
+            "a child more than separators"
+        );
+        let pairs: Vec<(u64, u64)> = separators.iter().map(|&key| (key, 0)).collect();
+        let mut nodes = vec![[0u64; 4]; pairs.len()];
+        let mut next = 0;
+        // The fringe links, left to right, are the children in order.
+        let mut child = 0;
+        let root = place(&mut nodes, &mut next, &pairs, &mut || {
+            child += 1;
+            Link::Page(children[child - 1])
+        });
+        page.write(region, persist, header, root, &nodes)
+    }
+
+    /// Writes the header and `nodes` ([key, value, left, right] words)
+    /// whole lines at a time, flushed.
+    fn write(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        header: Header,
+        root: Link,
+        nodes: &[[u64; 4]],
+    ) -> u32 {
+        assert!(
+            nodes.len() <= Page::capacity(self.bytes) as usize,
+            "more nodes than the page holds"
+        );
+        let mut lines = Vec::with_capacity(1 + nodes.len().div_ceil(2));
+        let mut first = [0u8; LINE as usize];
+        for (field, word) in [
+            (META, TAG | u64::from(header.level)),
+            (ROOT, root.encode()),
+            (SIBLING, header.sibling),
+            (HIGH, header.high),
+        ] {
+            first[field as usize..field as usize + 8].copy_from_slice(&word.to_le_bytes());
+        }
+        lines.push((0, first));
+        for (i, pair) in nodes.chunks(2).enumerate() {
+            let mut line = [0u8; LINE as usize];
+            for (n, node) in pair.iter().enumerate() {
+                for (w, word) in node.iter().enumerate() {
+                    let at = n * NODE as usize + 8 * w;
+                    line[at..at + 8].copy_from_slice(&word.to_le_bytes());
+                }
+            }
+            lines.push((HEADER + LINE * i as u64, line));
+        }
+        persist.write_lines(region, self.at, &lines);
+        nodes.len() as u32
+    }
+}
+
+/// Places `pairs` as a complete BST into `nodes` from slot `next` on (in
+/// preorder), each empty subtree's link given by `fringe` in key order;
+/// returns the link to its root.
+fn place(
+    nodes: &mut [[u64; 4]],
+    next: &mut u32,
+    pairs: &[(u64, u64)],
+    fringe: &mut impl FnMut() -> Link,
+) -> Link {
+    if pairs.is_empty() {
+        return fringe();
+    }
+    let mid = pairs.len() / 2;
+    let node = *next;
+    *next += 1;
+    let left = place(nodes, next, &pairs[..mid], fringe);
+    let right = place(nodes, next, &pairs[mid + 1..], fringe);
+    let (key, value) = pairs[mid];
+    nodes[node as usize] = [key, value, left.encode(), right.encode()];
+    Link::Node(node)
+}

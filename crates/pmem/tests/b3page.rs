@@ -1,0 +1,240 @@
+//! B3-tree pages: the in-page binary search tree against a `BTreeMap`,
+//! complete trees built whole, internal pages' separators, every crash
+//! image of a run of inserts, and damaged pages named.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use spillway_core::ErrorKind;
+use spillway_pmem::b3page::{Header, Insert, Page, HEADER, NODE};
+use spillway_pmem::crash::{enumerate, Limits};
+use spillway_pmem::{Persist, Region, Tracing, Volatile};
+
+const LEAF: Header = Header {
+    level: 0,
+    sibling: 0,
+    high: 0,
+};
+
+/// A region with an empty leaf page of `bytes` at offset 4096.
+fn leaf(bytes: u64) -> (Region, Page) {
+    let region = Region::in_memory(1 << 16, "b3tree").unwrap();
+    let page = Page { at: 4096, bytes };
+    Page::build_leaf(&region, &Volatile::default(), page, LEAF, &[]);
+    (region, page)
+}
+
+proptest! {
+    /// Inserts and updates in any order read back as a map's, in order,
+    /// until the page is full; the count the media implies is the count
+    /// written.
+    #[test]
+    fn a_leaf_is_a_sorted_map(ops in prop::collection::vec((0u64..64, any::<u64>()), 1..200)) {
+        let (region, page) = leaf(1024);
+        let persist = Volatile::default();
+        let mut model = BTreeMap::new();
+        let mut count = 0;
+        for (key, value) in ops {
+            match page.insert(&region, &persist, &mut count, key, value).unwrap() {
+                Insert::Replaced(old) => prop_assert_eq!(model.insert(key, value), Some(old)),
+                Insert::Added => prop_assert_eq!(model.insert(key, value), None),
+                Insert::Full => {
+                    prop_assert!(!model.contains_key(&key));
+                    prop_assert_eq!(count, Page::capacity(1024));
+                }
+            }
+            prop_assert_eq!(page.get(&region, key).unwrap(), model.get(&key).copied());
+        }
+        let pairs: Vec<(u64, u64)> = model.into_iter().collect();
+        prop_assert_eq!(page.pairs(&region).unwrap(), pairs);
+        prop_assert_eq!(page.count(&region).unwrap(), count);
+    }
+}
+
+#[test]
+fn a_leaf_built_whole_is_a_complete_tree_read_in_order() {
+    let region = Region::in_memory(1 << 16, "b3tree").unwrap();
+    let page = Page {
+        at: 8192,
+        bytes: 4096,
+    };
+    assert_eq!(Page::capacity(4096), ((4096 - HEADER) / NODE) as u32);
+    let pairs: Vec<(u64, u64)> = (0..100).map(|i| (i * 10, i)).collect();
+    let header = Header {
+        level: 0,
+        sibling: 12288,
+        high: 1000,
+    };
+    let written = Page::build_leaf(&region, &Volatile::default(), page, header, &pairs);
+    assert_eq!(written, 100);
+    assert_eq!(page.header(&region).unwrap(), header);
+    assert_eq!(page.pairs(&region).unwrap(), pairs);
+    assert_eq!(page.count(&region).unwrap(), 100);
+    for &(key, value) in &pairs {
+        assert_eq!(page.get(&region, key).unwrap(), Some(value));
+        assert_eq!(page.get(&region, key + 1).unwrap(), None);
+    }
+    // After a rebuild, inserts append after the built nodes.
+    let mut count = written;
+    let persist = Volatile::default();
+    assert_eq!(
+        page.insert(&region, &persist, &mut count, 5, 55).unwrap(),
+        Insert::Added
+    );
+    assert_eq!(page.get(&region, 5).unwrap(), Some(55));
+    assert_eq!(count, 101);
+}
+
+/// An internal page leads each key to the child between its separators,
+/// and a separator added after a child's split sends the keys from it up
+/// to the new child.
+#[test]
+fn an_internal_page_leads_keys_to_their_children() {
+    let region = Region::in_memory(1 << 16, "b3tree").unwrap();
+    let page = Page {
+        at: 4096,
+        bytes: 1024,
+    };
+    let children: Vec<u64> = (0..6).map(|i| 16384 + 1024 * i).collect();
+    let separators = [100, 200, 300, 400, 500];
+    let header = Header {
+        level: 1,
+        sibling: 0,
+        high: 0,
+    };
+    let mut count = Page::build_internal(
+        &region,
+        &Volatile::default(),
+        page,
+        header,
+        &separators,
+        &children,
+    );
+    let expect = |key: u64, separators: &[u64], children: &[u64]| {
+        children[separators.iter().filter(|&&separator| separator <= key).count()]
+    };
+    for key in [0, 99, 100, 150, 299, 300, 450, 500, 10_000] {
+        assert_eq!(
+            page.child_for(&region, key).unwrap(),
+            expect(key, &separators, &children),
+            "key {key}"
+        );
+    }
+    // Child 2 (keys 200..300) split at 250 into itself and a new page.
+    let persist = Tracing::default();
+    assert!(page
+        .insert_separator(&region, &persist, &mut count, 250, 65536)
+        .unwrap());
+    let separators = [100, 200, 250, 300, 400, 500];
+    let children = [
+        children[0],
+        children[1],
+        children[2],
+        65536,
+        children[3],
+        children[4],
+        children[5],
+    ];
+    for key in [199, 200, 249, 250, 299, 300] {
+        assert_eq!(
+            page.child_for(&region, key).unwrap(),
+            expect(key, &separators, &children),
+            "key {key}"
+        );
+    }
+    let keys: Vec<u64> = page.pairs(&region).unwrap().iter().map(|&(key, _)| key).collect();
+    assert_eq!(keys, separators);
+    assert!(persist.counts().flushes() <= 2 && persist.counts().fences() <= 2);
+}
+
+/// Every crash image of a run of inserts and updates into one leaf holds
+/// every completed one, the one in flight whole or not at all, and
+/// nothing else; each new key costs at most two flushes and two fences,
+/// an update one of each.
+#[test]
+fn every_crash_image_of_a_leafs_inserts_is_a_prefix_of_them() {
+    let (region, page) = leaf(512);
+    let base = region.image();
+    let trace = Tracing::default();
+    let mut count = 0;
+    let mut models = vec![BTreeMap::new()];
+    let ops: Vec<(u64, u64)> = [50, 20, 80, 10, 30, 70, 90, 20, 60, 5, 85, 50]
+        .iter()
+        .enumerate()
+        .map(|(i, &key)| (key, i as u64 + 1))
+        .collect();
+    for &(key, value) in &ops {
+        let before = (trace.counts().flushes(), trace.counts().fences());
+        trace.begin("insert");
+        let done = page.insert(&region, &trace, &mut count, key, value).unwrap();
+        trace.end();
+        let cost = (
+            trace.counts().flushes() - before.0,
+            trace.counts().fences() - before.1,
+        );
+        match done {
+            Insert::Added => assert!(cost.0 <= 2 && cost.1 <= 2, "key {key}: {cost:?}"),
+            Insert::Replaced(_) => assert_eq!(cost, (1, 1), "key {key}"),
+            Insert::Full => panic!("the page filled"),
+        }
+        let mut model = models.last().unwrap().clone();
+        model.insert(key, value);
+        models.push(model);
+    }
+    let report = enumerate(&base, &trace.take(), Limits::default(), |point, image| {
+        let region = Region::from_image(image, "b3tree")?;
+        let pairs: BTreeMap<u64, u64> = page.pairs(&region)?.into_iter().collect();
+        let done = point.completed;
+        let allowed = if point.in_flight.is_some() {
+            &models[done..=done + 1]
+        } else {
+            &models[done..=done]
+        };
+        assert!(
+            allowed.contains(&pairs),
+            "at event {} ({done} inserts done): {pairs:?}",
+            point.event
+        );
+        // A node written but never linked lies above the count.
+        let count = page.count(&region)?;
+        assert!(count as usize <= done + 1);
+        Ok(())
+    })
+    .unwrap();
+    assert!(report.images > ops.len(), "{report:?}");
+    assert!(report.dirty_at_end.is_empty(), "{report:?}");
+    assert!(report.clean_flushes.is_empty(), "{report:?}");
+}
+
+#[test]
+fn damaged_pages_are_reported_not_followed() {
+    let (region, page) = leaf(512);
+    let persist = Volatile::default();
+    let mut count = 0;
+    for key in [5, 3, 8] {
+        page.insert(&region, &persist, &mut count, key, key).unwrap();
+    }
+    let damaged = |at: u64, word: u64| {
+        let region = Region::from_image(&region.image(), "b3tree").unwrap();
+        persist.store(&region, at, word);
+        region
+    };
+    // No tag.
+    let error = page.level(&damaged(page.at, 7)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    // Node 2's left link points back at the root: a cycle.
+    let cyclic = damaged(page.at + HEADER + 2 * NODE + 16, 1);
+    for error in [
+        page.pairs(&cyclic).unwrap_err(),
+        page.count(&cyclic).unwrap_err(),
+        page.get(&cyclic, 7).unwrap_err(),
+    ] {
+        assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+        assert!(error.to_string().contains("B3-tree page 4096"), "{error}");
+    }
+    // A link past the page's nodes, and a leaf linking a page.
+    for word in [2 * 1000 + 1, 65536] {
+        let error = page.get(&damaged(page.at + 8, word), 5).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    }
+}
