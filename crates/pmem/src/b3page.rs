@@ -295,6 +295,46 @@ impl Page {
         Ok(true)
     }
 
+    /// An internal page's children, in key order (the ends of its BST,
+    /// left to right).
+    pub fn children(self, region: &Region) -> Result<Vec<u64>> {
+        let mut children = Vec::new();
+        let mut stack = vec![(Link::decode(self.word(region, self.at + ROOT)), self.at + ROOT)];
+        while let Some((link, from)) = stack.pop() {
+            if let Link::Page(child) = link {
+                children.push(child);
+                continue;
+            }
+            let node = self
+                .node(region, link, from, true)?
+                .expect("a node: pages handled above");
+            if children.len() + stack.len() > Page::capacity(self.bytes) as usize + 1 {
+                return Err(self.corrupt(region, self.at, "more children reached than it holds".into()));
+            }
+            let at = self.node_at(node);
+            // (Right pushed first: the left subtree comes off the stack first.)
+            stack.push((Link::decode(self.word(region, at + RIGHT)), at + RIGHT));
+            stack.push((Link::decode(self.word(region, at + LEFT)), at + LEFT));
+        }
+        Ok(children)
+    }
+
+    /// Points the link of an internal page that leads `key` to the child
+    /// `from` at `to` instead (one 8-byte store, flushed and fenced): how a
+    /// split child's replacement is published. Errors if `key` does not
+    /// lead to `from`.
+    pub fn relink(self, region: &Region, persist: &impl Persist, key: u64, from: u64, to: u64) -> Result<()> {
+        let (link_at, child) = self.fringe(region, key)?;
+        if child != from {
+            return Err(Error::Internal(format!(
+                "B3-tree page {}: key {key} leads to child {child}, not {from}",
+                self.at
+            )));
+        }
+        persist.persist_word(region, link_at, Link::Page(to).encode());
+        Ok(())
+    }
+
     /// Makes the node written at `at` durable, then links it at `link_at`,
     /// durably. (In one line, stores persist in program order: there the
     /// link cannot be durable before the node, and one flush does.)

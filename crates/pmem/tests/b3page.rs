@@ -144,7 +144,15 @@ fn an_internal_page_leads_keys_to_their_children() {
     }
     let keys: Vec<u64> = page.pairs(&region).unwrap().iter().map(|&(key, _)| key).collect();
     assert_eq!(keys, separators);
+    assert_eq!(page.children(&region).unwrap(), children);
     assert!(persist.counts().flushes() <= 2 && persist.counts().fences() <= 2);
+    // A child replaced where a key leads to it (a split's left half), and
+    // refused where the key leads elsewhere.
+    page.relink(&region, &persist, 260, 65536, 131072).unwrap();
+    assert_eq!(page.child_for(&region, 299).unwrap(), 131072);
+    assert_eq!(page.child_for(&region, 249).unwrap(), children[2]);
+    let error = page.relink(&region, &persist, 260, 65536, 4096).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
 }
 
 /// Every crash image of a run of inserts and updates into one leaf holds
