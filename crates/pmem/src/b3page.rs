@@ -12,6 +12,7 @@
 //! | 8..16 | the link to the BST's root node (0: an empty page) |
 //! | 16..24 | the right sibling page (0: none) |
 //! | 24..32 | the high key: keys from it up live in the sibling (when there is one) |
+//! | 32..40 | the low key: the page holds keys from it up (0 for the leftmost page of a level: a separator is never 0) |
 //!
 //! | bytes | node field |
 //! |---|---|
@@ -44,6 +45,7 @@ const META: u64 = 0;
 const ROOT: u64 = 8;
 const SIBLING: u64 = 16;
 const HIGH: u64 = 24;
+const LOW: u64 = 32;
 
 const KEY: u64 = 0;
 const VALUE: u64 = 8;
@@ -110,6 +112,7 @@ pub struct Header {
     pub level: u8,
     pub sibling: u64,
     pub high: u64,
+    pub low: u64,
 }
 
 impl Page {
@@ -145,6 +148,7 @@ impl Page {
             level: self.level(region)?,
             sibling: self.word(region, self.at + SIBLING),
             high: self.word(region, self.at + HIGH),
+            low: self.word(region, self.at + LOW),
         })
     }
 
@@ -335,6 +339,51 @@ impl Page {
         Ok(())
     }
 
+    /// Points the page's sibling link at `sibling` (one 8-byte store,
+    /// flushed and fenced): the commit of a split of the page to its right.
+    pub fn set_sibling(self, region: &Region, persist: &impl Persist, sibling: u64) {
+        persist.persist_word(region, self.at + SIBLING, sibling);
+    }
+
+    /// Replaces the child `from`, where `key` leads to it in an internal
+    /// page, with a new node: the separator `separator` between the pages
+    /// `left` and `right` (a split's halves). The node is made durable,
+    /// then committed by one 8-byte store over the link. Returns false
+    /// when the page is full; errors if `key` does not lead to `from`.
+    pub fn replace_child(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        count: &mut u32,
+        key: u64,
+        from: u64,
+        (separator, left, right): (u64, u64, u64),
+    ) -> Result<bool> {
+        let (link_at, child) = self.fringe(region, key)?;
+        if child != from {
+            return Err(Error::Internal(format!(
+                "B3-tree page {}: key {key} leads to child {child}, not {from}",
+                self.at
+            )));
+        }
+        if *count >= Page::capacity(self.bytes) {
+            return Ok(false);
+        }
+        let node = *count;
+        let at = self.node_at(node);
+        for (field, word) in [
+            (KEY, separator),
+            (VALUE, 0),
+            (LEFT, Link::Page(left).encode()),
+            (RIGHT, Link::Page(right).encode()),
+        ] {
+            persist.store(region, at + field, word);
+        }
+        self.commit(region, persist, at, link_at, node);
+        *count += 1;
+        Ok(true)
+    }
+
     /// Makes the node written at `at` durable, then links it at `link_at`,
     /// durably. (In one line, stores persist in program order: there the
     /// link cannot be durable before the node, and one flush does.)
@@ -471,6 +520,7 @@ impl Page {
             (ROOT, root.encode()),
             (SIBLING, header.sibling),
             (HIGH, header.high),
+            (LOW, header.low),
         ] {
             first[field as usize..field as usize + 8].copy_from_slice(&word.to_le_bytes());
         }

@@ -5,8 +5,9 @@
 //! operation (counted by every [`persist`] mode) are the figure to compare.
 //!
 //! - [`b3page`]: a B3-tree page: a binary search tree of nodes in a block,
-//!   an insert one node and one 8-byte link (the tree over the pages is
-//!   still to come).
+//!   an insert one node and one 8-byte link.
+//! - [`b3tree`]: the B3-tree over those pages: B-link splits by
+//!   copy-on-write, recovery (one operation at a time so far).
 //! - [`region`]: a mapped file (or heap memory) addressed by offsets, with a
 //!   checksummed header and a failure-atomic root word.
 //! - [`bench`]: a PiBench-style run (insert, search, negative search,
@@ -31,6 +32,7 @@
 //! what is still to come.
 
 pub mod b3page;
+pub mod b3tree;
 pub mod bench;
 pub mod cceh;
 pub mod crash;

@@ -14,6 +14,7 @@ const LEAF: Header = Header {
     level: 0,
     sibling: 0,
     high: 0,
+    low: 0,
 };
 
 /// A region with an empty leaf page of `bytes` at offset 4096.
@@ -64,6 +65,7 @@ fn a_leaf_built_whole_is_a_complete_tree_read_in_order() {
         level: 0,
         sibling: 12288,
         high: 1000,
+        low: 0,
     };
     let written = Page::build_leaf(&region, &Volatile::default(), page, header, &pairs);
     assert_eq!(written, 100);
@@ -101,6 +103,7 @@ fn an_internal_page_leads_keys_to_their_children() {
         level: 1,
         sibling: 0,
         high: 0,
+        low: 0,
     };
     let mut count = Page::build_internal(
         &region,

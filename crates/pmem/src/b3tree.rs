@@ -1,0 +1,630 @@
+//! The B3-tree (seed 002 §4.1-4.3): a B+-tree of [`b3page`] pages, u64
+//! keys to u64 values, on a region.
+//!
+//! This version takes one operation at a time (a mutex around the tree);
+//! lock-free readers, per-page writer latches, deletes, merges and range
+//! scans are still to come (see `DESIGN.md`).
+//!
+//! A page holds the keys from its low key up to its high key; past the high
+//! key, a search moves right to the sibling (B-link). A full page splits by
+//! copy-on-write, so that every step is one 8-byte store:
+//! 1. its content (with the key that did not fit) is built whole into two
+//!    new pages: the left one's sibling is the right one, and the
+//!    separator is the left one's high key and the right one's low key;
+//!    the right one takes the old page's sibling and high key;
+//! 2. the old page has two links to it, its parent's and its left
+//!    sibling's. The parent's is pointed at the left sibling (keys of the
+//!    old page still reach it, moving right); then the left sibling's
+//!    sibling link is pointed at the new left page: the commit;
+//! 3. the parent's link is replaced by a node (separator; new left, new
+//!    right), and the old page freed.
+//!
+//! The leftmost page of a level has only its parent's link: step 3 alone
+//! commits. A root split builds a new root over the two halves and
+//! publishes it with one store of the root word. A parent with no room
+//! for the node splits first (a split never waits on its parent).
+//!
+//! Every state a crash leaves answers every search right (move-right
+//! covers a parent's link left pointing at a left sibling); recovery only
+//! frees the blocks no page reaches.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard};
+
+use spillway_core::{ensure, Error, Result};
+
+use crate::b3page::{Header, Insert, Page};
+use crate::heap::Heap;
+use crate::persist::Persist;
+use crate::region::{Region, LINE};
+
+/// The region kind of a B3-tree.
+pub const KIND: &str = "b3tree";
+
+/// The root object's magic.
+const MAGIC: u64 = u64::from_le_bytes(*b"B3TREErt");
+
+// The root object (one line): magic, page size, root page.
+const ROOT_MAGIC: u64 = 0;
+const ROOT_PAGE_BYTES: u64 = 8;
+const ROOT_PAGE: u64 = 16;
+
+/// A tree's shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Bytes per page: a power of two from 512 (small pages make splits
+    /// frequent in tests) to 64 KiB.
+    pub page_bytes: u64,
+    pub region_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            page_bytes: 4096,
+            region_bytes: 1 << 30,
+        }
+    }
+}
+
+/// A B3-tree on a region.
+#[derive(Debug)]
+pub struct B3Tree<P: Persist> {
+    region: Region,
+    heap: Heap,
+    persist: P,
+    root: u64,
+    page_bytes: u64,
+    /// Nodes written per page, learnt from the media on a page's first
+    /// write since the open (it is not persisted); its mutex is the
+    /// tree's: one operation at a time.
+    counts: Mutex<HashMap<u64, u32>>,
+}
+
+/// What a split page held, with the one more that did not fit.
+enum Content {
+    Leaf(Vec<(u64, u64)>),
+    Internal {
+        separators: Vec<u64>,
+        children: Vec<u64>,
+    },
+}
+
+impl<P: Persist> B3Tree<P> {
+    /// Creates a tree in a new region file at `path`.
+    pub fn create(path: &Path, options: Options, persist: P) -> Result<B3Tree<P>> {
+        check(&options)?;
+        B3Tree::format(
+            Region::create(path, options.region_bytes, KIND)?,
+            options,
+            persist,
+        )
+    }
+
+    /// Creates a tree in memory (tests, the crash tester).
+    pub fn in_memory(options: Options, persist: P) -> Result<B3Tree<P>> {
+        check(&options)?;
+        B3Tree::format(Region::in_memory(options.region_bytes, KIND)?, options, persist)
+    }
+
+    /// Opens the tree in the region file at `path`, recovering it.
+    pub fn open(path: &Path, persist: P) -> Result<B3Tree<P>> {
+        B3Tree::attach(Region::open(path, KIND)?, persist)
+    }
+
+    fn format(region: Region, options: Options, persist: P) -> Result<B3Tree<P>> {
+        let heap = Heap::format(&region, &persist)?;
+        let root = heap.alloc(&region, &persist, LINE)?;
+        let leaf = heap.alloc(&region, &persist, options.page_bytes)?;
+        let header = Header {
+            level: 0,
+            sibling: 0,
+            high: 0,
+            low: 0,
+        };
+        let page = Page {
+            at: leaf,
+            bytes: options.page_bytes,
+        };
+        Page::build_leaf(&region, &persist, page, header, &[]);
+        persist.store(&region, root + ROOT_PAGE_BYTES, options.page_bytes);
+        persist.store(&region, root + ROOT_PAGE, leaf);
+        persist.store(&region, root + ROOT_MAGIC, MAGIC);
+        persist.flush(&region, root, LINE);
+        persist.fence();
+        persist.set_root(&region, root);
+        Ok(B3Tree::assemble(region, heap, persist, root, options.page_bytes))
+    }
+
+    fn assemble(region: Region, heap: Heap, persist: P, root: u64, page_bytes: u64) -> B3Tree<P> {
+        B3Tree {
+            region,
+            heap,
+            persist,
+            root,
+            page_bytes,
+            counts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Opens the tree held by `region` (a file's, or a crash image's) and
+    /// recovers it: the blocks no page reaches are freed.
+    pub fn attach(region: Region, persist: P) -> Result<B3Tree<P>> {
+        let (heap, _dirty) = Heap::open(&region, &persist)?;
+        let root = region.root();
+        let word = |at: u64| region.word(at).load(Ordering::Acquire);
+        if root == 0 || word(root + ROOT_MAGIC) != MAGIC {
+            return Err(Error::corruption(region.path(), root, "no B3-tree root object"));
+        }
+        let page_bytes = word(root + ROOT_PAGE_BYTES);
+        let options = Options {
+            page_bytes,
+            region_bytes: region.len(),
+        };
+        if check(&options).is_err() {
+            return Err(Error::corruption(
+                region.path(),
+                root + ROOT_PAGE_BYTES,
+                format!("a page of {page_bytes} bytes"),
+            ));
+        }
+        let tree = B3Tree::assemble(region, heap, persist, root, page_bytes);
+        tree.recover()?;
+        Ok(tree)
+    }
+
+    /// The persistence mode (its counts; a trace).
+    pub fn persist(&self) -> &P {
+        &self.persist
+    }
+
+    /// The region (for images and statistics).
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    fn turn(&self) -> MutexGuard<'_, HashMap<u64, u32>> {
+        self.counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn page(&self, at: u64) -> Page {
+        Page {
+            at,
+            bytes: self.page_bytes,
+        }
+    }
+
+    fn root_page(&self) -> u64 {
+        self.region.word(self.root + ROOT_PAGE).load(Ordering::Acquire)
+    }
+
+    /// The page of `level` that holds `key`, and the internal pages whose
+    /// child links the descent followed (the last leads to it, perhaps
+    /// through right moves). Moves right past high keys.
+    fn descend(&self, key: u64, level: u8) -> Result<(u64, Vec<u64>)> {
+        let mut at = self.root_page();
+        let mut path = Vec::new();
+        for _ in 0..=self.region.len() / self.page_bytes {
+            let page = self.page(at);
+            let header = page.header(&self.region)?;
+            if header.sibling != 0 && key >= header.high {
+                at = header.sibling;
+                continue;
+            }
+            if header.level <= level {
+                return Ok((at, path));
+            }
+            path.push(at);
+            at = page.child_for(&self.region, key)?;
+        }
+        Err(Error::corruption(
+            self.region.path(),
+            at,
+            "a B3-tree descent that never ends",
+        ))
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: u64) -> Result<Option<u64>> {
+        let _turn = self.turn();
+        let (leaf, _) = self.descend(key, 0)?;
+        self.page(leaf).get(&self.region, key)
+    }
+
+    /// Sets `key` to `value`; returns the value it replaced.
+    pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+        let mut counts = self.turn();
+        loop {
+            let (leaf, path) = self.descend(key, 0)?;
+            let page = self.page(leaf);
+            let count = self.count(&mut counts, page)?;
+            match page.insert(&self.region, &self.persist, count, key, value)? {
+                Insert::Replaced(old) => return Ok(Some(old)),
+                Insert::Added => return Ok(None),
+                Insert::Full => {
+                    let mut pairs = page.pairs(&self.region)?;
+                    let at = pairs.partition_point(|&(k, _)| k < key);
+                    pairs.insert(at, (key, value));
+                    if self.split(&mut counts, page, &path, Content::Leaf(pairs))? {
+                        return Ok(None);
+                    }
+                    // A parent split first: the descent again.
+                }
+            }
+        }
+    }
+
+    /// The count of nodes written in `page`, read from the media the first
+    /// time.
+    fn count<'a>(&self, counts: &'a mut HashMap<u64, u32>, page: Page) -> Result<&'a mut u32> {
+        if let std::collections::hash_map::Entry::Vacant(entry) = counts.entry(page.at) {
+            entry.insert(page.count(&self.region)?);
+        }
+        Ok(counts.get_mut(&page.at).expect("just counted"))
+    }
+
+    /// An internal page's content as it is.
+    fn content(&self, page: Page) -> Result<Content> {
+        Ok(Content::Internal {
+            separators: page.pairs(&self.region)?.iter().map(|&(key, _)| key).collect(),
+            children: page.children(&self.region)?,
+        })
+    }
+
+    /// Splits `page` (reached through `path`) into two holding `content`.
+    /// Returns false, having split nothing of `page`, when its parent had
+    /// no room for the separator and was split first.
+    fn split(
+        &self,
+        counts: &mut HashMap<u64, u32>,
+        page: Page,
+        path: &[u64],
+        content: Content,
+    ) -> Result<bool> {
+        if let Some((&parent, above)) = path.split_last() {
+            let parent = self.page(parent);
+            if *self.count(counts, parent)? >= Page::capacity(self.page_bytes) {
+                // (Or its own parent first: the caller descends again
+                // either way, since the path has changed.)
+                let parent_content = self.content(parent)?;
+                self.split(counts, parent, above, parent_content)?;
+                return Ok(false);
+            }
+        }
+        let header = page.header(&self.region)?;
+        let (left, right) = (self.alloc()?, self.alloc()?);
+        let right_header = Header {
+            level: header.level,
+            sibling: header.sibling,
+            high: header.high,
+            low: 0,
+        };
+        let separator = match &content {
+            Content::Leaf(pairs) => {
+                let mid = pairs.len() / 2;
+                let separator = pairs[mid].0;
+                let left_header = Header {
+                    sibling: right,
+                    high: separator,
+                    low: header.low,
+                    ..right_header
+                };
+                counts.insert(
+                    left,
+                    Page::build_leaf(
+                        &self.region,
+                        &self.persist,
+                        self.page(left),
+                        left_header,
+                        &pairs[..mid],
+                    ),
+                );
+                let right_header = Header {
+                    low: separator,
+                    ..right_header
+                };
+                counts.insert(
+                    right,
+                    Page::build_leaf(
+                        &self.region,
+                        &self.persist,
+                        self.page(right),
+                        right_header,
+                        &pairs[mid..],
+                    ),
+                );
+                separator
+            }
+            Content::Internal { separators, children } => {
+                // The median separator moves up; each half keeps its own.
+                let mid = separators.len() / 2;
+                let separator = separators[mid];
+                let left_header = Header {
+                    sibling: right,
+                    high: separator,
+                    low: header.low,
+                    ..right_header
+                };
+                let (region, persist) = (&self.region, &self.persist);
+                let count = Page::build_internal(
+                    region,
+                    persist,
+                    self.page(left),
+                    left_header,
+                    &separators[..mid],
+                    &children[..=mid],
+                );
+                counts.insert(left, count);
+                let right_header = Header {
+                    low: separator,
+                    ..right_header
+                };
+                let count = Page::build_internal(
+                    region,
+                    persist,
+                    self.page(right),
+                    right_header,
+                    &separators[mid + 1..],
+                    &children[mid + 1..],
+                );
+                counts.insert(right, count);
+                separator
+            }
+        };
+        self.persist.fence();
+        match path.last() {
+            None => self.new_root(counts, page, header.level + 1, (separator, left, right))?,
+            Some(&parent) => {
+                self.replace(counts, page, header, self.page(parent), (separator, left, right))?
+            }
+        }
+        counts.remove(&page.at);
+        self.heap.free(&self.region, &self.persist, page.at);
+        Ok(true)
+    }
+
+    fn alloc(&self) -> Result<u64> {
+        self.heap.alloc(&self.region, &self.persist, self.page_bytes)
+    }
+
+    /// A root split: a new root over the halves, published by one store.
+    fn new_root(
+        &self,
+        counts: &mut HashMap<u64, u32>,
+        old: Page,
+        level: u8,
+        (separator, left, right): (u64, u64, u64),
+    ) -> Result<()> {
+        ensure!(
+            self.root_page() == old.at,
+            Internal,
+            "the B3-tree's root moved under a split"
+        );
+        let root = self.alloc()?;
+        let header = Header {
+            level,
+            sibling: 0,
+            high: 0,
+            low: 0,
+        };
+        let count = Page::build_internal(
+            &self.region,
+            &self.persist,
+            self.page(root),
+            header,
+            &[separator],
+            &[left, right],
+        );
+        self.persist.fence();
+        counts.insert(root, count);
+        self.persist
+            .persist_word(&self.region, self.root + ROOT_PAGE, root);
+        Ok(())
+    }
+
+    /// Puts the halves (`separator`, `left`, `right`) of `old` in its
+    /// place: steps 2 and 3 of the module's split.
+    fn replace(
+        &self,
+        counts: &mut HashMap<u64, u32>,
+        old: Page,
+        header: Header,
+        parent: Page,
+        halves: (u64, u64, u64),
+    ) -> Result<()> {
+        // The child the parent's link for the old page's keys leads to: the
+        // old page, or (after a crash cut a split short) a page left of it.
+        let mut from = parent.child_for(&self.region, header.low)?;
+        if header.low != 0 {
+            let (left_sibling, _) = self.descend(header.low - 1, header.level)?;
+            let sibling = self.page(left_sibling);
+            ensure!(
+                sibling.header(&self.region)?.sibling == old.at,
+                Internal,
+                "B3-tree page {}: the page left of {} links elsewhere",
+                left_sibling,
+                old.at
+            );
+            if from == old.at {
+                parent.relink(&self.region, &self.persist, header.low, old.at, left_sibling)?;
+                from = left_sibling;
+            }
+            sibling.set_sibling(&self.region, &self.persist, halves.1);
+        }
+        let count = self.count(counts, parent)?;
+        let placed = parent.replace_child(&self.region, &self.persist, count, header.low, from, halves)?;
+        ensure!(
+            placed,
+            Internal,
+            "B3-tree page {}: no room, though it had",
+            parent.at
+        );
+        Ok(())
+    }
+
+    /// Every (key, value) in key order, along the leaves' sibling links.
+    pub fn entries(&self) -> Result<Vec<(u64, u64)>> {
+        let _turn = self.turn();
+        let (mut at, _) = self.descend(0, 0)?;
+        let mut entries = Vec::new();
+        while at != 0 {
+            let page = self.page(at);
+            entries.extend(page.pairs(&self.region)?);
+            at = page.header(&self.region)?.sibling;
+        }
+        Ok(entries)
+    }
+
+    /// Checks the tree's invariants: each page's level is one below its
+    /// parent's; each child link leads to the page whose low key starts
+    /// the link's range and whose high key ends it (a page with no high key
+    /// ends its level, and only the last link of a level leads there);
+    /// every key of a page lies in its range, in order.
+    pub fn verify(&self) -> Result<()> {
+        let _turn = self.turn();
+        let root = self.root_page();
+        let mut stack = vec![(root, None, 0, None)];
+        while let Some((at, level, low, high)) = stack.pop() {
+            let bad = |what: String| {
+                Err(Error::corruption(
+                    self.region.path(),
+                    at,
+                    format!("B3-tree page {at}: {what}"),
+                ))
+            };
+            let page = self.page(at);
+            let header = page.header(&self.region)?;
+            let ends = if header.sibling == 0 {
+                None
+            } else {
+                Some(header.high)
+            };
+            if level.is_some_and(|level| header.level != level) || header.low != low || ends != high {
+                return bad(format!(
+                    "level {}, keys from {} to {ends:?}, where its parent leads keys from {low} to {high:?} at level {level:?}",
+                    header.level, header.low
+                ));
+            }
+            let keys: Vec<u64> = page.pairs(&self.region)?.iter().map(|&(key, _)| key).collect();
+            let inside = |key: u64| key >= low && high.is_none_or(|high| key < high);
+            if !keys.iter().all(|&key| inside(key)) || !keys.is_sorted() {
+                return bad(format!("keys outside {low}..{high:?}"));
+            }
+            if header.level > 0 {
+                let children = page.children(&self.region)?;
+                for (k, &child) in children.iter().enumerate() {
+                    let from = if k == 0 { low } else { keys[k - 1] };
+                    let to = keys.get(k).copied().or(high);
+                    stack.push((child, Some(header.level - 1), from, to));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees every block the tree does not reach (by child and sibling
+    /// links): pages built for a split that never committed, and a split
+    /// page not yet freed.
+    fn recover(&self) -> Result<()> {
+        let mut counts = self.turn();
+        self.repair_links(&mut counts)?;
+        let mut reached: HashSet<u64> = [self.root].into();
+        let mut stack = vec![self.root_page()];
+        while let Some(at) = stack.pop() {
+            if !reached.insert(at) {
+                continue;
+            }
+            let page = self.page(at);
+            let header = page.header(&self.region)?;
+            if header.sibling != 0 {
+                stack.push(header.sibling);
+            }
+            if header.level > 0 {
+                stack.extend(page.children(&self.region)?);
+            }
+        }
+        self.heap.recover(&self.region, &self.persist, &reached)
+    }
+}
+
+impl<P: Persist> B3Tree<P> {
+    /// Completes a split cut short after its step 2: a parent's link left
+    /// at the split page's left sibling, for keys that sibling does not
+    /// hold. Searches are right without it (they move right), but a later
+    /// split of that sibling would leave the link at a freed page. The
+    /// page right of the sibling is the old page (the commit was not
+    /// made: the link goes back to it) or the new left half (the commit
+    /// was made: the link becomes step 3's node over the two halves).
+    fn repair_links(&self, counts: &mut HashMap<u64, u32>) -> Result<()> {
+        let mut seen = HashSet::new();
+        let mut stack = vec![self.root_page()];
+        while let Some(at) = stack.pop() {
+            if !seen.insert(at) {
+                continue;
+            }
+            let page = self.page(at);
+            let header = page.header(&self.region)?;
+            if header.sibling != 0 {
+                stack.push(header.sibling);
+            }
+            if header.level == 0 {
+                continue;
+            }
+            let separators: Vec<u64> = page.pairs(&self.region)?.iter().map(|&(key, _)| key).collect();
+            let high = if header.sibling == 0 {
+                None
+            } else {
+                Some(header.high)
+            };
+            for (k, child) in page.children(&self.region)?.into_iter().enumerate() {
+                stack.push(child);
+                // The keys the link leads: from `low` to `to`.
+                let low = if k == 0 { header.low } else { separators[k - 1] };
+                let to = separators.get(k).copied().or(high);
+                let below = self.page(child).header(&self.region)?;
+                if below.sibling == 0 || low < below.high {
+                    continue;
+                }
+                let holder = self.page(below.sibling);
+                let held = holder.header(&self.region)?;
+                let held_to = if held.sibling == 0 { None } else { Some(held.high) };
+                if held.low != low {
+                    return Err(Error::corruption(
+                        self.region.path(),
+                        at,
+                        format!("B3-tree page {at}: its link for keys from {low} leads to page {child}, whose right sibling starts at {}", held.low),
+                    ));
+                }
+                if held_to == to {
+                    page.relink(&self.region, &self.persist, low, child, holder.at)?;
+                } else {
+                    let count = self.count(counts, page)?;
+                    let halves = (held.high, holder.at, held.sibling);
+                    let placed =
+                        page.replace_child(&self.region, &self.persist, count, low, child, halves)?;
+                    ensure!(
+                        placed,
+                        Internal,
+                        "B3-tree page {at}: no room for a split's node it had room for"
+                    );
+                }
+                stack.push(holder.at);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check(options: &Options) -> Result<()> {
+    let bytes = options.page_bytes;
+    ensure!(
+        bytes.is_power_of_two() && (512..=1 << 16).contains(&bytes),
+        InvalidArgument,
+        "a B3-tree page is a power of two from 512 bytes to 64 KiB, not {bytes}"
+    );
+    Ok(())
+}

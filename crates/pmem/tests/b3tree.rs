@@ -1,0 +1,172 @@
+//! The B3-tree: against a `BTreeMap` through many splits and reopens, and
+//! every crash image of a run of inserts recovered and checked.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use spillway_pmem::b3tree::{B3Tree, Options, KIND};
+use spillway_pmem::crash::{enumerate, Limits};
+use spillway_pmem::{Region, Tracing, Volatile};
+
+/// Small pages (14 nodes), so that leaves and internal pages split often.
+const SMALL: Options = Options {
+    page_bytes: 512,
+    region_bytes: 1 << 22,
+};
+
+fn reopen<P: spillway_pmem::Persist>(tree: &B3Tree<P>) -> B3Tree<Volatile> {
+    let image = tree.region().image();
+    B3Tree::attach(Region::from_image(&image, KIND).unwrap(), Volatile::default()).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Inserts and updates read back as a map's, in key order, through
+    /// leaf, internal and root splits, and again after a reopen.
+    #[test]
+    fn the_tree_is_a_sorted_map(ops in prop::collection::vec((0u64..2000, any::<u64>()), 1..1200)) {
+        let tree = B3Tree::in_memory(SMALL, Volatile::default()).unwrap();
+        let mut model = BTreeMap::new();
+        for &(key, value) in &ops {
+            prop_assert_eq!(tree.insert(key, value).unwrap(), model.insert(key, value));
+        }
+        for &(key, _) in &ops {
+            prop_assert_eq!(tree.get(key).unwrap(), model.get(&key).copied());
+            prop_assert_eq!(tree.get(key + 2000).unwrap(), None);
+        }
+        let entries: Vec<(u64, u64)> = model.into_iter().collect();
+        prop_assert_eq!(&tree.entries().unwrap(), &entries);
+        tree.verify().unwrap();
+        prop_assert_eq!(&reopen(&tree).entries().unwrap(), &entries);
+    }
+}
+
+#[test]
+fn sorted_and_reversed_inserts_split_into_a_deep_tree() {
+    for keys in [(0..3000u64).collect::<Vec<_>>(), (0..3000u64).rev().collect()] {
+        let tree = B3Tree::in_memory(SMALL, Volatile::default()).unwrap();
+        for &key in &keys {
+            assert_eq!(tree.insert(key, key * 2).unwrap(), None);
+        }
+        let entries: Vec<(u64, u64)> = (0..3000).map(|key| (key, key * 2)).collect();
+        assert!(tree.entries().unwrap() == entries, "the entries differ");
+        tree.verify().unwrap();
+        assert_eq!(tree.get(1234).unwrap(), Some(2468));
+        assert!(
+            reopen(&tree).entries().unwrap() == entries,
+            "the reopened entries differ"
+        );
+    }
+}
+
+/// Every crash image of a run of inserts (with leaf, internal and root
+/// splits on small pages) recovers to the inserts completed, plus perhaps
+/// the one in flight; recovering twice gives the same tree; and the
+/// recovered tree takes more inserts, splits included.
+#[test]
+fn every_crash_image_of_a_run_of_inserts_recovers_to_a_prefix_of_it() {
+    let tree = B3Tree::in_memory(SMALL, Tracing::default()).unwrap();
+    let base = tree.region().image();
+    let trace = tree.persist();
+    trace.take();
+    let keys: Vec<u64> = (0..400u64).map(|i| (i * 37) % 400).collect();
+    let mut models = vec![BTreeMap::new()];
+    for &key in &keys {
+        trace.begin("insert");
+        tree.insert(key, key + 1).unwrap();
+        trace.end();
+        let mut model = models.last().unwrap().clone();
+        model.insert(key, key + 1);
+        models.push(model);
+    }
+    let limits = Limits {
+        images_per_point: 16,
+        seed: 7,
+    };
+    let report = enumerate(&base, &trace.take(), limits, |point, image| {
+        let recovered = B3Tree::attach(Region::from_image(image, KIND)?, Volatile::default())?;
+        recovered.verify()?;
+        let entries: BTreeMap<u64, u64> = recovered.entries()?.into_iter().collect();
+        let done = point.completed;
+        let last = if point.in_flight.is_some() { done + 1 } else { done };
+        assert!(
+            models[done..=last].contains(&entries),
+            "at event {} ({done} inserts done): {} entries",
+            point.event,
+            entries.len()
+        );
+        let again = reopen(&recovered);
+        assert!(again.entries()? == recovered.entries()?, "recovery is idempotent");
+        for key in 1000..1040 {
+            recovered.insert(key, key)?;
+        }
+        assert_eq!(recovered.get(1020)?, Some(1020));
+        assert_eq!(recovered.entries()?.len(), entries.len() + 40);
+        Ok(())
+    })
+    .unwrap();
+    assert!(report.points > keys.len(), "{report:?}");
+    assert!(report.dirty_at_end.is_empty(), "{report:?}");
+}
+
+/// A split cut short between its steps leaves a parent's link at the left
+/// sibling; recovery points it back at the page that holds its keys. Every
+/// image of one split in the middle of a tree is recovered, then filled
+/// densely (every page around it splits again) and checked.
+#[test]
+fn a_split_cut_short_anywhere_recovers_and_splits_again() {
+    let tree = B3Tree::in_memory(SMALL, Tracing::default()).unwrap();
+    let trace = tree.persist();
+    let mut model = BTreeMap::new();
+    for key in (0..600u64).map(|i| 2 * i) {
+        tree.insert(key, key).unwrap();
+        model.insert(key, key);
+    }
+    // The first odd key in the middle whose insert splits a page (it
+    // fences more than an insert's two times).
+    let mut split = None;
+    for key in (301..1199u64).step_by(2) {
+        trace.take();
+        let base = tree.region().image();
+        trace.begin("insert");
+        tree.insert(key, key).unwrap();
+        trace.end();
+        let events = trace.take();
+        let fences = events
+            .iter()
+            .filter(|event| matches!(event, spillway_pmem::Event::Fence))
+            .count();
+        if fences > 2 {
+            split = Some((key, base, events));
+            break;
+        }
+        model.insert(key, key);
+    }
+    let (key, base, events) = split.expect("a split among the inserts");
+    let limits = Limits {
+        images_per_point: 64,
+        seed: 11,
+    };
+    let report = enumerate(&base, &events, limits, |_, image| {
+        let recovered = B3Tree::attach(Region::from_image(image, KIND)?, Volatile::default())?;
+        recovered.verify()?;
+        let mut expected = model.clone();
+        if recovered.get(key)?.is_some() {
+            expected.insert(key, key);
+        }
+        for odd in (1..1200u64).step_by(2) {
+            recovered.insert(odd, odd)?;
+            expected.insert(odd, odd);
+        }
+        let entries: Vec<(u64, u64)> = expected.into_iter().collect();
+        assert!(
+            recovered.entries()? == entries,
+            "the entries differ after the split of key {key}"
+        );
+        recovered.verify()?;
+        Ok(())
+    })
+    .unwrap();
+    assert!(report.points >= 3, "{report:?}");
+}
