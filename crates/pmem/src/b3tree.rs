@@ -29,6 +29,7 @@
 //! frees the blocks no page reaches.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
@@ -466,17 +467,39 @@ impl<P: Persist> B3Tree<P> {
         Ok(())
     }
 
-    /// Every (key, value) in key order, along the leaves' sibling links.
+    /// Every (key, value) in key order.
     pub fn entries(&self) -> Result<Vec<(u64, u64)>> {
+        self.range(.., usize::MAX)
+    }
+
+    /// The (key, value) pairs with keys in `keys`, in key order, at most
+    /// `limit` of them: the leaf of the range's start, then its siblings.
+    pub fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
         let _turn = self.turn();
-        let (mut at, _) = self.descend(0, 0)?;
-        let mut entries = Vec::new();
+        let low = match keys.start_bound() {
+            Bound::Included(&low) => low,
+            Bound::Excluded(&low) => match low.checked_add(1) {
+                Some(low) => low,
+                None => return Ok(Vec::new()),
+            },
+            Bound::Unbounded => 0,
+        };
+        let (mut at, _) = self.descend(low, 0)?;
+        let mut pairs = Vec::new();
         while at != 0 {
             let page = self.page(at);
-            entries.extend(page.pairs(&self.region)?);
-            at = page.header(&self.region)?.sibling;
+            let header = page.header(&self.region)?;
+            let held = page.pairs(&self.region)?;
+            let from = held.partition_point(|&(key, _)| key < low);
+            for &(key, value) in &held[from..] {
+                if !keys.contains(&key) || pairs.len() == limit {
+                    return Ok(pairs);
+                }
+                pairs.push((key, value));
+            }
+            at = header.sibling;
         }
-        Ok(entries)
+        Ok(pairs)
     }
 
     /// Checks the tree's invariants: each page's level is one below its

@@ -2,6 +2,7 @@
 //! every crash image of a run of inserts recovered and checked.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use proptest::prelude::*;
 use spillway_pmem::b3tree::{B3Tree, Options, KIND};
@@ -38,6 +39,15 @@ proptest! {
         let entries: Vec<(u64, u64)> = model.into_iter().collect();
         prop_assert_eq!(&tree.entries().unwrap(), &entries);
         tree.verify().unwrap();
+        for (low, high, limit) in [(0, 2000, 100), (500, 700, usize::MAX), (1999, 5000, 3), (700, 500, 10), (2500, 9000, 10)] {
+            let expected: Vec<(u64, u64)> = entries
+                .iter()
+                .copied()
+                .filter(|&(key, _)| key >= low && key < high)
+                .take(limit)
+                .collect();
+            prop_assert_eq!(tree.range(low..high, limit).unwrap(), expected, "range {}..{} ({})", low, high, limit);
+        }
         prop_assert_eq!(&reopen(&tree).entries().unwrap(), &entries);
     }
 }
@@ -53,6 +63,8 @@ fn sorted_and_reversed_inserts_split_into_a_deep_tree() {
         assert!(tree.entries().unwrap() == entries, "the entries differ");
         tree.verify().unwrap();
         assert_eq!(tree.get(1234).unwrap(), Some(2468));
+        let scan: Vec<(u64, u64)> = (1000..1100).map(|key| (key, key * 2)).collect();
+        assert_eq!(tree.range(1000..5000, 100).unwrap(), scan);
         assert!(
             reopen(&tree).entries().unwrap() == entries,
             "the reopened entries differ"
@@ -169,4 +181,20 @@ fn a_split_cut_short_anywhere_recovers_and_splits_again() {
     })
     .unwrap();
     assert!(report.points >= 3, "{report:?}");
+}
+
+/// The ends of the key space: 0 and u64::MAX are keys, and ranges of every
+/// bound kind.
+#[test]
+fn ranges_reach_the_ends_of_the_key_space() {
+    let tree = B3Tree::in_memory(SMALL, Volatile::default()).unwrap();
+    tree.insert(u64::MAX, 1).unwrap();
+    tree.insert(0, 2).unwrap();
+    assert_eq!(tree.entries().unwrap(), [(0, 2), (u64::MAX, 1)]);
+    assert_eq!(tree.range(0..u64::MAX, 10).unwrap(), [(0, 2)]);
+    assert_eq!(tree.range(1.., 10).unwrap(), [(u64::MAX, 1)]);
+    assert_eq!(tree.range(..=0, 10).unwrap(), [(0, 2)]);
+    assert_eq!(tree.range(.., 1).unwrap(), [(0, 2)]);
+    let past_the_end = (Bound::Excluded(u64::MAX), Bound::Unbounded);
+    assert_eq!(tree.range(past_the_end, 10).unwrap(), []);
 }
