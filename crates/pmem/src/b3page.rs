@@ -99,6 +99,17 @@ pub enum Insert {
     Full,
 }
 
+/// What [`Page::remove`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remove {
+    /// The key's node is unlinked: its value.
+    Removed(u64),
+    Absent,
+    /// No slot left for the copy of its successor: the caller rebuilds
+    /// the page without the key.
+    Full,
+}
+
 /// A page: its offset in the region and its size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Page {
@@ -397,6 +408,79 @@ impl Page {
         persist.fence();
     }
 
+    /// Removes `key` from a leaf (the caller holds the page). Its node is
+    /// unlinked by one 8-byte store where it has at most one child (the
+    /// link that reached it takes that child). With two, a copy of its
+    /// successor (the least key above it) with its children is written
+    /// and made durable, then linked in its place; where the successor
+    /// lay deeper than its right child, the successor's own node is then
+    /// unlinked, so that a crash between the two leaves the successor
+    /// twice (equal pairs: searches find the upper one, and
+    /// [`pairs`](Self::pairs) lists it once), never missing.
+    pub fn remove(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        count: &mut u32,
+        key: u64,
+    ) -> Result<Remove> {
+        let (link_at, Some(node)) = self.descend(region, key)? else {
+            return Ok(Remove::Absent);
+        };
+        let at = self.node_at(node);
+        let value = self.word(region, at + VALUE);
+        let (left, right) = (self.word(region, at + LEFT), self.word(region, at + RIGHT));
+        if left == 0 || right == 0 {
+            persist.persist_word(region, link_at, left | right);
+            return Ok(Remove::Removed(value));
+        }
+        if *count >= Page::capacity(self.bytes) {
+            return Ok(Remove::Full);
+        }
+        // The successor: the leftmost node of the right subtree, and the
+        // link that reaches it.
+        let mut successor_link = at + RIGHT;
+        let mut successor = self
+            .node(region, Link::decode(right), at + RIGHT, false)?
+            .expect("a right child");
+        for _ in 0..Page::capacity(self.bytes) {
+            let below = self.node_at(successor) + LEFT;
+            match self.node(region, Link::decode(self.word(region, below)), below, false)? {
+                Some(next) => (successor_link, successor) = (below, next),
+                None => break,
+            }
+        }
+        let successor_at = self.node_at(successor);
+        let successor_right = self.word(region, successor_at + RIGHT);
+        if self.word(region, successor_at + KEY) == key {
+            // The key twice (a crash cut a removal short): the lower copy
+            // goes first, then the key as usual.
+            persist.persist_word(region, successor_link, successor_right);
+            return self.remove(region, persist, count, key);
+        }
+        let copy_right = if successor_link == at + RIGHT {
+            successor_right
+        } else {
+            right
+        };
+        let copy = *count;
+        let copy_at = self.node_at(copy);
+        for (field, word) in [
+            (KEY, self.word(region, successor_at + KEY)),
+            (VALUE, self.word(region, successor_at + VALUE)),
+            (LEFT, left),
+            (RIGHT, copy_right),
+        ] {
+            persist.store(region, copy_at + field, word);
+        }
+        self.commit(region, persist, copy_at, link_at, copy);
+        *count += 1;
+        if successor_link != at + RIGHT {
+            persist.persist_word(region, successor_link, successor_right);
+        }
+        Ok(Remove::Removed(value))
+    }
+
     /// Visits the pairs of the page's BST in key order (a leaf's keys and
     /// values; an internal page's separators and 0).
     pub fn pairs(self, region: &Region) -> Result<Vec<(u64, u64)>> {
@@ -421,7 +505,12 @@ impl Page {
                 return Ok(pairs);
             };
             let at = self.node_at(node);
-            pairs.push((self.word(region, at + KEY), self.word(region, at + VALUE)));
+            let key = self.word(region, at + KEY);
+            // (A key twice in a row: a removal's successor copied and its
+            // original not yet unlinked when a crash came.)
+            if pairs.last().is_none_or(|&(last, _)| last != key) {
+                pairs.push((key, self.word(region, at + VALUE)));
+            }
             if pairs.len() > Page::capacity(self.bytes) as usize {
                 return Err(self.corrupt(region, self.at, "more nodes reached than it holds".into()));
             }

@@ -36,7 +36,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use spillway_core::{ensure, Error, Result};
 
-use crate::b3page::{Header, Insert, Page};
+use crate::b3page::{Header, Insert, Page, Remove};
 use crate::heap::Heap;
 use crate::persist::Persist;
 use crate::region::{Region, LINE};
@@ -82,6 +82,14 @@ pub struct B3Tree<P: Persist> {
     /// write since the open (it is not persisted); its mutex is the
     /// tree's: one operation at a time.
     counts: Mutex<HashMap<u64, u32>>,
+}
+
+/// What takes a page's place: one page (a leaf rebuilt without its dead
+/// nodes), or two halves and their separator.
+#[derive(Debug, Clone, Copy)]
+enum Replacement {
+    One(u64),
+    Two(u64, u64, u64),
 }
 
 /// What a split page held, with the one more that did not fit.
@@ -250,6 +258,12 @@ impl<P: Persist> B3Tree<P> {
                     let mut pairs = page.pairs(&self.region)?;
                     let at = pairs.partition_point(|&(k, _)| k < key);
                     pairs.insert(at, (key, value));
+                    // A page full of removed nodes is rebuilt, not split
+                    // (the seed's lazy defragmentation).
+                    if pairs.len() <= 3 * Page::capacity(self.page_bytes) as usize / 4 {
+                        self.rebuild(&mut counts, page, &path, &pairs)?;
+                        return Ok(None);
+                    }
                     if self.split(&mut counts, page, &path, Content::Leaf(pairs))? {
                         return Ok(None);
                     }
@@ -257,6 +271,53 @@ impl<P: Persist> B3Tree<P> {
                 }
             }
         }
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn remove(&self, key: u64) -> Result<Option<u64>> {
+        let mut counts = self.turn();
+        let (leaf, path) = self.descend(key, 0)?;
+        let page = self.page(leaf);
+        let count = self.count(&mut counts, page)?;
+        match page.remove(&self.region, &self.persist, count, key)? {
+            Remove::Removed(value) => Ok(Some(value)),
+            Remove::Absent => Ok(None),
+            Remove::Full => {
+                let mut pairs = page.pairs(&self.region)?;
+                let at = pairs.partition_point(|&(k, _)| k < key);
+                let (_, value) = pairs.remove(at);
+                self.rebuild(&mut counts, page, &path, &pairs)?;
+                Ok(Some(value))
+            }
+        }
+    }
+
+    /// Puts a leaf holding `pairs` in the place of `page` (reached through
+    /// `path`), with its range and sibling: a leaf full of removed nodes
+    /// rebuilt.
+    fn rebuild(
+        &self,
+        counts: &mut HashMap<u64, u32>,
+        page: Page,
+        path: &[u64],
+        pairs: &[(u64, u64)],
+    ) -> Result<()> {
+        let header = page.header(&self.region)?;
+        let new = self.alloc()?;
+        counts.insert(
+            new,
+            Page::build_leaf(&self.region, &self.persist, self.page(new), header, pairs),
+        );
+        self.persist.fence();
+        match path.last() {
+            None => self
+                .persist
+                .persist_word(&self.region, self.root + ROOT_PAGE, new),
+            Some(&parent) => self.replace(counts, page, header, self.page(parent), Replacement::One(new))?,
+        }
+        counts.remove(&page.at);
+        self.heap.free(&self.region, &self.persist, page.at);
+        Ok(())
     }
 
     /// The count of nodes written in `page`, read from the media the first
@@ -379,9 +440,13 @@ impl<P: Persist> B3Tree<P> {
         self.persist.fence();
         match path.last() {
             None => self.new_root(counts, page, header.level + 1, (separator, left, right))?,
-            Some(&parent) => {
-                self.replace(counts, page, header, self.page(parent), (separator, left, right))?
-            }
+            Some(&parent) => self.replace(
+                counts,
+                page,
+                header,
+                self.page(parent),
+                Replacement::Two(separator, left, right),
+            )?,
         }
         counts.remove(&page.at);
         self.heap.free(&self.region, &self.persist, page.at);
@@ -427,16 +492,20 @@ impl<P: Persist> B3Tree<P> {
         Ok(())
     }
 
-    /// Puts the halves (`separator`, `left`, `right`) of `old` in its
-    /// place: steps 2 and 3 of the module's split.
+    /// Puts `new` in the place of `old`: steps 2 and 3 of the module's
+    /// split (for one page, step 3 points the parent's link at it).
     fn replace(
         &self,
         counts: &mut HashMap<u64, u32>,
         old: Page,
         header: Header,
         parent: Page,
-        halves: (u64, u64, u64),
+        new: Replacement,
     ) -> Result<()> {
+        let first = match new {
+            Replacement::One(page) => page,
+            Replacement::Two(_, left, _) => left,
+        };
         // The child the parent's link for the old page's keys leads to: the
         // old page, or (after a crash cut a split short) a page left of it.
         let mut from = parent.child_for(&self.region, header.low)?;
@@ -454,9 +523,13 @@ impl<P: Persist> B3Tree<P> {
                 parent.relink(&self.region, &self.persist, header.low, old.at, left_sibling)?;
                 from = left_sibling;
             }
-            sibling.set_sibling(&self.region, &self.persist, halves.1);
+            sibling.set_sibling(&self.region, &self.persist, first);
         }
+        let Replacement::Two(separator, left, right) = new else {
+            return parent.relink(&self.region, &self.persist, header.low, from, first);
+        };
         let count = self.count(counts, parent)?;
+        let halves = (separator, left, right);
         let placed = parent.replace_child(&self.region, &self.persist, count, header.low, from, halves)?;
         ensure!(
             placed,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use spillway_core::ErrorKind;
-use spillway_pmem::b3page::{Header, Insert, Page, HEADER, NODE};
+use spillway_pmem::b3page::{Header, Insert, Page, Remove, HEADER, NODE};
 use spillway_pmem::crash::{enumerate, Limits};
 use spillway_pmem::{Persist, Region, Tracing, Volatile};
 
@@ -248,4 +248,60 @@ fn damaged_pages_are_reported_not_followed() {
         let error = page.get(&damaged(page.at + 8, word), 5).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
     }
+}
+
+/// Removals in every shape (a leaf node, one child, two children with the
+/// successor its right child or deeper), every crash image of them: each
+/// holds the pairs before or after the removal in flight, never a key
+/// missing; a removal costs at most three flushes.
+#[test]
+fn every_crash_image_of_a_leafs_removals_holds_whole_ones() {
+    let (region, page) = leaf(1024);
+    let persist = Volatile::default();
+    let mut count = 0;
+    let mut model = BTreeMap::new();
+    // 50 at the root; 20 with children 10 and 30 (30 with 25 and 40); 80
+    // with 70 and 90.
+    for key in [50, 20, 80, 10, 30, 70, 90, 25, 40, 35] {
+        page.insert(&region, &persist, &mut count, key, key * 10).unwrap();
+        model.insert(key, key * 10);
+    }
+    let base = region.image();
+    let trace = Tracing::default();
+    let mut models = vec![model.clone()];
+    // 50: two children, its successor 70 deeper than its right child; 20:
+    // successor 25 deeper; 90: a leaf node; 30: one child left by now or
+    // two; 10.
+    for key in [50, 20, 90, 30, 10, 12345] {
+        let before = trace.counts().flushes();
+        trace.begin("remove");
+        let removed = page.remove(&region, &trace, &mut count, key).unwrap();
+        trace.end();
+        assert!(trace.counts().flushes() - before <= 3, "key {key}");
+        match removed {
+            Remove::Removed(value) => assert_eq!(model.remove(&key), Some(value)),
+            Remove::Absent => assert!(!model.contains_key(&key)),
+            Remove::Full => panic!("the page filled"),
+        }
+        assert_eq!(page.get(&region, key).unwrap(), None);
+        models.push(model.clone());
+    }
+    let report = enumerate(&base, &trace.take(), Limits::default(), |point, image| {
+        let region = Region::from_image(image, "b3tree")?;
+        let pairs: BTreeMap<u64, u64> = page.pairs(&region)?.into_iter().collect();
+        let done = point.completed;
+        let last = if point.in_flight.is_some() { done + 1 } else { done };
+        assert!(
+            models[done..=last].contains(&pairs),
+            "at event {} ({done} removals done): {pairs:?}",
+            point.event
+        );
+        Ok(())
+    })
+    .unwrap();
+    assert!(report.dirty_at_end.is_empty(), "{report:?}");
+    assert_eq!(
+        page.pairs(&region).unwrap(),
+        model.into_iter().collect::<Vec<_>>()
+    );
 }

@@ -23,16 +23,22 @@ fn reopen<P: spillway_pmem::Persist>(tree: &B3Tree<P>) -> B3Tree<Volatile> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
 
-    /// Inserts and updates read back as a map's, in key order, through
-    /// leaf, internal and root splits, and again after a reopen.
+    /// Inserts, updates and removals read back as a map's, in key order,
+    /// through leaf, internal and root splits and rebuilds of leaves full
+    /// of removed nodes, and again after a reopen.
     #[test]
-    fn the_tree_is_a_sorted_map(ops in prop::collection::vec((0u64..2000, any::<u64>()), 1..1200)) {
+    fn the_tree_is_a_sorted_map(ops in prop::collection::vec((0u64..2000, any::<u64>(), 0u8..4), 1..1500)) {
         let tree = B3Tree::in_memory(SMALL, Volatile::default()).unwrap();
         let mut model = BTreeMap::new();
-        for &(key, value) in &ops {
-            prop_assert_eq!(tree.insert(key, value).unwrap(), model.insert(key, value));
+        for &(key, value, kind) in &ops {
+            // One operation in four a removal (of a key often present).
+            if kind == 0 {
+                prop_assert_eq!(tree.remove(key).unwrap(), model.remove(&key));
+            } else {
+                prop_assert_eq!(tree.insert(key, value).unwrap(), model.insert(key, value));
+            }
         }
-        for &(key, _) in &ops {
+        for &(key, ..) in &ops {
             prop_assert_eq!(tree.get(key).unwrap(), model.get(&key).copied());
             prop_assert_eq!(tree.get(key + 2000).unwrap(), None);
         }
@@ -72,10 +78,11 @@ fn sorted_and_reversed_inserts_split_into_a_deep_tree() {
     }
 }
 
-/// Every crash image of a run of inserts (with leaf, internal and root
-/// splits on small pages) recovers to the inserts completed, plus perhaps
-/// the one in flight; recovering twice gives the same tree; and the
-/// recovered tree takes more inserts, splits included.
+/// Every crash image of a run of inserts and removals (with leaf, internal
+/// and root splits and leaf rebuilds on small pages) recovers to the
+/// operations completed, plus perhaps the one in flight; recovering twice
+/// gives the same tree; and the recovered tree takes more inserts, splits
+/// included.
 #[test]
 fn every_crash_image_of_a_run_of_inserts_recovers_to_a_prefix_of_it() {
     let tree = B3Tree::in_memory(SMALL, Tracing::default()).unwrap();
@@ -84,12 +91,19 @@ fn every_crash_image_of_a_run_of_inserts_recovers_to_a_prefix_of_it() {
     trace.take();
     let keys: Vec<u64> = (0..400u64).map(|i| (i * 37) % 400).collect();
     let mut models = vec![BTreeMap::new()];
-    for &key in &keys {
-        trace.begin("insert");
-        tree.insert(key, key + 1).unwrap();
+    for (i, &key) in keys.iter().enumerate() {
+        let mut model: BTreeMap<u64, u64> = models.last().unwrap().clone();
+        // Every third operation removes a key inserted before.
+        if i % 3 == 2 {
+            let gone = keys[i / 2];
+            trace.begin("remove");
+            assert_eq!(tree.remove(gone).unwrap(), model.remove(&gone));
+        } else {
+            trace.begin("insert");
+            tree.insert(key, key + 1).unwrap();
+            model.insert(key, key + 1);
+        }
         trace.end();
-        let mut model = models.last().unwrap().clone();
-        model.insert(key, key + 1);
         models.push(model);
     }
     let limits = Limits {
@@ -104,7 +118,7 @@ fn every_crash_image_of_a_run_of_inserts_recovers_to_a_prefix_of_it() {
         let last = if point.in_flight.is_some() { done + 1 } else { done };
         assert!(
             models[done..=last].contains(&entries),
-            "at event {} ({done} inserts done): {} entries",
+            "at event {} ({done} operations done): {} entries",
             point.event,
             entries.len()
         );
