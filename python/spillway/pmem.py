@@ -1,4 +1,5 @@
-"""A persistent hash table (CCEH, cacheline-conscious extendible hashing) in a region file.
+"""Persistent indexes in a region file: a hash table (CCEH, cacheline-conscious extendible hashing) and a sorted
+map (the B3-tree, a B+-tree of in-page binary search trees).
 
 >>> from spillway.pmem import HashTable
 >>> with HashTable("/dev/shm/counts.pmem", persistence="clwb") as table:   # doctest: +SKIP
@@ -163,3 +164,114 @@ class HashTable:
     def __repr__(self) -> str:
         return f"HashTable({self._path!r}) [{'closed' if self.closed else 'open'}]"
 
+
+
+class BTree:
+    """A B3-tree in the region file ``path``: opened (and recovered, if it was not closed) if it exists, else
+    created; a sorted mapping of ints (0 to 2^64 - 1) to ints.
+
+    >>> from spillway.pmem import BTree
+    >>> with BTree("/dev/shm/sorted.pmem", persistence="clwb") as tree:   # doctest: +SKIP
+    ...     tree[20] = 2; tree[10] = 1
+    ...     list(tree.items())
+    [(10, 1), (20, 2)]
+
+    ``page_bytes`` (a power of two from 512 to 65536) and ``size`` (the region's bytes, a number or text such as
+    ``"1G"``) apply when the tree is created. Iteration, ``items()`` and ``range(low, high)`` run in key order.
+    Every change is durable when the call returns; ``close()`` (or the ``with`` block's end) marks the file
+    closed.
+    """
+
+    def __init__(self, path: PathLike, persistence: str = "auto", *, page_bytes: int = 4096,
+                 size: Union[int, str] = "64M") -> None:
+        if not isinstance(persistence, str):
+            raise InvalidArgumentError(f"persistence must be a name such as 'clwb', not {persistence!r}")
+        self._path = os.fspath(path)
+        self._native = _native.BTree(self._path, persistence, count(page_bytes, "page_bytes"),
+                                     _args.size(size, "size"))
+
+    def __getitem__(self, key: Any) -> int:
+        found = self._native.get(count(key, "a key"))
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._native.insert(count(key, "a key"), count(value, "a value"))
+
+    def __delitem__(self, key: Any) -> None:
+        if self._native.remove(count(key, "a key")) is None:
+            raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            return self._native.get(count(key, "a key")) is not None
+        except InvalidArgumentError:
+            return False
+
+    def __len__(self) -> int:
+        return self._native.len()
+
+    def __iter__(self) -> Iterator[int]:
+        return (key for key, _ in self.items())
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = self._native.get(count(key, "a key"))
+        return default if found is None else found
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        found = self._native.remove(count(key, "a key"))
+        if found is None:
+            if default:
+                return default[0]
+            raise KeyError(key)
+        return found
+
+    def items(self) -> Iterator[Tuple[int, int]]:
+        """Every (key, value) pair, in key order."""
+        return self.range()
+
+    def range(self, low: Optional[int] = None, high: Optional[int] = None, *,
+              batch: int = 4096) -> Iterator[Tuple[int, int]]:
+        """The (key, value) pairs with keys from ``low`` (None: the least) up to ``high`` (excluded; None: no end),
+        in key order, read ``batch`` pairs a call."""
+        start = None if low is None else count(low, "low")
+        end = None if high is None else count(high, "high")
+        size = count(batch, "batch")
+        if size == 0:
+            raise InvalidArgumentError("batch must be at least 1")
+        while True:
+            pairs = self._native.range(start, end, size)
+            yield from pairs
+            if len(pairs) < size or pairs[-1][0] == (1 << 64) - 1:
+                return
+            start = pairs[-1][0] + 1
+
+    def stats(self) -> Dict[str, Any]:
+        """``{persistence, flushes, fences, page_bytes, height, region_bytes, huge_page_bytes}``."""
+        return json.loads(self._native.stats())
+
+    def verify(self) -> None:
+        """Checks every invariant; raises ``CorruptionError`` naming what is wrong."""
+        self._native.verify()
+
+    def close(self) -> None:
+        """Marks the tree closed and makes its file durable. Idempotent."""
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def __enter__(self) -> "BTree":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"BTree({self._path!r}) [{'closed' if self.closed else 'open'}]"

@@ -154,3 +154,68 @@ def test_a_table_of_byte_keys_behaves_as_a_mapping_and_keeps_its_kind(tmp_path):
         HashTable(path, keys="u64")
     with pytest.raises(InvalidArgumentError, match="'u64' or 'bytes'"):
         HashTable(tmp_path / "other.pmem", keys="text")
+
+
+def test_a_btree_is_a_sorted_mapping_that_survives_reopening(tmp_path):
+    from spillway.pmem import BTree
+
+    path = tmp_path / "tree.pmem"
+    model = {}
+    rng = random.Random(9)
+    for round_ in range(3):
+        with BTree(path, "clwb" if round_ == 0 else "fence", page_bytes=512, size="8M") as tree:
+            for _ in range(3000):
+                key = rng.randrange(1 << 64) if rng.random() < 0.3 else rng.randrange(3000)
+                if rng.random() < 0.75:
+                    tree[key] = model[key] = rng.randrange(1 << 64)
+                elif key in model:
+                    assert tree.pop(key) == model.pop(key)
+                else:
+                    assert tree.pop(key, None) is None
+            assert len(tree) == len(model)
+            assert list(tree.items()) == sorted(model.items())
+            assert list(tree) == sorted(model)
+    with BTree(path) as tree:
+        tree.verify()
+        keys = sorted(model)
+        assert list(tree.range(100, 2000)) == [(key, model[key]) for key in keys if 100 <= key < 2000]
+        assert list(tree.range(low=2500, batch=7)) == [(key, model[key]) for key in keys if key >= 2500]
+        assert list(tree.range(high=10, batch=1)) == [(key, model[key]) for key in keys if key < 10]
+        tree[(1 << 64) - 1] = 5
+        assert list(tree.range(low=(1 << 64) - 1)) == [((1 << 64) - 1, 5)]
+        assert -1 not in tree and "x" not in tree
+        with pytest.raises(KeyError):
+            tree[(1 << 64) - 2]
+        with pytest.raises(InvalidArgumentError, match="a key"):
+            tree[-1] = 3
+        with pytest.raises(InvalidArgumentError, match="batch"):
+            list(tree.range(batch=0))
+        stats = tree.stats()
+        assert stats["height"] >= 3 and stats["page_bytes"] == 512 and stats["flushes"] > 0
+    assert tree.closed
+    with pytest.raises(InvalidArgumentError):
+        BTree(tmp_path / "bad.pmem", page_bytes=1000)
+    with pytest.raises(InvalidArgumentError, match="persistence"):
+        BTree(tmp_path / "bad.pmem", persistence="sometimes")
+
+
+def test_a_btree_left_unclosed_is_recovered_and_a_damaged_one_is_named(tmp_path):
+    from spillway.pmem import BTree
+
+    path = tmp_path / "tree.pmem"
+    script = (
+        "import os\n"
+        "from spillway.pmem import BTree\n"
+        f"tree = BTree({str(path)!r}, page_bytes=512, size='4M')\n"
+        "for key in range(2000): tree[key] = key * 2\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    with BTree(path) as tree:
+        tree.verify()
+        assert list(tree.items()) == [(key, key * 2) for key in range(2000)]
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError):
+        BTree(path)

@@ -70,6 +70,20 @@ impl Default for Options {
     }
 }
 
+/// What a tree's persistence did, and its shape.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TreeStats {
+    pub persistence: String,
+    pub flushes: u64,
+    pub fences: u64,
+    pub page_bytes: u64,
+    /// Levels of pages, the leaves included.
+    pub height: u32,
+    pub region_bytes: u64,
+    /// Bytes of the region mapped in 2 MiB pages.
+    pub huge_page_bytes: u64,
+}
+
 /// A B3-tree on a region.
 #[derive(Debug)]
 pub struct B3Tree<P: Persist> {
@@ -182,6 +196,37 @@ impl<P: Persist> B3Tree<P> {
         let tree = B3Tree::assemble(region, heap, persist, root, page_bytes);
         tree.recover()?;
         Ok(tree)
+    }
+
+    /// Marks the tree closed and makes its file durable.
+    pub fn close(self) -> Result<()> {
+        self.heap.close(&self.region, &self.persist);
+        self.region.sync()
+    }
+
+    /// Its keys (a scan of the leaves).
+    pub fn len(&self) -> Result<usize> {
+        self.entries().map(|entries| entries.len())
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> Result<bool> {
+        self.range(.., 1).map(|first| first.is_empty())
+    }
+
+    /// Persistence counts and shape.
+    pub fn stats(&self) -> Result<TreeStats> {
+        let _turn = self.turn();
+        let root = self.page(self.root_page()).header(&self.region)?;
+        Ok(TreeStats {
+            persistence: self.persist.name(),
+            flushes: self.persist.counts().flushes(),
+            fences: self.persist.counts().fences(),
+            page_bytes: self.page_bytes,
+            height: u32::from(root.level) + 1,
+            region_bytes: self.region.len(),
+            huge_page_bytes: self.region.huge_page_bytes(),
+        })
     }
 
     /// The persistence mode (its counts; a trace).

@@ -27,6 +27,7 @@
 //!   (hardware flushes chosen by CPUID, fence only, none, added latency,
 //!   tracing for the crash tester).
 //! - [`table`]: a CCEH table in a persistence mode chosen by name.
+//! - [`tree`]: a B3-tree in a persistence mode chosen by name.
 //!
 //! `DESIGN.md` beside this crate has the formats, the persistency model and
 //! what is still to come.
@@ -43,9 +44,11 @@ pub mod latch;
 pub mod persist;
 pub mod region;
 pub mod table;
+pub mod tree;
 
 pub use cceh::Cceh;
 pub use heap::Heap;
 pub use persist::{Counts, Event, FenceOnly, FlushKind, Hardware, Latency, Persist, Tracing, Volatile, LINE};
 pub use region::Region;
 pub use table::{Mode, Table, TableStats};
+pub use tree::Tree;

@@ -212,3 +212,61 @@ fn ranges_reach_the_ends_of_the_key_space() {
     let past_the_end = (Bound::Excluded(u64::MAX), Bound::Unbounded);
     assert_eq!(tree.range(past_the_end, 10).unwrap(), []);
 }
+
+/// A tree in a region file, in a mode chosen by name: kept across a close
+/// and an unclosed drop (recovered at the next open), its statistics, and
+/// a file of another structure or a damaged one refused by name.
+#[test]
+fn a_tree_file_is_reopened_recovered_and_refused_when_foreign() {
+    use spillway_core::ErrorKind;
+    use spillway_pmem::{Mode, Tree};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tree.pmem");
+    let options = Options {
+        page_bytes: 1024,
+        region_bytes: 1 << 24,
+    };
+    let mode: Mode = "clwb".parse().or_else(|_| "auto".parse()).unwrap();
+    let tree = Tree::open_or_create(&path, mode, options).unwrap();
+    for key in 0..5000u64 {
+        tree.insert(key * 3, key).unwrap();
+    }
+    assert_eq!(tree.remove(3).unwrap(), Some(1));
+    let stats = tree.stats().unwrap();
+    assert!(stats.height >= 3 && stats.page_bytes == 1024, "{stats:?}");
+    assert!(stats.flushes > 5000 && stats.fences > 5000, "{stats:?}");
+    tree.close().unwrap();
+    // Reopened clean, then dropped unclosed (as a crash leaves it).
+    let tree = Tree::open_or_create(&path, mode, options).unwrap();
+    assert_eq!(tree.len().unwrap(), 4999);
+    tree.insert(1, 1).unwrap();
+    drop(tree);
+    let tree = Tree::open_or_create(&path, "none".parse().unwrap(), options).unwrap();
+    tree.verify().unwrap();
+    assert_eq!(tree.range(0..10, 10).unwrap(), [(0, 0), (1, 1), (6, 2), (9, 3)]);
+    tree.close().unwrap();
+    // A CCEH table's file is not a tree's.
+    let table = dir.path().join("table.pmem");
+    spillway_pmem::Table::open_or_create(&table, mode, spillway_pmem::cceh::Options::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let error = Tree::open_or_create(&table, mode, options).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    // The root page's tag overwritten: named as corruption.
+    let root_object = {
+        let region = Region::open(&path, KIND).unwrap();
+        region.root()
+    };
+    let mut bytes = std::fs::read(&path).unwrap();
+    let root_page = u64::from_le_bytes(
+        bytes[root_object as usize + 16..root_object as usize + 24]
+            .try_into()
+            .unwrap(),
+    );
+    bytes[root_page as usize + 7] = 0;
+    std::fs::write(&path, bytes).unwrap();
+    let error = Tree::open_or_create(&path, mode, options).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert!(error.to_string().contains("no page tag"), "{error}");
+}

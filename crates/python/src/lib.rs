@@ -49,6 +49,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<kv::PyKv>()?;
     module.add_class::<kv::PyKvScan>()?;
     module.add_class::<pmem::PyHashTable>()?;
+    module.add_class::<pmem::PyBTree>()?;
     module.add_function(wrap_pyfunction!(mapreduce::mapreduce_run, module)?)?;
     module.add_function(wrap_pyfunction!(
         mapreduce::mapreduce_whole_record_blocks,

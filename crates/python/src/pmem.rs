@@ -1,16 +1,18 @@
-//! The CCEH persistent hash table for Python: `spillway._native.HashTable`,
-//! wrapped by `spillway.pmem.HashTable` (python/spillway/pmem.py), which
-//! checks keys and values (whole numbers from 0 to 2^64 - 1, or bytes) and
-//! makes it a mapping. Calls run without the GIL; each is short (one operation, or one
-//! scan for `items`).
+//! The persistent-memory structures for Python: the CCEH hash table,
+//! `spillway._native.HashTable`, and the B3-tree, `spillway._native.BTree`,
+//! wrapped by `spillway.pmem.HashTable` and `spillway.pmem.BTree`
+//! (python/spillway/pmem.py), which check keys and values (whole numbers
+//! from 0 to 2^64 - 1, or bytes) and make them mappings. Calls run without
+//! the GIL; each is short (one operation, or one scan for `items`).
 
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use spillway_core::{Error, Result};
+use spillway_pmem::b3tree::Options as TreeOptions;
 use spillway_pmem::cceh::{Keys, Options};
-use spillway_pmem::{Mode, Table};
+use spillway_pmem::{Mode, Table, Tree};
 
 use crate::closable::Closable;
 use crate::errors::to_py_err;
@@ -164,5 +166,106 @@ impl PyHashTable {
     #[getter]
     fn closed(&self) -> bool {
         self.table.is_closed()
+    }
+}
+
+/// A B3-tree (a persistent sorted map of u64 keys to u64 values) in a
+/// region file: `spillway._native.BTree`, wrapped by `spillway.pmem.BTree`.
+#[pyclass(frozen, module = "spillway._native", name = "BTree")]
+#[derive(Debug)]
+pub struct PyBTree {
+    tree: Closable<Tree>,
+}
+
+impl PyBTree {
+    fn with_tree<T: Send>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&Tree) -> Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| self.tree.with(call)).map_err(to_py_err)
+    }
+}
+
+#[pymethods]
+impl PyBTree {
+    /// Opens the tree at `path` (recovering it if it was not closed), or
+    /// creates it with pages of `page_bytes` when no file is there.
+    #[new]
+    #[pyo3(signature = (path, persistence, page_bytes, region_bytes))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        persistence: &str,
+        page_bytes: u64,
+        region_bytes: u64,
+    ) -> PyResult<Self> {
+        let mode: Mode = persistence.parse().map_err(to_py_err)?;
+        let options = TreeOptions {
+            page_bytes,
+            region_bytes,
+        };
+        let tree = py
+            .detach(|| Tree::open_or_create(&path, mode, options))
+            .map_err(to_py_err)?;
+        Ok(PyBTree {
+            tree: Closable::new(tree, format!("the B-tree in {}", path.display())),
+        })
+    }
+
+    fn get(&self, py: Python<'_>, key: u64) -> PyResult<Option<u64>> {
+        self.with_tree(py, |tree| tree.get(key))
+    }
+
+    /// Sets `key`; returns the value it replaced.
+    fn insert(&self, py: Python<'_>, key: u64, value: u64) -> PyResult<Option<u64>> {
+        self.with_tree(py, |tree| tree.insert(key, value))
+    }
+
+    /// Removes `key`; returns its value.
+    fn remove(&self, py: Python<'_>, key: u64) -> PyResult<Option<u64>> {
+        self.with_tree(py, |tree| tree.remove(key))
+    }
+
+    /// The pairs with keys from `low` (None: the least) up to `high`
+    /// (excluded; None: no end), in key order, at most `limit`.
+    #[pyo3(signature = (low, high, limit))]
+    fn range(
+        &self,
+        py: Python<'_>,
+        low: Option<u64>,
+        high: Option<u64>,
+        limit: usize,
+    ) -> PyResult<Vec<(u64, u64)>> {
+        use std::ops::Bound;
+        let end = high.map_or(Bound::Unbounded, Bound::Excluded);
+        self.with_tree(py, |tree| {
+            tree.range((Bound::Included(low.unwrap_or(0)), end), limit)
+        })
+    }
+
+    fn len(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with_tree(py, Tree::len)
+    }
+
+    /// Persistence counts and shape, as JSON text.
+    fn stats(&self, py: Python<'_>) -> PyResult<String> {
+        self.with_tree(py, |tree| to_json(&tree.stats()?))
+    }
+
+    /// Checks every invariant; raises naming what is wrong.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_tree(py, Tree::verify)
+    }
+
+    /// Closes the tree: the next open needs no recovery. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.tree.take().map_or(Ok(()), Tree::close))
+            .map_err(to_py_err)
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.tree.is_closed()
     }
 }
