@@ -233,17 +233,13 @@ impl Page {
             persist.persist_word(region, at, value);
             return Ok(Insert::Replaced(old));
         }
-        if *count >= Page::capacity(self.bytes) {
-            return Ok(Insert::Full);
-        }
-        let node = *count;
-        let at = self.node_at(node);
-        for (field, word) in [(KEY, key), (VALUE, value), (LEFT, 0), (RIGHT, 0)] {
-            persist.store(region, at + field, word);
-        }
-        self.commit(region, persist, at, link_at, node);
-        *count += 1;
-        Ok(Insert::Added)
+        Ok(
+            if self.append(region, persist, count, link_at, [key, value, 0, 0]) {
+                Insert::Added
+            } else {
+                Insert::Full
+            },
+        )
     }
 
     /// The offset of the link word that leads an internal page's search
@@ -276,38 +272,6 @@ impl Page {
     /// The child page of an internal page that holds `key`.
     pub fn child_for(self, region: &Region, key: u64) -> Result<u64> {
         self.fringe(region, key).map(|(_, child)| child)
-    }
-
-    /// Adds the separator `key` to an internal page after the child that
-    /// held `key` split: keys from `key` up now go to `right`. As an
-    /// insert: the node (its left link the old child, its right `right`)
-    /// made durable, then committed by one 8-byte store over the link that
-    /// led to the old child. Returns false when the page is full.
-    pub fn insert_separator(
-        self,
-        region: &Region,
-        persist: &impl Persist,
-        count: &mut u32,
-        key: u64,
-        right: u64,
-    ) -> Result<bool> {
-        let (link_at, left) = self.fringe(region, key)?;
-        if *count >= Page::capacity(self.bytes) {
-            return Ok(false);
-        }
-        let node = *count;
-        let at = self.node_at(node);
-        for (field, word) in [
-            (KEY, key),
-            (VALUE, 0),
-            (LEFT, Link::Page(left).encode()),
-            (RIGHT, Link::Page(right).encode()),
-        ] {
-            persist.store(region, at + field, word);
-        }
-        self.commit(region, persist, at, link_at, node);
-        *count += 1;
-        Ok(true)
     }
 
     /// An internal page's children, in key order (the ends of its BST,
@@ -377,22 +341,37 @@ impl Page {
                 self.at
             )));
         }
+        let node = [
+            separator,
+            0,
+            Link::Page(left).encode(),
+            Link::Page(right).encode(),
+        ];
+        Ok(self.append(region, persist, count, link_at, node))
+    }
+
+    /// Writes `node` ([key, value, left, right] words) in the next free
+    /// slot and makes it durable, then links it at `link_at` (the commit).
+    /// Returns false, writing nothing, when the page has no free slot.
+    fn append(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        count: &mut u32,
+        link_at: u64,
+        node: [u64; 4],
+    ) -> bool {
         if *count >= Page::capacity(self.bytes) {
-            return Ok(false);
+            return false;
         }
-        let node = *count;
-        let at = self.node_at(node);
-        for (field, word) in [
-            (KEY, separator),
-            (VALUE, 0),
-            (LEFT, Link::Page(left).encode()),
-            (RIGHT, Link::Page(right).encode()),
-        ] {
+        let slot = *count;
+        let at = self.node_at(slot);
+        for (field, word) in [KEY, VALUE, LEFT, RIGHT].into_iter().zip(node) {
             persist.store(region, at + field, word);
         }
-        self.commit(region, persist, at, link_at, node);
+        self.commit(region, persist, at, link_at, slot);
         *count += 1;
-        Ok(true)
+        true
     }
 
     /// Makes the node written at `at` durable, then links it at `link_at`,
@@ -463,18 +442,14 @@ impl Page {
         } else {
             right
         };
-        let copy = *count;
-        let copy_at = self.node_at(copy);
-        for (field, word) in [
-            (KEY, self.word(region, successor_at + KEY)),
-            (VALUE, self.word(region, successor_at + VALUE)),
-            (LEFT, left),
-            (RIGHT, copy_right),
-        ] {
-            persist.store(region, copy_at + field, word);
-        }
-        self.commit(region, persist, copy_at, link_at, copy);
-        *count += 1;
+        let copy = [
+            self.word(region, successor_at + KEY),
+            self.word(region, successor_at + VALUE),
+            left,
+            copy_right,
+        ];
+        let appended = self.append(region, persist, count, link_at, copy);
+        assert!(appended, "a free slot was checked for");
         if successor_link != at + RIGHT {
             persist.persist_word(region, successor_link, successor_right);
         }

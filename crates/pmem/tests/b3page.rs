@@ -125,8 +125,9 @@ fn an_internal_page_leads_keys_to_their_children() {
     }
     // Child 2 (keys 200..300) split at 250 into itself and a new page.
     let persist = Tracing::default();
+    let halves = (250, children[2], 65536);
     assert!(page
-        .insert_separator(&region, &persist, &mut count, 250, 65536)
+        .replace_child(&region, &persist, &mut count, 250, children[2], halves)
         .unwrap());
     let separators = [100, 200, 250, 300, 400, 500];
     let children = [
