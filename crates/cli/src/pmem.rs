@@ -2,18 +2,19 @@
 //! command line.
 //!
 //! ```text
-//! spillway pmem bench --table T.pmem --keys N [--persistence clwb] [--segment-bytes 16384] [--probe 4]
+//! spillway pmem bench [--index cceh|btree] --table T.pmem --keys N [--persistence clwb]
+//!     [--segment-bytes 16384] [--probe 4] [--page-bytes 4096]
 //!     [--region-bytes 1G] [--threads 1] [--distribution uniform|selfsimilar|zipfian] [--seed 1] [--json]
-//! spillway pmem crashtest [--operations 200] [--seed 1] [--segment-bytes 256] [--probe 3]
-//!     [--images-per-point 4096] [--json]
+//! spillway pmem crashtest [--index cceh|btree] [--operations 200] [--seed 1] [--segment-bytes 256] [--probe 3]
+//!     [--page-bytes 512] [--images-per-point 4096] [--json]
 //! spillway pmem verify --table T.pmem
 //! ```
 //!
 //! `bench` creates the table (refusing a file that exists) and runs the
 //! insert, search, batched-search, negative-search and delete phases; `crashtest` traces a
-//! seeded run on a table in memory and checks every crash image it allows;
-//! `verify` opens a table (recovering it if it was not closed) and checks
-//! its invariants.
+//! seeded run on a CCEH table or a B3-tree in memory and checks every crash image it allows;
+//! `verify` opens a table or a tree (its kind read from the file; recovering it if it was not
+//! closed) and checks its invariants.
 
 use std::path::PathBuf;
 
@@ -22,7 +23,7 @@ use clap::Subcommand;
 use spillway_core::Interrupt;
 use spillway_pmem::cceh::Options;
 use spillway_pmem::crash::Limits;
-use spillway_pmem::{bench, crashtest, Mode, Table};
+use spillway_pmem::{b3tree, bench, crashtest, Mode, Region, Table, Tree};
 
 use crate::units::{parse_count, parse_text};
 
@@ -38,18 +39,21 @@ enum Command {
     /// Create a table and time inserts, searches, negative searches and
     /// deletes of --keys keys, with flushes and fences per operation.
     Bench(BenchArgs),
-    /// Trace a seeded run of inserts and removes on a table in memory and
+    /// Trace a seeded run of inserts and removes on a table (or a tree) in memory and
     /// recover every crash image the x86 persistency model allows, checking
     /// each against the run; exit 1 naming the first image that fails.
     Crashtest(CrashArgs),
-    /// Open a table (recovering it if it was not closed) and check its
-    /// invariants; exit 1 naming what is wrong.
+    /// Open a table or a tree (recovering it if it was not closed) and
+    /// check its invariants; exit 1 naming what is wrong.
     Verify(VerifyArgs),
 }
 
 #[derive(Debug, clap::Args)]
 struct BenchArgs {
-    /// The table's region file to create (refused if it exists).
+    /// The index to benchmark.
+    #[arg(long, value_enum, default_value = "cceh")]
+    index: Index,
+    /// The table's (or tree's) region file to create (refused if it exists).
     #[arg(long, value_name = "FILE")]
     table: PathBuf,
     /// Keys to insert, search and delete.
@@ -65,6 +69,9 @@ struct BenchArgs {
     /// Buckets an insert probes.
     #[arg(long, value_name = "N", default_value_t = Options::default().probe)]
     probe: u64,
+    /// Bytes per B3-tree page (a power of two from 512 to 65536).
+    #[arg(long, value_name = "BYTES", default_value_t = b3tree::Options::default().page_bytes)]
+    page_bytes: u64,
     /// The region's size (suffixes K, M, G).
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_count)]
     region_bytes: u64,
@@ -83,8 +90,20 @@ struct BenchArgs {
     json: bool,
 }
 
+/// Which index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Index {
+    /// CCEH, the persistent hash table.
+    Cceh,
+    /// The B3-tree, the persistent sorted map.
+    Btree,
+}
+
 #[derive(Debug, clap::Args)]
 struct CrashArgs {
+    /// The index to crash-test.
+    #[arg(long, value_enum, default_value = "cceh")]
+    index: Index,
     /// Operations in the run (4 in 5 inserts, 1 in 5 removes).
     #[arg(long, value_name = "N", default_value_t = 200)]
     operations: usize,
@@ -97,6 +116,10 @@ struct CrashArgs {
     /// Buckets an insert probes.
     #[arg(long, value_name = "N", default_value_t = 3)]
     probe: u64,
+    /// Bytes per B3-tree page: small, so that splits and rebuilds are
+    /// frequent.
+    #[arg(long, value_name = "BYTES", default_value_t = 512)]
+    page_bytes: u64,
     /// Images checked per crash point at most (all of them when there are
     /// no more; else the targeted ones and a sample).
     #[arg(long, value_name = "N", default_value_t = Limits::default().images_per_point)]
@@ -128,24 +151,49 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<u8> {
             args.table.display()
         );
     }
-    let options = Options {
-        segment_bytes: args.segment_bytes,
-        probe: args.probe,
-        region_bytes: args.region_bytes,
-        ..Options::default()
+    let interrupt = Interrupt::on_signals();
+    let creating = || format!("creating the index {}", args.table.display());
+    let (phases, persistence) = match args.index {
+        Index::Cceh => {
+            let options = Options {
+                segment_bytes: args.segment_bytes,
+                probe: args.probe,
+                region_bytes: args.region_bytes,
+                ..Options::default()
+            };
+            let table =
+                Table::open_or_create(&args.table, args.persistence, options).with_context(creating)?;
+            let phases = bench::run(
+                &table,
+                args.keys,
+                args.threads,
+                args.distribution,
+                args.seed,
+                &interrupt,
+            )?;
+            let persistence = table.stats().persistence;
+            table.close()?;
+            (phases, persistence)
+        }
+        Index::Btree => {
+            let options = b3tree::Options {
+                page_bytes: args.page_bytes,
+                region_bytes: args.region_bytes,
+            };
+            let tree = Tree::open_or_create(&args.table, args.persistence, options).with_context(creating)?;
+            let phases = bench::run(
+                &tree,
+                args.keys,
+                args.threads,
+                args.distribution,
+                args.seed,
+                &interrupt,
+            )?;
+            let persistence = tree.stats()?.persistence;
+            tree.close()?;
+            (phases, persistence)
+        }
     };
-    let table = Table::open_or_create(&args.table, args.persistence, options)
-        .with_context(|| format!("creating the table {}", args.table.display()))?;
-    let phases = bench::run(
-        &table,
-        args.keys,
-        args.threads,
-        args.distribution,
-        args.seed,
-        &Interrupt::on_signals(),
-    )?;
-    let persistence = table.stats().persistence;
-    table.close()?;
     if args.json {
         println!(
             "{}",
@@ -184,7 +232,16 @@ fn crash(args: CrashArgs) -> anyhow::Result<u8> {
         images_per_point: args.images_per_point,
         seed: args.seed,
     };
-    let report = crashtest::crash_test(options, &operations, limits)?;
+    let report = match args.index {
+        Index::Cceh => crashtest::crash_test(options, &operations, limits)?,
+        Index::Btree => {
+            let options = b3tree::Options {
+                page_bytes: args.page_bytes,
+                region_bytes: 256 << 10,
+            };
+            crashtest::tree_crash_test(options, &operations, limits)?
+        }
+    };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -203,6 +260,21 @@ fn crash(args: CrashArgs) -> anyhow::Result<u8> {
 fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
     if !args.table.exists() {
         bail!("{} does not exist", args.table.display());
+    }
+    if Region::kind_of(&args.table)? == b3tree::KIND {
+        // Recovery, if the tree was not closed, persists with the best flush.
+        let tree = Tree::open_or_create(&args.table, "auto".parse()?, b3tree::Options::default())?;
+        tree.verify()?;
+        let stats = tree.stats()?;
+        println!(
+            "{}: a B3-tree of {} keys, {} levels of {}-byte pages: every invariant holds",
+            args.table.display(),
+            tree.len()?,
+            stats.height,
+            stats.page_bytes
+        );
+        tree.close()?;
+        return Ok(0);
     }
     // Recovery, if the table was not closed, persists with the best flush.
     let table = Table::open_or_create(&args.table, "auto".parse()?, Options::default())?;

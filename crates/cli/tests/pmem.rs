@@ -110,3 +110,69 @@ fn bad_arguments_and_damaged_tables_are_reported() {
     let error = failure(&["pmem", "verify", "--table", path_str(&table)]);
     assert!(error.contains("t.pmem") && error.contains("magic"), "{error}");
 }
+
+/// The B3-tree from the command line: a benchmark on small pages (splits
+/// and rebuilds throughout) on two threads, the tree left by it verified by
+/// its kind, a crash test, and a page size that is no power of two refused.
+#[test]
+fn a_btree_is_benchmarked_verified_and_crash_tested() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree.pmem");
+    let out = success(&[
+        "pmem",
+        "bench",
+        "--index",
+        "btree",
+        "--table",
+        path_str(&tree),
+        "--keys",
+        "5000",
+        "--page-bytes",
+        "512",
+        "--threads",
+        "2",
+        "--region-bytes",
+        "16M",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let phases = report["phases"].as_array().unwrap();
+    let insert = phases[0]["flushes_per_operation"].as_f64().unwrap();
+    assert!((1.0..6.0).contains(&insert), "{report}");
+    assert_eq!(phases[1]["flushes_per_operation"], 0.0);
+    assert!(
+        phases[4]["flushes_per_operation"].as_f64().unwrap() >= 1.0,
+        "{report}"
+    );
+    let out = success(&["pmem", "verify", "--table", path_str(&tree)]);
+    assert!(
+        out.contains("a B3-tree of 0 keys") && out.contains("every invariant holds"),
+        "{out}"
+    );
+    let out = success(&[
+        "pmem",
+        "crashtest",
+        "--index",
+        "btree",
+        "--operations",
+        "60",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert!(report["points"].as_u64().unwrap() > 60, "{report}");
+    assert_eq!(report["dirty_at_end"], serde_json::json!([]));
+    let other = dir.path().join("other.pmem");
+    let error = failure(&[
+        "pmem",
+        "bench",
+        "--index",
+        "btree",
+        "--table",
+        path_str(&other),
+        "--keys",
+        "5",
+        "--page-bytes",
+        "1000",
+    ]);
+    assert!(error.contains("power of two"), "{error}");
+}

@@ -12,6 +12,7 @@ use spillway_core::{ensure, Error, Interrupt, Result};
 use spillway_workload::{derive_seed, Rng, Zipf};
 
 use crate::table::{Table, TableSession};
+use crate::tree::Tree;
 
 /// Every this many operations one is timed alone, for the percentiles. Not
 /// every one, nor many: a clock read waits for every earlier load, so a
@@ -162,6 +163,34 @@ impl Worker for TableSession<'_> {
     fn get_many(&mut self, keys: &[u64], values: &mut [Option<u64>]) -> Result<()> {
         TableSession::get_many(self, keys, values);
         Ok(())
+    }
+}
+
+impl Subject for Tree {
+    type Worker<'a> = &'a Tree;
+
+    fn worker(&self) -> Result<&Tree> {
+        Ok(self)
+    }
+
+    fn counts(&self) -> (u64, u64, u64) {
+        // (A tree never merges: no flushes are a merge's.)
+        self.stats()
+            .map_or((0, 0, 0), |stats| (stats.flushes, stats.fences, 0))
+    }
+}
+
+impl Worker for &Tree {
+    fn insert(&mut self, key: u64, value: u64) -> Result<()> {
+        Tree::insert(self, key, value).map(drop)
+    }
+
+    fn get(&mut self, key: u64) -> Result<Option<u64>> {
+        Tree::get(self, key)
+    }
+
+    fn remove(&mut self, key: u64) -> Result<()> {
+        Tree::remove(self, key).map(drop)
     }
 }
 

@@ -1,8 +1,9 @@
-//! The crash test of a CCEH table: a run of inserts and removes traced on a
-//! fresh table, then every crash image the persistency model allows (see
-//! `crash.rs`) recovered and checked against the oracle:
+//! The crash tests of a CCEH table and of a B3-tree: a run of inserts and
+//! removes traced on a fresh structure, then every crash image the
+//! persistency model allows (see `crash.rs`) recovered and checked against
+//! the oracle:
 //!
-//! - recovery succeeds and the invariants hold (`Cceh::verify`);
+//! - recovery succeeds and the invariants hold (`verify`);
 //! - the contents are those after the completed operations, or, for the
 //!   one in flight, after it too: never anything else;
 //! - recovering the recovered image again changes nothing (a crash during
@@ -15,6 +16,7 @@ use std::collections::HashMap;
 
 use spillway_core::{Error, Result};
 
+use crate::b3tree::{self, B3Tree};
 use crate::cceh::{Cceh, Options, KIND};
 use crate::crash::{enumerate, CrashPoint, Limits, Report};
 use crate::persist::{Tracing, Volatile};
@@ -57,44 +59,116 @@ pub fn crash_test(options: Options, operations: &[Operation], limits: Limits) ->
     let table = Cceh::in_memory(options, Tracing::default())?;
     table.persist().take();
     let base = table.region().image();
-    let mut states = vec![HashMap::new()];
-    for &operation in operations {
-        let mut state = states.last().expect("one state at least").clone();
-        match operation {
-            Operation::Insert(key, value) => {
-                table.persist().begin("insert");
-                table.insert(key, value)?;
-                state.insert(key, value);
-            }
-            Operation::Remove(key) => {
-                table.persist().begin("remove");
-                table.remove(key)?;
-                state.remove(&key);
-            }
-        }
-        table.persist().end();
-        states.push(state);
-    }
+    let states = run(table.persist(), operations, |operation| match operation {
+        Operation::Insert(key, value) => table.insert(key, value).map(drop),
+        Operation::Remove(key) => table.remove(key).map(drop),
+    })?;
     enumerate(&base, &table.persist().take(), limits, |point, image| {
         check(point, image, &states)
     })
 }
 
-fn check(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Result<()> {
-    let fail = |what: String| {
-        Err(Error::Internal(format!(
-            "crash image at event {} ({} operations completed, {:?} in flight): {what}",
-            point.event, point.completed, point.in_flight
-        )))
+/// The same for a B3-tree of `options` (small pages make splits and
+/// rebuilds frequent).
+pub fn tree_crash_test(options: b3tree::Options, operations: &[Operation], limits: Limits) -> Result<Report> {
+    let tree = B3Tree::in_memory(options, Tracing::default())?;
+    tree.persist().take();
+    let base = tree.region().image();
+    let states = run(tree.persist(), operations, |operation| match operation {
+        Operation::Insert(key, value) => tree.insert(key, value).map(drop),
+        Operation::Remove(key) => tree.remove(key).map(drop),
+    })?;
+    enumerate(&base, &tree.persist().take(), limits, |point, image| {
+        check_tree(point, image, &states)
+    })
+}
+
+/// Applies `operations` one at a time, each marked in `trace` as an
+/// operation; the contents before the first and after each.
+fn run(
+    trace: &Tracing,
+    operations: &[Operation],
+    mut apply: impl FnMut(Operation) -> Result<()>,
+) -> Result<Vec<HashMap<u64, u64>>> {
+    let mut states = vec![HashMap::new()];
+    for &operation in operations {
+        let mut state = states.last().expect("one state at least").clone();
+        match operation {
+            Operation::Insert(key, value) => {
+                trace.begin("insert");
+                state.insert(key, value);
+            }
+            Operation::Remove(key) => {
+                trace.begin("remove");
+                state.remove(&key);
+            }
+        }
+        apply(operation)?;
+        trace.end();
+        states.push(state);
+    }
+    Ok(states)
+}
+
+/// A failure at `point`, named.
+fn failure(point: &CrashPoint, what: String) -> Error {
+    Error::Internal(format!(
+        "crash image at event {} ({} operations completed, {:?} in flight): {what}",
+        point.event, point.completed, point.in_flight
+    ))
+}
+
+/// The contents after the completed operations, and after the one in
+/// flight, if any.
+fn expected<'a>(
+    point: &CrashPoint,
+    states: &'a [HashMap<u64, u64>],
+) -> (&'a HashMap<u64, u64>, Option<&'a HashMap<u64, u64>>) {
+    let next = states
+        .get(point.completed + 1)
+        .filter(|_| point.in_flight.is_some());
+    (&states[point.completed], next)
+}
+
+fn check_tree(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Result<()> {
+    let fail = |what: String| Err(failure(point, what));
+    let tree = match B3Tree::attach(Region::from_image(image, b3tree::KIND)?, Volatile::default()) {
+        Ok(tree) => tree,
+        Err(error) => return fail(format!("opening failed: {error}")),
     };
+    if let Err(error) = tree.verify() {
+        return fail(format!("the recovered tree is not sound: {error}"));
+    }
+    let (now, next) = expected(point, states);
+    let found: HashMap<u64, u64> = tree.entries()?.into_iter().collect();
+    if &found != now && Some(&found) != next {
+        return fail(format!(
+            "{} keys recovered, expected the {} after the completed operations",
+            found.len(),
+            now.len()
+        ));
+    }
+    let recovered = tree.region().image();
+    let again = B3Tree::attach(Region::from_image(&recovered, b3tree::KIND)?, Volatile::default())?;
+    if again.entries()? != tree.entries()? || again.verify().is_err() {
+        return fail("recovering the recovered image changed it".into());
+    }
+    let probe = u64::MAX;
+    let had = found.contains_key(&probe);
+    again.insert(probe, 1)?;
+    if again.get(probe)? != Some(1) || again.len()? != found.len() + usize::from(!had) {
+        return fail("the recovered tree does not take an insert".into());
+    }
+    Ok(())
+}
+
+fn check(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Result<()> {
+    let fail = |what: String| Err(failure(point, what));
     let table = match Cceh::attach(Region::from_image(image, KIND)?, Volatile::default()) {
         Ok(table) => table,
         Err(error) => return fail(format!("opening failed: {error}")),
     };
-    let now = &states[point.completed];
-    let next = states
-        .get(point.completed + 1)
-        .filter(|_| point.in_flight.is_some());
+    let (now, next) = expected(point, states);
     // Searches before the repair (which waits for the first write or
     // scan) answer as the completed operations left the table, or as the
     // one in flight did.

@@ -211,6 +211,31 @@ impl Region {
         Ok(region)
     }
 
+    /// The kind of structure the region file at `path` holds (`cceh`,
+    /// `b3tree`), read from its header (magic and checksum checked), for
+    /// tools that open any region.
+    pub fn kind_of(path: &Path) -> Result<String> {
+        use std::io::Read;
+        let mut header = [0u8; HEADER as usize];
+        File::open(path)
+            .and_then(|mut file| file.read_exact(&mut header))
+            .map_err(|error| {
+                Error::io(
+                    format!("reading the header of the region {}", path.display()),
+                    error,
+                )
+            })?;
+        let stored = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
+        if header[0..8] != MAGIC || stored != header_crc(&header) {
+            return Err(Error::corruption(
+                path,
+                0,
+                "not a Spillway persistent-memory region (no SPWYPMEM magic, or its header's checksum fails)",
+            ));
+        }
+        Ok(kind_name(&header[16..24]))
+    }
+
     /// A region of `size` bytes in memory (zeroed, with a header): for
     /// tests, and where nothing needs to outlive the process.
     pub fn in_memory(size: u64, kind: &str) -> Result<Region> {
