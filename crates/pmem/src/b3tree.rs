@@ -2,8 +2,8 @@
 //! keys to u64 values, on a region.
 //!
 //! This version takes one operation at a time (a mutex around the tree);
-//! lock-free readers, per-page writer latches, deletes, merges and range
-//! scans are still to come (see `DESIGN.md`).
+//! lock-free readers, per-page writer latches and merges of sparse pages
+//! are still to come (see `DESIGN.md`).
 //!
 //! A page holds the keys from its low key up to its high key; past the high
 //! key, a search moves right to the sibling (B-link). A full page splits by
@@ -25,8 +25,8 @@
 //! for the node splits first (a split never waits on its parent).
 //!
 //! Every state a crash leaves answers every search right (move-right
-//! covers a parent's link left pointing at a left sibling); recovery only
-//! frees the blocks no page reaches.
+//! covers a parent's link left pointing at a left sibling); recovery
+//! completes such a split and frees the blocks no page reaches.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::{Bound, RangeBounds};
@@ -321,18 +321,25 @@ impl<P: Persist> B3Tree<P> {
     /// Removes `key`; returns its value.
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
         let mut counts = self.turn();
-        let (leaf, path) = self.descend(key, 0)?;
-        let page = self.page(leaf);
-        let count = self.count(&mut counts, page)?;
-        match page.remove(&self.region, &self.persist, count, key)? {
-            Remove::Removed(value) => Ok(Some(value)),
-            Remove::Absent => Ok(None),
-            Remove::Full => {
-                let mut pairs = page.pairs(&self.region)?;
-                let at = pairs.partition_point(|&(k, _)| k < key);
-                let (_, value) = pairs.remove(at);
-                self.rebuild(&mut counts, page, &path, &pairs)?;
-                Ok(Some(value))
+        let mut removed = None;
+        // Until the key is absent: a removal cut short by a crash can
+        // leave it twice in its page (see `Page::remove`).
+        loop {
+            let (leaf, path) = self.descend(key, 0)?;
+            let page = self.page(leaf);
+            let count = self.count(&mut counts, page)?;
+            match page.remove(&self.region, &self.persist, count, key)? {
+                Remove::Removed(value) => {
+                    removed.get_or_insert(value);
+                }
+                Remove::Absent => return Ok(removed),
+                Remove::Full => {
+                    let mut pairs = page.pairs(&self.region)?;
+                    let at = pairs.partition_point(|&(k, _)| k < key);
+                    let (_, value) = pairs.remove(at);
+                    self.rebuild(&mut counts, page, &path, &pairs)?;
+                    removed.get_or_insert(value);
+                }
             }
         }
     }
