@@ -158,6 +158,9 @@ impl<P: Persist> B3Tree<P> {
         persist.flush(&region, root, LINE);
         persist.fence();
         persist.set_root(&region, root);
+        // In use from here on: a crash before the first close is recovered.
+        heap.close(&region, &persist);
+        let (heap, _) = Heap::open(&region, &persist)?;
         Ok(B3Tree::assemble(region, heap, persist, root, options.page_bytes))
     }
 
@@ -172,10 +175,12 @@ impl<P: Persist> B3Tree<P> {
         }
     }
 
-    /// Opens the tree held by `region` (a file's, or a crash image's) and
-    /// recovers it: the blocks no page reaches are freed.
+    /// Opens the tree held by `region` (a file's, or a crash image's) and,
+    /// unless it was closed clean, recovers it: a split cut short is
+    /// completed, and the blocks no page reaches are freed. (A clean open
+    /// reads only the root object and the root page's header.)
     pub fn attach(region: Region, persist: P) -> Result<B3Tree<P>> {
-        let (heap, _dirty) = Heap::open(&region, &persist)?;
+        let (heap, dirty) = Heap::open(&region, &persist)?;
         let root = region.root();
         let word = |at: u64| region.word(at).load(Ordering::Acquire);
         if root == 0 || word(root + ROOT_MAGIC) != MAGIC {
@@ -194,7 +199,12 @@ impl<P: Persist> B3Tree<P> {
             ));
         }
         let tree = B3Tree::assemble(region, heap, persist, root, page_bytes);
-        tree.recover()?;
+        if dirty {
+            tree.recover()?;
+        } else {
+            // (The root page at least: a damaged file is named at its open.)
+            tree.page(tree.root_page()).header(&tree.region)?;
+        }
         Ok(tree)
     }
 
