@@ -41,7 +41,35 @@ def _bytes(value: Any, what: str) -> bytes:
     return bytes(value)
 
 
-class HashTable:
+class _RegionFile:
+    """What a structure in a region file shares: its path, ``close()``, and the ``with`` block that closes it."""
+
+    _path: str
+    _native: Any
+
+    def close(self) -> None:
+        """Marks the file closed and makes it durable, so that the next open needs no recovery. Idempotent."""
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._path!r}) [{'closed' if self.closed else 'open'}]"
+
+
+class HashTable(_RegionFile):
     """A CCEH table in the region file ``path``: opened if it exists, else created.
 
     ``segment_bytes`` (a power of two, at least 256), ``probe`` (buckets an
@@ -143,30 +171,10 @@ class HashTable:
         """Checks every invariant; raises ``CorruptionError`` naming what is wrong."""
         self._native.verify()
 
-    def close(self) -> None:
-        """Marks the table closed and makes its file durable. Idempotent."""
-        self._native.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._native.closed
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    def __enter__(self) -> "HashTable":
-        return self
-
-    def __exit__(self, kind, error, traceback) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"HashTable({self._path!r}) [{'closed' if self.closed else 'open'}]"
 
 
 
-class BTree:
+class BTree(_RegionFile):
     """A B3-tree in the region file ``path``: opened (and recovered, if it was not closed) if it exists, else
     created; a sorted mapping of ints (0 to 2^64 - 1) to ints.
 
@@ -254,24 +262,3 @@ class BTree:
     def verify(self) -> None:
         """Checks every invariant; raises ``CorruptionError`` naming what is wrong."""
         self._native.verify()
-
-    def close(self) -> None:
-        """Marks the tree closed and makes its file durable. Idempotent."""
-        self._native.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._native.closed
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    def __enter__(self) -> "BTree":
-        return self
-
-    def __exit__(self, kind, error, traceback) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"BTree({self._path!r}) [{'closed' if self.closed else 'open'}]"

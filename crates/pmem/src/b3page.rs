@@ -117,13 +117,21 @@ pub struct Page {
     pub bytes: u64,
 }
 
-/// A page's header fields, for building one.
+/// A page's header fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     pub level: u8,
     pub sibling: u64,
     pub high: u64,
     pub low: u64,
+}
+
+impl Header {
+    /// Where the page's keys end (excluded): its high key, or none for
+    /// the last page of a level.
+    pub fn end(&self) -> Option<u64> {
+        (self.sibling != 0).then_some(self.high)
+    }
 }
 
 impl Page {
@@ -144,6 +152,15 @@ impl Page {
         Error::corruption(region.path(), at, format!("B3-tree page {}: {what}", self.at))
     }
 
+    /// A walk longer than the page's nodes: a damaged page.
+    fn cycle(self, region: &Region) -> Error {
+        self.corrupt(
+            region,
+            self.at,
+            "its tree is deeper than its nodes: a cycle".into(),
+        )
+    }
+
     /// The page's level (0: a leaf), its tag checked.
     pub fn level(self, region: &Region) -> Result<u8> {
         let meta = self.word(region, self.at + META);
@@ -153,7 +170,7 @@ impl Page {
         Ok((meta & 0xff) as u8)
     }
 
-    /// The header's sibling and high key.
+    /// The header, its tag checked.
     pub fn header(self, region: &Region) -> Result<Header> {
         Ok(Header {
             level: self.level(region)?,
@@ -200,11 +217,7 @@ impl Page {
             }
             link_at = at + if key < node_key { LEFT } else { RIGHT };
         }
-        Err(self.corrupt(
-            region,
-            self.at,
-            "its tree is deeper than its nodes: a cycle".into(),
-        ))
+        Err(self.cycle(region))
     }
 
     /// The value of `key` in a leaf.
@@ -262,11 +275,7 @@ impl Page {
                 }
             }
         }
-        Err(self.corrupt(
-            region,
-            self.at,
-            "its tree is deeper than its nodes: a cycle".into(),
-        ))
+        Err(self.cycle(region))
     }
 
     /// The child page of an internal page that holds `key`.
@@ -303,6 +312,14 @@ impl Page {
     /// split child's replacement is published. Errors if `key` does not
     /// lead to `from`.
     pub fn relink(self, region: &Region, persist: &impl Persist, key: u64, from: u64, to: u64) -> Result<()> {
+        let link_at = self.link_to(region, key, from)?;
+        persist.persist_word(region, link_at, Link::Page(to).encode());
+        Ok(())
+    }
+
+    /// The link word where `key` leads an internal page's search to the
+    /// child `from`; an error if it leads elsewhere.
+    fn link_to(self, region: &Region, key: u64, from: u64) -> Result<u64> {
         let (link_at, child) = self.fringe(region, key)?;
         if child != from {
             return Err(Error::Internal(format!(
@@ -310,8 +327,7 @@ impl Page {
                 self.at
             )));
         }
-        persist.persist_word(region, link_at, Link::Page(to).encode());
-        Ok(())
+        Ok(link_at)
     }
 
     /// Points the page's sibling link at `sibling` (one 8-byte store,
@@ -334,13 +350,7 @@ impl Page {
         from: u64,
         (separator, left, right): (u64, u64, u64),
     ) -> Result<bool> {
-        let (link_at, child) = self.fringe(region, key)?;
-        if child != from {
-            return Err(Error::Internal(format!(
-                "B3-tree page {}: key {key} leads to child {child}, not {from}",
-                self.at
-            )));
-        }
+        let link_at = self.link_to(region, key, from)?;
         let node = [
             separator,
             0,
@@ -466,11 +476,7 @@ impl Page {
         loop {
             while let Some(node) = self.node(region, link.0, link.1, internal)? {
                 if stack.len() > Page::capacity(self.bytes) as usize {
-                    return Err(self.corrupt(
-                        region,
-                        self.at,
-                        "its tree is deeper than its nodes: a cycle".into(),
-                    ));
+                    return Err(self.cycle(region));
                 }
                 stack.push(node);
                 let at = self.node_at(node) + LEFT;
@@ -491,6 +497,12 @@ impl Page {
             }
             link = (Link::decode(self.word(region, at + RIGHT)), at + RIGHT);
         }
+    }
+
+    /// The keys of [`pairs`](Self::pairs): a leaf's, or an internal
+    /// page's separators.
+    pub fn keys(self, region: &Region) -> Result<Vec<u64>> {
+        Ok(self.pairs(region)?.into_iter().map(|(key, _)| key).collect())
     }
 
     /// The count of nodes written, as far as the media says: the highest

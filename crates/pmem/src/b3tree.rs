@@ -106,6 +106,13 @@ enum Replacement {
     Two(u64, u64, u64),
 }
 
+/// One half of a split's content.
+#[derive(Debug, Clone, Copy)]
+enum Part<'a> {
+    Leaf(&'a [(u64, u64)]),
+    Internal(&'a [u64], &'a [u64]),
+}
+
 /// What a split page held, with the one more that did not fit.
 enum Content {
     Leaf(Vec<(u64, u64)>),
@@ -366,20 +373,26 @@ impl<P: Persist> B3Tree<P> {
     ) -> Result<()> {
         let header = page.header(&self.region)?;
         let new = self.alloc()?;
-        counts.insert(
-            new,
-            Page::build_leaf(&self.region, &self.persist, self.page(new), header, pairs),
-        );
+        self.build(counts, new, header, Part::Leaf(pairs));
         self.persist.fence();
         match path.last() {
-            None => self
-                .persist
-                .persist_word(&self.region, self.root + ROOT_PAGE, new),
+            None => self.set_root_page(new),
             Some(&parent) => self.replace(counts, page, header, self.page(parent), Replacement::One(new))?,
         }
+        self.free_page(counts, page);
+        Ok(())
+    }
+
+    /// Publishes `page` as the root: one store of the root word.
+    fn set_root_page(&self, page: u64) {
+        self.persist
+            .persist_word(&self.region, self.root + ROOT_PAGE, page);
+    }
+
+    /// Frees a page no link reaches any more.
+    fn free_page(&self, counts: &mut HashMap<u64, u32>, page: Page) {
         counts.remove(&page.at);
         self.heap.free(&self.region, &self.persist, page.at);
-        Ok(())
     }
 
     /// The count of nodes written in `page`, read from the media the first
@@ -394,7 +407,7 @@ impl<P: Persist> B3Tree<P> {
     /// An internal page's content as it is.
     fn content(&self, page: Page) -> Result<Content> {
         Ok(Content::Internal {
-            separators: page.pairs(&self.region)?.iter().map(|&(key, _)| key).collect(),
+            separators: page.keys(&self.region)?,
             children: page.children(&self.region)?,
         })
     }
@@ -421,84 +434,34 @@ impl<P: Persist> B3Tree<P> {
         }
         let header = page.header(&self.region)?;
         let (left, right) = (self.alloc()?, self.alloc()?);
-        let right_header = Header {
-            level: header.level,
-            sibling: header.sibling,
-            high: header.high,
-            low: 0,
-        };
-        let separator = match &content {
+        // The separator, and each half's content: a leaf's pairs split in
+        // two; an internal page's median separator moves up, and each half
+        // keeps its own separators and children.
+        let (separator, left_content, right_content) = match &content {
             Content::Leaf(pairs) => {
                 let mid = pairs.len() / 2;
-                let separator = pairs[mid].0;
-                let left_header = Header {
-                    sibling: right,
-                    high: separator,
-                    low: header.low,
-                    ..right_header
-                };
-                counts.insert(
-                    left,
-                    Page::build_leaf(
-                        &self.region,
-                        &self.persist,
-                        self.page(left),
-                        left_header,
-                        &pairs[..mid],
-                    ),
-                );
-                let right_header = Header {
-                    low: separator,
-                    ..right_header
-                };
-                counts.insert(
-                    right,
-                    Page::build_leaf(
-                        &self.region,
-                        &self.persist,
-                        self.page(right),
-                        right_header,
-                        &pairs[mid..],
-                    ),
-                );
-                separator
+                (pairs[mid].0, Part::Leaf(&pairs[..mid]), Part::Leaf(&pairs[mid..]))
             }
             Content::Internal { separators, children } => {
-                // The median separator moves up; each half keeps its own.
                 let mid = separators.len() / 2;
-                let separator = separators[mid];
-                let left_header = Header {
-                    sibling: right,
-                    high: separator,
-                    low: header.low,
-                    ..right_header
-                };
-                let (region, persist) = (&self.region, &self.persist);
-                let count = Page::build_internal(
-                    region,
-                    persist,
-                    self.page(left),
-                    left_header,
-                    &separators[..mid],
-                    &children[..=mid],
-                );
-                counts.insert(left, count);
-                let right_header = Header {
-                    low: separator,
-                    ..right_header
-                };
-                let count = Page::build_internal(
-                    region,
-                    persist,
-                    self.page(right),
-                    right_header,
-                    &separators[mid + 1..],
-                    &children[mid + 1..],
-                );
-                counts.insert(right, count);
-                separator
+                (
+                    separators[mid],
+                    Part::Internal(&separators[..mid], &children[..=mid]),
+                    Part::Internal(&separators[mid + 1..], &children[mid + 1..]),
+                )
             }
         };
+        let left_header = Header {
+            sibling: right,
+            high: separator,
+            ..header
+        };
+        let right_header = Header {
+            low: separator,
+            ..header
+        };
+        self.build(counts, left, left_header, left_content);
+        self.build(counts, right, right_header, right_content);
         self.persist.fence();
         match path.last() {
             None => self.new_root(counts, page, header.level + 1, (separator, left, right))?,
@@ -510,9 +473,20 @@ impl<P: Persist> B3Tree<P> {
                 Replacement::Two(separator, left, right),
             )?,
         }
-        counts.remove(&page.at);
-        self.heap.free(&self.region, &self.persist, page.at);
+        self.free_page(counts, page);
         Ok(true)
+    }
+
+    /// Writes the page at `at` holding `part`, its count noted.
+    fn build(&self, counts: &mut HashMap<u64, u32>, at: u64, header: Header, part: Part<'_>) {
+        let (region, persist, page) = (&self.region, &self.persist, self.page(at));
+        let count = match part {
+            Part::Leaf(pairs) => Page::build_leaf(region, persist, page, header, pairs),
+            Part::Internal(separators, children) => {
+                Page::build_internal(region, persist, page, header, separators, children)
+            }
+        };
+        counts.insert(at, count);
     }
 
     fn alloc(&self) -> Result<u64> {
@@ -539,18 +513,9 @@ impl<P: Persist> B3Tree<P> {
             high: 0,
             low: 0,
         };
-        let count = Page::build_internal(
-            &self.region,
-            &self.persist,
-            self.page(root),
-            header,
-            &[separator],
-            &[left, right],
-        );
+        self.build(counts, root, header, Part::Internal(&[separator], &[left, right]));
         self.persist.fence();
-        counts.insert(root, count);
-        self.persist
-            .persist_word(&self.region, self.root + ROOT_PAGE, root);
+        self.set_root_page(root);
         Ok(())
     }
 
@@ -596,7 +561,7 @@ impl<P: Persist> B3Tree<P> {
         ensure!(
             placed,
             Internal,
-            "B3-tree page {}: no room, though it had",
+            "B3-tree page {}: no room for a split's node, though a full parent splits first",
             parent.at
         );
         Ok(())
@@ -656,18 +621,14 @@ impl<P: Persist> B3Tree<P> {
             };
             let page = self.page(at);
             let header = page.header(&self.region)?;
-            let ends = if header.sibling == 0 {
-                None
-            } else {
-                Some(header.high)
-            };
+            let ends = header.end();
             if level.is_some_and(|level| header.level != level) || header.low != low || ends != high {
                 return bad(format!(
                     "level {}, keys from {} to {ends:?}, where its parent leads keys from {low} to {high:?} at level {level:?}",
                     header.level, header.low
                 ));
             }
-            let keys: Vec<u64> = page.pairs(&self.region)?.iter().map(|&(key, _)| key).collect();
+            let keys = page.keys(&self.region)?;
             let inside = |key: u64| key >= low && high.is_none_or(|high| key < high);
             if !keys.iter().all(|&key| inside(key)) || !keys.is_sorted() {
                 return bad(format!("keys outside {low}..{high:?}"));
@@ -684,9 +645,10 @@ impl<P: Persist> B3Tree<P> {
         Ok(())
     }
 
-    /// Frees every block the tree does not reach (by child and sibling
-    /// links): pages built for a split that never committed, and a split
-    /// page not yet freed.
+    /// Completes a split cut short (`repair_links`), then frees every
+    /// block the tree does not reach by child and sibling links: pages
+    /// built for a split that never committed, and a split page not yet
+    /// freed.
     fn recover(&self) -> Result<()> {
         let mut counts = self.turn();
         self.repair_links(&mut counts)?;
@@ -707,9 +669,7 @@ impl<P: Persist> B3Tree<P> {
         }
         self.heap.recover(&self.region, &self.persist, &reached)
     }
-}
 
-impl<P: Persist> B3Tree<P> {
     /// Completes a split cut short after its step 2: a parent's link left
     /// at the split page's left sibling, for keys that sibling does not
     /// hold. Searches are right without it (they move right), but a later
@@ -732,12 +692,8 @@ impl<P: Persist> B3Tree<P> {
             if header.level == 0 {
                 continue;
             }
-            let separators: Vec<u64> = page.pairs(&self.region)?.iter().map(|&(key, _)| key).collect();
-            let high = if header.sibling == 0 {
-                None
-            } else {
-                Some(header.high)
-            };
+            let separators = page.keys(&self.region)?;
+            let high = header.end();
             for (k, child) in page.children(&self.region)?.into_iter().enumerate() {
                 stack.push(child);
                 // The keys the link leads: from `low` to `to`.
@@ -749,7 +705,6 @@ impl<P: Persist> B3Tree<P> {
                 }
                 let holder = self.page(below.sibling);
                 let held = holder.header(&self.region)?;
-                let held_to = if held.sibling == 0 { None } else { Some(held.high) };
                 if held.low != low {
                     return Err(Error::corruption(
                         self.region.path(),
@@ -757,7 +712,7 @@ impl<P: Persist> B3Tree<P> {
                         format!("B3-tree page {at}: its link for keys from {low} leads to page {child}, whose right sibling starts at {}", held.low),
                     ));
                 }
-                if held_to == to {
+                if held.end() == to {
                     page.relink(&self.region, &self.persist, low, child, holder.at)?;
                 } else {
                     let count = self.count(counts, page)?;

@@ -194,7 +194,7 @@ impl<P: Persist> Iterator for LivePairs<'_, P> {
                 return None;
             }
             let at = table.bucket_at(self.segment, self.next);
-            table.region.prefetch(at + 24 * LINE);
+            table.region.prefetch(at + AHEAD * LINE);
             let line = table.region.line(at);
             self.bits = line[0].load(Ordering::Acquire) & ((1 << SLOTS) - 1);
             self.line = Some((self.next, line));
@@ -202,6 +202,10 @@ impl<P: Persist> Iterator for LivePairs<'_, P> {
         }
     }
 }
+
+/// How many lines ahead a scan of a segment asks memory for: the
+/// hardware's own prefetch stops at each 4 KiB page.
+const AHEAD: u64 = 48;
 
 /// A live pair as a segment's scan finds it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -480,8 +484,7 @@ impl<P: Persist> Cceh<P> {
 
     /// The live pairs of `segment` (depth, pattern), bucket by bucket: its
     /// stale copies (a split's leftovers) skipped. Each bucket line is read
-    /// once, and lines a few ahead are asked of memory meanwhile, because
-    /// the hardware's own prefetch stops at each 4 KiB page.
+    /// once, and the line [`AHEAD`] lines on is asked of memory meanwhile.
     fn live_pairs(&self, segment: u64, depth: u32, pattern: u64) -> LivePairs<'_, P> {
         LivePairs {
             table: self,
@@ -1391,7 +1394,7 @@ impl<P: Persist> Cceh<P> {
         let mut live = 0usize;
         for bucket in 0..self.buckets {
             let at = self.bucket_at(segment, bucket);
-            self.region.prefetch(at + 48 * LINE);
+            self.region.prefetch(at + AHEAD * LINE);
             let line = self.region.line(at);
             let bitmap = line[0].load(Ordering::Acquire);
             for slot in 0..SLOTS as usize {

@@ -90,6 +90,12 @@ impl Tree {
         each!(self, tree => tree.verify())
     }
 
+    /// Flushes and fences made so far (what `stats` reads, without the
+    /// tree's shape).
+    pub fn counts(&self) -> (u64, u64) {
+        each!(self, tree => (tree.persist().counts().flushes(), tree.persist().counts().fences()))
+    }
+
     pub fn stats(&self) -> Result<TreeStats> {
         each!(self, tree => tree.stats())
     }
