@@ -2,28 +2,29 @@
 //! command line.
 //!
 //! ```text
-//! spillway pmem bench [--index cceh|btree] --table T.pmem --keys N [--persistence clwb]
+//! spillway pmem bench [--index cceh|btree|fastfair] --table T.pmem --keys N [--persistence clwb]
 //!     [--segment-bytes 16384] [--probe 4] [--page-bytes 4096]
 //!     [--region-bytes 1G] [--threads 1] [--distribution uniform|selfsimilar|zipfian] [--seed 1] [--json]
-//! spillway pmem crashtest [--index cceh|btree] [--operations 200] [--seed 1] [--segment-bytes 256] [--probe 3]
+//! spillway pmem crashtest [--index cceh|btree|fastfair] [--operations 200] [--seed 1] [--segment-bytes 256] [--probe 3]
 //!     [--page-bytes 512] [--images-per-point 4096] [--json]
 //! spillway pmem verify --table T.pmem
 //! ```
 //!
 //! `bench` creates the table (refusing a file that exists) and runs the
 //! insert, search, batched-search, negative-search and delete phases; `crashtest` traces a
-//! seeded run on a CCEH table or a B3-tree in memory and checks every crash image it allows;
+//! seeded run on a CCEH table, a B3-tree or the sorted-leaf baseline in memory and checks every crash image it allows;
 //! `verify` opens a table or a tree (its kind read from the file; recovering it if it was not
 //! closed) and checks its invariants.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
 use spillway_core::Interrupt;
 use spillway_pmem::cceh::Options;
 use spillway_pmem::crash::Limits;
-use spillway_pmem::{b3tree, bench, crashtest, Mode, Region, Table, Tree};
+use spillway_pmem::tree::{Family, SortedLeaf, B3};
+use spillway_pmem::{b3tree, bench, crashtest, fastfair, Mode, Region, Table, Tree};
 
 use crate::units::{parse_count, parse_text};
 
@@ -97,6 +98,8 @@ enum Index {
     Cceh,
     /// The B3-tree, the persistent sorted map.
     Btree,
+    /// The sorted-leaf tree in FAST&FAIR's manner, the B3-tree's baseline.
+    Fastfair,
 }
 
 #[derive(Debug, clap::Args)]
@@ -175,24 +178,8 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<u8> {
             table.close()?;
             (phases, persistence)
         }
-        Index::Btree => {
-            let options = b3tree::Options {
-                page_bytes: args.page_bytes,
-                region_bytes: args.region_bytes,
-            };
-            let tree = Tree::open_or_create(&args.table, args.persistence, options).with_context(creating)?;
-            let phases = bench::run(
-                &tree,
-                args.keys,
-                args.threads,
-                args.distribution,
-                args.seed,
-                &interrupt,
-            )?;
-            let persistence = tree.stats()?.persistence;
-            tree.close()?;
-            (phases, persistence)
-        }
+        Index::Btree => bench_tree::<B3>(&args, &interrupt)?,
+        Index::Fastfair => bench_tree::<SortedLeaf>(&args, &interrupt)?,
     };
     if args.json {
         println!(
@@ -219,6 +206,30 @@ fn run_bench(args: BenchArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// The phases of a tree of family `F`, and its persistence's name.
+fn bench_tree<F: Family>(
+    args: &BenchArgs,
+    interrupt: &Interrupt,
+) -> anyhow::Result<(Vec<bench::Phase>, String)> {
+    let options = b3tree::Options {
+        page_bytes: args.page_bytes,
+        region_bytes: args.region_bytes,
+    };
+    let tree = Tree::<F>::open_or_create(&args.table, args.persistence, options)
+        .with_context(|| format!("creating the index {}", args.table.display()))?;
+    let phases = bench::run(
+        &tree,
+        args.keys,
+        args.threads,
+        args.distribution,
+        args.seed,
+        interrupt,
+    )?;
+    let persistence = tree.stats()?.persistence;
+    tree.close()?;
+    Ok((phases, persistence))
+}
+
 fn crash(args: CrashArgs) -> anyhow::Result<u8> {
     let options = Options {
         segment_bytes: args.segment_bytes,
@@ -234,12 +245,16 @@ fn crash(args: CrashArgs) -> anyhow::Result<u8> {
     };
     let report = match args.index {
         Index::Cceh => crashtest::crash_test(options, &operations, limits)?,
-        Index::Btree => {
+        Index::Btree | Index::Fastfair => {
             let options = b3tree::Options {
                 page_bytes: args.page_bytes,
                 region_bytes: 256 << 10,
             };
-            crashtest::tree_crash_test(options, &operations, limits)?
+            if args.index == Index::Btree {
+                crashtest::tree_crash_test::<B3>(options, &operations, limits)?
+            } else {
+                crashtest::tree_crash_test::<SortedLeaf>(options, &operations, limits)?
+            }
         }
     };
     if args.json {
@@ -261,20 +276,10 @@ fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
     if !args.table.exists() {
         bail!("{} does not exist", args.table.display());
     }
-    if Region::kind_of(&args.table)? == b3tree::KIND {
-        // Recovery, if the tree was not closed, persists with the best flush.
-        let tree = Tree::open_or_create(&args.table, "auto".parse()?, b3tree::Options::default())?;
-        tree.verify()?;
-        let stats = tree.stats()?;
-        println!(
-            "{}: a B3-tree of {} keys, {} levels of {}-byte pages: every invariant holds",
-            args.table.display(),
-            tree.len()?,
-            stats.height,
-            stats.page_bytes
-        );
-        tree.close()?;
-        return Ok(0);
+    match Region::kind_of(&args.table)?.as_str() {
+        b3tree::KIND => return verify_tree::<B3>(&args.table, "a B3-tree"),
+        fastfair::KIND => return verify_tree::<SortedLeaf>(&args.table, "a sorted-leaf tree"),
+        _ => {}
     }
     // Recovery, if the table was not closed, persists with the best flush.
     let table = Table::open_or_create(&args.table, "auto".parse()?, Options::default())?;
@@ -288,5 +293,22 @@ fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
         stats.region_bytes
     );
     table.close()?;
+    Ok(0)
+}
+
+/// `verify` of the tree of family `F` (`what`) at `path`.
+fn verify_tree<F: Family>(path: &Path, what: &str) -> anyhow::Result<u8> {
+    // Recovery, if the tree was not closed, persists with the best flush.
+    let tree = Tree::<F>::open_or_create(path, "auto".parse()?, b3tree::Options::default())?;
+    tree.verify()?;
+    let stats = tree.stats()?;
+    println!(
+        "{}: {what} of {} keys, {} levels of {}-byte pages: every invariant holds",
+        path.display(),
+        tree.len()?,
+        stats.height,
+        stats.page_bytes
+    );
+    tree.close()?;
     Ok(0)
 }

@@ -29,9 +29,8 @@
 //! completes such a split and frees the blocks no page reaches.
 
 use std::collections::{HashMap, HashSet};
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 
 use spillway_core::{ensure, Error, Result};
@@ -39,18 +38,14 @@ use spillway_core::{ensure, Error, Result};
 use crate::b3page::{Header, Insert, Page, Remove};
 use crate::heap::Heap;
 use crate::persist::Persist;
-use crate::region::{Region, LINE};
+use crate::region::Region;
+use crate::tree::{self, RootObject};
 
 /// The region kind of a B3-tree.
 pub const KIND: &str = "b3tree";
 
 /// The root object's magic.
 const MAGIC: u64 = u64::from_le_bytes(*b"B3TREErt");
-
-// The root object (one line): magic, page size, root page.
-const ROOT_MAGIC: u64 = 0;
-const ROOT_PAGE_BYTES: u64 = 8;
-const ROOT_PAGE: u64 = 16;
 
 /// A tree's shape.
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +85,7 @@ pub struct B3Tree<P: Persist> {
     region: Region,
     heap: Heap,
     persist: P,
-    root: u64,
+    root: RootObject,
     page_bytes: u64,
     /// Nodes written per page, learnt from the media on a page's first
     /// write since the open (it is not persisted); its mutex is the
@@ -125,7 +120,7 @@ enum Content {
 impl<P: Persist> B3Tree<P> {
     /// Creates a tree in a new region file at `path`.
     pub fn create(path: &Path, options: Options, persist: P) -> Result<B3Tree<P>> {
-        check(&options)?;
+        tree::check(&options)?;
         B3Tree::format(
             Region::create(path, options.region_bytes, KIND)?,
             options,
@@ -135,7 +130,7 @@ impl<P: Persist> B3Tree<P> {
 
     /// Creates a tree in memory (tests, the crash tester).
     pub fn in_memory(options: Options, persist: P) -> Result<B3Tree<P>> {
-        check(&options)?;
+        tree::check(&options)?;
         B3Tree::format(Region::in_memory(options.region_bytes, KIND)?, options, persist)
     }
 
@@ -145,39 +140,29 @@ impl<P: Persist> B3Tree<P> {
     }
 
     fn format(region: Region, options: Options, persist: P) -> Result<B3Tree<P>> {
-        let heap = Heap::format(&region, &persist)?;
-        let root = heap.alloc(&region, &persist, LINE)?;
-        let leaf = heap.alloc(&region, &persist, options.page_bytes)?;
-        let header = Header {
-            level: 0,
-            sibling: 0,
-            high: 0,
-            low: 0,
-        };
-        let page = Page {
-            at: leaf,
-            bytes: options.page_bytes,
-        };
-        Page::build_leaf(&region, &persist, page, header, &[]);
-        persist.store(&region, root + ROOT_PAGE_BYTES, options.page_bytes);
-        persist.store(&region, root + ROOT_PAGE, leaf);
-        persist.store(&region, root + ROOT_MAGIC, MAGIC);
-        persist.flush(&region, root, LINE);
-        persist.fence();
-        persist.set_root(&region, root);
-        // In use from here on: a crash before the first close is recovered.
-        heap.close(&region, &persist);
-        let (heap, _) = Heap::open(&region, &persist)?;
-        Ok(B3Tree::assemble(region, heap, persist, root, options.page_bytes))
+        let (heap, root) = RootObject::format(&region, &persist, MAGIC, options.page_bytes, |leaf| {
+            let header = Header {
+                level: 0,
+                sibling: 0,
+                high: 0,
+                low: 0,
+            };
+            let page = Page {
+                at: leaf,
+                bytes: options.page_bytes,
+            };
+            Page::build_leaf(&region, &persist, page, header, &[]);
+        })?;
+        Ok(B3Tree::assemble(region, heap, persist, root))
     }
 
-    fn assemble(region: Region, heap: Heap, persist: P, root: u64, page_bytes: u64) -> B3Tree<P> {
+    fn assemble(region: Region, heap: Heap, persist: P, root: RootObject) -> B3Tree<P> {
         B3Tree {
             region,
             heap,
             persist,
             root,
-            page_bytes,
+            page_bytes: root.page_bytes,
             counts: Mutex::new(HashMap::new()),
         }
     }
@@ -187,25 +172,8 @@ impl<P: Persist> B3Tree<P> {
     /// completed, and the blocks no page reaches are freed. (A clean open
     /// reads only the root object and the root page's header.)
     pub fn attach(region: Region, persist: P) -> Result<B3Tree<P>> {
-        let (heap, dirty) = Heap::open(&region, &persist)?;
-        let root = region.root();
-        let word = |at: u64| region.word(at).load(Ordering::Acquire);
-        if root == 0 || word(root + ROOT_MAGIC) != MAGIC {
-            return Err(Error::corruption(region.path(), root, "no B3-tree root object"));
-        }
-        let page_bytes = word(root + ROOT_PAGE_BYTES);
-        let options = Options {
-            page_bytes,
-            region_bytes: region.len(),
-        };
-        if check(&options).is_err() {
-            return Err(Error::corruption(
-                region.path(),
-                root + ROOT_PAGE_BYTES,
-                format!("a page of {page_bytes} bytes"),
-            ));
-        }
-        let tree = B3Tree::assemble(region, heap, persist, root, page_bytes);
+        let (heap, root, dirty) = RootObject::open(&region, &persist, MAGIC, "B3-tree")?;
+        let tree = B3Tree::assemble(region, heap, persist, root);
         if dirty {
             tree.recover()?;
         } else {
@@ -235,15 +203,7 @@ impl<P: Persist> B3Tree<P> {
     pub fn stats(&self) -> Result<TreeStats> {
         let _turn = self.turn();
         let root = self.page(self.root_page()).header(&self.region)?;
-        Ok(TreeStats {
-            persistence: self.persist.name(),
-            flushes: self.persist.counts().flushes(),
-            fences: self.persist.counts().fences(),
-            page_bytes: self.page_bytes,
-            height: u32::from(root.level) + 1,
-            region_bytes: self.region.len(),
-            huge_page_bytes: self.region.huge_page_bytes(),
-        })
+        Ok(self.root.stats(&self.region, &self.persist, root.level))
     }
 
     /// The persistence mode (its counts; a trace).
@@ -270,7 +230,7 @@ impl<P: Persist> B3Tree<P> {
     }
 
     fn root_page(&self) -> u64 {
-        self.region.word(self.root + ROOT_PAGE).load(Ordering::Acquire)
+        self.root.page(&self.region)
     }
 
     /// The page of `level` that holds `key`, and the internal pages whose
@@ -385,8 +345,7 @@ impl<P: Persist> B3Tree<P> {
 
     /// Publishes `page` as the root: one store of the root word.
     fn set_root_page(&self, page: u64) {
-        self.persist
-            .persist_word(&self.region, self.root + ROOT_PAGE, page);
+        self.root.set_page(&self.region, &self.persist, page);
     }
 
     /// Frees a page no link reaches any more.
@@ -576,13 +535,8 @@ impl<P: Persist> B3Tree<P> {
     /// `limit` of them: the leaf of the range's start, then its siblings.
     pub fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
         let _turn = self.turn();
-        let low = match keys.start_bound() {
-            Bound::Included(&low) => low,
-            Bound::Excluded(&low) => match low.checked_add(1) {
-                Some(low) => low,
-                None => return Ok(Vec::new()),
-            },
-            Bound::Unbounded => 0,
+        let Some(low) = tree::first_key(&keys) else {
+            return Ok(Vec::new());
         };
         let (mut at, _) = self.descend(low, 0)?;
         let mut pairs = Vec::new();
@@ -652,7 +606,7 @@ impl<P: Persist> B3Tree<P> {
     fn recover(&self) -> Result<()> {
         let mut counts = self.turn();
         self.repair_links(&mut counts)?;
-        let mut reached: HashSet<u64> = [self.root].into();
+        let mut reached: HashSet<u64> = [self.root.at].into();
         let mut stack = vec![self.root_page()];
         while let Some(at) = stack.pop() {
             if !reached.insert(at) {
@@ -730,14 +684,4 @@ impl<P: Persist> B3Tree<P> {
         }
         Ok(())
     }
-}
-
-fn check(options: &Options) -> Result<()> {
-    let bytes = options.page_bytes;
-    ensure!(
-        bytes.is_power_of_two() && (512..=1 << 16).contains(&bytes),
-        InvalidArgument,
-        "a B3-tree page is a power of two from 512 bytes to 64 KiB, not {bytes}"
-    );
-    Ok(())
 }

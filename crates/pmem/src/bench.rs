@@ -12,7 +12,7 @@ use spillway_core::{ensure, Error, Interrupt, Result};
 use spillway_workload::{derive_seed, Rng, Zipf};
 
 use crate::table::{Table, TableSession};
-use crate::tree::Tree;
+use crate::tree::{Family, Tree};
 
 /// Every this many operations one is timed alone, for the percentiles. Not
 /// every one, nor many: a clock read waits for every earlier load, so a
@@ -166,10 +166,10 @@ impl Worker for TableSession<'_> {
     }
 }
 
-impl Subject for Tree {
-    type Worker<'a> = &'a Tree;
+impl<F: Family> Subject for Tree<F> {
+    type Worker<'a> = &'a Tree<F>;
 
-    fn worker(&self) -> Result<&Tree> {
+    fn worker(&self) -> Result<&Tree<F>> {
         Ok(self)
     }
 
@@ -180,7 +180,7 @@ impl Subject for Tree {
     }
 }
 
-impl Worker for &Tree {
+impl<F: Family> Worker for &Tree<F> {
     fn insert(&mut self, key: u64, value: u64) -> Result<()> {
         Tree::insert(self, key, value).map(drop)
     }

@@ -1,4 +1,5 @@
-//! The crash tests of a CCEH table and of a B3-tree: a run of inserts and
+//! The crash tests of a CCEH table and of a tree (a B3-tree or the
+//! sorted-leaf baseline): a run of inserts and
 //! removes traced on a fresh structure, then every crash image the
 //! persistency model allows (see `crash.rs`) recovered and checked against
 //! the oracle:
@@ -16,11 +17,12 @@ use std::collections::HashMap;
 
 use spillway_core::{Error, Result};
 
-use crate::b3tree::{self, B3Tree};
+use crate::b3tree;
 use crate::cceh::{Cceh, Options, KIND};
 use crate::crash::{enumerate, CrashPoint, Limits, Report};
 use crate::persist::{Tracing, Volatile};
 use crate::region::Region;
+use crate::tree::{Family, Sorted};
 
 /// One operation of a crash run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,10 +70,14 @@ pub fn crash_test(options: Options, operations: &[Operation], limits: Limits) ->
     })
 }
 
-/// The same for a B3-tree of `options` (small pages make splits and
-/// rebuilds frequent).
-pub fn tree_crash_test(options: b3tree::Options, operations: &[Operation], limits: Limits) -> Result<Report> {
-    let tree = B3Tree::in_memory(options, Tracing::default())?;
+/// The same for a tree of family `F` (the B3-tree or the sorted-leaf
+/// baseline) of `options` (small pages make splits and rebuilds frequent).
+pub fn tree_crash_test<F: Family>(
+    options: b3tree::Options,
+    operations: &[Operation],
+    limits: Limits,
+) -> Result<Report> {
+    let tree = F::Of::<Tracing>::in_memory(options, Tracing::default())?;
     tree.persist().take();
     let base = tree.region().image();
     let states = run(tree.persist(), operations, |operation| match operation {
@@ -79,7 +85,7 @@ pub fn tree_crash_test(options: b3tree::Options, operations: &[Operation], limit
         Operation::Remove(key) => tree.remove(key).map(drop),
     })?;
     enumerate(&base, &tree.persist().take(), limits, |point, image| {
-        check_tree(point, image, &states)
+        check_tree::<F>(point, image, &states)
     })
 }
 
@@ -130,9 +136,10 @@ fn expected<'a>(
     (&states[point.completed], next)
 }
 
-fn check_tree(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Result<()> {
+fn check_tree<F: Family>(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Result<()> {
     let fail = |what: String| Err(failure(point, what));
-    let tree = match B3Tree::attach(Region::from_image(image, b3tree::KIND)?, Volatile::default()) {
+    let kind = <F::Of<Volatile> as Sorted<Volatile>>::KIND;
+    let tree = match F::Of::<Volatile>::attach(Region::from_image(image, kind)?, Volatile::default()) {
         Ok(tree) => tree,
         Err(error) => return fail(format!("opening failed: {error}")),
     };
@@ -149,14 +156,14 @@ fn check_tree(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) ->
         ));
     }
     let recovered = tree.region().image();
-    let again = B3Tree::attach(Region::from_image(&recovered, b3tree::KIND)?, Volatile::default())?;
+    let again = F::Of::<Volatile>::attach(Region::from_image(&recovered, kind)?, Volatile::default())?;
     if again.entries()? != tree.entries()? || again.verify().is_err() {
         return fail("recovering the recovered image changed it".into());
     }
     let probe = u64::MAX;
     let had = found.contains_key(&probe);
     again.insert(probe, 1)?;
-    if again.get(probe)? != Some(1) || again.len()? != found.len() + usize::from(!had) {
+    if again.get(probe)? != Some(1) || again.entries()?.len() != found.len() + usize::from(!had) {
         return fail("the recovered tree does not take an insert".into());
     }
     Ok(())

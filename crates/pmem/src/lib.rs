@@ -39,6 +39,7 @@ pub mod cceh;
 pub mod crash;
 pub mod crashtest;
 pub mod epoch;
+pub mod fastfair;
 pub mod heap;
 pub mod latch;
 pub mod persist;

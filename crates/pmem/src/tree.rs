@@ -1,23 +1,131 @@
-//! A B3-tree whose persistence mode is chosen at run time, by name (see
-//! [`Mode`]): what the command line and the Python module open. Each mode
-//! is its own monomorphised tree, so the choice costs one match per call.
+//! What the two persistent trees share: the [`Sorted`] interface (a
+//! sorted map of u64 keys to u64 values on a region), their root object,
+//! and [`Tree`], a tree whose persistence mode is chosen at run time, by
+//! name (see [`Mode`]): what the command line, the benchmark and the
+//! Python module open. Each mode is its own monomorphised tree, so the
+//! choice costs one match per call.
+//!
+//! The trees are the B3-tree ([`B3`]) and the sorted-leaf baseline it is
+//! measured against ([`SortedLeaf`]).
 
-use std::ops::RangeBounds;
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
-use spillway_core::Result;
+use spillway_core::{ensure, Error, Result};
 
 use crate::b3tree::{B3Tree, Options, TreeStats};
+use crate::fastfair::FastFair;
+use crate::heap::Heap;
 use crate::persist::{FenceOnly, Hardware, Latency, Persist, Volatile};
+use crate::region::{Region, LINE};
 use crate::table::Mode;
 
-/// A B3-tree in one of the modes.
+/// A persistent sorted map of u64 keys to u64 values on a region.
+pub trait Sorted<P: Persist>: Sized + Send + Sync {
+    /// The region kind it is stored as.
+    const KIND: &'static str;
+
+    fn create(path: &Path, options: Options, persist: P) -> Result<Self>;
+    fn in_memory(options: Options, persist: P) -> Result<Self>;
+    /// Opens the tree a region holds, recovering it if it was not closed.
+    fn attach(region: Region, persist: P) -> Result<Self>;
+    fn get(&self, key: u64) -> Result<Option<u64>>;
+    fn insert(&self, key: u64, value: u64) -> Result<Option<u64>>;
+    fn remove(&self, key: u64) -> Result<Option<u64>>;
+    fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>>;
+    fn verify(&self) -> Result<()>;
+    fn stats(&self) -> Result<TreeStats>;
+    fn persist(&self) -> &P;
+    fn region(&self) -> &Region;
+    fn close(self) -> Result<()>;
+
+    fn open(path: &Path, persist: P) -> Result<Self> {
+        Self::attach(Region::open(path, Self::KIND)?, persist)
+    }
+
+    fn entries(&self) -> Result<Vec<(u64, u64)>> {
+        self.range(.., usize::MAX)
+    }
+}
+
+/// Implements [`Sorted`] for a tree type by its own methods of the names.
+macro_rules! sorted {
+    ($tree:ident, $kind:path) => {
+        impl<P: Persist> Sorted<P> for $tree<P> {
+            const KIND: &'static str = $kind;
+
+            fn create(path: &Path, options: Options, persist: P) -> Result<Self> {
+                $tree::create(path, options, persist)
+            }
+            fn in_memory(options: Options, persist: P) -> Result<Self> {
+                $tree::in_memory(options, persist)
+            }
+            fn attach(region: Region, persist: P) -> Result<Self> {
+                $tree::attach(region, persist)
+            }
+            fn get(&self, key: u64) -> Result<Option<u64>> {
+                $tree::get(self, key)
+            }
+            fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+                $tree::insert(self, key, value)
+            }
+            fn remove(&self, key: u64) -> Result<Option<u64>> {
+                $tree::remove(self, key)
+            }
+            fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
+                $tree::range(self, keys, limit)
+            }
+            fn verify(&self) -> Result<()> {
+                $tree::verify(self)
+            }
+            fn stats(&self) -> Result<TreeStats> {
+                $tree::stats(self)
+            }
+            fn persist(&self) -> &P {
+                $tree::persist(self)
+            }
+            fn region(&self) -> &Region {
+                $tree::region(self)
+            }
+            fn close(self) -> Result<()> {
+                $tree::close(self)
+            }
+        }
+    };
+}
+
+sorted!(B3Tree, crate::b3tree::KIND);
+sorted!(FastFair, crate::fastfair::KIND);
+
+/// A kind of tree, whatever its persistence mode.
+pub trait Family: Debug + 'static {
+    type Of<P: Persist>: Sorted<P>;
+}
+
+/// The B3-tree.
 #[derive(Debug)]
-pub enum Tree {
-    Hardware(B3Tree<Hardware>),
-    Fence(B3Tree<FenceOnly>),
-    Volatile(B3Tree<Volatile>),
-    Latency(B3Tree<Latency<Hardware>>),
+pub struct B3;
+
+impl Family for B3 {
+    type Of<P: Persist> = B3Tree<P>;
+}
+
+/// The sorted-leaf baseline (FAST&FAIR's manner).
+#[derive(Debug)]
+pub struct SortedLeaf;
+
+impl Family for SortedLeaf {
+    type Of<P: Persist> = FastFair<P>;
+}
+
+/// A tree of family `F` in one of the modes.
+pub enum Tree<F: Family = B3> {
+    Hardware(F::Of<Hardware>),
+    Fence(F::Of<FenceOnly>),
+    Volatile(F::Of<Volatile>),
+    Latency(F::Of<Latency<Hardware>>),
 }
 
 /// Runs `$body` with `$tree` bound to the tree inside, whatever its mode.
@@ -32,18 +140,26 @@ macro_rules! each {
     };
 }
 
-fn open<P: Persist>(path: &Path, exists: bool, options: Options, persist: P) -> Result<B3Tree<P>> {
+fn open<P: Persist, T: Sorted<P>>(path: &Path, exists: bool, options: Options, persist: P) -> Result<T> {
     if exists {
-        B3Tree::open(path, persist)
+        T::open(path, persist)
     } else {
-        B3Tree::create(path, options, persist)
+        T::create(path, options, persist)
     }
 }
 
-impl Tree {
+impl<F: Family> Debug for Tree<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (path, persistence) =
+            each!(self, tree => (tree.region().path().display(), tree.persist().name()));
+        write!(f, "Tree({path}, {persistence})")
+    }
+}
+
+impl<F: Family> Tree<F> {
     /// Opens the tree at `path` (recovering it), or creates it with
     /// `options` when no file is there; persisting with `mode`.
-    pub fn open_or_create(path: &Path, mode: Mode, options: Options) -> Result<Tree> {
+    pub fn open_or_create(path: &Path, mode: Mode, options: Options) -> Result<Tree<F>> {
         let exists = path.exists();
         Ok(match mode {
             Mode::Hardware(kind) => Tree::Hardware(open(path, exists, options, Hardware::with(kind))?),
@@ -79,11 +195,11 @@ impl Tree {
     }
 
     pub fn len(&self) -> Result<usize> {
-        each!(self, tree => tree.len())
+        self.entries().map(|entries| entries.len())
     }
 
     pub fn is_empty(&self) -> Result<bool> {
-        each!(self, tree => tree.is_empty())
+        self.range(.., 1).map(|first| first.is_empty())
     }
 
     pub fn verify(&self) -> Result<()> {
@@ -103,5 +219,124 @@ impl Tree {
     /// Marks the tree closed and makes its file durable.
     pub fn close(self) -> Result<()> {
         each!(self, tree => tree.close())
+    }
+}
+
+/// Checks a tree's shape.
+pub(crate) fn check(options: &Options) -> Result<()> {
+    let bytes = options.page_bytes;
+    ensure!(
+        bytes.is_power_of_two() && (512..=1 << 16).contains(&bytes),
+        InvalidArgument,
+        "a tree's page is a power of two from 512 bytes to 64 KiB, not {bytes}"
+    );
+    Ok(())
+}
+
+/// The first key a range of keys can hold (`None`: none).
+pub(crate) fn first_key(keys: &impl RangeBounds<u64>) -> Option<u64> {
+    match keys.start_bound() {
+        Bound::Included(&low) => Some(low),
+        Bound::Excluded(&low) => low.checked_add(1),
+        Bound::Unbounded => Some(0),
+    }
+}
+
+// A tree's root object (one line): magic, page size, root page.
+const ROOT_MAGIC: u64 = 0;
+const ROOT_PAGE_BYTES: u64 = 8;
+const ROOT_PAGE: u64 = 16;
+
+/// A tree's root object: the region's root, naming the tree's kind (its
+/// magic), its page size and its root page (a page's parent link is this
+/// word: a new root is published by one store of it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RootObject {
+    pub at: u64,
+    pub page_bytes: u64,
+}
+
+impl RootObject {
+    /// Formats `region`'s heap and a root object of `magic` over a first
+    /// page of `page_bytes`, which `build` writes (flushed; the fence is
+    /// this). The tree is in use from here on: a crash before its first
+    /// close is recovered.
+    pub fn format(
+        region: &Region,
+        persist: &impl Persist,
+        magic: u64,
+        page_bytes: u64,
+        build: impl FnOnce(u64),
+    ) -> Result<(Heap, RootObject)> {
+        let heap = Heap::format(region, persist)?;
+        let at = heap.alloc(region, persist, LINE)?;
+        let page = heap.alloc(region, persist, page_bytes)?;
+        build(page);
+        persist.store(region, at + ROOT_PAGE_BYTES, page_bytes);
+        persist.store(region, at + ROOT_PAGE, page);
+        persist.store(region, at + ROOT_MAGIC, magic);
+        persist.flush(region, at, LINE);
+        persist.fence();
+        persist.set_root(region, at);
+        heap.close(region, persist);
+        let (heap, _) = Heap::open(region, persist)?;
+        Ok((heap, RootObject { at, page_bytes }))
+    }
+
+    /// The heap and root object of `region`, checked to be a `what` (of
+    /// `magic`) with a page size [`check`] accepts, and whether it was not
+    /// closed clean.
+    pub fn open(
+        region: &Region,
+        persist: &impl Persist,
+        magic: u64,
+        what: &str,
+    ) -> Result<(Heap, RootObject, bool)> {
+        let (heap, dirty) = Heap::open(region, persist)?;
+        let at = region.root();
+        let word = |offset: u64| region.word(at + offset).load(Ordering::Acquire);
+        if at == 0 || word(ROOT_MAGIC) != magic {
+            return Err(Error::corruption(
+                region.path(),
+                at,
+                format!("no {what} root object"),
+            ));
+        }
+        let page_bytes = word(ROOT_PAGE_BYTES);
+        let options = Options {
+            page_bytes,
+            region_bytes: region.len(),
+        };
+        if check(&options).is_err() {
+            return Err(Error::corruption(
+                region.path(),
+                at + ROOT_PAGE_BYTES,
+                format!("a page of {page_bytes} bytes"),
+            ));
+        }
+        Ok((heap, RootObject { at, page_bytes }, dirty))
+    }
+
+    /// The root page.
+    pub fn page(&self, region: &Region) -> u64 {
+        region.word(self.at + ROOT_PAGE).load(Ordering::Acquire)
+    }
+
+    /// Publishes `page` as the root: one store of the root word.
+    pub fn set_page(&self, region: &Region, persist: &impl Persist, page: u64) {
+        persist.persist_word(region, self.at + ROOT_PAGE, page);
+    }
+
+    /// The statistics of a tree whose root page is at `level`.
+    pub fn stats(&self, region: &Region, persist: &impl Persist, level: u8) -> TreeStats {
+        TreeStats {
+            persistence: persist.name(),
+            flushes: persist.counts().flushes(),
+            fences: persist.counts().fences(),
+            page_bytes: self.page_bytes,
+            height: u32::from(level) + 1,
+            region_bytes: region.len(),
+            huge_page_bytes: region.huge_page_bytes(),
+        }
     }
 }

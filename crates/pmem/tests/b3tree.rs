@@ -219,6 +219,7 @@ fn ranges_reach_the_ends_of_the_key_space() {
 #[test]
 fn a_tree_file_is_reopened_recovered_and_refused_when_foreign() {
     use spillway_core::ErrorKind;
+    use spillway_pmem::tree::B3;
     use spillway_pmem::{Mode, Tree};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tree.pmem");
@@ -227,7 +228,7 @@ fn a_tree_file_is_reopened_recovered_and_refused_when_foreign() {
         region_bytes: 1 << 24,
     };
     let mode: Mode = "clwb".parse().or_else(|_| "auto".parse()).unwrap();
-    let tree = Tree::open_or_create(&path, mode, options).unwrap();
+    let tree: Tree = Tree::open_or_create(&path, mode, options).unwrap();
     for key in 0..5000u64 {
         tree.insert(key * 3, key).unwrap();
     }
@@ -237,11 +238,11 @@ fn a_tree_file_is_reopened_recovered_and_refused_when_foreign() {
     assert!(stats.flushes > 5000 && stats.fences > 5000, "{stats:?}");
     tree.close().unwrap();
     // Reopened clean, then dropped unclosed (as a crash leaves it).
-    let tree = Tree::open_or_create(&path, mode, options).unwrap();
+    let tree: Tree = Tree::open_or_create(&path, mode, options).unwrap();
     assert_eq!(tree.len().unwrap(), 4999);
     tree.insert(1, 1).unwrap();
     drop(tree);
-    let tree = Tree::open_or_create(&path, "none".parse().unwrap(), options).unwrap();
+    let tree: Tree = Tree::open_or_create(&path, "none".parse().unwrap(), options).unwrap();
     tree.verify().unwrap();
     assert_eq!(tree.range(0..10, 10).unwrap(), [(0, 0), (1, 1), (6, 2), (9, 3)]);
     tree.close().unwrap();
@@ -251,7 +252,7 @@ fn a_tree_file_is_reopened_recovered_and_refused_when_foreign() {
         .unwrap()
         .close()
         .unwrap();
-    let error = Tree::open_or_create(&table, mode, options).unwrap_err();
+    let error = Tree::<B3>::open_or_create(&table, mode, options).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
     // The root page's tag overwritten: named as corruption.
     let root_object = {
@@ -266,7 +267,7 @@ fn a_tree_file_is_reopened_recovered_and_refused_when_foreign() {
     );
     bytes[root_page as usize + 7] = 0;
     std::fs::write(&path, bytes).unwrap();
-    let error = Tree::open_or_create(&path, mode, options).unwrap_err();
+    let error = Tree::<B3>::open_or_create(&path, mode, options).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
     assert!(error.to_string().contains("no page tag"), "{error}");
 }
