@@ -241,6 +241,7 @@ impl<P: Persist> B3Tree<P> {
         let mut path = Vec::new();
         for _ in 0..=self.region.len() / self.page_bytes {
             let page = self.page(at);
+            page.prefetch(&self.region);
             let header = page.header(&self.region)?;
             if header.sibling != 0 && key >= header.high {
                 at = header.sibling;

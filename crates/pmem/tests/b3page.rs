@@ -72,6 +72,25 @@ fn a_leaf_built_whole_is_a_complete_tree_read_in_order() {
     assert_eq!(page.header(&region).unwrap(), header);
     assert_eq!(page.pairs(&region).unwrap(), pairs);
     assert_eq!(page.count(&region).unwrap(), 100);
+    // Breadth-first: node k's children are 2k + 1 and 2k + 2, so the top
+    // four levels (the median first) fill the first eight lines of nodes.
+    let key_of = |node: u64| {
+        region
+            .word(page.at + HEADER + NODE * node)
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let top: Vec<u64> = (0..7).map(key_of).collect();
+    // (The last level's 37 nodes fill from the left: the root's left
+    // subtree holds 31 + 32 nodes, so the root is the 64th key; its right
+    // child's left subtree holds 15 + 5, so that child is the 85th.)
+    assert_eq!(
+        top,
+        [630, 310, 840, 150, 470, 760, 920],
+        "a complete tree of 100, left-filled"
+    );
+    for node in 0..49 {
+        assert!(key_of(2 * node + 1) < key_of(node) && key_of(node) < key_of(2 * node + 2));
+    }
     for &(key, value) in &pairs {
         assert_eq!(page.get(&region, key).unwrap(), Some(value));
         assert_eq!(page.get(&region, key + 1).unwrap(), None);
