@@ -31,6 +31,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::RangeBounds;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use spillway_core::{ensure, Error, Result};
@@ -91,6 +92,10 @@ pub struct B3Tree<P: Persist> {
     /// write since the open (it is not persisted); its mutex is the
     /// tree's: one operation at a time.
     counts: Mutex<HashMap<u64, u32>>,
+    /// A recovery is owed (the tree was not closed clean): made before the
+    /// first write, the first check or the close, under the mutex. Reads
+    /// need none (see [`attach`](B3Tree::attach)).
+    repair: AtomicBool,
 }
 
 /// What takes a page's place: one page (a leaf rebuilt without its dead
@@ -164,29 +169,47 @@ impl<P: Persist> B3Tree<P> {
             root,
             page_bytes: root.page_bytes,
             counts: Mutex::new(HashMap::new()),
+            repair: AtomicBool::new(false),
         }
     }
 
-    /// Opens the tree held by `region` (a file's, or a crash image's) and,
-    /// unless it was closed clean, recovers it: a split cut short is
-    /// completed, and the blocks no page reaches are freed. (A clean open
-    /// reads only the root object and the root page's header.)
+    /// Opens the tree held by `region` (a file's, or a crash image's),
+    /// reading only its root object and root page's header. A tree not
+    /// closed clean owes a recovery (a split cut short completed, the
+    /// blocks no page reaches freed), made before its first write: searches
+    /// and scans are right without it (a search moves right past a link a
+    /// split left at a left sibling; a removal's leftover copy holds the
+    /// same value), so the open costs nothing whatever the tree's size.
     pub fn attach(region: Region, persist: P) -> Result<B3Tree<P>> {
         let (heap, root, dirty) = RootObject::open(&region, &persist, MAGIC, "B3-tree")?;
         let tree = B3Tree::assemble(region, heap, persist, root);
-        if dirty {
-            tree.recover()?;
-        } else {
-            // (The root page at least: a damaged file is named at its open.)
-            tree.page(tree.root_page()).header(&tree.region)?;
-        }
+        tree.repair.store(dirty, Ordering::Relaxed);
+        // (The root page at least: a damaged file is named at its open.)
+        tree.page(tree.root_page()).header(&tree.region)?;
         Ok(tree)
     }
 
-    /// Marks the tree closed and makes its file durable.
+    /// Makes the recovery owed, if any, and marks the tree closed and its
+    /// file durable.
     pub fn close(self) -> Result<()> {
+        drop(self.writing()?);
         self.heap.close(&self.region, &self.persist);
         self.region.sync()
+    }
+
+    /// Whether a recovery is owed (until the first write).
+    pub fn owes_repair(&self) -> bool {
+        self.repair.load(Ordering::Relaxed)
+    }
+
+    /// The turn of a write: the recovery owed made first.
+    fn writing(&self) -> Result<MutexGuard<'_, HashMap<u64, u32>>> {
+        let mut counts = self.turn();
+        if self.repair.load(Ordering::Relaxed) {
+            self.recover(&mut counts)?;
+            self.repair.store(false, Ordering::Relaxed);
+        }
+        Ok(counts)
     }
 
     /// Its keys (a scan of the leaves).
@@ -269,7 +292,7 @@ impl<P: Persist> B3Tree<P> {
 
     /// Sets `key` to `value`; returns the value it replaced.
     pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
-        let mut counts = self.turn();
+        let mut counts = self.writing()?;
         loop {
             let (leaf, path) = self.descend(key, 0)?;
             let page = self.page(leaf);
@@ -298,7 +321,7 @@ impl<P: Persist> B3Tree<P> {
 
     /// Removes `key`; returns its value.
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
-        let mut counts = self.turn();
+        let mut counts = self.writing()?;
         let mut removed = None;
         // Until the key is absent: a removal cut short by a crash can
         // leave it twice in its page (see `Page::remove`).
@@ -563,7 +586,7 @@ impl<P: Persist> B3Tree<P> {
     /// ends its level, and only the last link of a level leads there);
     /// every key of a page lies in its range, in order.
     pub fn verify(&self) -> Result<()> {
-        let _turn = self.turn();
+        let _turn = self.writing()?;
         let root = self.root_page();
         let mut stack = vec![(root, None, 0, None)];
         while let Some((at, level, low, high)) = stack.pop() {
@@ -604,9 +627,8 @@ impl<P: Persist> B3Tree<P> {
     /// block the tree does not reach by child and sibling links: pages
     /// built for a split that never committed, and a split page not yet
     /// freed.
-    fn recover(&self) -> Result<()> {
-        let mut counts = self.turn();
-        self.repair_links(&mut counts)?;
+    fn recover(&self, counts: &mut HashMap<u64, u32>) -> Result<()> {
+        self.repair_links(counts)?;
         let mut reached: HashSet<u64> = [self.root.at].into();
         let mut stack = vec![self.root_page()];
         while let Some(at) = stack.pop() {

@@ -1,9 +1,10 @@
-//! A PiBench-style run on one table: inserts of `keys` distinct keys, then
-//! positive searches (keys drawn by a distribution), negative searches and
-//! deletes, each phase on `threads` threads, timed, with latency
-//! percentiles from a sample of operations and the flushes and fences per
-//! operation. The command line's `pmem bench` and the benchmark harness run
-//! it.
+//! A PiBench-style run on one table or tree: inserts of `keys` distinct
+//! keys, then positive searches (keys drawn by a distribution), batched
+//! searches (a hash table's) or scans of [`SCAN`] keys from a drawn key (a
+//! tree's), negative searches and deletes, each phase on `threads`
+//! threads, timed, with latency percentiles from a sample of operations
+//! and the flushes and fences per operation. The command line's `pmem
+//! bench` and the benchmark harness run it.
 
 use std::str::FromStr;
 use std::time::Instant;
@@ -19,6 +20,13 @@ use crate::tree::{Family, Tree};
 /// timed operation's memory misses cannot overlap its neighbours'. One in
 /// 128 still gives 78,000 samples in 10^7 operations.
 const SAMPLE_EVERY: u64 = 128;
+
+/// Keys a scan reads, from its first (PiBench's default).
+pub const SCAN: usize = 100;
+
+/// A scan phase runs one scan per this many keys (a scan reads a hundred
+/// keys: the phase takes about as long as the others).
+const KEYS_PER_SCAN: u64 = 10;
 
 /// How the searches pick their keys among the inserted ones.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -113,6 +121,10 @@ pub trait Subject: Sync {
 
     fn worker(&self) -> Result<Self::Worker<'_>>;
 
+    /// Whether it keeps its keys in order: a run then scans instead of
+    /// batching searches.
+    const ORDERED: bool = false;
+
     /// Flushes, fences, and flushes by merges so far (zeros for a map in
     /// DRAM).
     fn counts(&self) -> (u64, u64, u64);
@@ -123,6 +135,15 @@ pub trait Worker {
     fn insert(&mut self, key: u64, value: u64) -> Result<()>;
     fn get(&mut self, key: u64) -> Result<Option<u64>>;
     fn remove(&mut self, key: u64) -> Result<()>;
+
+    /// Reads up to `count` keys in order from `from` on; returns how many
+    /// it read. (Only an [`ORDERED`](Subject::ORDERED) subject's.)
+    fn scan(&mut self, from: u64, count: usize) -> Result<usize> {
+        let _ = (from, count);
+        Err(Error::InvalidArgument(
+            "a hash table keeps no order to scan".into(),
+        ))
+    }
 
     /// `get` of each of `keys` into `values`: the subject's batched call
     /// where it has one.
@@ -169,6 +190,8 @@ impl Worker for TableSession<'_> {
 impl<F: Family> Subject for Tree<F> {
     type Worker<'a> = &'a Tree<F>;
 
+    const ORDERED: bool = true;
+
     fn worker(&self) -> Result<&Tree<F>> {
         Ok(self)
     }
@@ -192,6 +215,10 @@ impl<F: Family> Worker for &Tree<F> {
     fn remove(&mut self, key: u64) -> Result<()> {
         Tree::remove(self, key).map(drop)
     }
+
+    fn scan(&mut self, from: u64, count: usize) -> Result<usize> {
+        Tree::range(self, from.., count).map(|pairs| pairs.len())
+    }
 }
 
 /// The phases, in order.
@@ -202,6 +229,8 @@ enum Step {
     /// Searches as [`Step::Search`] draws them, [`BATCH`] to a call.
     BatchedSearch,
     NegativeSearch,
+    /// Scans of [`SCAN`] keys from a key drawn as [`Step::Search`] draws.
+    Scan,
     Delete,
 }
 
@@ -215,6 +244,7 @@ impl Step {
             Step::Search => "search",
             Step::BatchedSearch => "batched search",
             Step::NegativeSearch => "negative search",
+            Step::Scan => "scan",
             Step::Delete => "delete",
         }
     }
@@ -251,6 +281,18 @@ impl Run<'_> {
                 );
                 Ok(())
             }
+            Step::Scan => {
+                let rank = draw(self.distribution, self.zipf.as_ref(), self.keys, rng);
+                let read = worker.scan(key(rank, self.seed), SCAN)?;
+                // (Its first key is the drawn one, present; fewer than
+                // SCAN only near the end of the key space.)
+                ensure!(
+                    (1..=SCAN).contains(&read),
+                    Internal,
+                    "a scan from the key of rank {rank} read {read} keys"
+                );
+                Ok(())
+            }
             Step::Delete => worker.remove(key(i, self.seed)),
             Step::BatchedSearch => unreachable!("batched searches run in `batch`"),
         }
@@ -279,7 +321,13 @@ impl Run<'_> {
     /// One phase on `threads` threads: thread t takes operations t,
     /// t + threads, ...
     fn phase<S: Subject>(&self, subject: &S, step: Step) -> Result<Phase> {
-        let (keys, threads) = (self.keys, self.threads);
+        let threads = self.threads;
+        // (The operations of the phase: a key each, or a scan per
+        // KEYS_PER_SCAN keys.)
+        let keys = match step {
+            Step::Scan => (self.keys / KEYS_PER_SCAN).max(1),
+            _ => self.keys,
+        };
         let before = subject.counts();
         let started = Instant::now();
         let samples = std::thread::scope(|scope| {
@@ -342,8 +390,10 @@ impl Run<'_> {
     }
 }
 
-/// Runs the four phases on `subject` (which should be empty); stops with
-/// `Interrupted` between batches of 4,096 operations when asked.
+/// Runs the phases on `subject` (which should be empty): insert, search,
+/// batched search (a hash table) or scan (an ordered subject), negative
+/// search, delete; stops with `Interrupted` between batches of 4,096
+/// operations when asked.
 pub fn run<S: Subject>(
     subject: &S,
     keys: u64,
@@ -370,10 +420,15 @@ pub fn run<S: Subject>(
         seed,
         interrupt,
     };
+    let middle = if S::ORDERED {
+        Step::Scan
+    } else {
+        Step::BatchedSearch
+    };
     [
         Step::Insert,
         Step::Search,
-        Step::BatchedSearch,
+        middle,
         Step::NegativeSearch,
         Step::Delete,
     ]

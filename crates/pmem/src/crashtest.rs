@@ -116,6 +116,21 @@ fn run(
     Ok(states)
 }
 
+/// What `get` finds of the keys of `now` and `next`.
+fn searched(
+    now: &HashMap<u64, u64>,
+    next: Option<&HashMap<u64, u64>>,
+    get: impl Fn(u64) -> Result<Option<u64>>,
+) -> Result<HashMap<u64, u64>> {
+    let mut seen = HashMap::new();
+    for &key in now.keys().chain(next.into_iter().flat_map(HashMap::keys)) {
+        if let Some(value) = get(key)? {
+            seen.insert(key, value);
+        }
+    }
+    Ok(seen)
+}
+
 /// A failure at `point`, named.
 fn failure(point: &CrashPoint, what: String) -> Error {
     Error::Internal(format!(
@@ -143,10 +158,21 @@ fn check_tree<F: Family>(point: &CrashPoint, image: &[u8], states: &[HashMap<u64
         Ok(tree) => tree,
         Err(error) => return fail(format!("opening failed: {error}")),
     };
+    let (now, next) = expected(point, states);
+    // Searches at once (a B3-tree's recovery waits for the first write)
+    // answer as the completed operations left the tree, or the one in
+    // flight.
+    let seen = searched(now, next, |key| tree.get(key))?;
+    if &seen != now && Some(&seen) != next {
+        return fail(format!(
+            "searches after the open find {} keys, not the {} of the completed operations",
+            seen.len(),
+            now.len()
+        ));
+    }
     if let Err(error) = tree.verify() {
         return fail(format!("the recovered tree is not sound: {error}"));
     }
-    let (now, next) = expected(point, states);
     let found: HashMap<u64, u64> = tree.entries()?.into_iter().collect();
     if &found != now && Some(&found) != next {
         return fail(format!(
@@ -179,15 +205,7 @@ fn check(point: &CrashPoint, image: &[u8], states: &[HashMap<u64, u64>]) -> Resu
     // Searches before the repair (which waits for the first write or
     // scan) answer as the completed operations left the table, or as the
     // one in flight did.
-    let asked: Vec<u64> = now
-        .keys()
-        .chain(next.into_iter().flat_map(HashMap::keys))
-        .copied()
-        .collect();
-    let seen: HashMap<u64, u64> = asked
-        .iter()
-        .filter_map(|&key| table.get(key).map(|value| (key, value)))
-        .collect();
+    let seen = searched(now, next, |key| Ok(table.get(key)))?;
     if &seen != now && Some(&seen) != next {
         return fail(format!(
             "searches before the repair find {} keys, not the {} of the completed operations",

@@ -59,3 +59,34 @@ fn every_distribution_on_one_and_two_threads_gives_consistent_phases() {
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
     assert!(error.to_string().contains("zipfian"), "{error}");
 }
+
+/// A tree's run scans instead of batching searches: a scan per ten keys,
+/// no flush; the B3-tree and the sorted-leaf baseline alike, on two
+/// threads too.
+#[test]
+fn a_tree_run_scans_its_keys_in_order() {
+    use spillway_pmem::b3tree::Options;
+    use spillway_pmem::tree::{Family, SortedLeaf, B3};
+    use spillway_pmem::Tree;
+
+    fn phases<F: Family>(path: &std::path::Path, threads: usize) {
+        let options = Options {
+            page_bytes: 512,
+            region_bytes: 16 << 20,
+        };
+        let tree = Tree::<F>::open_or_create(path, Mode::Volatile, options).unwrap();
+        let phases = run(&tree, 5_000, threads, Distribution::Uniform, 3, &Interrupt::new()).unwrap();
+        let names: Vec<&str> = phases.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["insert", "search", "scan", "negative search", "delete"]);
+        assert_eq!(phases[2].operations, 500);
+        assert_eq!(phases[2].flushes_per_operation, 0.0);
+        assert!(phases[2].p50_ns > 0 && phases[2].operations_per_s > 0.0);
+        assert!(phases[0].flushes_per_operation >= 1.0 && phases[4].flushes_per_operation >= 1.0);
+        assert!(tree.is_empty().unwrap(), "every key deleted");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for threads in [1, 2] {
+        phases::<B3>(&dir.path().join(format!("b3-{threads}")), threads);
+        phases::<SortedLeaf>(&dir.path().join(format!("ff-{threads}")), threads);
+    }
+}
