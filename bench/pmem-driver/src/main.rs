@@ -1,16 +1,18 @@
 //! The pmem benchmark's driver. `phases` runs the PiBench-style phases
-//! (spillway_pmem::bench: inserts, searches by a distribution, negative
-//! searches, deletes) on Spillway's CCEH in a persistence mode, or on a
-//! peer map in DRAM (hashbrown, std HashMap; one thread: neither is
-//! concurrent). `recovery` fills a table, reads the figures of its shape
-//! (load factor, bucket lines per search), leaves it as a crash would
-//! (not closed), and times the open that recovers it to its first
-//! operation, then the full check. Each prints one JSON line.
+//! (spillway_pmem::bench: inserts, searches by a distribution, batched
+//! searches or scans, negative searches, deletes) on Spillway's CCEH, its
+//! B3-tree or its sorted-leaf baseline in a persistence mode, or on a
+//! peer map in DRAM (hashbrown, std HashMap, std BTreeMap; one thread:
+//! none is concurrent). `recovery` fills a table, reads the figures of its
+//! shape (load factor, bucket lines per search), leaves it as a crash
+//! would (not closed), and times the open that recovers it to its first
+//! operation, then the full check; `tree-recovery` does the same for a
+//! tree. Each prints one JSON line.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -19,9 +21,11 @@ use clap::{Parser, Subcommand};
 use hashbrown::HashMap as Hashbrown;
 use serde_json::json;
 use spillway_core::{Interrupt, Result};
+use spillway_pmem::b3tree::Options as TreeOptions;
 use spillway_pmem::bench::{self, key, Distribution, Subject, Worker};
 use spillway_pmem::cceh::Options;
-use spillway_pmem::{Mode, Table};
+use spillway_pmem::tree::{Family, SortedLeaf, B3};
+use spillway_pmem::{Mode, Table, Tree};
 
 /// The system allocator, asking for 2 MiB pages for the inside of every
 /// allocation of 2 MiB or more: the peers' tables are then mapped in
@@ -85,9 +89,13 @@ struct Cli {
 enum Command {
     /// The four phases on one contender.
     Phases {
-        /// spillway, hashbrown or std.
+        /// spillway (CCEH), b3tree, fastfair (the sorted-leaf baseline),
+        /// hashbrown, std or btreemap.
         #[arg(long)]
         contender: String,
+        /// A tree's page (node) bytes.
+        #[arg(long, default_value_t = 4096)]
+        page_bytes: u64,
         #[arg(long)]
         keys: u64,
         #[arg(long, default_value_t = 1)]
@@ -116,13 +124,38 @@ enum Command {
         #[arg(long, default_value_t = 100_000)]
         samples: u64,
     },
+    /// The open of a tree of `keys` keys after a crash, to its first
+    /// search, the recovery its first write makes, its full check, and a
+    /// clean open.
+    TreeRecovery {
+        /// b3tree or fastfair.
+        #[arg(long)]
+        contender: String,
+        #[arg(long, default_value_t = 4096)]
+        page_bytes: u64,
+        #[arg(long)]
+        keys: u64,
+        #[arg(long, default_value = "clwb")]
+        persistence: Mode,
+        #[arg(long)]
+        table: PathBuf,
+    },
 }
 
 /// A peer's map of u64 to u64.
 trait Map: Send {
+    /// Whether it keeps its keys in order (and scans).
+    const ORDERED: bool = false;
+
     fn put(&mut self, key: u64, value: u64);
     fn find(&self, key: u64) -> Option<u64>;
     fn delete(&mut self, key: u64);
+
+    /// The keys read in order from `from`, up to `count`.
+    fn scan(&self, from: u64, count: usize) -> usize {
+        let _ = (from, count);
+        unreachable!("a hash map is not scanned")
+    }
 }
 
 /// The same three calls on each peer (their APIs agree).
@@ -145,6 +178,23 @@ macro_rules! map {
 map!(HashMap);
 map!(Hashbrown);
 
+impl Map for BTreeMap<u64, u64> {
+    const ORDERED: bool = true;
+
+    fn put(&mut self, key: u64, value: u64) {
+        self.insert(key, value);
+    }
+    fn find(&self, key: u64) -> Option<u64> {
+        self.get(&key).copied()
+    }
+    fn delete(&mut self, key: u64) {
+        self.remove(&key);
+    }
+    fn scan(&self, from: u64, count: usize) -> usize {
+        self.range(from..).take(count).count()
+    }
+}
+
 /// A peer map in DRAM, locked once per phase by its one worker (so no
 /// operation pays for the lock).
 #[derive(Debug)]
@@ -158,6 +208,8 @@ impl<M: Map> Subject for Peer<M> {
         = PeerWorker<'a, M>
     where
         M: 'a;
+
+    const ORDERED: bool = M::ORDERED;
 
     fn worker(&self) -> Result<PeerWorker<'_, M>> {
         Ok(PeerWorker(self.0.lock().expect("the peer's lock")))
@@ -180,6 +232,9 @@ impl<M: Map> Worker for PeerWorker<'_, M> {
         self.0.delete(key);
         Ok(())
     }
+    fn scan(&mut self, from: u64, count: usize) -> Result<usize> {
+        Ok(self.0.scan(from, count))
+    }
 }
 
 fn phases_json(phases: &[bench::Phase]) -> serde_json::Value {
@@ -193,6 +248,86 @@ fn phases_json(phases: &[bench::Phase]) -> serde_json::Value {
         })
         .collect::<serde_json::Map<_, _>>()
         .into()
+}
+
+/// Runs the phases on a new tree of family `F` at `path` (removed after),
+/// and the bytes of its region in 2 MiB pages.
+fn tree_phases<F: Family>(
+    path: &Path,
+    page_bytes: u64,
+    persistence: Mode,
+    run: impl FnOnce(&Tree<F>) -> Result<Vec<bench::Phase>>,
+) -> anyhow::Result<(Vec<bench::Phase>, u64)> {
+    ensure!(!path.exists(), "{} exists: give a new file", path.display());
+    let tree = Tree::<F>::open_or_create(path, persistence, tree_options(page_bytes))?;
+    let phases = run(&tree);
+    let huge_page_bytes = tree.stats()?.huge_page_bytes;
+    tree.close()?;
+    std::fs::remove_file(path)?;
+    Ok((phases?, huge_page_bytes))
+}
+
+fn tree_options(page_bytes: u64) -> TreeOptions {
+    TreeOptions {
+        page_bytes,
+        region_bytes: 4 << 30,
+    }
+}
+
+/// `tree-recovery` on a tree of family `F`.
+fn tree_recovery<F: Family>(
+    path: &Path,
+    page_bytes: u64,
+    keys: u64,
+    persistence: Mode,
+) -> anyhow::Result<()> {
+    ensure!(!path.exists(), "{} exists: give a new file", path.display());
+    let options = tree_options(page_bytes);
+    let tree = Tree::<F>::open_or_create(path, persistence, options)?;
+    for i in 0..keys {
+        tree.insert(key(i, 1), i)?;
+    }
+    let height = tree.stats()?.height;
+    // As a crash leaves it: not closed, so the next open recovers.
+    drop(tree);
+    let started = Instant::now();
+    let tree = Tree::<F>::open_or_create(path, persistence, options)?;
+    let found = tree.get(key(keys / 2, 1))?;
+    let open_s = started.elapsed().as_secs_f64();
+    ensure!(
+        found == Some(keys / 2),
+        "key {} reads {found:?} after recovery",
+        keys / 2
+    );
+    // The first write makes a recovery the open left owed.
+    let started = Instant::now();
+    tree.insert(key(keys, 1), keys)?;
+    let repair_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    tree.verify()?;
+    let verify_s = started.elapsed().as_secs_f64();
+    let len = tree.len()? as u64;
+    ensure!(len == keys + 1, "{len} keys after recovery, not {}", keys + 1);
+    tree.close()?;
+    let started = Instant::now();
+    let tree = Tree::<F>::open_or_create(path, persistence, options)?;
+    let found = tree.get(key(1, 1))?;
+    let clean_open_s = started.elapsed().as_secs_f64();
+    ensure!(found == Some(1), "key 1 reads {found:?} after a clean open");
+    tree.close()?;
+    std::fs::remove_file(path)?;
+    println!(
+        "{}",
+        json!({
+            "keys": keys,
+            "height": height,
+            "recover_to_first_op_ms": open_s * 1e3,
+            "repair_ms": repair_s * 1e3,
+            "full_check_ms": verify_s * 1e3,
+            "clean_open_to_first_op_ms": clean_open_s * 1e3,
+        })
+    );
+    Ok(())
 }
 
 fn options() -> Options {
@@ -218,6 +353,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Phases {
             contender,
+            page_bytes,
             keys,
             threads,
             distribution,
@@ -238,16 +374,43 @@ fn main() -> anyhow::Result<()> {
                     std::fs::remove_file(&path)?;
                     (phases?, huge_page_bytes)
                 }
-                "hashbrown" | "std" if threads != 1 => bail!("{contender} runs on one thread"),
+                "b3tree" | "fastfair" => {
+                    let path = table.context("a tree needs --table")?;
+                    if contender == "b3tree" {
+                        tree_phases::<B3>(&path, page_bytes, persistence, |tree| {
+                            bench::run(tree, keys, threads, distribution, seed, &interrupt)
+                        })?
+                    } else {
+                        tree_phases::<SortedLeaf>(&path, page_bytes, persistence, |tree| {
+                            bench::run(tree, keys, threads, distribution, seed, &interrupt)
+                        })?
+                    }
+                }
+                "hashbrown" | "std" | "btreemap" if threads != 1 => bail!("{contender} runs on one thread"),
                 "hashbrown" => {
                     let map = Peer(Mutex::new(Hashbrown::<u64, u64>::new()));
-                    (bench::run(&map, keys, 1, distribution, seed, &interrupt)?, anonymous_huge_bytes())
+                    (
+                        bench::run(&map, keys, 1, distribution, seed, &interrupt)?,
+                        anonymous_huge_bytes(),
+                    )
                 }
                 "std" => {
                     let map = Peer(Mutex::new(HashMap::<u64, u64>::new()));
-                    (bench::run(&map, keys, 1, distribution, seed, &interrupt)?, anonymous_huge_bytes())
+                    (
+                        bench::run(&map, keys, 1, distribution, seed, &interrupt)?,
+                        anonymous_huge_bytes(),
+                    )
                 }
-                other => bail!("unknown contender {other:?}: spillway, hashbrown or std"),
+                "btreemap" => {
+                    let map = Peer(Mutex::new(BTreeMap::<u64, u64>::new()));
+                    (
+                        bench::run(&map, keys, 1, distribution, seed, &interrupt)?,
+                        anonymous_huge_bytes(),
+                    )
+                }
+                other => bail!(
+                    "unknown contender {other:?}: spillway, b3tree, fastfair, hashbrown, std or btreemap"
+                ),
             };
             println!(
                 "{}",
@@ -324,6 +487,17 @@ fn main() -> anyhow::Result<()> {
                 })
             );
         }
+        Command::TreeRecovery {
+            contender,
+            page_bytes,
+            keys,
+            persistence,
+            table,
+        } => match contender.as_str() {
+            "b3tree" => tree_recovery::<B3>(&table, page_bytes, keys, persistence)?,
+            "fastfair" => tree_recovery::<SortedLeaf>(&table, page_bytes, keys, persistence)?,
+            other => bail!("unknown tree {other:?}: b3tree or fastfair"),
+        },
     }
     Ok(())
 }

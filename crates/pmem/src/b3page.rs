@@ -479,36 +479,65 @@ impl Page {
         Ok(Remove::Removed(value))
     }
 
-    /// Visits the pairs of the page's BST in key order (a leaf's keys and
+    /// The pairs of the page's BST in key order (a leaf's keys and
     /// values; an internal page's separators and 0).
     pub fn pairs(self, region: &Region) -> Result<Vec<(u64, u64)>> {
-        let internal = self.level(region)? > 0;
         let mut pairs = Vec::new();
-        let mut stack = Vec::new();
+        self.each_from(region, 0, |key, value| {
+            pairs.push((key, value));
+            true
+        })?;
+        Ok(pairs)
+    }
+
+    /// Visits the pairs of the page's BST with keys from `low` up, in key
+    /// order, each key once, while `visit` returns true: an in-order walk
+    /// that skips the subtrees below `low` (a scan reads only what it
+    /// returns).
+    pub fn each_from(self, region: &Region, low: u64, mut visit: impl FnMut(u64, u64) -> bool) -> Result<()> {
+        let internal = self.level(region)? > 0;
+        let capacity = Page::capacity(self.bytes) as usize;
+        let mut stack = Vec::with_capacity(32);
         let mut link = (Link::decode(self.word(region, self.at + ROOT)), self.at + ROOT);
+        let mut last = None;
+        let mut steps = 0;
         loop {
             while let Some(node) = self.node(region, link.0, link.1, internal)? {
-                if stack.len() > Page::capacity(self.bytes) as usize {
+                steps += 1;
+                if steps > 2 * capacity {
                     return Err(self.cycle(region));
                 }
-                stack.push(node);
-                let at = self.node_at(node) + LEFT;
-                link = (Link::decode(self.word(region, at)), at);
+                let at = self.node_at(node);
+                let side = if self.word(region, at + KEY) >= low {
+                    stack.push(node);
+                    LEFT
+                } else {
+                    RIGHT
+                };
+                link = (Link::decode(self.word(region, at + side)), at + side);
             }
             let Some(node) = stack.pop() else {
-                return Ok(pairs);
+                return Ok(());
             };
             let at = self.node_at(node);
             let key = self.word(region, at + KEY);
             // (A key twice in a row: a removal's successor copied and its
             // original not yet unlinked when a crash came.)
-            if pairs.last().is_none_or(|&(last, _)| last != key) {
-                pairs.push((key, self.word(region, at + VALUE)));
-            }
-            if pairs.len() > Page::capacity(self.bytes) as usize {
-                return Err(self.corrupt(region, self.at, "more nodes reached than it holds".into()));
+            if last != Some(key) {
+                last = Some(key);
+                if !visit(key, self.word(region, at + VALUE)) {
+                    return Ok(());
+                }
             }
             link = (Link::decode(self.word(region, at + RIGHT)), at + RIGHT);
+        }
+    }
+
+    /// Asks memory for every line of the page at once (a scan reads most
+    /// of a leaf, in an order memory cannot guess).
+    pub fn prefetch_all(self, region: &Region) {
+        for line in 0..self.bytes / LINE {
+            region.prefetch(self.at + LINE * line);
         }
     }
 

@@ -566,16 +566,19 @@ impl<P: Persist> B3Tree<P> {
         let mut pairs = Vec::new();
         while at != 0 {
             let page = self.page(at);
-            let header = page.header(&self.region)?;
-            let held = page.pairs(&self.region)?;
-            let from = held.partition_point(|&(key, _)| key < low);
-            for &(key, value) in &held[from..] {
-                if !keys.contains(&key) || pairs.len() == limit {
-                    return Ok(pairs);
+            page.prefetch_all(&self.region);
+            let mut more = true;
+            page.each_from(&self.region, low, |key, value| {
+                more = keys.contains(&key) && pairs.len() < limit;
+                if more {
+                    pairs.push((key, value));
                 }
-                pairs.push((key, value));
+                more
+            })?;
+            if !more {
+                break;
             }
-            at = header.sibling;
+            at = page.header(&self.region)?.sibling;
         }
         Ok(pairs)
     }

@@ -202,18 +202,30 @@ impl Node {
     /// The records below `high` (all, when `high` is `None`), each once
     /// (its true copy), in key order.
     fn records(self, region: &Region, high: Option<u64>) -> Vec<(u64, u64)> {
-        let mut records: Vec<(u64, u64)> = Vec::new();
-        for slot in 0..self.len(region) {
+        let mut records = Vec::new();
+        self.each(region, high, |key, value| {
+            records.push((key, value));
+            true
+        });
+        records
+    }
+
+    /// Visits the records below `high` (all, when `high` is `None`), each
+    /// once (its true copy: the last of a run of equal keys), in key
+    /// order, while `visit` returns true; returns false if it stopped.
+    fn each(self, region: &Region, high: Option<u64>, mut visit: impl FnMut(u64, u64) -> bool) -> bool {
+        let len = self.len(region);
+        for slot in 0..len {
             let (key, value) = self.record(region, slot);
             if high.is_some_and(|high| key >= high) {
                 break;
             }
-            match records.last_mut() {
-                Some(last) if last.0 == key => *last = (key, value),
-                _ => records.push((key, value)),
+            let next = (slot + 1 < len).then(|| self.word(region, self.key_at(slot + 1)));
+            if next != Some(key) && !visit(key, value) {
+                return false;
             }
         }
-        records
+        true
     }
 
     /// Inserts `(key, value)` at `slot` of an array of `len` records (less
@@ -693,19 +705,21 @@ impl<P: Persist> FastFair<P> {
         let mut pairs = Vec::new();
         loop {
             let end = (header.sibling != 0).then_some(header.high);
-            for (key, value) in leaf.records(&self.region, end) {
+            let more = leaf.each(&self.region, end, |key, value| {
                 if key < low {
-                    continue;
+                    return true;
                 }
-                if !keys.contains(&key) || pairs.len() == limit {
-                    return Ok(pairs);
+                let more = keys.contains(&key) && pairs.len() < limit;
+                if more {
+                    pairs.push((key, value));
                 }
-                pairs.push((key, value));
-            }
-            if header.sibling == 0 {
+                more
+            });
+            if !more || header.sibling == 0 {
                 return Ok(pairs);
             }
             leaf = self.node(header.sibling);
+            leaf.prefetch(&self.region);
             header = leaf.header(&self.region)?;
         }
     }
