@@ -13,13 +13,14 @@ from workloads.knn import KNN
 from workloads.kv import KV
 from workloads.mr import MR_INDEX, MR_NGRAM, MR_PAGERANK, MR_SESSIONS, MR_WORDCOUNT
 from workloads.pmem import PMEM
+from workloads.pmemtree import PMEM_TREE
 from workloads.sort import SORT
 from workloads.stream import STREAM
 
 WORKLOADS: dict[str, Workload] = {
     workload.name: workload
     for workload in [
-        GENSORT, SORT, MR_WORDCOUNT, MR_NGRAM, MR_INDEX, MR_SESSIONS, MR_PAGERANK, AGG, KV, STREAM, KNN, PMEM,
+        GENSORT, SORT, MR_WORDCOUNT, MR_NGRAM, MR_INDEX, MR_SESSIONS, MR_PAGERANK, AGG, KV, STREAM, KNN, PMEM, PMEM_TREE,
         CLUSTER_WORDCOUNT, CLUSTER_INDEX, CLUSTER_SORT,
     ]
 }

@@ -239,21 +239,32 @@ class BTree(_RegionFile):
         """Every (key, value) pair, in key order."""
         return self.range()
 
-    def range(self, low: Optional[int] = None, high: Optional[int] = None, *,
+    def range(self, low: Optional[int] = None, high: Optional[int] = None, *, reverse: bool = False,
               batch: int = 4096) -> Iterator[Tuple[int, int]]:
         """The (key, value) pairs with keys from ``low`` (None: the least) up to ``high`` (excluded; None: no end),
-        in key order, read ``batch`` pairs a call."""
+        in key order, or in reverse order from the end when ``reverse``; read ``batch`` pairs a call."""
         start = None if low is None else count(low, "low")
         end = None if high is None else count(high, "high")
         size = count(batch, "batch")
         if size == 0:
             raise InvalidArgumentError("batch must be at least 1")
         while True:
-            pairs = self._native.range(start, end, size)
+            pairs = self._native.range(start, end, size, bool(reverse))
             yield from pairs
-            if len(pairs) < size or pairs[-1][0] == (1 << 64) - 1:
+            if len(pairs) < size:
                 return
-            start = pairs[-1][0] + 1
+            last = pairs[-1][0]
+            if reverse:
+                if last == 0:
+                    return
+                end = last
+            else:
+                if last == (1 << 64) - 1:
+                    return
+                start = last + 1
+
+    def __reversed__(self) -> Iterator[int]:
+        return (key for key, _ in self.range(reverse=True))
 
     def stats(self) -> Dict[str, Any]:
         """``{persistence, flushes, fences, page_bytes, height, region_bytes, huge_page_bytes}``."""

@@ -181,6 +181,9 @@ def test_a_btree_is_a_sorted_mapping_that_survives_reopening(tmp_path):
         assert list(tree.range(100, 2000)) == [(key, model[key]) for key in keys if 100 <= key < 2000]
         assert list(tree.range(low=2500, batch=7)) == [(key, model[key]) for key in keys if key >= 2500]
         assert list(tree.range(high=10, batch=1)) == [(key, model[key]) for key in keys if key < 10]
+        assert list(tree.range(100, 2000, reverse=True, batch=9)) == [
+            (key, model[key]) for key in reversed(keys) if 100 <= key < 2000]
+        assert list(reversed(tree)) == keys[::-1]
         tree[(1 << 64) - 1] = 5
         assert list(tree.range(low=(1 << 64) - 1)) == [((1 << 64) - 1, 5)]
         assert -1 not in tree and "x" not in tree

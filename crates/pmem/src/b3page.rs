@@ -483,18 +483,26 @@ impl Page {
     /// values; an internal page's separators and 0).
     pub fn pairs(self, region: &Region) -> Result<Vec<(u64, u64)>> {
         let mut pairs = Vec::new();
-        self.each_from(region, 0, |key, value| {
+        self.each_from(region, 0, true, |key, value| {
             pairs.push((key, value));
             true
         })?;
         Ok(pairs)
     }
 
-    /// Visits the pairs of the page's BST with keys from `low` up, in key
-    /// order, each key once, while `visit` returns true: an in-order walk
-    /// that skips the subtrees below `low` (a scan reads only what it
-    /// returns).
-    pub fn each_from(self, region: &Region, low: u64, mut visit: impl FnMut(u64, u64) -> bool) -> Result<()> {
+    /// Visits the pairs of the page's BST with keys from `bound` up in key
+    /// order (`forward`), or from `bound` down in reverse order, each key
+    /// once, while `visit` returns true: an in-order walk that skips the
+    /// subtrees beyond `bound` (a scan reads only what it returns).
+    pub fn each_from(
+        self,
+        region: &Region,
+        bound: u64,
+        forward: bool,
+        mut visit: impl FnMut(u64, u64) -> bool,
+    ) -> Result<()> {
+        // Forward: the left subtree first, then the node, then the right.
+        let (near, far) = if forward { (LEFT, RIGHT) } else { (RIGHT, LEFT) };
         let internal = self.level(region)? > 0;
         let capacity = Page::capacity(self.bytes) as usize;
         let mut stack = Vec::with_capacity(32);
@@ -508,11 +516,12 @@ impl Page {
                     return Err(self.cycle(region));
                 }
                 let at = self.node_at(node);
-                let side = if self.word(region, at + KEY) >= low {
+                let key = self.word(region, at + KEY);
+                let side = if (key >= bound) == forward || key == bound {
                     stack.push(node);
-                    LEFT
+                    near
                 } else {
-                    RIGHT
+                    far
                 };
                 link = (Link::decode(self.word(region, at + side)), at + side);
             }
@@ -529,7 +538,7 @@ impl Page {
                     return Ok(());
                 }
             }
-            link = (Link::decode(self.word(region, at + RIGHT)), at + RIGHT);
+            link = (Link::decode(self.word(region, at + far)), at + far);
         }
     }
 

@@ -558,29 +558,48 @@ impl<P: Persist> B3Tree<P> {
     /// The (key, value) pairs with keys in `keys`, in key order, at most
     /// `limit` of them: the leaf of the range's start, then its siblings.
     pub fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
+        self.scan(keys, limit, true)
+    }
+
+    /// As [`range`](Self::range), in reverse key order from the range's
+    /// end: the leaf of the range's end, then the leaves left of it, each
+    /// found by a descent to the key below its low key (a page links only
+    /// to its right sibling).
+    pub fn range_rev(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
+        self.scan(keys, limit, false)
+    }
+
+    fn scan(&self, keys: impl RangeBounds<u64>, limit: usize, forward: bool) -> Result<Vec<(u64, u64)>> {
         let _turn = self.turn();
-        let Some(low) = tree::first_key(&keys) else {
+        let bound = if forward {
+            tree::first_key(&keys)
+        } else {
+            tree::last_key(&keys)
+        };
+        let Some(bound) = bound else {
             return Ok(Vec::new());
         };
-        let (mut at, _) = self.descend(low, 0)?;
+        let (mut at, _) = self.descend(bound, 0)?;
         let mut pairs = Vec::new();
-        while at != 0 {
+        loop {
             let page = self.page(at);
             page.prefetch_all(&self.region);
             let mut more = true;
-            page.each_from(&self.region, low, |key, value| {
+            page.each_from(&self.region, bound, forward, |key, value| {
                 more = keys.contains(&key) && pairs.len() < limit;
                 if more {
                     pairs.push((key, value));
                 }
                 more
             })?;
-            if !more {
-                break;
+            let header = page.header(&self.region)?;
+            match (more, forward) {
+                (true, true) if header.sibling != 0 => at = header.sibling,
+                // (Only a level's leftmost page has the low key 0.)
+                (true, false) if header.low != 0 => at = self.descend(header.low - 1, 0)?.0,
+                _ => return Ok(pairs),
             }
-            at = page.header(&self.region)?.sibling;
         }
-        Ok(pairs)
     }
 
     /// Checks the tree's invariants: each page's level is one below its

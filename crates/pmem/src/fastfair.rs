@@ -724,6 +724,35 @@ impl<P: Persist> FastFair<P> {
         }
     }
 
+    /// As [`range`](Self::range), in reverse key order from the range's
+    /// end: each node left of the last found by a descent to the key below
+    /// its low key.
+    pub fn range_rev(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
+        let _turn = self.turn();
+        let Some(high) = tree::last_key(&keys) else {
+            return Ok(Vec::new());
+        };
+        let (mut leaf, mut header, _) = self.descend(high, 0)?;
+        let mut pairs = Vec::new();
+        loop {
+            let end = (header.sibling != 0).then_some(header.high);
+            for (key, value) in leaf.records(&self.region, end).into_iter().rev() {
+                if key > high {
+                    continue;
+                }
+                if !keys.contains(&key) || pairs.len() == limit {
+                    return Ok(pairs);
+                }
+                pairs.push((key, value));
+            }
+            // (Only a level's leftmost node has the low key 0.)
+            if header.low == 0 {
+                return Ok(pairs);
+            }
+            (leaf, header, _) = self.descend(header.low - 1, 0)?;
+        }
+    }
+
     /// Checks the invariants: each node's level is one below its parent's,
     /// its low key the one its parent's link starts at and its high key
     /// (with a sibling) the one the link ends at; its keys distinct, in

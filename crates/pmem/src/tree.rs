@@ -35,6 +35,8 @@ pub trait Sorted<P: Persist>: Sized + Send + Sync {
     fn insert(&self, key: u64, value: u64) -> Result<Option<u64>>;
     fn remove(&self, key: u64) -> Result<Option<u64>>;
     fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>>;
+    /// [`range`](Self::range) in reverse key order, from the range's end.
+    fn range_rev(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>>;
     fn verify(&self) -> Result<()>;
     fn stats(&self) -> Result<TreeStats>;
     fn persist(&self) -> &P;
@@ -76,6 +78,9 @@ macro_rules! sorted {
             }
             fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
                 $tree::range(self, keys, limit)
+            }
+            fn range_rev(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
+                $tree::range_rev(self, keys, limit)
             }
             fn verify(&self) -> Result<()> {
                 $tree::verify(self)
@@ -190,6 +195,10 @@ impl<F: Family> Tree<F> {
         each!(self, tree => tree.range(keys, limit))
     }
 
+    pub fn range_rev(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
+        each!(self, tree => tree.range_rev(keys, limit))
+    }
+
     pub fn entries(&self) -> Result<Vec<(u64, u64)>> {
         each!(self, tree => tree.entries())
     }
@@ -239,6 +248,15 @@ pub(crate) fn first_key(keys: &impl RangeBounds<u64>) -> Option<u64> {
         Bound::Included(&low) => Some(low),
         Bound::Excluded(&low) => low.checked_add(1),
         Bound::Unbounded => Some(0),
+    }
+}
+
+/// The last key a range of keys can hold (`None`: none).
+pub(crate) fn last_key(keys: &impl RangeBounds<u64>) -> Option<u64> {
+    match keys.end_bound() {
+        Bound::Included(&high) => Some(high),
+        Bound::Excluded(&high) => high.checked_sub(1),
+        Bound::Unbounded => Some(u64::MAX),
     }
 }
 

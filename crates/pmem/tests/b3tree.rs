@@ -53,6 +53,14 @@ proptest! {
                 .take(limit)
                 .collect();
             prop_assert_eq!(tree.range(low..high, limit).unwrap(), expected, "range {}..{} ({})", low, high, limit);
+            let reversed: Vec<(u64, u64)> = entries
+                .iter()
+                .rev()
+                .copied()
+                .filter(|&(key, _)| key >= low && key < high)
+                .take(limit)
+                .collect();
+            prop_assert_eq!(tree.range_rev(low..high, limit).unwrap(), reversed, "reverse range {}..{} ({})", low, high, limit);
         }
         prop_assert_eq!(&reopen(&tree).entries().unwrap(), &entries);
     }
@@ -71,6 +79,12 @@ fn sorted_and_reversed_inserts_split_into_a_deep_tree() {
         assert_eq!(tree.get(1234).unwrap(), Some(2468));
         let scan: Vec<(u64, u64)> = (1000..1100).map(|key| (key, key * 2)).collect();
         assert_eq!(tree.range(1000..5000, 100).unwrap(), scan);
+        // Back through every leaf, each found by a descent.
+        let back: Vec<(u64, u64)> = entries.iter().rev().copied().collect();
+        assert!(
+            tree.range_rev(.., usize::MAX).unwrap() == back,
+            "the reverse entries differ"
+        );
         assert!(
             reopen(&tree).entries().unwrap() == entries,
             "the reopened entries differ"
@@ -214,6 +228,10 @@ fn ranges_reach_the_ends_of_the_key_space() {
     assert_eq!(tree.range(.., 1).unwrap(), [(0, 2)]);
     let past_the_end = (Bound::Excluded(u64::MAX), Bound::Unbounded);
     assert_eq!(tree.range(past_the_end, 10).unwrap(), []);
+    assert_eq!(tree.range_rev(.., 10).unwrap(), [(u64::MAX, 1), (0, 2)]);
+    assert_eq!(tree.range_rev(..u64::MAX, 10).unwrap(), [(0, 2)]);
+    assert_eq!(tree.range_rev(..0, 10).unwrap(), []);
+    assert_eq!(tree.range_rev(..=0, 10).unwrap(), [(0, 2)]);
 }
 
 /// A tree in a region file, in a mode chosen by name: kept across a close

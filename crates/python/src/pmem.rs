@@ -228,19 +228,28 @@ impl PyBTree {
     }
 
     /// The pairs with keys from `low` (None: the least) up to `high`
-    /// (excluded; None: no end), in key order, at most `limit`.
-    #[pyo3(signature = (low, high, limit))]
+    /// (excluded; None: no end), in key order (or from the end down, when
+    /// `reverse`), at most `limit`.
+    #[pyo3(signature = (low, high, limit, reverse=false))]
     fn range(
         &self,
         py: Python<'_>,
         low: Option<u64>,
         high: Option<u64>,
         limit: usize,
+        reverse: bool,
     ) -> PyResult<Vec<(u64, u64)>> {
         use std::ops::Bound;
-        let end = high.map_or(Bound::Unbounded, Bound::Excluded);
+        let keys = (
+            Bound::Included(low.unwrap_or(0)),
+            high.map_or(Bound::Unbounded, Bound::Excluded),
+        );
         self.with_tree(py, |tree| {
-            tree.range((Bound::Included(low.unwrap_or(0)), end), limit)
+            if reverse {
+                tree.range_rev(keys, limit)
+            } else {
+                tree.range(keys, limit)
+            }
         })
     }
 
