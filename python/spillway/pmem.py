@@ -267,7 +267,8 @@ class BTree(_RegionFile):
         return (key for key, _ in self.range(reverse=True))
 
     def stats(self) -> Dict[str, Any]:
-        """``{persistence, flushes, fences, page_bytes, height, region_bytes, huge_page_bytes}``."""
+        """``{persistence, flushes, fences, page_bytes, height, region_bytes, huge_page_bytes, splits, rebuilds}``
+        (splits and rebuilds since the open)."""
         return json.loads(self._native.stats())
 
     def verify(self) -> None:

@@ -195,6 +195,11 @@ def test_a_btree_is_a_sorted_mapping_that_survives_reopening(tmp_path):
             list(tree.range(batch=0))
         stats = tree.stats()
         assert stats["height"] >= 3 and stats["page_bytes"] == 512 and stats["flushes"] > 0
+    with BTree(tmp_path / "splits.pmem", page_bytes=512) as tree:
+        for key in range(2000):
+            tree[key * 7919 % 2000] = key
+        stats = tree.stats()
+        assert stats["splits"] > 2000 // 14 and 0 <= stats["rebuilds"] <= stats["splits"]
     assert tree.closed
     with pytest.raises(InvalidArgumentError):
         BTree(tmp_path / "bad.pmem", page_bytes=1000)

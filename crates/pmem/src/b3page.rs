@@ -26,9 +26,9 @@
 //! none; an internal page's BST ends in child pages, never in none (n
 //! separator nodes, n + 1 children).
 //!
-//! The count of nodes written is kept in DRAM by the caller, not on the
-//! media: it is the highest node the root reaches, plus one (a node
-//! written but never linked, by a crash, lies above and is overwritten).
+//! Which node slots are free is kept in DRAM by the caller ([`Slots`]),
+//! not on the media: a slot no link reaches is free (a removed node, a
+//! pruned one, a node a crash wrote but never linked), and is reused.
 
 use spillway_core::{Error, Result};
 
@@ -98,7 +98,7 @@ pub enum Insert {
     Replaced(u64),
     /// A new node, linked.
     Added,
-    /// No slot left: the caller rebuilds or splits the page.
+    /// No slot left: the caller splits the page.
     Full,
 }
 
@@ -108,9 +108,54 @@ pub enum Remove {
     /// The key's node is unlinked: its value.
     Removed(u64),
     Absent,
-    /// No slot left for the copy of its successor: the caller rebuilds
-    /// the page without the key.
+    /// No slot left for the copy of its successor: the caller splits the
+    /// page, then removes the key.
     Full,
+}
+
+/// A page's node slots, kept in DRAM by the caller (never on the media,
+/// see [`Page::slots`]): the slots from `next` up were never written since
+/// the page was built; `free` lists those below it that no link reaches.
+/// A slot is released only once the store that unlinked it is durable, so
+/// that reusing it never overwrites a node a crash image could reach.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Slots {
+    pub next: u32,
+    pub free: Vec<u32>,
+}
+
+impl Slots {
+    /// A page built whole with `count` nodes.
+    pub fn built(count: u32) -> Slots {
+        Slots {
+            next: count,
+            free: Vec::new(),
+        }
+    }
+
+    /// Slots in use: nodes linked.
+    pub fn used(&self) -> u32 {
+        self.next - self.free.len() as u32
+    }
+
+    /// Whether a page of `capacity` slots has none free.
+    pub fn full(&self, capacity: u32) -> bool {
+        self.free.is_empty() && self.next >= capacity
+    }
+
+    fn take(&mut self, capacity: u32) -> Option<u32> {
+        self.free.pop().or_else(|| {
+            (self.next < capacity).then(|| {
+                self.next += 1;
+                self.next - 1
+            })
+        })
+    }
+
+    fn release(&mut self, slot: u32) {
+        debug_assert!(slot < self.next && !self.free.contains(&slot));
+        self.free.push(slot);
+    }
 }
 
 /// A page: its offset in the region and its size.
@@ -248,7 +293,7 @@ impl Page {
         self,
         region: &Region,
         persist: &impl Persist,
-        count: &mut u32,
+        slots: &mut Slots,
         key: u64,
         value: u64,
     ) -> Result<Insert> {
@@ -260,7 +305,7 @@ impl Page {
             return Ok(Insert::Replaced(old));
         }
         Ok(
-            if self.append(region, persist, count, link_at, [key, value, 0, 0]) {
+            if self.append(region, persist, slots, link_at, [key, value, 0, 0]) {
                 Insert::Added
             } else {
                 Insert::Full
@@ -344,7 +389,8 @@ impl Page {
     }
 
     /// Points the page's sibling link at `sibling` (one 8-byte store,
-    /// flushed and fenced): the commit of a split of the page to its right.
+    /// flushed and fenced): the commit of a rebuild of the page to its
+    /// right.
     pub fn set_sibling(self, region: &Region, persist: &impl Persist, sibling: u64) {
         persist.persist_word(region, self.at + SIBLING, sibling);
     }
@@ -358,7 +404,7 @@ impl Page {
         self,
         region: &Region,
         persist: &impl Persist,
-        count: &mut u32,
+        slots: &mut Slots,
         key: u64,
         from: u64,
         (separator, left, right): (u64, u64, u64),
@@ -370,7 +416,7 @@ impl Page {
             Link::Page(left).encode(),
             Link::Page(right).encode(),
         ];
-        Ok(self.append(region, persist, count, link_at, node))
+        Ok(self.append(region, persist, slots, link_at, node))
     }
 
     /// Writes `node` ([key, value, left, right] words) in the next free
@@ -380,20 +426,18 @@ impl Page {
         self,
         region: &Region,
         persist: &impl Persist,
-        count: &mut u32,
+        slots: &mut Slots,
         link_at: u64,
         node: [u64; 4],
     ) -> bool {
-        if *count >= Page::capacity(self.bytes) {
+        let Some(slot) = slots.take(Page::capacity(self.bytes)) else {
             return false;
-        }
-        let slot = *count;
+        };
         let at = self.node_at(slot);
         for (field, word) in [KEY, VALUE, LEFT, RIGHT].into_iter().zip(node) {
             persist.store(region, at + field, word);
         }
         self.commit(region, persist, at, link_at, slot);
-        *count += 1;
         true
     }
 
@@ -423,7 +467,7 @@ impl Page {
         self,
         region: &Region,
         persist: &impl Persist,
-        count: &mut u32,
+        slots: &mut Slots,
         key: u64,
     ) -> Result<Remove> {
         let (link_at, Some(node)) = self.descend(region, key)? else {
@@ -434,9 +478,10 @@ impl Page {
         let (left, right) = (self.word(region, at + LEFT), self.word(region, at + RIGHT));
         if left == 0 || right == 0 {
             persist.persist_word(region, link_at, left | right);
+            slots.release(node);
             return Ok(Remove::Removed(value));
         }
-        if *count >= Page::capacity(self.bytes) {
+        if slots.full(Page::capacity(self.bytes)) {
             return Ok(Remove::Full);
         }
         // The successor: the leftmost node of the right subtree, and the
@@ -458,7 +503,8 @@ impl Page {
             // The key twice (a crash cut a removal short): the lower copy
             // goes first, then the key as usual.
             persist.persist_word(region, successor_link, successor_right);
-            return self.remove(region, persist, count, key);
+            slots.release(successor);
+            return self.remove(region, persist, slots, key);
         }
         let copy_right = if successor_link == at + RIGHT {
             successor_right
@@ -471,11 +517,15 @@ impl Page {
             left,
             copy_right,
         ];
-        let appended = self.append(region, persist, count, link_at, copy);
+        let appended = self.append(region, persist, slots, link_at, copy);
         assert!(appended, "a free slot was checked for");
         if successor_link != at + RIGHT {
             persist.persist_word(region, successor_link, successor_right);
         }
+        // (Neither the node nor its successor's is reached any more: the
+        // copy took the one's place and skips the other.)
+        slots.release(node);
+        slots.release(successor);
         Ok(Remove::Removed(value))
     }
 
@@ -556,27 +606,119 @@ impl Page {
         Ok(self.pairs(region)?.into_iter().map(|(key, _)| key).collect())
     }
 
-    /// The count of nodes written, as far as the media says: the highest
-    /// node the root reaches, plus one.
-    pub fn count(self, region: &Region) -> Result<u32> {
+    /// The page's slots as the media says: `next` past the highest node
+    /// the root reaches, and free every slot below it that no link
+    /// reaches. Also the BST's depth (its longest path of nodes).
+    pub fn slots(self, region: &Region) -> Result<(Slots, u32)> {
         let internal = self.level(region)? > 0;
-        let mut highest = None;
-        let mut stack = vec![(Link::decode(self.word(region, self.at + ROOT)), self.at + ROOT)];
+        let capacity = Page::capacity(self.bytes);
+        let mut reached = vec![false; capacity as usize];
+        let mut depth = 0;
+        let mut stack = vec![(Link::decode(self.word(region, self.at + ROOT)), self.at + ROOT, 1)];
         let mut visited = 0;
-        while let Some((link, from)) = stack.pop() {
+        while let Some((link, from, level)) = stack.pop() {
             let Some(node) = self.node(region, link, from, internal)? else {
                 continue;
             };
             visited += 1;
-            if visited > Page::capacity(self.bytes) {
-                return Err(self.corrupt(region, self.at, "more nodes reached than it holds".into()));
+            if visited > capacity || reached[node as usize] {
+                return Err(self.corrupt(
+                    region,
+                    self.at,
+                    "a node reached twice, or more than it holds".into(),
+                ));
             }
-            highest = highest.max(Some(node));
+            reached[node as usize] = true;
+            depth = depth.max(level);
             let at = self.node_at(node);
-            stack.push((Link::decode(self.word(region, at + LEFT)), at + LEFT));
-            stack.push((Link::decode(self.word(region, at + RIGHT)), at + RIGHT));
+            stack.push((Link::decode(self.word(region, at + LEFT)), at + LEFT, level + 1));
+            stack.push((Link::decode(self.word(region, at + RIGHT)), at + RIGHT, level + 1));
         }
-        Ok(highest.map_or(0, |node| node + 1))
+        let next = reached
+            .iter()
+            .rposition(|&reached| reached)
+            .map_or(0, |node| node as u32 + 1);
+        let free = (0..next).filter(|&node| !reached[node as usize]).collect();
+        Ok((Slots { next, free }, depth))
+    }
+
+    /// Nodes the root reaches (the slots in use).
+    pub fn count(self, region: &Region) -> Result<u32> {
+        Ok(self.slots(region)?.0.used())
+    }
+
+    /// Drops from the BST every node whose key is `bound` or above (the
+    /// keys a split moved to the right sibling, after the page's high key
+    /// became `bound`): along the path to `bound`, each link to such a node
+    /// is pointed at its left subtree instead. Each store keeps every key
+    /// below `bound` reachable, whichever of them a crash lets persist, so
+    /// they are flushed together and fenced once. Returns whether any
+    /// node was dropped.
+    pub fn prune(self, region: &Region, persist: &impl Persist, bound: u64) -> Result<bool> {
+        let internal = self.level(region)? > 0;
+        let mut link_at = self.at + ROOT;
+        let mut lines: Vec<u64> = Vec::new();
+        for _ in 0..=2 * Page::capacity(self.bytes) {
+            let Some(node) = self.node(
+                region,
+                Link::decode(self.word(region, link_at)),
+                link_at,
+                internal,
+            )?
+            else {
+                for &line in &lines {
+                    persist.flush(region, line, LINE);
+                }
+                if !lines.is_empty() {
+                    persist.fence();
+                }
+                return Ok(!lines.is_empty());
+            };
+            let at = self.node_at(node);
+            if self.word(region, at + KEY) >= bound {
+                persist.store(region, link_at, self.word(region, at + LEFT));
+                let line = link_at & !(LINE - 1);
+                if !lines.contains(&line) {
+                    lines.push(line);
+                }
+            } else {
+                link_at = at + RIGHT;
+            }
+        }
+        Err(self.cycle(region))
+    }
+
+    /// Links the page to a new right sibling `right` holding the keys from
+    /// `separator` up: the commit of a split. Sibling and high key share the
+    /// header line, which persists them in the order stored: with a
+    /// sibling already, the sibling first (until the high key changes, the
+    /// keys from the separator up are still found in the page, and the
+    /// others move right twice); without one, the high key first (unread
+    /// while there is no sibling). Flushed and fenced.
+    pub fn link_right(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        header: &Header,
+        right: u64,
+        separator: u64,
+    ) {
+        let (sibling, high) = (self.at + SIBLING, self.at + HIGH);
+        if header.sibling != 0 {
+            persist.store(region, sibling, right);
+            persist.store(region, high, separator);
+        } else {
+            persist.store(region, high, separator);
+            persist.store(region, sibling, right);
+        }
+        persist.flush(region, self.at, LINE);
+        persist.fence();
+    }
+
+    /// Sets the high key alone (a split's commit cut short after its
+    /// sibling link: recovery), flushed and fenced.
+    pub fn set_high(self, region: &Region, persist: &impl Persist, high: u64) {
+        persist.persist_word(region, self.at + HIGH, high);
     }
 
     /// Writes a page at `at` (a block no reader reaches yet) holding the

@@ -6,37 +6,26 @@
 //! are still to come (see `DESIGN.md`).
 //!
 //! A page holds the keys from its low key up to its high key; past the high
-//! key, a search moves right to the sibling (B-link). A full page splits by
-//! copy-on-write, so that every step is one 8-byte store:
-//! 1. its content (with the key that did not fit) is built whole into two
-//!    new pages: the left one's sibling is the right one, and the
-//!    separator is the left one's high key and the right one's low key;
-//!    the right one takes the old page's sibling and high key;
-//! 2. the old page has two links to it, its parent's and its left
-//!    sibling's. The parent's is pointed at the left sibling (keys of the
-//!    old page still reach it, moving right); then the left sibling's
-//!    sibling link is pointed at the new left page: the commit;
-//! 3. the parent's link is replaced by a node (separator; new left, new
-//!    right), and the old page freed.
-//!
-//! The leftmost page of a level has only its parent's link: step 3 alone
-//! commits. A root split builds a new root over the two halves and
-//! publishes it with one store of the root word. A parent with no room
-//! for the node splits first (a split never waits on its parent).
+//! key, a search moves right to the sibling (B-link). A full page splits
+//! keeping itself as the left half (see [`B3Tree::split`]): its upper half
+//! built into a new right sibling, linked (the commit), pruned from its
+//! BST, and the separator put in the parent. A page left too deep by the
+//! split is rebuilt whole by copy-on-write (see [`B3Tree::replace`]).
 //!
 //! Every state a crash leaves answers every search right (move-right
-//! covers a parent's link left pointing at a left sibling); recovery
-//! completes such a split and frees the blocks no page reaches.
+//! covers a split or rebuild cut short); the recovery, owed until the first
+//! write, completes what was cut short and frees the blocks no page
+//! reaches.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::RangeBounds;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use spillway_core::{ensure, Error, Result};
 
-use crate::b3page::{Header, Insert, Page, Remove};
+use crate::b3page::{Header, Insert, Page, Remove, Slots};
 use crate::heap::Heap;
 use crate::persist::Persist;
 use crate::region::Region;
@@ -78,6 +67,11 @@ pub struct TreeStats {
     pub region_bytes: u64,
     /// Bytes of the region mapped in 2 MiB pages.
     pub huge_page_bytes: u64,
+    /// Pages split since the open.
+    pub splits: u64,
+    /// Pages rebuilt as complete trees since the open (the B3-tree's, when
+    /// a split leaves one too deep).
+    pub rebuilds: u64,
 }
 
 /// A B3-tree on a region.
@@ -88,38 +82,70 @@ pub struct B3Tree<P: Persist> {
     persist: P,
     root: RootObject,
     page_bytes: u64,
-    /// Nodes written per page, learnt from the media on a page's first
-    /// write since the open (it is not persisted); its mutex is the
-    /// tree's: one operation at a time.
-    counts: Mutex<HashMap<u64, u32>>,
+    /// The node slots of each page written since the open, learnt from
+    /// the media on its first write (they are not persisted); its mutex is
+    /// the tree's: one operation at a time.
+    counts: Mutex<HashMap<u64, Slots>>,
     /// A recovery is owed (the tree was not closed clean): made before the
     /// first write, the first check or the close, under the mutex. Reads
     /// need none (see [`attach`](B3Tree::attach)).
     repair: AtomicBool,
+    /// Splits and rebuilds since the open (for the statistics).
+    splits: AtomicU64,
+    rebuilds: AtomicU64,
 }
 
-/// What takes a page's place: one page (a leaf rebuilt without its dead
-/// nodes), or two halves and their separator.
-#[derive(Debug, Clone, Copy)]
-enum Replacement {
-    One(u64),
-    Two(u64, u64, u64),
-}
-
-/// One half of a split's content.
+/// What a page is built to hold: a leaf's pairs, or an internal page's
+/// separators and children.
 #[derive(Debug, Clone, Copy)]
 enum Part<'a> {
     Leaf(&'a [(u64, u64)]),
     Internal(&'a [u64], &'a [u64]),
 }
 
-/// What a split page held, with the one more that did not fit.
+/// What a page holds.
 enum Content {
     Leaf(Vec<(u64, u64)>),
     Internal {
         separators: Vec<u64>,
         children: Vec<u64>,
     },
+}
+
+impl Content {
+    fn all(&self) -> Part<'_> {
+        match self {
+            Content::Leaf(pairs) => Part::Leaf(pairs),
+            Content::Internal { separators, children } => Part::Internal(separators, children),
+        }
+    }
+
+    /// The separator and each half of a split: a leaf's pairs split in
+    /// two; an internal page's median separator moves up, and each half
+    /// keeps its own separators and children.
+    fn halves(&self) -> (u64, Part<'_>, Part<'_>) {
+        match self {
+            Content::Leaf(pairs) => {
+                let mid = pairs.len() / 2;
+                (pairs[mid].0, Part::Leaf(&pairs[..mid]), Part::Leaf(&pairs[mid..]))
+            }
+            Content::Internal { separators, children } => {
+                let mid = separators.len() / 2;
+                (
+                    separators[mid],
+                    Part::Internal(&separators[..mid], &children[..=mid]),
+                    Part::Internal(&separators[mid + 1..], &children[mid + 1..]),
+                )
+            }
+        }
+    }
+}
+
+/// The depth past which a split page is rebuilt as a complete tree: three
+/// times a complete tree's (a BST grown by random inserts is about 2.5
+/// times; one grown by inserts in order is a chain).
+fn deepest(page_bytes: u64) -> u32 {
+    3 * (u32::BITS - Page::capacity(page_bytes).leading_zeros())
 }
 
 impl<P: Persist> B3Tree<P> {
@@ -170,6 +196,8 @@ impl<P: Persist> B3Tree<P> {
             page_bytes: root.page_bytes,
             counts: Mutex::new(HashMap::new()),
             repair: AtomicBool::new(false),
+            splits: AtomicU64::new(0),
+            rebuilds: AtomicU64::new(0),
         }
     }
 
@@ -203,7 +231,7 @@ impl<P: Persist> B3Tree<P> {
     }
 
     /// The turn of a write: the recovery owed made first.
-    fn writing(&self) -> Result<MutexGuard<'_, HashMap<u64, u32>>> {
+    fn writing(&self) -> Result<MutexGuard<'_, HashMap<u64, Slots>>> {
         let mut counts = self.turn();
         if self.repair.load(Ordering::Relaxed) {
             self.recover(&mut counts)?;
@@ -226,7 +254,8 @@ impl<P: Persist> B3Tree<P> {
     pub fn stats(&self) -> Result<TreeStats> {
         let _turn = self.turn();
         let root = self.page(self.root_page()).header(&self.region)?;
-        Ok(self.root.stats(&self.region, &self.persist, root.level))
+        let changes = [&self.splits, &self.rebuilds].map(|count| count.load(Ordering::Relaxed));
+        Ok(self.root.stats(&self.region, &self.persist, root.level, changes))
     }
 
     /// The persistence mode (its counts; a trace).
@@ -239,7 +268,7 @@ impl<P: Persist> B3Tree<P> {
         &self.region
     }
 
-    fn turn(&self) -> MutexGuard<'_, HashMap<u64, u32>> {
+    fn turn(&self) -> MutexGuard<'_, HashMap<u64, Slots>> {
         self.counts
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -292,78 +321,154 @@ impl<P: Persist> B3Tree<P> {
 
     /// Sets `key` to `value`; returns the value it replaced.
     pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
-        let mut counts = self.writing()?;
+        let mut slots = self.writing()?;
         loop {
             let (leaf, path) = self.descend(key, 0)?;
             let page = self.page(leaf);
-            let count = self.count(&mut counts, page)?;
-            match page.insert(&self.region, &self.persist, count, key, value)? {
+            let free = self.slots(&mut slots, page)?;
+            match page.insert(&self.region, &self.persist, free, key, value)? {
                 Insert::Replaced(old) => return Ok(Some(old)),
                 Insert::Added => return Ok(None),
-                Insert::Full => {
-                    let mut pairs = page.pairs(&self.region)?;
-                    let at = pairs.partition_point(|&(k, _)| k < key);
-                    pairs.insert(at, (key, value));
-                    // A page full of removed nodes is rebuilt, not split
-                    // (the seed's lazy defragmentation).
-                    if pairs.len() <= 3 * Page::capacity(self.page_bytes) as usize / 4 {
-                        self.rebuild(&mut counts, page, &path, &pairs)?;
-                        return Ok(None);
-                    }
-                    if self.split(&mut counts, page, &path, Content::Leaf(pairs))? {
-                        return Ok(None);
-                    }
-                    // A parent split first: the descent again.
-                }
+                // (Then the descent again: the key's page may be the new
+                // right sibling, or the parent split first.)
+                Insert::Full => self.split(&mut slots, page, &path)?,
             }
         }
     }
 
     /// Removes `key`; returns its value.
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
-        let mut counts = self.writing()?;
+        let mut slots = self.writing()?;
         let mut removed = None;
         // Until the key is absent: a removal cut short by a crash can
         // leave it twice in its page (see `Page::remove`).
         loop {
             let (leaf, path) = self.descend(key, 0)?;
             let page = self.page(leaf);
-            let count = self.count(&mut counts, page)?;
-            match page.remove(&self.region, &self.persist, count, key)? {
+            let free = self.slots(&mut slots, page)?;
+            match page.remove(&self.region, &self.persist, free, key)? {
                 Remove::Removed(value) => {
                     removed.get_or_insert(value);
                 }
                 Remove::Absent => return Ok(removed),
-                Remove::Full => {
-                    let mut pairs = page.pairs(&self.region)?;
-                    let at = pairs.partition_point(|&(k, _)| k < key);
-                    let (_, value) = pairs.remove(at);
-                    self.rebuild(&mut counts, page, &path, &pairs)?;
-                    removed.get_or_insert(value);
-                }
+                // No slot for its successor's copy: the page splits first.
+                Remove::Full => self.split(&mut slots, page, &path)?,
             }
         }
     }
 
-    /// Puts a leaf holding `pairs` in the place of `page` (reached through
-    /// `path`), with its range and sibling: a leaf full of removed nodes
-    /// rebuilt.
+    /// The slots of `page`, learnt from the media on its first write since
+    /// the open.
+    fn slots<'a>(&self, slots: &'a mut HashMap<u64, Slots>, page: Page) -> Result<&'a mut Slots> {
+        if let std::collections::hash_map::Entry::Vacant(entry) = slots.entry(page.at) {
+            entry.insert(page.slots(&self.region)?.0);
+        }
+        Ok(slots.get_mut(&page.at).expect("just counted"))
+    }
+
+    /// Splits `page` (reached through `path`), which has no free slot, in
+    /// the seed's B-link manner but keeping the page as the left half:
+    /// 1. its upper half is built whole into a new page, the right half
+    ///    (a complete BST: streamed lines, then a fence), which takes the
+    ///    page's sibling and high key and starts at the separator (an
+    ///    internal page's median separator moves up);
+    /// 2. the page links to it and takes the separator as its high key:
+    ///    the commit (`Page::link_right`: one header line);
+    /// 3. the page's BST drops the nodes from the separator up (a few
+    ///    stores along one path, `Page::prune`), whose slots are free again;
+    /// 4. the parent's link to the page becomes a node (separator; page,
+    ///    right half), or a new root over the two is published.
+    ///
+    /// Searches are right after every step (past step 2 they move right
+    /// from the page to the right half until step 4 is done). A parent
+    /// with no free slot splits first (or its own parent), and the caller
+    /// descends again either way. A page left deeper than [`deepest`] (in
+    /// order inserts grow a chain of nodes) is then rebuilt whole.
+    fn split(&self, slots: &mut HashMap<u64, Slots>, page: Page, path: &[u64]) -> Result<()> {
+        if let Some((&parent, above)) = path.split_last() {
+            let parent = self.page(parent);
+            if self.slots(slots, parent)?.full(Page::capacity(self.page_bytes)) {
+                return self.split(slots, parent, above);
+            }
+        }
+        self.splits.fetch_add(1, Ordering::Relaxed);
+        let header = page.header(&self.region)?;
+        let content = self.content(page, header.level)?;
+        let (separator, _, right_part) = content.halves();
+        let right = self.alloc()?;
+        self.build(
+            slots,
+            right,
+            Header {
+                low: separator,
+                ..header
+            },
+            right_part,
+        );
+        self.persist.fence();
+        page.link_right(&self.region, &self.persist, &header, right, separator);
+        page.prune(&self.region, &self.persist, separator)?;
+        let (free, depth) = page.slots(&self.region)?;
+        slots.insert(page.at, free);
+        let halves = (separator, page.at, right);
+        match path.last() {
+            None => self.new_root(slots, page, header.level + 1, halves)?,
+            Some(&parent) => self.add_separator(slots, self.page(parent), header.low, halves)?,
+        }
+        if depth > deepest(self.page_bytes) {
+            let (at, path) = self.descend(header.low, header.level)?;
+            ensure!(
+                at == page.at,
+                Internal,
+                "B3-tree page {}: not found by its low key",
+                page.at
+            );
+            let content = self.content(page, header.level)?;
+            self.rebuild(slots, page, &path, content.all())?;
+        }
+        Ok(())
+    }
+
+    /// Puts in `parent`, where `low` leads to the page `left`, the node
+    /// (separator; left, right): step 4 of a split.
+    fn add_separator(
+        &self,
+        slots: &mut HashMap<u64, Slots>,
+        parent: Page,
+        low: u64,
+        halves: (u64, u64, u64),
+    ) -> Result<()> {
+        let free = self.slots(slots, parent)?;
+        let placed = parent.replace_child(&self.region, &self.persist, free, low, halves.1, halves)?;
+        ensure!(
+            placed,
+            Internal,
+            "B3-tree page {}: no room for a split's node, though a full parent splits first",
+            parent.at
+        );
+        Ok(())
+    }
+
+    /// Puts a page holding `part` in the place of `page` (reached through
+    /// `path`), with its range and sibling: a page rebuilt as a complete
+    /// BST, by copy-on-write (see [`replace`](Self::replace)).
     fn rebuild(
         &self,
-        counts: &mut HashMap<u64, u32>,
+        slots: &mut HashMap<u64, Slots>,
         page: Page,
         path: &[u64],
-        pairs: &[(u64, u64)],
+        part: Part<'_>,
     ) -> Result<()> {
+        self.rebuilds.fetch_add(1, Ordering::Relaxed);
         let header = page.header(&self.region)?;
         let new = self.alloc()?;
-        self.build(counts, new, header, Part::Leaf(pairs));
+        self.build(slots, new, header, part);
         self.persist.fence();
         match path.last() {
             None => self.set_root_page(new),
-            Some(&parent) => self.replace(counts, page, header, self.page(parent), Replacement::One(new))?,
+            Some(&parent) => self.replace(page, header, self.page(parent), new)?,
         }
-        self.free_page(counts, page);
+        self.free_page(slots, page);
         Ok(())
     }
 
@@ -373,95 +478,25 @@ impl<P: Persist> B3Tree<P> {
     }
 
     /// Frees a page no link reaches any more.
-    fn free_page(&self, counts: &mut HashMap<u64, u32>, page: Page) {
-        counts.remove(&page.at);
+    fn free_page(&self, slots: &mut HashMap<u64, Slots>, page: Page) {
+        slots.remove(&page.at);
         self.heap.free(&self.region, &self.persist, page.at);
     }
 
-    /// The count of nodes written in `page`, read from the media the first
-    /// time.
-    fn count<'a>(&self, counts: &'a mut HashMap<u64, u32>, page: Page) -> Result<&'a mut u32> {
-        if let std::collections::hash_map::Entry::Vacant(entry) = counts.entry(page.at) {
-            entry.insert(page.count(&self.region)?);
-        }
-        Ok(counts.get_mut(&page.at).expect("just counted"))
-    }
-
-    /// An internal page's content as it is.
-    fn content(&self, page: Page) -> Result<Content> {
-        Ok(Content::Internal {
-            separators: page.keys(&self.region)?,
-            children: page.children(&self.region)?,
+    /// A page's content as it is.
+    fn content(&self, page: Page, level: u8) -> Result<Content> {
+        Ok(if level == 0 {
+            Content::Leaf(page.pairs(&self.region)?)
+        } else {
+            Content::Internal {
+                separators: page.keys(&self.region)?,
+                children: page.children(&self.region)?,
+            }
         })
     }
 
-    /// Splits `page` (reached through `path`) into two holding `content`.
-    /// Returns false, having split nothing of `page`, when its parent had
-    /// no room for the separator and was split first.
-    fn split(
-        &self,
-        counts: &mut HashMap<u64, u32>,
-        page: Page,
-        path: &[u64],
-        content: Content,
-    ) -> Result<bool> {
-        if let Some((&parent, above)) = path.split_last() {
-            let parent = self.page(parent);
-            if *self.count(counts, parent)? >= Page::capacity(self.page_bytes) {
-                // (Or its own parent first: the caller descends again
-                // either way, since the path has changed.)
-                let parent_content = self.content(parent)?;
-                self.split(counts, parent, above, parent_content)?;
-                return Ok(false);
-            }
-        }
-        let header = page.header(&self.region)?;
-        let (left, right) = (self.alloc()?, self.alloc()?);
-        // The separator, and each half's content: a leaf's pairs split in
-        // two; an internal page's median separator moves up, and each half
-        // keeps its own separators and children.
-        let (separator, left_content, right_content) = match &content {
-            Content::Leaf(pairs) => {
-                let mid = pairs.len() / 2;
-                (pairs[mid].0, Part::Leaf(&pairs[..mid]), Part::Leaf(&pairs[mid..]))
-            }
-            Content::Internal { separators, children } => {
-                let mid = separators.len() / 2;
-                (
-                    separators[mid],
-                    Part::Internal(&separators[..mid], &children[..=mid]),
-                    Part::Internal(&separators[mid + 1..], &children[mid + 1..]),
-                )
-            }
-        };
-        let left_header = Header {
-            sibling: right,
-            high: separator,
-            ..header
-        };
-        let right_header = Header {
-            low: separator,
-            ..header
-        };
-        self.build(counts, left, left_header, left_content);
-        self.build(counts, right, right_header, right_content);
-        self.persist.fence();
-        match path.last() {
-            None => self.new_root(counts, page, header.level + 1, (separator, left, right))?,
-            Some(&parent) => self.replace(
-                counts,
-                page,
-                header,
-                self.page(parent),
-                Replacement::Two(separator, left, right),
-            )?,
-        }
-        self.free_page(counts, page);
-        Ok(true)
-    }
-
-    /// Writes the page at `at` holding `part`, its count noted.
-    fn build(&self, counts: &mut HashMap<u64, u32>, at: u64, header: Header, part: Part<'_>) {
+    /// Writes the page at `at` holding `part`, its slots noted.
+    fn build(&self, slots: &mut HashMap<u64, Slots>, at: u64, header: Header, part: Part<'_>) {
         let (region, persist, page) = (&self.region, &self.persist, self.page(at));
         let count = match part {
             Part::Leaf(pairs) => Page::build_leaf(region, persist, page, header, pairs),
@@ -469,7 +504,7 @@ impl<P: Persist> B3Tree<P> {
                 Page::build_internal(region, persist, page, header, separators, children)
             }
         };
-        counts.insert(at, count);
+        slots.insert(at, Slots::built(count));
     }
 
     fn alloc(&self) -> Result<u64> {
@@ -479,7 +514,7 @@ impl<P: Persist> B3Tree<P> {
     /// A root split: a new root over the halves, published by one store.
     fn new_root(
         &self,
-        counts: &mut HashMap<u64, u32>,
+        slots: &mut HashMap<u64, Slots>,
         old: Page,
         level: u8,
         (separator, left, right): (u64, u64, u64),
@@ -496,28 +531,24 @@ impl<P: Persist> B3Tree<P> {
             high: 0,
             low: 0,
         };
-        self.build(counts, root, header, Part::Internal(&[separator], &[left, right]));
+        self.build(slots, root, header, Part::Internal(&[separator], &[left, right]));
         self.persist.fence();
         self.set_root_page(root);
         Ok(())
     }
 
-    /// Puts `new` in the place of `old`: steps 2 and 3 of the module's
-    /// split (for one page, step 3 points the parent's link at it).
-    fn replace(
-        &self,
-        counts: &mut HashMap<u64, u32>,
-        old: Page,
-        header: Header,
-        parent: Page,
-        new: Replacement,
-    ) -> Result<()> {
-        let first = match new {
-            Replacement::One(page) => page,
-            Replacement::Two(_, left, _) => left,
-        };
+    /// Puts `new` (built with the same range and sibling) in the place of
+    /// `old`, whose parent is `parent`, by copy-on-write. Two links reach
+    /// the old page, its parent's and its left sibling's:
+    /// 1. the parent's link is pointed at the left sibling (the old page's
+    ///    keys still reach it by moving right);
+    /// 2. the left sibling's sibling link is pointed at the new page: the
+    ///    commit (the leftmost page of a level has no left sibling: step 3
+    ///    alone commits);
+    /// 3. the parent's link is pointed at the new page.
+    fn replace(&self, old: Page, header: Header, parent: Page, new: u64) -> Result<()> {
         // The child the parent's link for the old page's keys leads to: the
-        // old page, or (after a crash cut a split short) a page left of it.
+        // old page, or (after a crash cut a rebuild short) a page left of it.
         let mut from = parent.child_for(&self.region, header.low)?;
         if header.low != 0 {
             let (left_sibling, _) = self.descend(header.low - 1, header.level)?;
@@ -533,21 +564,9 @@ impl<P: Persist> B3Tree<P> {
                 parent.relink(&self.region, &self.persist, header.low, old.at, left_sibling)?;
                 from = left_sibling;
             }
-            sibling.set_sibling(&self.region, &self.persist, first);
+            sibling.set_sibling(&self.region, &self.persist, new);
         }
-        let Replacement::Two(separator, left, right) = new else {
-            return parent.relink(&self.region, &self.persist, header.low, from, first);
-        };
-        let count = self.count(counts, parent)?;
-        let halves = (separator, left, right);
-        let placed = parent.replace_child(&self.region, &self.persist, count, header.low, from, halves)?;
-        ensure!(
-            placed,
-            Internal,
-            "B3-tree page {}: no room for a split's node, though a full parent splits first",
-            parent.at
-        );
-        Ok(())
+        parent.relink(&self.region, &self.persist, header.low, from, new)
     }
 
     /// Every (key, value) in key order.
@@ -645,12 +664,12 @@ impl<P: Persist> B3Tree<P> {
         Ok(())
     }
 
-    /// Completes a split cut short (`repair_links`), then frees every
-    /// block the tree does not reach by child and sibling links: pages
-    /// built for a split that never committed, and a split page not yet
-    /// freed.
-    fn recover(&self, counts: &mut HashMap<u64, u32>) -> Result<()> {
-        self.repair_links(counts)?;
+    /// Completes what a crash cut short (`repair`), then frees every
+    /// block the tree does not reach by child and sibling links: a right
+    /// half built for a split that never committed, a page built for a
+    /// rebuild that never committed, and a rebuilt page not yet freed.
+    fn recover(&self, slots: &mut HashMap<u64, Slots>) -> Result<()> {
+        self.repair(slots)?;
         let mut reached: HashSet<u64> = [self.root.at].into();
         let mut stack = vec![self.root_page()];
         while let Some(at) = stack.pop() {
@@ -669,14 +688,31 @@ impl<P: Persist> B3Tree<P> {
         self.heap.recover(&self.region, &self.persist, &reached)
     }
 
-    /// Completes a split cut short after its step 2: a parent's link left
-    /// at the split page's left sibling, for keys that sibling does not
-    /// hold. Searches are right without it (they move right), but a later
-    /// split of that sibling would leave the link at a freed page. The
-    /// page right of the sibling is the old page (the commit was not
-    /// made: the link goes back to it) or the new left half (the commit
-    /// was made: the link becomes step 3's node over the two halves).
-    fn repair_links(&self, counts: &mut HashMap<u64, u32>) -> Result<()> {
+    /// Completes, page by page from the root, what a crash cut short:
+    /// - a split's commit stopped between its two stores (the sibling
+    ///   linked, the high key not yet the sibling's low key; see
+    ///   [`settled`](Self::settled));
+    /// - a split not yet pruned (nodes from the high key up);
+    /// - a split whose separator the parent lacks: the parent gets its
+    ///   node (above the root, a new root is published);
+    /// - a rebuild cut short after its step 1: a parent's link left at the
+    ///   rebuilt page's left sibling, for keys that sibling does not hold,
+    ///   is pointed at the page right of the sibling (the old page, or the
+    ///   new one if the commit was made).
+    ///
+    /// Searches are right without any of it (they move right), but a later
+    /// split or rebuild would not be.
+    fn repair(&self, slots: &mut HashMap<u64, Slots>) -> Result<()> {
+        let root = self.page(self.root_page());
+        let header = self.settled(root)?;
+        if header.sibling != 0 {
+            self.new_root(
+                slots,
+                root,
+                header.level + 1,
+                (header.high, root.at, header.sibling),
+            )?;
+        }
         let mut seen = HashSet::new();
         let mut stack = vec![self.root_page()];
         while let Some(at) = stack.pop() {
@@ -684,24 +720,53 @@ impl<P: Persist> B3Tree<P> {
                 continue;
             }
             let page = self.page(at);
-            let header = page.header(&self.region)?;
+            let header = self.settled(page)?;
+            if let Some(high) = header.end() {
+                if page.prune(&self.region, &self.persist, high)? {
+                    slots.remove(&at);
+                }
+            }
             if header.sibling != 0 {
                 stack.push(header.sibling);
             }
-            if header.level == 0 {
+            if header.level > 0 {
+                while self.repair_link(slots, page, &header)? {}
+                stack.extend(page.children(&self.region)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The header of `page`, its high key first made its sibling's low key
+    /// where a split's commit stopped between its two stores.
+    fn settled(&self, page: Page) -> Result<Header> {
+        let mut header = page.header(&self.region)?;
+        if header.sibling != 0 {
+            let low = self.page(header.sibling).header(&self.region)?.low;
+            if header.high != low {
+                page.set_high(&self.region, &self.persist, low);
+                header.high = low;
+            }
+        }
+        Ok(header)
+    }
+
+    /// Fixes the first link of the internal `page` that leads keys to a
+    /// page whose range does not end where the link's does (see
+    /// [`repair`](Self::repair)); returns whether there was one.
+    fn repair_link(&self, slots: &mut HashMap<u64, Slots>, page: Page, header: &Header) -> Result<bool> {
+        let at = page.at;
+        let separators = page.keys(&self.region)?;
+        for (k, child) in page.children(&self.region)?.into_iter().enumerate() {
+            // The keys the link leads: from `low` to `to`.
+            let low = if k == 0 { header.low } else { separators[k - 1] };
+            let to = separators.get(k).copied().or(header.end());
+            let below = self.settled(self.page(child))?;
+            if below.sibling == 0 || below.end() == to {
                 continue;
             }
-            let separators = page.keys(&self.region)?;
-            let high = header.end();
-            for (k, child) in page.children(&self.region)?.into_iter().enumerate() {
-                stack.push(child);
-                // The keys the link leads: from `low` to `to`.
-                let low = if k == 0 { header.low } else { separators[k - 1] };
-                let to = separators.get(k).copied().or(high);
-                let below = self.page(child).header(&self.region)?;
-                if below.sibling == 0 || low < below.high {
-                    continue;
-                }
+            if low >= below.high {
+                // A rebuild cut short: the link is at the left sibling.
                 let holder = self.page(below.sibling);
                 let held = holder.header(&self.region)?;
                 if held.low != low {
@@ -711,22 +776,20 @@ impl<P: Persist> B3Tree<P> {
                         format!("B3-tree page {at}: its link for keys from {low} leads to page {child}, whose right sibling starts at {}", held.low),
                     ));
                 }
-                if held.end() == to {
-                    page.relink(&self.region, &self.persist, low, child, holder.at)?;
-                } else {
-                    let count = self.count(counts, page)?;
-                    let halves = (held.high, holder.at, held.sibling);
-                    let placed =
-                        page.replace_child(&self.region, &self.persist, count, low, child, halves)?;
-                    ensure!(
-                        placed,
-                        Internal,
-                        "B3-tree page {at}: no room for a split's node it had room for"
-                    );
+                page.relink(&self.region, &self.persist, low, child, holder.at)?;
+            } else {
+                // A split whose separator this page lacks.
+                if below.low != low {
+                    return Err(Error::corruption(
+                        self.region.path(),
+                        at,
+                        format!("B3-tree page {at}: its link for keys from {low} leads to page {child}, whose keys start at {}", below.low),
+                    ));
                 }
-                stack.push(holder.at);
+                self.add_separator(slots, page, low, (below.high, child, below.sibling))?;
             }
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
     }
 }

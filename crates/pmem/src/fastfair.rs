@@ -49,7 +49,7 @@
 use std::collections::HashSet;
 use std::ops::RangeBounds;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use spillway_core::{ensure, Error, Result};
@@ -359,6 +359,8 @@ pub struct FastFair<P: Persist> {
     persist: P,
     root: RootObject,
     turn: Mutex<()>,
+    /// Splits since the open (for the statistics).
+    splits: AtomicU64,
 }
 
 impl<P: Persist> FastFair<P> {
@@ -405,6 +407,7 @@ impl<P: Persist> FastFair<P> {
             persist,
             root,
             turn: Mutex::new(()),
+            splits: AtomicU64::new(0),
         })
     }
 
@@ -418,6 +421,7 @@ impl<P: Persist> FastFair<P> {
             persist,
             root,
             turn: Mutex::new(()),
+            splits: AtomicU64::new(0),
         };
         if dirty {
             tree.recover()?;
@@ -437,7 +441,12 @@ impl<P: Persist> FastFair<P> {
     pub fn stats(&self) -> Result<TreeStats> {
         let _turn = self.turn();
         let root = self.node(self.root_node()).header(&self.region)?;
-        Ok(self.root.stats(&self.region, &self.persist, root.level))
+        Ok(self.root.stats(
+            &self.region,
+            &self.persist,
+            root.level,
+            [self.splits.load(Ordering::Relaxed), 0],
+        ))
     }
 
     /// The persistence mode (its counts; a trace).
@@ -571,6 +580,7 @@ impl<P: Persist> FastFair<P> {
                 return Ok(None);
             }
         }
+        self.splits.fetch_add(1, Ordering::Relaxed);
         let records = node.records(&self.region, header.sibling.ne(&0).then_some(header.high));
         ensure!(
             records.len() >= 2,

@@ -345,8 +345,15 @@ impl RootObject {
         persist.persist_word(region, self.at + ROOT_PAGE, page);
     }
 
-    /// The statistics of a tree whose root page is at `level`.
-    pub fn stats(&self, region: &Region, persist: &impl Persist, level: u8) -> TreeStats {
+    /// The statistics of a tree whose root page is at `level`, which made
+    /// `splits` and `rebuilds` since its open.
+    pub fn stats(
+        &self,
+        region: &Region,
+        persist: &impl Persist,
+        level: u8,
+        [splits, rebuilds]: [u64; 2],
+    ) -> TreeStats {
         TreeStats {
             persistence: persist.name(),
             flushes: persist.counts().flushes(),
@@ -355,6 +362,8 @@ impl RootObject {
             height: u32::from(level) + 1,
             region_bytes: region.len(),
             huge_page_bytes: region.huge_page_bytes(),
+            splits,
+            rebuilds,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use spillway_core::ErrorKind;
-use spillway_pmem::b3page::{Header, Insert, Page, Remove, HEADER, NODE};
+use spillway_pmem::b3page::{Header, Insert, Page, Remove, Slots, HEADER, NODE};
 use spillway_pmem::crash::{enumerate, Limits};
 use spillway_pmem::{Persist, Region, Tracing, Volatile};
 
@@ -27,28 +27,29 @@ fn leaf(bytes: u64) -> (Region, Page) {
 
 proptest! {
     /// Inserts and updates in any order read back as a map's, in order,
-    /// until the page is full; the count the media implies is the count
-    /// written.
+    /// until the page is full; the slots the media implies are those the
+    /// inserts took.
     #[test]
     fn a_leaf_is_a_sorted_map(ops in prop::collection::vec((0u64..64, any::<u64>()), 1..200)) {
         let (region, page) = leaf(1024);
         let persist = Volatile::default();
         let mut model = BTreeMap::new();
-        let mut count = 0;
+        let mut slots = Slots::default();
         for (key, value) in ops {
-            match page.insert(&region, &persist, &mut count, key, value).unwrap() {
+            match page.insert(&region, &persist, &mut slots, key, value).unwrap() {
                 Insert::Replaced(old) => prop_assert_eq!(model.insert(key, value), Some(old)),
                 Insert::Added => prop_assert_eq!(model.insert(key, value), None),
                 Insert::Full => {
                     prop_assert!(!model.contains_key(&key));
-                    prop_assert_eq!(count, Page::capacity(1024));
+                    prop_assert!(slots.full(Page::capacity(1024)));
                 }
             }
             prop_assert_eq!(page.get(&region, key).unwrap(), model.get(&key).copied());
         }
         let pairs: Vec<(u64, u64)> = model.into_iter().collect();
         prop_assert_eq!(page.pairs(&region).unwrap(), pairs);
-        prop_assert_eq!(page.count(&region).unwrap(), count);
+        prop_assert_eq!(page.count(&region).unwrap(), slots.used());
+        prop_assert_eq!(page.slots(&region).unwrap().0, slots);
     }
 }
 
@@ -96,14 +97,14 @@ fn a_leaf_built_whole_is_a_complete_tree_read_in_order() {
         assert_eq!(page.get(&region, key + 1).unwrap(), None);
     }
     // After a rebuild, inserts append after the built nodes.
-    let mut count = written;
+    let mut slots = Slots::built(written);
     let persist = Volatile::default();
     assert_eq!(
-        page.insert(&region, &persist, &mut count, 5, 55).unwrap(),
+        page.insert(&region, &persist, &mut slots, 5, 55).unwrap(),
         Insert::Added
     );
     assert_eq!(page.get(&region, 5).unwrap(), Some(55));
-    assert_eq!(count, 101);
+    assert_eq!(slots.used(), 101);
 }
 
 /// An internal page leads each key to the child between its separators,
@@ -124,14 +125,14 @@ fn an_internal_page_leads_keys_to_their_children() {
         high: 0,
         low: 0,
     };
-    let mut count = Page::build_internal(
+    let mut slots = Slots::built(Page::build_internal(
         &region,
         &Volatile::default(),
         page,
         header,
         &separators,
         &children,
-    );
+    ));
     let expect = |key: u64, separators: &[u64], children: &[u64]| {
         children[separators.iter().filter(|&&separator| separator <= key).count()]
     };
@@ -146,7 +147,7 @@ fn an_internal_page_leads_keys_to_their_children() {
     let persist = Tracing::default();
     let halves = (250, children[2], 65536);
     assert!(page
-        .replace_child(&region, &persist, &mut count, 250, children[2], halves)
+        .replace_child(&region, &persist, &mut slots, 250, children[2], halves)
         .unwrap());
     let separators = [100, 200, 250, 300, 400, 500];
     let children = [
@@ -187,7 +188,7 @@ fn every_crash_image_of_a_leafs_inserts_is_a_prefix_of_them() {
     let (region, page) = leaf(512);
     let base = region.image();
     let trace = Tracing::default();
-    let mut count = 0;
+    let mut slots = Slots::default();
     let mut models = vec![BTreeMap::new()];
     let ops: Vec<(u64, u64)> = [50, 20, 80, 10, 30, 70, 90, 20, 60, 5, 85, 50]
         .iter()
@@ -197,7 +198,7 @@ fn every_crash_image_of_a_leafs_inserts_is_a_prefix_of_them() {
     for &(key, value) in &ops {
         let before = (trace.counts().flushes(), trace.counts().fences());
         trace.begin("insert");
-        let done = page.insert(&region, &trace, &mut count, key, value).unwrap();
+        let done = page.insert(&region, &trace, &mut slots, key, value).unwrap();
         trace.end();
         let cost = (
             trace.counts().flushes() - before.0,
@@ -241,9 +242,9 @@ fn every_crash_image_of_a_leafs_inserts_is_a_prefix_of_them() {
 fn damaged_pages_are_reported_not_followed() {
     let (region, page) = leaf(512);
     let persist = Volatile::default();
-    let mut count = 0;
+    let mut slots = Slots::default();
     for key in [5, 3, 8] {
-        page.insert(&region, &persist, &mut count, key, key).unwrap();
+        page.insert(&region, &persist, &mut slots, key, key).unwrap();
     }
     let damaged = |at: u64, word: u64| {
         let region = Region::from_image(&region.image(), "b3tree").unwrap();
@@ -278,12 +279,12 @@ fn damaged_pages_are_reported_not_followed() {
 fn every_crash_image_of_a_leafs_removals_holds_whole_ones() {
     let (region, page) = leaf(1024);
     let persist = Volatile::default();
-    let mut count = 0;
+    let mut slots = Slots::default();
     let mut model = BTreeMap::new();
     // 50 at the root; 20 with children 10 and 30 (30 with 25 and 40); 80
     // with 70 and 90.
     for key in [50, 20, 80, 10, 30, 70, 90, 25, 40, 35] {
-        page.insert(&region, &persist, &mut count, key, key * 10).unwrap();
+        page.insert(&region, &persist, &mut slots, key, key * 10).unwrap();
         model.insert(key, key * 10);
     }
     let base = region.image();
@@ -296,7 +297,7 @@ fn every_crash_image_of_a_leafs_removals_holds_whole_ones() {
     for key in removals {
         let before = trace.counts().flushes();
         trace.begin("remove");
-        let removed = page.remove(&region, &trace, &mut count, key).unwrap();
+        let removed = page.remove(&region, &trace, &mut slots, key).unwrap();
         trace.end();
         assert!(trace.counts().flushes() - before <= 3, "key {key}");
         match removed {
@@ -320,9 +321,9 @@ fn every_crash_image_of_a_leafs_removals_holds_whole_ones() {
         // The key in flight, removed until absent (a removal cut short can
         // leave it twice), is gone, and nothing else with it.
         if let Some(&key) = removals.get(done).filter(|_| point.in_flight.is_some()) {
-            let mut count = page.count(&region)?;
+            let (mut slots, _) = page.slots(&region)?;
             let mut rounds = 0;
-            while page.remove(&region, &Volatile::default(), &mut count, key)? != Remove::Absent {
+            while page.remove(&region, &Volatile::default(), &mut slots, key)? != Remove::Absent {
                 rounds += 1;
                 assert!(rounds <= 2, "key {key} removed {rounds} times");
             }
@@ -337,5 +338,55 @@ fn every_crash_image_of_a_leafs_removals_holds_whole_ones() {
     assert_eq!(
         page.pairs(&region).unwrap(),
         model.into_iter().collect::<Vec<_>>()
+    );
+}
+
+/// Slots no link reaches are free again: a removed node's, and a pruned
+/// one's (a split's upper half), each reused by the next insert, so a full
+/// page that lost keys takes as many again; the slots read back from the
+/// media agree.
+#[test]
+fn removed_and_pruned_nodes_free_their_slots() {
+    let (region, page) = leaf(512);
+    let persist = Volatile::default();
+    let capacity = Page::capacity(512);
+    let mut slots = Slots::default();
+    for key in 0..u64::from(capacity) {
+        let key = (key * 5) % u64::from(capacity);
+        assert_eq!(
+            page.insert(&region, &persist, &mut slots, key, key).unwrap(),
+            Insert::Added
+        );
+    }
+    assert!(slots.full(capacity));
+    assert_eq!(
+        page.insert(&region, &persist, &mut slots, 100, 1).unwrap(),
+        Insert::Full
+    );
+    for key in [3, 0, 9] {
+        assert_eq!(
+            page.remove(&region, &persist, &mut slots, key).unwrap(),
+            Remove::Removed(key)
+        );
+    }
+    assert_eq!(page.slots(&region).unwrap().0.used(), capacity - 3);
+    for key in [100, 101, 102] {
+        assert_eq!(
+            page.insert(&region, &persist, &mut slots, key, key).unwrap(),
+            Insert::Added
+        );
+    }
+    assert!(slots.full(capacity));
+    // The keys from 8 up pruned (as a split leaves its left half): every
+    // key below stays, and their slots are the only ones in use.
+    assert!(page.prune(&region, &persist, 8).unwrap());
+    let below: Vec<(u64, u64)> = [1, 2, 4, 5, 6, 7].iter().map(|&key| (key, key)).collect();
+    assert_eq!(page.pairs(&region).unwrap(), below);
+    let (slots, depth) = page.slots(&region).unwrap();
+    assert_eq!(slots.used(), 6);
+    assert!((3..=6).contains(&depth), "depth {depth}");
+    assert!(
+        !page.prune(&region, &persist, 8).unwrap(),
+        "nothing left to prune"
     );
 }
