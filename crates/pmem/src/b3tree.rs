@@ -1,4 +1,4 @@
-//! The B3-tree (seed 002 §4.1-4.3): a B+-tree of [`b3page`] pages, u64
+//! The B3-tree (seed 002 §4.1-4.3): a B+-tree of [`b3page`](crate::b3page) pages, u64
 //! keys to u64 values, on a region.
 //!
 //! This version takes one operation at a time (a mutex around the tree);
@@ -7,10 +7,10 @@
 //!
 //! A page holds the keys from its low key up to its high key; past the high
 //! key, a search moves right to the sibling (B-link). A full page splits
-//! keeping itself as the left half (see [`B3Tree::split`]): its upper half
+//! keeping itself as the left half (see `B3Tree::split`): its upper half
 //! built into a new right sibling, linked (the commit), pruned from its
 //! BST, and the separator put in the parent. A page left too deep by the
-//! split is rebuilt whole by copy-on-write (see [`B3Tree::replace`]).
+//! split is rebuilt whole by copy-on-write (see `B3Tree::replace`).
 //!
 //! Every state a crash leaves answers every search right (move-right
 //! covers a split or rebuild cut short); the recovery, owed until the first
