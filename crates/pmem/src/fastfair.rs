@@ -412,7 +412,7 @@ impl<P: Persist> FastFair<P> {
     }
 
     /// Opens the tree held by `region` and, unless it was closed clean,
-    /// recovers it (see [`recover`](Self::recover)).
+    /// recovers it (see `recover`).
     pub fn attach(region: Region, persist: P) -> Result<FastFair<P>> {
         let (heap, root, dirty) = RootObject::open(&region, &persist, MAGIC, "sorted-leaf tree")?;
         let tree = FastFair {
