@@ -76,7 +76,7 @@ const LOW: u64 = 24;
 const LEFTMOST: u64 = 32;
 
 /// Lines [`Node::prefetch`] asks for, as many as the B3-tree's pages get.
-const PREFETCH_LINES: u64 = 9;
+const PREFETCH_LINES: u64 = 16;
 
 /// Bytes of a record.
 const RECORD: u64 = 16;

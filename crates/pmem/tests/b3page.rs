@@ -74,7 +74,7 @@ fn a_leaf_built_whole_is_a_complete_tree_read_in_order() {
     assert_eq!(page.pairs(&region).unwrap(), pairs);
     assert_eq!(page.count(&region).unwrap(), 100);
     // Breadth-first: node k's children are 2k + 1 and 2k + 2, so the top
-    // four levels (the median first) fill the first eight lines of nodes.
+    // levels (the median first) fill the first lines of nodes.
     let key_of = |node: u64| {
         region
             .word(page.at + HEADER + NODE * node)
