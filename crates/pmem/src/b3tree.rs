@@ -29,50 +29,14 @@ use crate::b3page::{Header, Insert, Page, Remove, Slots};
 use crate::heap::Heap;
 use crate::persist::Persist;
 use crate::region::Region;
-use crate::tree::{self, RootObject};
+use crate::treeroot::{self, RootObject};
+pub use crate::treeroot::{Options, TreeStats};
 
 /// The region kind of a B3-tree.
 pub const KIND: &str = "b3tree";
 
 /// The root object's magic.
 const MAGIC: u64 = u64::from_le_bytes(*b"B3TREErt");
-
-/// A tree's shape.
-#[derive(Debug, Clone, Copy)]
-pub struct Options {
-    /// Bytes per page: a power of two from 512 (small pages make splits
-    /// frequent in tests) to 64 KiB.
-    pub page_bytes: u64,
-    pub region_bytes: u64,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            page_bytes: 4096,
-            region_bytes: 1 << 30,
-        }
-    }
-}
-
-/// What a tree's persistence did, and its shape.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct TreeStats {
-    pub persistence: String,
-    pub flushes: u64,
-    pub fences: u64,
-    pub page_bytes: u64,
-    /// Levels of pages, the leaves included.
-    pub height: u32,
-    pub region_bytes: u64,
-    /// Bytes of the region mapped in 2 MiB pages.
-    pub huge_page_bytes: u64,
-    /// Pages split since the open.
-    pub splits: u64,
-    /// Pages rebuilt as complete trees since the open (the B3-tree's, when
-    /// a split leaves one too deep).
-    pub rebuilds: u64,
-}
 
 /// A B3-tree on a region.
 #[derive(Debug)]
@@ -151,7 +115,7 @@ fn deepest(page_bytes: u64) -> u32 {
 impl<P: Persist> B3Tree<P> {
     /// Creates a tree in a new region file at `path`.
     pub fn create(path: &Path, options: Options, persist: P) -> Result<B3Tree<P>> {
-        tree::check(&options)?;
+        treeroot::check(&options)?;
         B3Tree::format(
             Region::create(path, options.region_bytes, KIND)?,
             options,
@@ -161,7 +125,7 @@ impl<P: Persist> B3Tree<P> {
 
     /// Creates a tree in memory (tests, the crash tester).
     pub fn in_memory(options: Options, persist: P) -> Result<B3Tree<P>> {
-        tree::check(&options)?;
+        treeroot::check(&options)?;
         B3Tree::format(Region::in_memory(options.region_bytes, KIND)?, options, persist)
     }
 
@@ -591,9 +555,9 @@ impl<P: Persist> B3Tree<P> {
     fn scan(&self, keys: impl RangeBounds<u64>, limit: usize, forward: bool) -> Result<Vec<(u64, u64)>> {
         let _turn = self.turn();
         let bound = if forward {
-            tree::first_key(&keys)
+            treeroot::first_key(&keys)
         } else {
-            tree::last_key(&keys)
+            treeroot::last_key(&keys)
         };
         let Some(bound) = bound else {
             return Ok(Vec::new());

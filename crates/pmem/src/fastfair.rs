@@ -54,11 +54,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use spillway_core::{ensure, Error, Result};
 
-use crate::b3tree::{Options, TreeStats};
 use crate::heap::Heap;
 use crate::persist::{line_of, Persist};
 use crate::region::{Region, LINE};
-use crate::tree::{self, RootObject};
+use crate::treeroot::{self, Options, RootObject, TreeStats};
 
 /// The region kind of the sorted-leaf baseline.
 pub const KIND: &str = "fastfair";
@@ -367,7 +366,7 @@ impl<P: Persist> FastFair<P> {
     /// Creates a tree in a new region file at `path` (`page_bytes` is the
     /// node's size).
     pub fn create(path: &Path, options: Options, persist: P) -> Result<FastFair<P>> {
-        tree::check(&options)?;
+        treeroot::check(&options)?;
         FastFair::format(
             Region::create(path, options.region_bytes, KIND)?,
             options,
@@ -377,7 +376,7 @@ impl<P: Persist> FastFair<P> {
 
     /// Creates a tree in memory (tests, the crash tester).
     pub fn in_memory(options: Options, persist: P) -> Result<FastFair<P>> {
-        tree::check(&options)?;
+        treeroot::check(&options)?;
         FastFair::format(Region::in_memory(options.region_bytes, KIND)?, options, persist)
     }
 
@@ -708,7 +707,7 @@ impl<P: Persist> FastFair<P> {
     /// `limit` of them.
     pub fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
         let _turn = self.turn();
-        let Some(low) = tree::first_key(&keys) else {
+        let Some(low) = treeroot::first_key(&keys) else {
             return Ok(Vec::new());
         };
         let (mut leaf, mut header, _) = self.descend(low, 0)?;
@@ -739,7 +738,7 @@ impl<P: Persist> FastFair<P> {
     /// its low key.
     pub fn range_rev(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
         let _turn = self.turn();
-        let Some(high) = tree::last_key(&keys) else {
+        let Some(high) = treeroot::last_key(&keys) else {
             return Ok(Vec::new());
         };
         let (mut leaf, mut header, _) = self.descend(high, 0)?;

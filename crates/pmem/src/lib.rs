@@ -27,7 +27,12 @@
 //!   (hardware flushes chosen by CPUID, fence only, none, added latency,
 //!   tracing for the crash tester).
 //! - [`table`]: a CCEH table in a persistence mode chosen by name.
-//! - [`tree`]: a B3-tree in a persistence mode chosen by name.
+//! - [`tree`]: the `Sorted` interface of both trees, and a tree of either
+//!   kind in a persistence mode chosen by name.
+//! - [`treeroot`]: what both trees stand on: shape, statistics, root
+//!   object.
+//! - [`fastfair`]: the sorted-leaf baseline the B3-tree is measured
+//!   against (FAST&FAIR's manner).
 //!
 //! `DESIGN.md` beside this crate has the formats, the persistency model and
 //! what is still to come.
@@ -46,6 +51,7 @@ pub mod persist;
 pub mod region;
 pub mod table;
 pub mod tree;
+pub mod treeroot;
 
 pub use cceh::Cceh;
 pub use heap::Heap;

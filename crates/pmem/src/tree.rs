@@ -1,6 +1,5 @@
-//! What the two persistent trees share: the [`Sorted`] interface (a
-//! sorted map of u64 keys to u64 values on a region), their root object,
-//! and [`Tree`], a tree whose persistence mode is chosen at run time, by
+//! The two persistent trees as one: the [`Sorted`] interface (a sorted
+//! map of u64 keys to u64 values on a region), and [`Tree`], a tree whose persistence mode is chosen at run time, by
 //! name (see [`Mode`]): what the command line, the benchmark and the
 //! Python module open. Each mode is its own monomorphised tree, so the
 //! choice costs one match per call.
@@ -9,18 +8,17 @@
 //! measured against ([`SortedLeaf`]).
 
 use std::fmt::Debug;
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 
-use spillway_core::{ensure, Error, Result};
+use spillway_core::Result;
 
-use crate::b3tree::{B3Tree, Options, TreeStats};
+use crate::b3tree::B3Tree;
 use crate::fastfair::FastFair;
-use crate::heap::Heap;
 use crate::persist::{FenceOnly, Hardware, Latency, Persist, Volatile};
-use crate::region::{Region, LINE};
+use crate::region::Region;
 use crate::table::Mode;
+use crate::treeroot::{Options, TreeStats};
 
 /// A persistent sorted map of u64 keys to u64 values on a region.
 pub trait Sorted<P: Persist>: Sized + Send + Sync {
@@ -228,142 +226,5 @@ impl<F: Family> Tree<F> {
     /// Marks the tree closed and makes its file durable.
     pub fn close(self) -> Result<()> {
         each!(self, tree => tree.close())
-    }
-}
-
-/// Checks a tree's shape.
-pub(crate) fn check(options: &Options) -> Result<()> {
-    let bytes = options.page_bytes;
-    ensure!(
-        bytes.is_power_of_two() && (512..=1 << 16).contains(&bytes),
-        InvalidArgument,
-        "a tree's page is a power of two from 512 bytes to 64 KiB, not {bytes}"
-    );
-    Ok(())
-}
-
-/// The first key a range of keys can hold (`None`: none).
-pub(crate) fn first_key(keys: &impl RangeBounds<u64>) -> Option<u64> {
-    match keys.start_bound() {
-        Bound::Included(&low) => Some(low),
-        Bound::Excluded(&low) => low.checked_add(1),
-        Bound::Unbounded => Some(0),
-    }
-}
-
-/// The last key a range of keys can hold (`None`: none).
-pub(crate) fn last_key(keys: &impl RangeBounds<u64>) -> Option<u64> {
-    match keys.end_bound() {
-        Bound::Included(&high) => Some(high),
-        Bound::Excluded(&high) => high.checked_sub(1),
-        Bound::Unbounded => Some(u64::MAX),
-    }
-}
-
-// A tree's root object (one line): magic, page size, root page.
-const ROOT_MAGIC: u64 = 0;
-const ROOT_PAGE_BYTES: u64 = 8;
-const ROOT_PAGE: u64 = 16;
-
-/// A tree's root object: the region's root, naming the tree's kind (its
-/// magic), its page size and its root page (a page's parent link is this
-/// word: a new root is published by one store of it).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RootObject {
-    pub at: u64,
-    pub page_bytes: u64,
-}
-
-impl RootObject {
-    /// Formats `region`'s heap and a root object of `magic` over a first
-    /// page of `page_bytes`, which `build` writes (flushed; the fence is
-    /// this). The tree is in use from here on: a crash before its first
-    /// close is recovered.
-    pub fn format(
-        region: &Region,
-        persist: &impl Persist,
-        magic: u64,
-        page_bytes: u64,
-        build: impl FnOnce(u64),
-    ) -> Result<(Heap, RootObject)> {
-        let heap = Heap::format(region, persist)?;
-        let at = heap.alloc(region, persist, LINE)?;
-        let page = heap.alloc(region, persist, page_bytes)?;
-        build(page);
-        persist.store(region, at + ROOT_PAGE_BYTES, page_bytes);
-        persist.store(region, at + ROOT_PAGE, page);
-        persist.store(region, at + ROOT_MAGIC, magic);
-        persist.flush(region, at, LINE);
-        persist.fence();
-        persist.set_root(region, at);
-        heap.close(region, persist);
-        let (heap, _) = Heap::open(region, persist)?;
-        Ok((heap, RootObject { at, page_bytes }))
-    }
-
-    /// The heap and root object of `region`, checked to be a `what` (of
-    /// `magic`) with a page size [`check`] accepts, and whether it was not
-    /// closed clean.
-    pub fn open(
-        region: &Region,
-        persist: &impl Persist,
-        magic: u64,
-        what: &str,
-    ) -> Result<(Heap, RootObject, bool)> {
-        let (heap, dirty) = Heap::open(region, persist)?;
-        let at = region.root();
-        let word = |offset: u64| region.word(at + offset).load(Ordering::Acquire);
-        if at == 0 || word(ROOT_MAGIC) != magic {
-            return Err(Error::corruption(
-                region.path(),
-                at,
-                format!("no {what} root object"),
-            ));
-        }
-        let page_bytes = word(ROOT_PAGE_BYTES);
-        let options = Options {
-            page_bytes,
-            region_bytes: region.len(),
-        };
-        if check(&options).is_err() {
-            return Err(Error::corruption(
-                region.path(),
-                at + ROOT_PAGE_BYTES,
-                format!("a page of {page_bytes} bytes"),
-            ));
-        }
-        Ok((heap, RootObject { at, page_bytes }, dirty))
-    }
-
-    /// The root page.
-    pub fn page(&self, region: &Region) -> u64 {
-        region.word(self.at + ROOT_PAGE).load(Ordering::Acquire)
-    }
-
-    /// Publishes `page` as the root: one store of the root word.
-    pub fn set_page(&self, region: &Region, persist: &impl Persist, page: u64) {
-        persist.persist_word(region, self.at + ROOT_PAGE, page);
-    }
-
-    /// The statistics of a tree whose root page is at `level`, which made
-    /// `splits` and `rebuilds` since its open.
-    pub fn stats(
-        &self,
-        region: &Region,
-        persist: &impl Persist,
-        level: u8,
-        [splits, rebuilds]: [u64; 2],
-    ) -> TreeStats {
-        TreeStats {
-            persistence: persist.name(),
-            flushes: persist.counts().flushes(),
-            fences: persist.counts().fences(),
-            page_bytes: self.page_bytes,
-            height: u32::from(level) + 1,
-            region_bytes: region.len(),
-            huge_page_bytes: region.huge_page_bytes(),
-            splits,
-            rebuilds,
-        }
     }
 }
