@@ -13,16 +13,13 @@ use spillway_pmem::fastfair::{FastFair, END, KIND};
 use spillway_pmem::tree::SortedLeaf;
 use spillway_pmem::{Mode, Persist, Region, Tree, Volatile};
 
+mod common;
+
 /// Small nodes (28 records), so that leaves and internal nodes split often.
 const SMALL: Options = Options {
     page_bytes: 512,
     region_bytes: 1 << 22,
 };
-
-fn reopen<P: Persist>(tree: &FastFair<P>) -> FastFair<Volatile> {
-    let image = tree.region().image();
-    FastFair::attach(Region::from_image(&image, KIND).unwrap(), Volatile::default()).unwrap()
-}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
@@ -31,68 +28,13 @@ proptest! {
     /// through leaf, internal and root splits, and again after a reopen.
     #[test]
     fn the_tree_is_a_sorted_map(ops in prop::collection::vec((0u64..2000, 0u64..u64::MAX, 0u8..4), 1..1500)) {
-        let tree = FastFair::in_memory(SMALL, Volatile::default()).unwrap();
-        let mut model = BTreeMap::new();
-        for &(key, value, kind) in &ops {
-            if kind == 0 {
-                prop_assert_eq!(tree.remove(key).unwrap(), model.remove(&key));
-            } else {
-                prop_assert_eq!(tree.insert(key, value).unwrap(), model.insert(key, value));
-            }
-        }
-        for &(key, ..) in &ops {
-            prop_assert_eq!(tree.get(key).unwrap(), model.get(&key).copied());
-            prop_assert_eq!(tree.get(key + 2000).unwrap(), None);
-        }
-        let entries: Vec<(u64, u64)> = model.into_iter().collect();
-        prop_assert_eq!(&tree.entries().unwrap(), &entries);
-        tree.verify().unwrap();
-        for (low, high, limit) in [(0, 2000, 100), (500, 700, usize::MAX), (1999, 5000, 3), (700, 500, 10)] {
-            let expected: Vec<(u64, u64)> = entries
-                .iter()
-                .copied()
-                .filter(|&(key, _)| key >= low && key < high)
-                .take(limit)
-                .collect();
-            prop_assert_eq!(tree.range(low..high, limit).unwrap(), expected, "range {}..{} ({})", low, high, limit);
-            let reversed: Vec<(u64, u64)> = entries
-                .iter()
-                .rev()
-                .copied()
-                .filter(|&(key, _)| key >= low && key < high)
-                .take(limit)
-                .collect();
-            prop_assert_eq!(tree.range_rev(low..high, limit).unwrap(), reversed, "reverse range {}..{} ({})", low, high, limit);
-        }
-        prop_assert_eq!(&reopen(&tree).entries().unwrap(), &entries);
+        common::acts_as_a_sorted_map::<FastFair<Volatile>>(SMALL, &ops)?;
     }
 }
 
 #[test]
 fn sorted_and_reversed_inserts_split_into_a_deep_tree() {
-    for keys in [(0..3000u64).collect::<Vec<_>>(), (0..3000u64).rev().collect()] {
-        let tree = FastFair::in_memory(SMALL, Volatile::default()).unwrap();
-        for &key in &keys {
-            assert_eq!(tree.insert(key, key * 2).unwrap(), None);
-        }
-        let entries: Vec<(u64, u64)> = (0..3000).map(|key| (key, key * 2)).collect();
-        assert!(tree.entries().unwrap() == entries, "the entries differ");
-        tree.verify().unwrap();
-        assert!(tree.stats().unwrap().height >= 3);
-        assert_eq!(tree.get(1234).unwrap(), Some(2468));
-        let scan: Vec<(u64, u64)> = (1000..1100).map(|key| (key, key * 2)).collect();
-        assert_eq!(tree.range(1000..5000, 100).unwrap(), scan);
-        // Back through every leaf, each found by a descent.
-        let back: Vec<(u64, u64)> = entries.iter().rev().copied().collect();
-        assert!(
-            tree.range_rev(.., usize::MAX).unwrap() == back,
-            "the reverse entries differ"
-        );
-        assert!(
-            reopen(&tree).entries().unwrap() == entries,
-            "the reopened entries differ"
-        );
-    }
+    common::in_order_inserts_build_a_deep_tree::<FastFair<Volatile>>(SMALL);
 }
 
 /// Random inserts into four levels of small nodes: a split whose parent
