@@ -49,7 +49,7 @@ pub struct B3Tree<P: Persist> {
     /// The node slots of each page written since the open, learnt from
     /// the media on its first write (they are not persisted); its mutex is
     /// the tree's: one operation at a time.
-    counts: Mutex<HashMap<u64, Slots>>,
+    slots: Mutex<HashMap<u64, Slots>>,
     /// A recovery is owed (the tree was not closed clean): made before the
     /// first write, the first check or the close, under the mutex. Reads
     /// need none (see [`attach`](B3Tree::attach)).
@@ -84,20 +84,19 @@ impl Content {
         }
     }
 
-    /// The separator and each half of a split: a leaf's pairs split in
-    /// two; an internal page's median separator moves up, and each half
-    /// keeps its own separators and children.
-    fn halves(&self) -> (u64, Part<'_>, Part<'_>) {
+    /// A split's separator and the right half's content: a leaf's upper
+    /// half of pairs; an internal page's separators after the median
+    /// (which moves up) and the children after it.
+    fn upper(&self) -> (u64, Part<'_>) {
         match self {
             Content::Leaf(pairs) => {
                 let mid = pairs.len() / 2;
-                (pairs[mid].0, Part::Leaf(&pairs[..mid]), Part::Leaf(&pairs[mid..]))
+                (pairs[mid].0, Part::Leaf(&pairs[mid..]))
             }
             Content::Internal { separators, children } => {
                 let mid = separators.len() / 2;
                 (
                     separators[mid],
-                    Part::Internal(&separators[..mid], &children[..=mid]),
                     Part::Internal(&separators[mid + 1..], &children[mid + 1..]),
                 )
             }
@@ -158,7 +157,7 @@ impl<P: Persist> B3Tree<P> {
             persist,
             root,
             page_bytes: root.page_bytes,
-            counts: Mutex::new(HashMap::new()),
+            slots: Mutex::new(HashMap::new()),
             repair: AtomicBool::new(false),
             splits: AtomicU64::new(0),
             rebuilds: AtomicU64::new(0),
@@ -196,12 +195,12 @@ impl<P: Persist> B3Tree<P> {
 
     /// The turn of a write: the recovery owed made first.
     fn writing(&self) -> Result<MutexGuard<'_, HashMap<u64, Slots>>> {
-        let mut counts = self.turn();
+        let mut slots = self.turn();
         if self.repair.load(Ordering::Relaxed) {
-            self.recover(&mut counts)?;
+            self.recover(&mut slots)?;
             self.repair.store(false, Ordering::Relaxed);
         }
-        Ok(counts)
+        Ok(slots)
     }
 
     /// Its keys (a scan of the leaves).
@@ -233,9 +232,7 @@ impl<P: Persist> B3Tree<P> {
     }
 
     fn turn(&self) -> MutexGuard<'_, HashMap<u64, Slots>> {
-        self.counts
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn page(&self, at: u64) -> Page {
@@ -358,7 +355,7 @@ impl<P: Persist> B3Tree<P> {
         self.splits.fetch_add(1, Ordering::Relaxed);
         let header = page.header(&self.region)?;
         let content = self.content(page, header.level)?;
-        let (separator, _, right_part) = content.halves();
+        let (separator, right_part) = content.upper();
         let right = self.alloc()?;
         self.build(
             slots,
