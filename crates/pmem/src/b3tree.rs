@@ -250,8 +250,16 @@ impl<P: Persist> B3Tree<P> {
     /// child links the descent followed (the last leads to it, perhaps
     /// through right moves). Moves right past high keys.
     fn descend(&self, key: u64, level: u8) -> Result<(u64, Vec<u64>)> {
-        let mut at = self.root_page();
         let mut path = Vec::new();
+        let at = self.walk(key, level, Some(&mut path))?;
+        Ok((at, path))
+    }
+
+    /// The page of `level` that holds `key`, noting in `path` (a write's)
+    /// the internal pages left through a child link: a search notes none
+    /// and allocates nothing.
+    fn walk(&self, key: u64, level: u8, mut path: Option<&mut Vec<u64>>) -> Result<u64> {
+        let mut at = self.root_page();
         for _ in 0..=self.region.len() / self.page_bytes {
             let page = self.page(at);
             page.prefetch(&self.region);
@@ -261,9 +269,11 @@ impl<P: Persist> B3Tree<P> {
                 continue;
             }
             if header.level <= level {
-                return Ok((at, path));
+                return Ok(at);
             }
-            path.push(at);
+            if let Some(path) = path.as_deref_mut() {
+                path.push(at);
+            }
             at = page.child_for(&self.region, key)?;
         }
         Err(Error::corruption(
@@ -276,7 +286,7 @@ impl<P: Persist> B3Tree<P> {
     /// The value of `key`.
     pub fn get(&self, key: u64) -> Result<Option<u64>> {
         let _turn = self.turn();
-        let (leaf, _) = self.descend(key, 0)?;
+        let leaf = self.walk(key, 0, None)?;
         self.page(leaf).get(&self.region, key)
     }
 
@@ -512,7 +522,7 @@ impl<P: Persist> B3Tree<P> {
         // old page, or (after a crash cut a rebuild short) a page left of it.
         let mut from = parent.child_for(&self.region, header.low)?;
         if header.low != 0 {
-            let (left_sibling, _) = self.descend(header.low - 1, header.level)?;
+            let left_sibling = self.walk(header.low - 1, header.level, None)?;
             let sibling = self.page(left_sibling);
             ensure!(
                 sibling.header(&self.region)?.sibling == old.at,
@@ -559,7 +569,7 @@ impl<P: Persist> B3Tree<P> {
         let Some(bound) = bound else {
             return Ok(Vec::new());
         };
-        let (mut at, _) = self.descend(bound, 0)?;
+        let mut at = self.walk(bound, 0, None)?;
         let mut pairs = Vec::new();
         loop {
             let page = self.page(at);
@@ -576,7 +586,7 @@ impl<P: Persist> B3Tree<P> {
             match (more, forward) {
                 (true, true) if header.sibling != 0 => at = header.sibling,
                 // (Only a level's leftmost page has the low key 0.)
-                (true, false) if header.low != 0 => at = self.descend(header.low - 1, 0)?.0,
+                (true, false) if header.low != 0 => at = self.walk(header.low - 1, 0, None)?,
                 _ => return Ok(pairs),
             }
         }

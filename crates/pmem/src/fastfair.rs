@@ -477,8 +477,16 @@ impl<P: Persist> FastFair<P> {
     /// descent left through a child link (the last leads to it, perhaps
     /// through right moves).
     fn descend(&self, key: u64, level: u8) -> Result<(Node, Header, Vec<u64>)> {
-        let mut at = self.root_node();
         let mut path = Vec::new();
+        let (node, header) = self.walk(key, level, Some(&mut path))?;
+        Ok((node, header, path))
+    }
+
+    /// The node of `level` that holds `key` and its header, noting in
+    /// `path` (a write's) the internal nodes left through a child link: a
+    /// search notes none and allocates nothing.
+    fn walk(&self, key: u64, level: u8, mut path: Option<&mut Vec<u64>>) -> Result<(Node, Header)> {
+        let mut at = self.root_node();
         for _ in 0..=self.region.len() / self.root.page_bytes {
             let node = self.node(at);
             node.prefetch(&self.region);
@@ -488,9 +496,11 @@ impl<P: Persist> FastFair<P> {
                 continue;
             }
             if header.level <= level {
-                return Ok((node, header, path));
+                return Ok((node, header));
             }
-            path.push(at);
+            if let Some(path) = path.as_deref_mut() {
+                path.push(at);
+            }
             at = node.child_for(&self.region, &header, key);
         }
         Err(Error::corruption(
@@ -503,7 +513,7 @@ impl<P: Persist> FastFair<P> {
     /// The value of `key`.
     pub fn get(&self, key: u64) -> Result<Option<u64>> {
         let _turn = self.turn();
-        let (leaf, _, _) = self.descend(key, 0)?;
+        let (leaf, _) = self.walk(key, 0, None)?;
         Ok(leaf
             .find(&self.region, key)
             .map(|slot| leaf.record(&self.region, slot).1))
@@ -679,7 +689,7 @@ impl<P: Persist> FastFair<P> {
     /// Removes `key`; returns its value.
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
         let _turn = self.turn();
-        let (leaf, _, _) = self.descend(key, 0)?;
+        let (leaf, _) = self.walk(key, 0, None)?;
         let Some(slot) = leaf.find(&self.region, key) else {
             return Ok(None);
         };
@@ -706,16 +716,33 @@ impl<P: Persist> FastFair<P> {
     /// The (key, value) pairs with keys in `keys`, in key order, at most
     /// `limit` of them.
     pub fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
+        self.scan(keys, limit, true)
+    }
+
+    /// As [`range`](Self::range), in reverse key order from the range's
+    /// end: each node left of the last found by a descent to the key below
+    /// its low key.
+    pub fn range_rev(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
+        self.scan(keys, limit, false)
+    }
+
+    fn scan(&self, keys: impl RangeBounds<u64>, limit: usize, forward: bool) -> Result<Vec<(u64, u64)>> {
         let _turn = self.turn();
-        let Some(low) = treeroot::first_key(&keys) else {
+        let bound = if forward {
+            treeroot::first_key(&keys)
+        } else {
+            treeroot::last_key(&keys)
+        };
+        let Some(bound) = bound else {
             return Ok(Vec::new());
         };
-        let (mut leaf, mut header, _) = self.descend(low, 0)?;
+        let (mut leaf, mut header) = self.walk(bound, 0, None)?;
         let mut pairs = Vec::new();
         loop {
             let end = (header.sibling != 0).then_some(header.high);
-            let more = leaf.each(&self.region, end, |key, value| {
-                if key < low {
+            let mut take = |key: u64, value: u64| {
+                // (Keys before the bound, in the scan's order, are passed.)
+                if (forward && key < bound) || (!forward && key > bound) {
                     return true;
                 }
                 let more = keys.contains(&key) && pairs.len() < limit;
@@ -723,42 +750,25 @@ impl<P: Persist> FastFair<P> {
                     pairs.push((key, value));
                 }
                 more
-            });
-            if !more || header.sibling == 0 {
-                return Ok(pairs);
-            }
-            leaf = self.node(header.sibling);
-            leaf.prefetch(&self.region);
-            header = leaf.header(&self.region)?;
-        }
-    }
-
-    /// As [`range`](Self::range), in reverse key order from the range's
-    /// end: each node left of the last found by a descent to the key below
-    /// its low key.
-    pub fn range_rev(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
-        let _turn = self.turn();
-        let Some(high) = treeroot::last_key(&keys) else {
-            return Ok(Vec::new());
-        };
-        let (mut leaf, mut header, _) = self.descend(high, 0)?;
-        let mut pairs = Vec::new();
-        loop {
-            let end = (header.sibling != 0).then_some(header.high);
-            for (key, value) in leaf.records(&self.region, end).into_iter().rev() {
-                if key > high {
-                    continue;
+            };
+            let more = if forward {
+                leaf.each(&self.region, end, take)
+            } else {
+                leaf.records(&self.region, end)
+                    .into_iter()
+                    .rev()
+                    .all(|(key, value)| take(key, value))
+            };
+            match (more, forward) {
+                (true, true) if header.sibling != 0 => {
+                    leaf = self.node(header.sibling);
+                    leaf.prefetch(&self.region);
+                    header = leaf.header(&self.region)?;
                 }
-                if !keys.contains(&key) || pairs.len() == limit {
-                    return Ok(pairs);
-                }
-                pairs.push((key, value));
+                // (Only a level's leftmost node has the low key 0.)
+                (true, false) if header.low != 0 => (leaf, header) = self.walk(header.low - 1, 0, None)?,
+                _ => return Ok(pairs),
             }
-            // (Only a level's leftmost node has the low key 0.)
-            if header.low == 0 {
-                return Ok(pairs);
-            }
-            (leaf, header, _) = self.descend(header.low - 1, 0)?;
         }
     }
 
