@@ -260,13 +260,18 @@ impl Page {
     }
 
     /// The offset of the link word that holds `key`'s node, or would hold
-    /// it (a leaf's), and the node if it is there. Bounded by the page's
-    /// capacity, so a damaged page with a cycle is reported, not followed
-    /// for ever.
-    fn descend(self, region: &Region, key: u64) -> Result<(u64, Option<u32>)> {
+    /// it (a leaf's), and the node if it is there (in a leaf, or an
+    /// `internal` page's separators). Bounded by the page's capacity, so a
+    /// damaged page with a cycle is reported, not followed for ever.
+    fn descend(self, region: &Region, key: u64, internal: bool) -> Result<(u64, Option<u32>)> {
         let mut link_at = self.at + ROOT;
         for _ in 0..=Page::capacity(self.bytes) {
-            let Some(node) = self.node(region, Link::decode(self.word(region, link_at)), link_at, false)?
+            let Some(node) = self.node(
+                region,
+                Link::decode(self.word(region, link_at)),
+                link_at,
+                internal,
+            )?
             else {
                 return Ok((link_at, None));
             };
@@ -282,7 +287,7 @@ impl Page {
 
     /// The value of `key` in a leaf.
     pub fn get(self, region: &Region, key: u64) -> Result<Option<u64>> {
-        let (_, node) = self.descend(region, key)?;
+        let (_, node) = self.descend(region, key, false)?;
         Ok(node.map(|node| self.word(region, self.node_at(node) + VALUE)))
     }
 
@@ -299,7 +304,7 @@ impl Page {
         key: u64,
         value: u64,
     ) -> Result<Insert> {
-        let (link_at, node) = self.descend(region, key)?;
+        let (link_at, node) = self.descend(region, key, false)?;
         if let Some(node) = node {
             let at = self.node_at(node) + VALUE;
             let old = self.word(region, at);
@@ -472,41 +477,68 @@ impl Page {
         slots: &mut Slots,
         key: u64,
     ) -> Result<Remove> {
-        let (link_at, Some(node)) = self.descend(region, key)? else {
+        self.unlink(region, persist, slots, key, Link::None)
+    }
+
+    /// Removes the separator `key` from an internal page whose links on
+    /// both sides of it lead to the page `child` (a merge's two pages, the
+    /// right one's link pointed at the left), as [`remove`](Self::remove)
+    /// does a leaf's key: the node goes with one of the two links (where
+    /// the node has one of them as a child, that side goes; else its
+    /// successor's left link, the other, goes with the successor).
+    pub fn remove_separator(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        slots: &mut Slots,
+        key: u64,
+        child: u64,
+    ) -> Result<Remove> {
+        self.unlink(region, persist, slots, key, Link::Page(child))
+    }
+
+    /// Unlinks `key`'s node and one of the links beside it, both `gone`
+    /// (a leaf's none; a merged internal page's child).
+    fn unlink(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        slots: &mut Slots,
+        key: u64,
+        gone: Link,
+    ) -> Result<Remove> {
+        let internal = gone != Link::None;
+        let (link_at, Some(node)) = self.descend(region, key, internal)? else {
             return Ok(Remove::Absent);
         };
+        let gone = gone.encode();
         let at = self.node_at(node);
         let value = self.word(region, at + VALUE);
         let (left, right) = (self.word(region, at + LEFT), self.word(region, at + RIGHT));
-        if left == 0 || right == 0 {
-            persist.persist_word(region, link_at, left | right);
+        if left == gone || right == gone {
+            persist.persist_word(region, link_at, if left == gone { right } else { left });
             slots.release(node);
             return Ok(Remove::Removed(value));
         }
         if slots.full(Page::capacity(self.bytes)) {
             return Ok(Remove::Full);
         }
-        // The successor: the leftmost node of the right subtree, and the
-        // link that reaches it.
-        let mut successor_link = at + RIGHT;
-        let mut successor = self
-            .node(region, Link::decode(right), at + RIGHT, false)?
-            .expect("a right child");
-        for _ in 0..Page::capacity(self.bytes) {
-            let below = self.node_at(successor) + LEFT;
-            match self.node(region, Link::decode(self.word(region, below)), below, false)? {
-                Some(next) => (successor_link, successor) = (below, next),
-                None => break,
-            }
-        }
+        let (successor_link, successor) = self.successor(region, at, internal)?;
         let successor_at = self.node_at(successor);
         let successor_right = self.word(region, successor_at + RIGHT);
+        if internal && self.word(region, successor_at + LEFT) != gone {
+            return Err(self.corrupt(
+                region,
+                successor_at,
+                format!("the links beside separator {key} lead to different pages"),
+            ));
+        }
         if self.word(region, successor_at + KEY) == key {
             // The key twice (a crash cut a removal short): the lower copy
             // goes first, then the key as usual.
             persist.persist_word(region, successor_link, successor_right);
             slots.release(successor);
-            return self.remove(region, persist, slots, key);
+            return self.unlink(region, persist, slots, key, Link::decode(gone));
         }
         let copy_right = if successor_link == at + RIGHT {
             successor_right
@@ -529,6 +561,58 @@ impl Page {
         slots.release(node);
         slots.release(successor);
         Ok(Remove::Removed(value))
+    }
+
+    /// The successor of the node at `at` (whose right link is a node): the
+    /// leftmost node of its right subtree, and the link that reaches it.
+    fn successor(self, region: &Region, at: u64, internal: bool) -> Result<(u64, u32)> {
+        let mut successor_link = at + RIGHT;
+        let mut successor = self
+            .node(
+                region,
+                Link::decode(self.word(region, at + RIGHT)),
+                at + RIGHT,
+                internal,
+            )?
+            .ok_or_else(|| self.corrupt(region, at + RIGHT, "a removal's right link is no node".into()))?;
+        for _ in 0..Page::capacity(self.bytes) {
+            let below = self.node_at(successor) + LEFT;
+            match self.node(region, Link::decode(self.word(region, below)), below, internal)? {
+                Some(next) => (successor_link, successor) = (below, next),
+                None => return Ok((successor_link, successor)),
+            }
+        }
+        Err(self.cycle(region))
+    }
+
+    /// Where a separator's removal was cut short between its copy and the
+    /// unlinking of its successor (the separator `key` twice in an
+    /// internal page), unlinks the lower copy, as the removal would have;
+    /// returns whether there was one. (Recovery: a leaf's leftover copy
+    /// goes at the key's next removal.)
+    pub fn undouble(self, region: &Region, persist: &impl Persist, key: u64) -> Result<bool> {
+        let (_, Some(node)) = self.descend(region, key, true)? else {
+            return Ok(false);
+        };
+        let at = self.node_at(node);
+        if self
+            .node(
+                region,
+                Link::decode(self.word(region, at + RIGHT)),
+                at + RIGHT,
+                true,
+            )?
+            .is_none()
+        {
+            return Ok(false);
+        }
+        let (successor_link, successor) = self.successor(region, at, true)?;
+        let successor_at = self.node_at(successor);
+        if self.word(region, successor_at + KEY) != key {
+            return Ok(false);
+        }
+        persist.persist_word(region, successor_link, self.word(region, successor_at + RIGHT));
+        Ok(true)
     }
 
     /// The pairs of the page's BST in key order (a leaf's keys and
@@ -712,6 +796,113 @@ impl Page {
         } else {
             persist.store(region, high, separator);
             persist.store(region, sibling, right);
+        }
+        persist.flush(region, self.at, LINE);
+        persist.fence();
+    }
+
+    /// Hangs the complete BST of `pairs` at the right end of the page's
+    /// BST: a merge's first step. Its keys lie above the page's and from
+    /// its high key up, unread until the page takes over its sibling's
+    /// range (see [`absorb`](Self::absorb)). The nodes are written in free
+    /// slots and made durable, then linked by one 8-byte store at the
+    /// BST's rightmost end: a leaf's empty link, or an internal page's
+    /// link to its last child, which must be the first of `children`
+    /// (the new nodes' links to pages, left to right: one more than
+    /// `pairs`). Returns false, writing nothing, when the page has too few
+    /// free slots.
+    pub fn graft(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        slots: &mut Slots,
+        pairs: &[(u64, u64)],
+        children: Option<&[u64]>,
+    ) -> Result<bool> {
+        let internal = children.is_some();
+        let capacity = Page::capacity(self.bytes);
+        let mut link_at = self.at + ROOT;
+        for _ in 0..=capacity {
+            match self.node(
+                region,
+                Link::decode(self.word(region, link_at)),
+                link_at,
+                internal,
+            )? {
+                Some(node) => link_at = self.node_at(node) + RIGHT,
+                None => break,
+            }
+        }
+        let end = Link::decode(self.word(region, link_at));
+        if let Some(children) = children {
+            if end != Link::Page(children[0]) {
+                return Err(self.corrupt(
+                    region,
+                    link_at,
+                    format!("its last child is {end:?}, not page {}", children[0]),
+                ));
+            }
+        } else if end != Link::None {
+            return Err(self.cycle(region));
+        }
+        if (capacity - slots.used()) < pairs.len() as u32 {
+            return Ok(false);
+        }
+        let mut nodes = vec![[0u64; 4]; pairs.len()];
+        let mut child = 0;
+        let root = place(&mut nodes, pairs, &mut || match children {
+            Some(children) => {
+                child += 1;
+                Link::Page(children[child - 1])
+            }
+            None => Link::None,
+        });
+        let Link::Node(_) = root else {
+            return Ok(true);
+        };
+        let taken: Vec<u32> = (0..nodes.len())
+            .map(|_| slots.take(capacity).expect("free slots were counted"))
+            .collect();
+        let moved = |word: u64| match Link::decode(word) {
+            Link::Node(i) => Link::Node(taken[i as usize]).encode(),
+            _ => word,
+        };
+        let mut lines = Vec::with_capacity(nodes.len());
+        for (node, &slot) in nodes.iter().zip(&taken) {
+            let at = self.node_at(slot);
+            let words = [node[0], node[1], moved(node[2]), moved(node[3])];
+            for (field, word) in [KEY, VALUE, LEFT, RIGHT].into_iter().zip(words) {
+                persist.store(region, at + field, word);
+            }
+            lines.push(at & !(LINE - 1));
+        }
+        lines.sort_unstable();
+        lines.dedup();
+        for &line in &lines {
+            persist.flush(region, line, LINE);
+        }
+        persist.fence();
+        persist.persist_word(region, link_at, moved(root.encode()));
+        Ok(true)
+    }
+
+    /// Takes over the range of its right sibling, whose keys it now holds
+    /// (grafted): its high key and sibling become the sibling's (`high`,
+    /// `sibling`). The commit of a merge. Both are in the header line,
+    /// which persists them in the order stored: while a sibling stays, the
+    /// high key first (the keys up to the new high key are then found in
+    /// the page; those above still move right, through the old sibling);
+    /// where the old sibling ended its level, the sibling link cleared
+    /// first (the page then holds every key above its low key). Flushed
+    /// and fenced.
+    pub fn absorb(self, region: &Region, persist: &impl Persist, high: u64, sibling: u64) {
+        let (sibling_at, high_at) = (self.at + SIBLING, self.at + HIGH);
+        if sibling != 0 {
+            persist.store(region, high_at, high);
+            persist.store(region, sibling_at, sibling);
+        } else {
+            persist.store(region, sibling_at, 0);
+            persist.store(region, high_at, 0);
         }
         persist.flush(region, self.at, LINE);
         persist.fence();

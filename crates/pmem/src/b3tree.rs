@@ -2,8 +2,8 @@
 //! keys to u64 values, on a region.
 //!
 //! This version takes one operation at a time (a mutex around the tree);
-//! lock-free readers, per-page writer latches and merges of sparse pages
-//! are still to come (see `DESIGN.md`).
+//! lock-free readers and per-page writer latches are still to come (see
+//! `DESIGN.md`).
 //!
 //! A page holds the keys from its low key up to its high key; past the high
 //! key, a search moves right to the sibling (B-link). A full page splits
@@ -16,6 +16,10 @@
 //! covers a split or rebuild cut short); the recovery, owed until the first
 //! write, completes what was cut short and frees the blocks no page
 //! reaches.
+//!
+//! A removal that leaves its page sparse merges it with a neighbour under
+//! the same parent (see `B3Tree::merge`), or evens the two out, and a root
+//! left with one child gives way to it.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::RangeBounds;
@@ -54,9 +58,10 @@ pub struct B3Tree<P: Persist> {
     /// first write, the first check or the close, under the mutex. Reads
     /// need none (see [`attach`](B3Tree::attach)).
     repair: AtomicBool,
-    /// Splits and rebuilds since the open (for the statistics).
+    /// Splits, rebuilds and merges since the open (for the statistics).
     splits: AtomicU64,
     rebuilds: AtomicU64,
+    merges: AtomicU64,
 }
 
 /// What a page is built to hold: a leaf's pairs, or an internal page's
@@ -84,22 +89,26 @@ impl Content {
         }
     }
 
-    /// A split's separator and the right half's content: a leaf's upper
-    /// half of pairs; an internal page's separators after the median
-    /// (which moves up) and the children after it.
-    fn upper(&self) -> (u64, Part<'_>) {
+    /// Its keys: a leaf's pairs, an internal page's separators.
+    fn len(&self) -> usize {
         match self {
-            Content::Leaf(pairs) => {
-                let mid = pairs.len() / 2;
-                (pairs[mid].0, Part::Leaf(&pairs[mid..]))
-            }
-            Content::Internal { separators, children } => {
-                let mid = separators.len() / 2;
-                (
-                    separators[mid],
-                    Part::Internal(&separators[mid + 1..], &children[mid + 1..]),
-                )
-            }
+            Content::Leaf(pairs) => pairs.len(),
+            Content::Internal { separators, .. } => separators.len(),
+        }
+    }
+
+    /// A split's separator and the right half's content, the left half
+    /// keeping `mid` keys (`1..len`): a leaf's pairs from `mid` up; an
+    /// internal page's separators after separator `mid` (which moves up)
+    /// and the children after it.
+    fn upper(&self, mid: usize) -> (u64, Part<'_>) {
+        assert!((1..self.len()).contains(&mid), "a split keeps keys on both sides");
+        match self {
+            Content::Leaf(pairs) => (pairs[mid].0, Part::Leaf(&pairs[mid..])),
+            Content::Internal { separators, children } => (
+                separators[mid],
+                Part::Internal(&separators[mid + 1..], &children[mid + 1..]),
+            ),
         }
     }
 }
@@ -109,6 +118,18 @@ impl Content {
 /// times; one grown by inserts in order is a chain).
 fn deepest(page_bytes: u64) -> u32 {
     3 * (u32::BITS - Page::capacity(page_bytes).leading_zeros())
+}
+
+/// Whether a page of `capacity` node slots holding `used` nodes is sparse:
+/// below a quarter full (not half: see `DESIGN.md`).
+fn sparse(used: u32, capacity: u32) -> bool {
+    used < capacity / 4
+}
+
+/// Whether two pages' nodes merged would fill at most three quarters of a
+/// page (room left for inserts before the page splits again).
+fn mergeable(nodes: u32, capacity: u32) -> bool {
+    nodes <= capacity / 4 * 3
 }
 
 impl<P: Persist> B3Tree<P> {
@@ -161,6 +182,7 @@ impl<P: Persist> B3Tree<P> {
             repair: AtomicBool::new(false),
             splits: AtomicU64::new(0),
             rebuilds: AtomicU64::new(0),
+            merges: AtomicU64::new(0),
         }
     }
 
@@ -217,7 +239,7 @@ impl<P: Persist> B3Tree<P> {
     pub fn stats(&self) -> Result<TreeStats> {
         let _turn = self.turn();
         let root = self.page(self.root_page()).header(&self.region)?;
-        let changes = [&self.splits, &self.rebuilds].map(|count| count.load(Ordering::Relaxed));
+        let changes = [&self.splits, &self.rebuilds, &self.merges].map(|count| count.load(Ordering::Relaxed));
         Ok(self.root.stats(&self.region, &self.persist, root.level, changes))
     }
 
@@ -302,15 +324,17 @@ impl<P: Persist> B3Tree<P> {
                 Insert::Added => return Ok(None),
                 // (Then the descent again: the key's page may be the new
                 // right sibling, or the parent split first.)
-                Insert::Full => self.split(&mut slots, page, &path)?,
+                Insert::Full => self.split(&mut slots, page, &path, None)?,
             }
         }
     }
 
-    /// Removes `key`; returns its value.
+    /// Removes `key`; returns its value. A page left sparse is merged or
+    /// evened out with a neighbour ([`rebalance`](Self::rebalance)).
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
         let mut slots = self.writing()?;
         let mut removed = None;
+        let mut thin = false;
         // Until the key is absent: a removal cut short by a crash can
         // leave it twice in its page (see `Page::remove`).
         loop {
@@ -320,11 +344,164 @@ impl<P: Persist> B3Tree<P> {
             match page.remove(&self.region, &self.persist, free, key)? {
                 Remove::Removed(value) => {
                     removed.get_or_insert(value);
+                    thin = sparse(free.used(), Page::capacity(self.page_bytes));
                 }
-                Remove::Absent => return Ok(removed),
+                Remove::Absent => break,
                 // No slot for its successor's copy: the page splits first.
-                Remove::Full => self.split(&mut slots, page, &path)?,
+                Remove::Full => self.split(&mut slots, page, &path, None)?,
             }
+        }
+        if thin {
+            self.rebalance(&mut slots, key)?;
+        }
+        Ok(removed)
+    }
+
+    /// Balances the sparse page that holds `key`, from the leaves up: it
+    /// is merged with its neighbour under the same parent (the one to its
+    /// right, else to its left) where their nodes fit in three quarters of
+    /// a page; otherwise the fuller of the two is split where the keys it
+    /// gives up, merged with the sparse one, make half of both (the
+    /// redistribution: a split and a merge, each failure-atomic). A parent
+    /// left sparse by a merge is balanced in turn, and a root left with one
+    /// child gives way to it ([`collapse`](Self::collapse)). A merge whose
+    /// parent has no free slot (its separator's removal may need one) waits
+    /// for a later removal.
+    fn rebalance(&self, slots: &mut HashMap<u64, Slots>, key: u64) -> Result<()> {
+        let capacity = Page::capacity(self.page_bytes);
+        let mut level = 0;
+        loop {
+            let (at, path) = self.descend(key, level)?;
+            let Some(&parent) = path.last() else {
+                return self.collapse(slots);
+            };
+            let page = self.page(at);
+            if !sparse(self.slots(slots, page)?.used(), capacity) {
+                return Ok(());
+            }
+            let parent = self.page(parent);
+            let children = parent.children(&self.region)?;
+            let k = children.iter().position(|&child| child == at).ok_or_else(|| {
+                Error::Internal(format!(
+                    "B3-tree page {at}: not a child of page {}, which the descent took to it",
+                    parent.at
+                ))
+            })?;
+            if children.len() == 1 {
+                // Its parent has no other child: it is sparse too, and
+                // merges at the level above.
+                level += 1;
+                continue;
+            }
+            let k = k.min(children.len() - 2);
+            let (left, right) = (self.page(children[k]), self.page(children[k + 1]));
+            let separator = parent.keys(&self.region)?[k];
+            let l = self.slots(slots, left)?.used();
+            let r = self.slots(slots, right)?.used();
+            if mergeable(l + r + u32::from(level > 0), capacity) {
+                if self.slots(slots, parent)?.full(capacity) {
+                    return Ok(());
+                }
+                self.merge(slots, parent, (left, separator, right), &path)?;
+                level += 1;
+            } else if left.at == at {
+                // The right one keeps its lowest keys, for the left.
+                self.split(slots, right, &path, Some((r - l).div_ceil(2) as usize))?;
+            } else {
+                // The left one's highest keys go to a new page, which
+                // merges with the right one.
+                self.split(slots, left, &path, Some((l - r).div_ceil(2) as usize))?;
+            }
+        }
+    }
+
+    /// Merges the page `right` into `left`, its left neighbour under
+    /// `parent` (reached through `path`), `separator` between them, in
+    /// place:
+    /// 1. right's keys are grafted into left's BST above its keys, where
+    ///    they are unread (past its high key: `Page::graft`); an internal
+    ///    page's separator comes down between the two pages' children;
+    /// 2. left takes over right's range: its high key and sibling become
+    ///    right's (the commit: one header line, `Page::absorb`);
+    /// 3. the parent's link to right is pointed at left, then the
+    ///    separator's node goes with one of the two links to left
+    ///    (`Page::remove_separator`);
+    /// 4. right, which no link reaches, is freed.
+    ///
+    /// Searches are right after every step: past step 2, one that the
+    /// parent sends to right finds its keys unchanged there. Recovery
+    /// undoes a merge cut short before its commit (a page's keys past its
+    /// high key are pruned) and completes one cut short after it. A page
+    /// left deeper than [`deepest`] by the graft is rebuilt.
+    fn merge(
+        &self,
+        slots: &mut HashMap<u64, Slots>,
+        parent: Page,
+        (left, separator, right): (Page, u64, Page),
+        path: &[u64],
+    ) -> Result<()> {
+        self.merges.fetch_add(1, Ordering::Relaxed);
+        let (region, persist) = (&self.region, &self.persist);
+        let header = right.header(region)?;
+        let content = self.content(right, header.level)?;
+        let last = match header.level {
+            0 => 0,
+            _ => *left
+                .children(region)?
+                .last()
+                .expect("an internal page has a child"),
+        };
+        let free = self.slots(slots, left)?;
+        let grafted = match content {
+            Content::Leaf(pairs) => left.graft(region, persist, free, &pairs, None)?,
+            Content::Internal { separators, children } => {
+                let pairs: Vec<(u64, u64)> = std::iter::once(separator)
+                    .chain(separators)
+                    .map(|key| (key, 0))
+                    .collect();
+                let children: Vec<u64> = std::iter::once(last).chain(children).collect();
+                left.graft(region, persist, free, &pairs, Some(&children))?
+            }
+        };
+        ensure!(
+            grafted,
+            Internal,
+            "B3-tree page {}: no room to merge page {}, though counted",
+            left.at,
+            right.at
+        );
+        left.absorb(region, persist, header.high, header.sibling);
+        parent.relink(region, persist, separator, right.at, left.at)?;
+        let free = self.slots(slots, parent)?;
+        let removed = parent.remove_separator(region, persist, free, separator, left.at)?;
+        ensure!(
+            matches!(removed, Remove::Removed(_)),
+            Internal,
+            "B3-tree page {}: separator {separator} not removed ({removed:?})",
+            parent.at
+        );
+        self.free_page(slots, right);
+        if left.slots(region)?.1 > deepest(self.page_bytes) {
+            let content = self.content(left, header.level)?;
+            self.rebuild(slots, left, path, content.all())?;
+        }
+        Ok(())
+    }
+
+    /// Root collapse: while the root is an internal page with one child
+    /// (its last separator merged away), the child becomes the root (one
+    /// store of the root word) and the old root is freed.
+    fn collapse(&self, slots: &mut HashMap<u64, Slots>) -> Result<()> {
+        loop {
+            let root = self.page(self.root_page());
+            if root.level(&self.region)? == 0 {
+                return Ok(());
+            }
+            let [child] = root.children(&self.region)?[..] else {
+                return Ok(());
+            };
+            self.set_root_page(child);
+            self.free_page(slots, root);
         }
     }
 
@@ -337,8 +514,9 @@ impl<P: Persist> B3Tree<P> {
         Ok(slots.get_mut(&page.at).expect("just counted"))
     }
 
-    /// Splits `page` (reached through `path`), which has no free slot, in
-    /// the seed's B-link manner but keeping the page as the left half:
+    /// Splits `page` (reached through `path`) in the seed's B-link manner
+    /// but keeping the page as the left half, which keeps `mid` keys (by
+    /// default half; a redistribution chooses):
     /// 1. its upper half is built whole into a new page, the right half
     ///    (a complete BST: streamed lines, then a fence), which takes the
     ///    page's sibling and high key and starts at the separator (an
@@ -355,17 +533,23 @@ impl<P: Persist> B3Tree<P> {
     /// with no free slot splits first (or its own parent), and the caller
     /// descends again either way. A page left deeper than [`deepest`] (in
     /// order inserts grow a chain of nodes) is then rebuilt whole.
-    fn split(&self, slots: &mut HashMap<u64, Slots>, page: Page, path: &[u64]) -> Result<()> {
+    fn split(
+        &self,
+        slots: &mut HashMap<u64, Slots>,
+        page: Page,
+        path: &[u64],
+        mid: Option<usize>,
+    ) -> Result<()> {
         if let Some((&parent, above)) = path.split_last() {
             let parent = self.page(parent);
             if self.slots(slots, parent)?.full(Page::capacity(self.page_bytes)) {
-                return self.split(slots, parent, above);
+                return self.split(slots, parent, above, None);
             }
         }
         self.splits.fetch_add(1, Ordering::Relaxed);
         let header = page.header(&self.region)?;
         let content = self.content(page, header.level)?;
-        let (separator, right_part) = content.upper();
+        let (separator, right_part) = content.upper(mid.unwrap_or(content.len() / 2));
         let right = self.alloc()?;
         self.build(
             slots,
@@ -574,15 +758,21 @@ impl<P: Persist> B3Tree<P> {
         loop {
             let page = self.page(at);
             page.prefetch_all(&self.region);
+            let header = page.header(&self.region)?;
+            let end = header.end();
             let mut more = true;
             page.each_from(&self.region, bound, forward, |key, value| {
+                // (Keys from the page's high key up, left by a split or a
+                // merge cut short, are its sibling's: the scan goes on there.)
+                if end.is_some_and(|end| key >= end) {
+                    return !forward;
+                }
                 more = keys.contains(&key) && pairs.len() < limit;
                 if more {
                     pairs.push((key, value));
                 }
                 more
             })?;
-            let header = page.header(&self.region)?;
             match (more, forward) {
                 (true, true) if header.sibling != 0 => at = header.sibling,
                 // (Only a level's leftmost page has the low key 0.)
@@ -620,11 +810,21 @@ impl<P: Persist> B3Tree<P> {
             }
             let keys = page.keys(&self.region)?;
             let inside = |key: u64| key >= low && high.is_none_or(|high| key < high);
-            if !keys.iter().all(|&key| inside(key)) || !keys.is_sorted() {
+            if !keys.iter().all(|&key| inside(key)) {
                 return bad(format!("keys outside {low}..{high:?}"));
+            }
+            if keys.windows(2).any(|pair| pair[0] >= pair[1]) {
+                return bad("keys out of order, or twice".into());
             }
             if header.level > 0 {
                 let children = page.children(&self.region)?;
+                if children.len() != keys.len() + 1 {
+                    return bad(format!(
+                        "{} children for {} separators",
+                        children.len(),
+                        keys.len()
+                    ));
+                }
                 for (k, &child) in children.iter().enumerate() {
                     let from = if k == 0 { low } else { keys[k - 1] };
                     let to = keys.get(k).copied().or(high);
@@ -669,7 +869,14 @@ impl<P: Persist> B3Tree<P> {
     /// - a rebuild cut short after its step 1: a parent's link left at the
     ///   rebuilt page's left sibling, for keys that sibling does not hold,
     ///   is pointed at the page right of the sibling (the old page, or the
-    ///   new one if the commit was made).
+    ///   new one if the commit was made);
+    /// - a merge cut short before its commit: the keys grafted past the
+    ///   page's high key are pruned (with a split's);
+    /// - a merge cut short after its commit (a link whose page's range runs
+    ///   past the link's): the parent's next link is pointed at the page
+    ///   and the separator between them removed;
+    /// - a separator's removal cut short (the separator twice): the lower
+    ///   copy unlinked.
     ///
     /// Searches are right without any of it (they move right), but a later
     /// split or rebuild would not be.
@@ -727,34 +934,76 @@ impl<P: Persist> B3Tree<P> {
     /// [`repair`](Self::repair)); returns whether there was one.
     fn repair_link(&self, slots: &mut HashMap<u64, Slots>, page: Page, header: &Header) -> Result<bool> {
         let at = page.at;
+        let corrupt = |what: String| {
+            Err(Error::corruption(
+                self.region.path(),
+                at,
+                format!("B3-tree page {at}: {what}"),
+            ))
+        };
         let separators = page.keys(&self.region)?;
-        for (k, child) in page.children(&self.region)?.into_iter().enumerate() {
+        let children = page.children(&self.region)?;
+        if children.len() != separators.len() + 1 {
+            // A separator's removal cut short between its successor's copy
+            // and the unlinking of the successor: the successor twice
+            // (listed once), with the link that goes.
+            for &key in &separators {
+                if page.undouble(&self.region, &self.persist, key)? {
+                    slots.remove(&at);
+                    return Ok(true);
+                }
+            }
+            return corrupt(format!(
+                "{} children for {} separators",
+                children.len(),
+                separators.len()
+            ));
+        }
+        for (k, &child) in children.iter().enumerate() {
             // The keys the link leads: from `low` to `to`.
             let low = if k == 0 { header.low } else { separators[k - 1] };
             let to = separators.get(k).copied().or(header.end());
             let below = self.settled(self.page(child))?;
-            if below.sibling == 0 || below.end() == to {
+            let end = below.end();
+            if end == to {
                 continue;
+            }
+            if let Some(to) = to.filter(|&to| end.is_none_or(|end| end > to)) {
+                // A merge cut short after its commit: the page took over
+                // the range of the next link's page, whose separator (`to`)
+                // this page still holds.
+                let Some(&next) = children.get(k + 1) else {
+                    return corrupt(format!(
+                        "its last link leads to page {child}, whose keys run past its own"
+                    ));
+                };
+                if next != child {
+                    page.relink(&self.region, &self.persist, to, next, child)?;
+                }
+                let free = self.slots(slots, page)?;
+                let removed = page.remove_separator(&self.region, &self.persist, free, to, child)?;
+                if !matches!(removed, Remove::Removed(_)) {
+                    return corrupt(format!("separator {to} not removed ({removed:?})"));
+                }
+                return Ok(true);
             }
             if low >= below.high {
                 // A rebuild cut short: the link is at the left sibling.
                 let holder = self.page(below.sibling);
                 let held = holder.header(&self.region)?;
                 if held.low != low {
-                    return Err(Error::corruption(
-                        self.region.path(),
-                        at,
-                        format!("B3-tree page {at}: its link for keys from {low} leads to page {child}, whose right sibling starts at {}", held.low),
+                    return corrupt(format!(
+                        "its link for keys from {low} leads to page {child}, whose right sibling starts at {}",
+                        held.low
                     ));
                 }
                 page.relink(&self.region, &self.persist, low, child, holder.at)?;
             } else {
                 // A split whose separator this page lacks.
                 if below.low != low {
-                    return Err(Error::corruption(
-                        self.region.path(),
-                        at,
-                        format!("B3-tree page {at}: its link for keys from {low} leads to page {child}, whose keys start at {}", below.low),
+                    return corrupt(format!(
+                        "its link for keys from {low} leads to page {child}, whose keys start at {}",
+                        below.low
                     ));
                 }
                 self.add_separator(slots, page, low, (below.high, child, below.sibling))?;

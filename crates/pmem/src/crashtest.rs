@@ -170,6 +170,21 @@ fn check_tree<F: Family>(point: &CrashPoint, image: &[u8], states: &[HashMap<u64
             now.len()
         ));
     }
+    // So do scans, both ways, each key once.
+    let forward = tree.entries()?;
+    let scanned: HashMap<u64, u64> = forward.iter().copied().collect();
+    if forward.len() != scanned.len() || (&scanned != now && Some(&scanned) != next) {
+        return fail(format!(
+            "a scan after the open finds {} keys, not the {} of the completed operations",
+            scanned.len(),
+            now.len()
+        ));
+    }
+    let mut back = tree.range_rev(.., usize::MAX)?;
+    back.reverse();
+    if back != forward {
+        return fail("a reverse scan after the open finds other keys than a forward one".into());
+    }
     if let Err(error) = tree.verify() {
         return fail(format!("the recovered tree is not sound: {error}"));
     }

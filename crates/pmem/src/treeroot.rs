@@ -45,8 +45,11 @@ pub struct TreeStats {
     /// Pages split since the open.
     pub splits: u64,
     /// Pages rebuilt as complete trees since the open (the B3-tree's, when
-    /// a split leaves one too deep).
+    /// a split or merge leaves one too deep).
     pub rebuilds: u64,
+    /// Sparse pages merged into their left neighbour since the open (the
+    /// B3-tree's; the baseline does not merge).
+    pub merges: u64,
 }
 
 /// Checks a tree's shape.
@@ -164,13 +167,13 @@ impl RootObject {
     }
 
     /// The statistics of a tree whose root page is at `level`, which made
-    /// `splits` and `rebuilds` since its open.
+    /// `splits`, `rebuilds` and `merges` since its open.
     pub fn stats(
         &self,
         region: &Region,
         persist: &impl Persist,
         level: u8,
-        [splits, rebuilds]: [u64; 2],
+        [splits, rebuilds, merges]: [u64; 3],
     ) -> TreeStats {
         TreeStats {
             persistence: persist.name(),
@@ -182,6 +185,7 @@ impl RootObject {
             huge_page_bytes: region.huge_page_bytes(),
             splits,
             rebuilds,
+            merges,
         }
     }
 }

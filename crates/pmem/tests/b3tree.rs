@@ -29,6 +29,151 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Inserts, then mostly removals: pages left sparse merge or even out
+    /// with a neighbour, internal pages too, and the root collapses, the
+    /// tree a map's throughout.
+    #[test]
+    fn removals_merge_pages_and_the_tree_stays_a_sorted_map(
+        inserts in prop::collection::vec(0u64..2000, 200..1500),
+        removals in prop::collection::vec((0u64..2000, 0u8..8), 200..3000),
+    ) {
+        let ops: Vec<(u64, u64, u8)> = inserts
+            .iter()
+            .map(|&key| (key, key ^ 0x5555, 1))
+            .chain(removals.iter().map(|&(key, kind)| (key, key, u8::from(kind == 0))))
+            .collect();
+        common::acts_as_a_sorted_map::<B3Tree<Volatile>>(SMALL, &ops)?;
+    }
+}
+
+/// Draining a deep tree: every removal answers as a map's, the pages
+/// merge (internal ones too) and even out, the tree stays sound and its
+/// height falls as the root collapses, down to an empty leaf; then it
+/// takes inserts again.
+#[test]
+fn a_drained_tree_merges_its_pages_and_collapses_to_a_leaf() {
+    let tree = B3Tree::in_memory(SMALL, Volatile::default()).unwrap();
+    let count = 6000u64;
+    let mut model = BTreeMap::new();
+    for i in 0..count {
+        let key = (i * 7919) % count;
+        tree.insert(key, i).unwrap();
+        model.insert(key, i);
+    }
+    let full = tree.stats().unwrap();
+    assert!(full.height >= 4, "{full:?}");
+    let mut height = full.height;
+    let mut splits = full.splits;
+    for (n, i) in (0..count).enumerate() {
+        let key = (i * 4001) % count;
+        assert_eq!(tree.remove(key).unwrap(), model.remove(&key), "removing {key}");
+        if n % 500 == 499 {
+            tree.verify().unwrap();
+            let entries: Vec<(u64, u64)> = model.iter().map(|(&k, &v)| (k, v)).collect();
+            assert!(tree.entries().unwrap() == entries, "entries after {n} removals");
+            let back: Vec<(u64, u64)> = entries.iter().rev().copied().collect();
+            assert!(
+                tree.range_rev(.., usize::MAX).unwrap() == back,
+                "reverse after {n}"
+            );
+            let stats = tree.stats().unwrap();
+            assert!(stats.height <= height, "{stats:?}");
+            height = stats.height;
+            splits = stats.splits;
+        }
+    }
+    let stats = tree.stats().unwrap();
+    // Merges of leaves and internal pages, and redistributions (a split
+    // then a merge) along the way.
+    assert!(stats.merges > count / 14, "{stats:?}");
+    assert!(splits > full.splits, "no redistribution: {stats:?}");
+    assert_eq!(stats.height, 1, "the root collapsed to a leaf: {stats:?}");
+    assert!(tree.is_empty().unwrap());
+    tree.verify().unwrap();
+    for key in 0..100 {
+        tree.insert(key, key).unwrap();
+    }
+    assert_eq!(tree.len().unwrap(), 100);
+    tree.verify().unwrap();
+}
+
+/// Every crash image of a run that drains a tree (merges of leaves and
+/// internal pages, redistributions, root collapses, a separator's removal
+/// by its successor's copy): searched and scanned before the recovery,
+/// then recovered, checked, recovered again the same, and filled.
+#[test]
+fn every_crash_image_of_a_run_of_removals_recovers_to_a_prefix_of_it() {
+    let tree = B3Tree::in_memory(SMALL, Tracing::default()).unwrap();
+    let trace = tree.persist();
+    let count = 500u64;
+    let mut model = BTreeMap::new();
+    for i in 0..count {
+        let key = (i * 263) % count;
+        tree.insert(key, key + 1).unwrap();
+        model.insert(key, key + 1);
+    }
+    trace.take();
+    let base = tree.region().image();
+    let merges = tree.stats().unwrap().merges;
+    let mut models = vec![model.clone()];
+    for i in 0..count {
+        let key = (i * 131) % count;
+        trace.begin("remove");
+        assert_eq!(tree.remove(key).unwrap(), model.remove(&key));
+        trace.end();
+        models.push(model.clone());
+    }
+    let stats = tree.stats().unwrap();
+    assert!(stats.merges > merges + 20 && stats.height == 1, "{stats:?}");
+    let limits = Limits {
+        images_per_point: 8,
+        seed: 3,
+    };
+    let report = enumerate(&base, &trace.take(), limits, |point, image| {
+        let recovered = B3Tree::attach(Region::from_image(image, KIND)?, Volatile::default())?;
+        let done = point.completed;
+        let last = if point.in_flight.is_some() { done + 1 } else { done };
+        let allowed = &models[done..=last];
+        let at = |what: &str| format!("at event {} ({done} removals done): {what}", point.event);
+        // Before the recovery (made at the first write): searches, and
+        // scans both ways.
+        let searched: BTreeMap<u64, u64> = (0..count)
+            .filter_map(|key| recovered.get(key).unwrap().map(|value| (key, value)))
+            .collect();
+        assert!(allowed.contains(&searched), "{}", at("searches"));
+        let forward = recovered.entries()?;
+        let scanned: BTreeMap<u64, u64> = forward.iter().copied().collect();
+        assert!(forward.len() == scanned.len() && allowed.contains(&scanned), "{}", at("scans"));
+        let mut back = recovered.range_rev(.., usize::MAX)?;
+        back.reverse();
+        assert!(back == forward, "{}", at("reverse scans"));
+        recovered.verify()?;
+        let entries: BTreeMap<u64, u64> = recovered.entries()?.into_iter().collect();
+        assert!(entries == scanned, "{}", at("entries after the recovery"));
+        let again = common::reopen(&recovered);
+        assert!(
+            again.entries()? == recovered.entries()?,
+            "{}",
+            at("recovery is idempotent")
+        );
+        for key in 1000..1060 {
+            recovered.insert(key, key)?;
+        }
+        for key in 0..count {
+            recovered.remove(key)?;
+        }
+        recovered.verify()?;
+        assert_eq!(recovered.len()?, 60, "{}", at("after more writes"));
+        Ok(())
+    })
+    .unwrap();
+    assert!(report.points > count as usize, "{report:?}");
+    assert!(report.dirty_at_end.is_empty(), "{report:?}");
+}
+
 #[test]
 fn sorted_and_reversed_inserts_split_into_a_deep_tree() {
     common::in_order_inserts_build_a_deep_tree::<B3Tree<Volatile>>(SMALL);
