@@ -763,9 +763,18 @@ impl<P: Persist> B3Tree<P> {
             let mut more = true;
             page.each_from(&self.region, bound, forward, |key, value| {
                 // (Keys from the page's high key up, left by a split or a
-                // merge cut short, are its sibling's: the scan goes on there.)
+                // merge cut short, are its sibling's: the scan goes on there.
+                // And a split whose commit linked the sibling but has not
+                // yet lowered the high key leaves keys in both: each is
+                // taken once.)
                 if end.is_some_and(|end| key >= end) {
                     return !forward;
+                }
+                if pairs
+                    .last()
+                    .is_some_and(|&(last, _)| if forward { key <= last } else { key >= last })
+                {
+                    return true;
                 }
                 more = keys.contains(&key) && pairs.len() < limit;
                 if more {

@@ -146,7 +146,11 @@ fn every_crash_image_of_a_run_of_removals_recovers_to_a_prefix_of_it() {
         assert!(allowed.contains(&searched), "{}", at("searches"));
         let forward = recovered.entries()?;
         let scanned: BTreeMap<u64, u64> = forward.iter().copied().collect();
-        assert!(forward.len() == scanned.len() && allowed.contains(&scanned), "{}", at("scans"));
+        assert!(
+            forward.len() == scanned.len() && allowed.contains(&scanned),
+            "{}",
+            at("scans")
+        );
         let mut back = recovered.range_rev(.., usize::MAX)?;
         back.reverse();
         assert!(back == forward, "{}", at("reverse scans"));
