@@ -758,10 +758,18 @@ impl<P: Persist> B3Tree<P> {
         loop {
             let page = self.page(at);
             page.prefetch_all(&self.region);
+            let header = page.header(&self.region)?;
+            let end = header.end();
             let mut more = true;
             page.each_from(&self.region, bound, forward, |key, value| {
-                // (A split or merge cut short leaves keys in a page and its
-                // sibling both, with the same values: each is taken once.)
+                // (Keys from the page's high key up, left by a split or a
+                // merge cut short, some pruned and some not, are its
+                // sibling's: the scan goes on there. And a split whose
+                // commit linked the sibling but has not yet lowered the
+                // high key leaves keys in both: each is taken once.)
+                if end.is_some_and(|end| key >= end) {
+                    return !forward;
+                }
                 if pairs
                     .last()
                     .is_some_and(|&(last, _)| if forward { key <= last } else { key >= last })
@@ -774,7 +782,6 @@ impl<P: Persist> B3Tree<P> {
                 }
                 more
             })?;
-            let header = page.header(&self.region)?;
             match (more, forward) {
                 (true, true) if header.sibling != 0 => at = header.sibling,
                 // (Only a level's leftmost page has the low key 0.)
