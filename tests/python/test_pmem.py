@@ -200,6 +200,13 @@ def test_a_btree_is_a_sorted_mapping_that_survives_reopening(tmp_path):
             tree[key * 7919 % 2000] = key
         stats = tree.stats()
         assert stats["splits"] > 2000 // 14 and 0 <= stats["rebuilds"] <= stats["splits"]
+        # Draining it merges its sparse pages, down to one page.
+        for key in range(1990):
+            del tree[key * 7919 % 2000]
+        assert list(tree) == sorted(key * 7919 % 2000 for key in range(1990, 2000))
+        stats = tree.stats()
+        assert stats["merges"] > 2000 // 14 and 0 < stats["merge_flushes"] < stats["flushes"]
+        assert stats["height"] <= 2
     assert tree.closed
     with pytest.raises(InvalidArgumentError):
         BTree(tmp_path / "bad.pmem", page_bytes=1000)

@@ -58,10 +58,12 @@ pub struct B3Tree<P: Persist> {
     /// first write, the first check or the close, under the mutex. Reads
     /// need none (see [`attach`](B3Tree::attach)).
     repair: AtomicBool,
-    /// Splits, rebuilds and merges since the open (for the statistics).
+    /// Splits, rebuilds, merges and the flushes of balancing since the
+    /// open (for the statistics).
     splits: AtomicU64,
     rebuilds: AtomicU64,
     merges: AtomicU64,
+    merge_flushes: AtomicU64,
 }
 
 /// What a page is built to hold: a leaf's pairs, or an internal page's
@@ -183,6 +185,7 @@ impl<P: Persist> B3Tree<P> {
             splits: AtomicU64::new(0),
             rebuilds: AtomicU64::new(0),
             merges: AtomicU64::new(0),
+            merge_flushes: AtomicU64::new(0),
         }
     }
 
@@ -239,7 +242,8 @@ impl<P: Persist> B3Tree<P> {
     pub fn stats(&self) -> Result<TreeStats> {
         let _turn = self.turn();
         let root = self.page(self.root_page()).header(&self.region)?;
-        let changes = [&self.splits, &self.rebuilds, &self.merges].map(|count| count.load(Ordering::Relaxed));
+        let changes = [&self.splits, &self.rebuilds, &self.merges, &self.merge_flushes]
+            .map(|count| count.load(Ordering::Relaxed));
         Ok(self.root.stats(&self.region, &self.persist, root.level, changes))
     }
 
@@ -352,7 +356,10 @@ impl<P: Persist> B3Tree<P> {
             }
         }
         if thin {
+            let before = self.persist.counts().flushes();
             self.rebalance(&mut slots, key)?;
+            let flushes = self.persist.counts().flushes() - before;
+            self.merge_flushes.fetch_add(flushes, Ordering::Relaxed);
         }
         Ok(removed)
     }
@@ -362,14 +369,16 @@ impl<P: Persist> B3Tree<P> {
     /// right, else to its left) where their nodes fit in three quarters of
     /// a page; otherwise the fuller of the two is split where the keys it
     /// gives up, merged with the sparse one, make half of both (the
-    /// redistribution: a split and a merge, each failure-atomic). A parent
-    /// left sparse by a merge is balanced in turn, and a root left with one
-    /// child gives way to it ([`collapse`](Self::collapse)). A merge whose
-    /// parent has no free slot (its separator's removal may need one) waits
-    /// for a later removal.
+    /// redistribution: a split and a merge, each failure-atomic). A page
+    /// still sparse after a merge merges again; then its parent, which
+    /// lost separators, is balanced in turn; and a root left with one
+    /// child gives way to it ([`collapse`](Self::collapse)). A parent with
+    /// no free slot (the separator's removal may need one) splits first.
     fn rebalance(&self, slots: &mut HashMap<u64, Slots>, key: u64) -> Result<()> {
         let capacity = Page::capacity(self.page_bytes);
         let mut level = 0;
+        // Whether a page of this level merged (its parent is checked next).
+        let mut merged = false;
         loop {
             let (at, path) = self.descend(key, level)?;
             let Some(&parent) = path.last() else {
@@ -377,7 +386,11 @@ impl<P: Persist> B3Tree<P> {
             };
             let page = self.page(at);
             if !sparse(self.slots(slots, page)?.used(), capacity) {
-                return Ok(());
+                if !merged {
+                    return Ok(());
+                }
+                (level, merged) = (level + 1, false);
+                continue;
             }
             let parent = self.page(parent);
             let children = parent.children(&self.region)?;
@@ -390,7 +403,7 @@ impl<P: Persist> B3Tree<P> {
             if children.len() == 1 {
                 // Its parent has no other child: it is sparse too, and
                 // merges at the level above.
-                level += 1;
+                (level, merged) = (level + 1, false);
                 continue;
             }
             let k = k.min(children.len() - 2);
@@ -400,10 +413,13 @@ impl<P: Persist> B3Tree<P> {
             let r = self.slots(slots, right)?.used();
             if mergeable(l + r + u32::from(level > 0), capacity) {
                 if self.slots(slots, parent)?.full(capacity) {
-                    return Ok(());
+                    // (The separator's removal may need a slot for its
+                    // successor's copy: the parent splits first.)
+                    self.split(slots, parent, &path[..path.len() - 1], None)?;
+                    continue;
                 }
                 self.merge(slots, parent, (left, separator, right), &path)?;
-                level += 1;
+                merged = true;
             } else if left.at == at {
                 // The right one keeps its lowest keys, for the left.
                 self.split(slots, right, &path, Some((r - l).div_ceil(2) as usize))?;

@@ -127,7 +127,7 @@ pub trait Subject: Sync {
 
     /// Flushes, fences, and flushes by merges so far (zeros for a map in
     /// DRAM).
-    fn counts(&self) -> (u64, u64, u64);
+    fn counts(&self) -> Result<(u64, u64, u64)>;
 }
 
 /// The operations of a phase, on one thread.
@@ -162,9 +162,9 @@ impl Subject for Table {
         self.session()
     }
 
-    fn counts(&self) -> (u64, u64, u64) {
+    fn counts(&self) -> Result<(u64, u64, u64)> {
         let stats = self.stats();
-        (stats.flushes, stats.fences, stats.merge_flushes)
+        Ok((stats.flushes, stats.fences, stats.merge_flushes))
     }
 }
 
@@ -196,10 +196,8 @@ impl<F: Family> Subject for Tree<F> {
         Ok(self)
     }
 
-    fn counts(&self) -> (u64, u64, u64) {
-        // (A tree never merges: no flushes are a merge's.)
-        let (flushes, fences) = Tree::counts(self);
-        (flushes, fences, 0)
+    fn counts(&self) -> Result<(u64, u64, u64)> {
+        Tree::counts(self)
     }
 }
 
@@ -328,7 +326,7 @@ impl Run<'_> {
             Step::Scan => (self.keys / KEYS_PER_SCAN).max(1),
             _ => self.keys,
         };
-        let before = subject.counts();
+        let before = subject.counts()?;
         let started = Instant::now();
         let samples = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads as u64)
@@ -370,7 +368,7 @@ impl Run<'_> {
                 .collect::<Result<Vec<_>>>()
         })?;
         let seconds = started.elapsed().as_secs_f64();
-        let after = subject.counts();
+        let after = subject.counts()?;
         let mut samples: Vec<u64> = samples.into_iter().flatten().collect();
         samples.sort_unstable();
         let per = |count: u64| count as f64 / keys as f64;

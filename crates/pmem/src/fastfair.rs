@@ -444,7 +444,7 @@ impl<P: Persist> FastFair<P> {
             &self.region,
             &self.persist,
             root.level,
-            [self.splits.load(Ordering::Relaxed), 0, 0],
+            [self.splits.load(Ordering::Relaxed), 0, 0, 0],
         ))
     }
 

@@ -213,10 +213,10 @@ impl<F: Family> Tree<F> {
         each!(self, tree => tree.verify())
     }
 
-    /// Flushes and fences made so far (what `stats` reads, without the
-    /// tree's shape).
-    pub fn counts(&self) -> (u64, u64) {
-        each!(self, tree => (tree.persist().counts().flushes(), tree.persist().counts().fences()))
+    /// Flushes, fences, and flushes by merges made so far.
+    pub fn counts(&self) -> Result<(u64, u64, u64)> {
+        let stats = self.stats()?;
+        Ok((stats.flushes, stats.fences, stats.merge_flushes))
     }
 
     pub fn stats(&self) -> Result<TreeStats> {

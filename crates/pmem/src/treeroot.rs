@@ -50,6 +50,9 @@ pub struct TreeStats {
     /// Sparse pages merged into their left neighbour since the open (the
     /// B3-tree's; the baseline does not merge).
     pub merges: u64,
+    /// Of the flushes, those made by merges and redistributions (a
+    /// removal's share of balancing the tree).
+    pub merge_flushes: u64,
 }
 
 /// Checks a tree's shape.
@@ -167,13 +170,13 @@ impl RootObject {
     }
 
     /// The statistics of a tree whose root page is at `level`, which made
-    /// `splits`, `rebuilds` and `merges` since its open.
+    /// `splits`, `rebuilds`, `merges` and `merge_flushes` since its open.
     pub fn stats(
         &self,
         region: &Region,
         persist: &impl Persist,
         level: u8,
-        [splits, rebuilds, merges]: [u64; 3],
+        [splits, rebuilds, merges, merge_flushes]: [u64; 4],
     ) -> TreeStats {
         TreeStats {
             persistence: persist.name(),
@@ -186,6 +189,7 @@ impl RootObject {
             splits,
             rebuilds,
             merges,
+            merge_flushes,
         }
     }
 }
