@@ -21,16 +21,18 @@
 //! the same parent (see `B3Tree::merge`), or evens the two out, and a root
 //! left with one child gives way to it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use spillway_core::{ensure, Error, Result};
 
 use crate::b3page::{Header, Insert, Page, Remove, Slots};
+use crate::epoch::Epochs;
 use crate::heap::Heap;
+use crate::pagelatch::PageLatches;
 use crate::persist::Persist;
 use crate::region::Region;
 use crate::treeroot::{self, RootObject};
@@ -50,13 +52,20 @@ pub struct B3Tree<P: Persist> {
     persist: P,
     root: RootObject,
     page_bytes: u64,
-    /// The node slots of each page written since the open, learnt from
-    /// the media on its first write (they are not persisted); its mutex is
-    /// the tree's: one operation at a time.
-    slots: Mutex<HashMap<u64, Slots>>,
+    /// Each page's writer latch (holding its node slots, learnt from the
+    /// media at its first write since the open: they are not persisted)
+    /// and version, which lock-free readers check.
+    latches: PageLatches,
+    /// The writers' turn: shared by inserts and removals that change one
+    /// leaf (each under the leaf's latch), exclusive for what changes the
+    /// tree's shape (splits, merges, rebuilds), the recovery, a check and
+    /// the close. Readers take none.
+    turn: RwLock<()>,
+    /// Pages unlinked, freed once no reader can stand on them.
+    epochs: Epochs,
     /// A recovery is owed (the tree was not closed clean): made before the
-    /// first write, the first check or the close, under the mutex. Reads
-    /// need none (see [`attach`](B3Tree::attach)).
+    /// first write, the first check or the close, in the exclusive turn.
+    /// Reads need none (see [`attach`](B3Tree::attach)).
     repair: AtomicBool,
     /// Splits, rebuilds, merges and the flushes of balancing since the
     /// open (for the statistics).
@@ -175,12 +184,14 @@ impl<P: Persist> B3Tree<P> {
 
     fn assemble(region: Region, heap: Heap, persist: P, root: RootObject) -> B3Tree<P> {
         B3Tree {
+            latches: PageLatches::new(region.len(), root.page_bytes),
             region,
             heap,
             persist,
             root,
             page_bytes: root.page_bytes,
-            slots: Mutex::new(HashMap::new()),
+            turn: RwLock::new(()),
+            epochs: Epochs::default(),
             repair: AtomicBool::new(false),
             splits: AtomicU64::new(0),
             rebuilds: AtomicU64::new(0),
@@ -207,8 +218,11 @@ impl<P: Persist> B3Tree<P> {
 
     /// Makes the recovery owed, if any, and marks the tree closed and its
     /// file durable.
-    pub fn close(self) -> Result<()> {
+    pub fn close(mut self) -> Result<()> {
         drop(self.writing()?);
+        for page in self.epochs.drain() {
+            self.heap.free(&self.region, &self.persist, page);
+        }
         self.heap.close(&self.region, &self.persist);
         self.region.sync()
     }
@@ -218,14 +232,32 @@ impl<P: Persist> B3Tree<P> {
         self.repair.load(Ordering::Relaxed)
     }
 
-    /// The turn of a write: the recovery owed made first.
-    fn writing(&self) -> Result<MutexGuard<'_, HashMap<u64, Slots>>> {
-        let mut slots = self.turn();
+    /// The exclusive turn (a change of the tree's shape), the recovery
+    /// owed made first.
+    fn writing(&self) -> Result<RwLockWriteGuard<'_, ()>> {
+        let turn = self.turn.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         if self.repair.load(Ordering::Relaxed) {
-            self.recover(&mut slots)?;
+            self.recover()?;
             self.repair.store(false, Ordering::Relaxed);
+            self.reclaim();
         }
-        Ok(slots)
+        Ok(turn)
+    }
+
+    /// The shared turn (a change to one leaf, under its latch), the
+    /// recovery owed made first.
+    fn sharing(&self) -> Result<RwLockReadGuard<'_, ()>> {
+        if self.repair.load(Ordering::Relaxed) {
+            drop(self.writing()?);
+        }
+        Ok(self.turn.read().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    /// Frees the pages retired that no reader can stand on any more (in
+    /// the exclusive turn, after a change of shape).
+    fn reclaim(&self) {
+        self.epochs
+            .reclaim(|page| self.heap.free(&self.region, &self.persist, page));
     }
 
     /// Its keys (a scan of the leaves).
@@ -240,7 +272,7 @@ impl<P: Persist> B3Tree<P> {
 
     /// Persistence counts and shape.
     pub fn stats(&self) -> Result<TreeStats> {
-        let _turn = self.turn();
+        let _pin = self.epochs.pin();
         let root = self.page(self.root_page()).header(&self.region)?;
         let changes = [&self.splits, &self.rebuilds, &self.merges, &self.merge_flushes]
             .map(|count| count.load(Ordering::Relaxed));
@@ -255,10 +287,6 @@ impl<P: Persist> B3Tree<P> {
     /// The region (for images and statistics).
     pub fn region(&self) -> &Region {
         &self.region
-    }
-
-    fn turn(&self) -> MutexGuard<'_, HashMap<u64, Slots>> {
-        self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn page(&self, at: u64) -> Page {
@@ -281,9 +309,10 @@ impl<P: Persist> B3Tree<P> {
         Ok((at, path))
     }
 
-    /// The page of `level` that holds `key`, noting in `path` (a write's)
-    /// the internal pages left through a child link: a search notes none
-    /// and allocates nothing.
+    /// The page of `level` that holds `key`, noting in `path` (a change of
+    /// shape's) the internal pages left through a child link. A writer's:
+    /// in either turn, no page it reads above the leaves changes, nor any
+    /// leaf's range.
     fn walk(&self, key: u64, level: u8, mut path: Option<&mut Vec<u64>>) -> Result<u64> {
         let mut at = self.root_page();
         for _ in 0..=self.region.len() / self.page_bytes {
@@ -309,59 +338,135 @@ impl<P: Persist> B3Tree<P> {
         ))
     }
 
-    /// The value of `key`.
-    pub fn get(&self, key: u64) -> Result<Option<u64>> {
-        let _turn = self.turn();
-        let leaf = self.walk(key, 0, None)?;
-        self.page(leaf).get(&self.region, key)
+    /// The leaf that holds `key`, found without a latch or a turn (a
+    /// reader's, pinned), with the version its latch had when its header
+    /// was read: the caller reads the leaf, then keeps what it read only if
+    /// the version is unchanged. A page changed while it was read, or dead,
+    /// starts the descent again from the root.
+    fn read_leaf(&self, key: u64) -> Result<(Page, u64)> {
+        'descent: loop {
+            let mut at = self.root_page();
+            for _ in 0..=self.region.len() / self.page_bytes {
+                let Some(version) = self.latches.stable(at) else {
+                    continue 'descent;
+                };
+                let page = self.page(at);
+                page.prefetch(&self.region);
+                let next = page.header(&self.region).and_then(|header| {
+                    Ok(if header.sibling != 0 && key >= header.high {
+                        Some(header.sibling)
+                    } else if header.level > 0 {
+                        Some(page.child_for(&self.region, key)?)
+                    } else {
+                        None
+                    })
+                });
+                if !self.latches.unchanged(at, version) {
+                    continue 'descent;
+                }
+                match next? {
+                    Some(next) => at = next,
+                    None => return Ok((page, version)),
+                }
+            }
+            return Err(Error::corruption(
+                self.region.path(),
+                at,
+                "a B3-tree descent that never ends",
+            ));
+        }
     }
 
-    /// Sets `key` to `value`; returns the value it replaced.
-    pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
-        let mut slots = self.writing()?;
+    /// The value of `key`: a lock-free read.
+    pub fn get(&self, key: u64) -> Result<Option<u64>> {
+        let _pin = self.epochs.pin();
         loop {
-            let (leaf, path) = self.descend(key, 0)?;
-            let page = self.page(leaf);
-            let free = self.slots(&mut slots, page)?;
-            match page.insert(&self.region, &self.persist, free, key, value)? {
-                Insert::Replaced(old) => return Ok(Some(old)),
-                Insert::Added => return Ok(None),
-                // (Then the descent again: the key's page may be the new
-                // right sibling, or the parent split first.)
-                Insert::Full => self.split(&mut slots, page, &path, None)?,
+            let (leaf, version) = self.read_leaf(key)?;
+            let found = leaf.get(&self.region, key);
+            if self.latches.unchanged(leaf.at, version) {
+                return found;
             }
         }
+    }
+
+    /// Sets `key` to `value`; returns the value it replaced. In the
+    /// shared turn, under the leaf's latch; a full leaf splits in the
+    /// exclusive turn, and the insert goes again.
+    pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+        loop {
+            {
+                let _turn = self.sharing()?;
+                let leaf = self.page(self.walk(key, 0, None)?);
+                let mut writing = self.latches.write(leaf.at);
+                let free = writing.slots(leaf, &self.region)?;
+                match leaf.insert(&self.region, &self.persist, free, key, value)? {
+                    Insert::Replaced(old) => return Ok(Some(old)),
+                    Insert::Added => return Ok(None),
+                    Insert::Full => {}
+                }
+            }
+            self.split_full(key)?;
+        }
+    }
+
+    /// Splits the leaf that holds `key` if it is full (another writer may
+    /// have split it first), in the exclusive turn.
+    fn split_full(&self, key: u64) -> Result<()> {
+        let _turn = self.writing()?;
+        let (leaf, path) = self.descend(key, 0)?;
+        let page = self.page(leaf);
+        if self.full(page)? {
+            self.split(page, &path, None)?;
+        }
+        self.reclaim();
+        Ok(())
+    }
+
+    /// Whether `page` has no free slot.
+    fn full(&self, page: Page) -> Result<bool> {
+        Ok(self.latches.used(page, &self.region)? >= Page::capacity(self.page_bytes))
     }
 
     /// Removes `key`; returns its value. A page left sparse is merged or
     /// evened out with a neighbour ([`rebalance`](Self::rebalance)).
+    /// In the shared turn, under the leaf's latch, as an insert; the
+    /// balancing in the exclusive turn.
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
-        let mut slots = self.writing()?;
         let mut removed = None;
-        let mut thin = false;
-        // Until the key is absent: a removal cut short by a crash can
-        // leave it twice in its page (see `Page::remove`).
         loop {
-            let (leaf, path) = self.descend(key, 0)?;
-            let page = self.page(leaf);
-            let free = self.slots(&mut slots, page)?;
-            match page.remove(&self.region, &self.persist, free, key)? {
-                Remove::Removed(value) => {
-                    removed.get_or_insert(value);
-                    thin = sparse(free.used(), Page::capacity(self.page_bytes));
-                }
-                Remove::Absent => break,
-                // No slot for its successor's copy: the page splits first.
-                Remove::Full => self.split(&mut slots, page, &path, None)?,
+            let (absent, thin) = {
+                let _turn = self.sharing()?;
+                let leaf = self.page(self.walk(key, 0, None)?);
+                let mut writing = self.latches.write(leaf.at);
+                let free = writing.slots(leaf, &self.region)?;
+                // Until the key is absent: a removal cut short by a crash
+                // can leave it twice in its page (see `Page::remove`).
+                let absent = loop {
+                    match leaf.remove(&self.region, &self.persist, free, key)? {
+                        Remove::Removed(value) => {
+                            removed.get_or_insert(value);
+                        }
+                        Remove::Absent => break true,
+                        // No slot for its successor's copy.
+                        Remove::Full => break false,
+                    }
+                };
+                (absent, sparse(free.used(), Page::capacity(self.page_bytes)))
+            };
+            if !absent {
+                self.split_full(key)?;
+                continue;
             }
+            if thin && removed.is_some() {
+                let _turn = self.writing()?;
+                let before = self.persist.counts().flushes();
+                self.rebalance(key)?;
+                let flushes = self.persist.counts().flushes() - before;
+                self.merge_flushes.fetch_add(flushes, Ordering::Relaxed);
+                self.reclaim();
+            }
+            return Ok(removed);
         }
-        if thin {
-            let before = self.persist.counts().flushes();
-            self.rebalance(&mut slots, key)?;
-            let flushes = self.persist.counts().flushes() - before;
-            self.merge_flushes.fetch_add(flushes, Ordering::Relaxed);
-        }
-        Ok(removed)
     }
 
     /// Balances the sparse page that holds `key`, from the leaves up: it
@@ -374,7 +479,7 @@ impl<P: Persist> B3Tree<P> {
     /// lost separators, is balanced in turn; and a root left with one
     /// child gives way to it ([`collapse`](Self::collapse)). A parent with
     /// no free slot (the separator's removal may need one) splits first.
-    fn rebalance(&self, slots: &mut HashMap<u64, Slots>, key: u64) -> Result<()> {
+    fn rebalance(&self, key: u64) -> Result<()> {
         let capacity = Page::capacity(self.page_bytes);
         let mut level = 0;
         // Whether a page of this level merged (its parent is checked next).
@@ -382,10 +487,10 @@ impl<P: Persist> B3Tree<P> {
         loop {
             let (at, path) = self.descend(key, level)?;
             let Some(&parent) = path.last() else {
-                return self.collapse(slots);
+                return self.collapse();
             };
             let page = self.page(at);
-            if !sparse(self.slots(slots, page)?.used(), capacity) {
+            if !sparse(self.latches.used(page, &self.region)?, capacity) {
                 if !merged {
                     return Ok(());
                 }
@@ -409,24 +514,24 @@ impl<P: Persist> B3Tree<P> {
             let k = k.min(children.len() - 2);
             let (left, right) = (self.page(children[k]), self.page(children[k + 1]));
             let separator = parent.keys(&self.region)?[k];
-            let l = self.slots(slots, left)?.used();
-            let r = self.slots(slots, right)?.used();
+            let l = self.latches.used(left, &self.region)?;
+            let r = self.latches.used(right, &self.region)?;
             if mergeable(l + r + u32::from(level > 0), capacity) {
-                if self.slots(slots, parent)?.full(capacity) {
+                if self.full(parent)? {
                     // (The separator's removal may need a slot for its
                     // successor's copy: the parent splits first.)
-                    self.split(slots, parent, &path[..path.len() - 1], None)?;
+                    self.split(parent, &path[..path.len() - 1], None)?;
                     continue;
                 }
-                self.merge(slots, parent, (left, separator, right), &path)?;
+                self.merge(parent, (left, separator, right), &path)?;
                 merged = true;
             } else if left.at == at {
                 // The right one keeps its lowest keys, for the left.
-                self.split(slots, right, &path, Some((r - l).div_ceil(2) as usize))?;
+                self.split(right, &path, Some((r - l).div_ceil(2) as usize))?;
             } else {
                 // The left one's highest keys go to a new page, which
                 // merges with the right one.
-                self.split(slots, left, &path, Some((l - r).div_ceil(2) as usize))?;
+                self.split(left, &path, Some((l - r).div_ceil(2) as usize))?;
             }
         }
     }
@@ -449,13 +554,7 @@ impl<P: Persist> B3Tree<P> {
     /// undoes a merge cut short before its commit (a page's keys past its
     /// high key are pruned) and completes one cut short after it. A page
     /// left deeper than [`deepest`] by the graft is rebuilt.
-    fn merge(
-        &self,
-        slots: &mut HashMap<u64, Slots>,
-        parent: Page,
-        (left, separator, right): (Page, u64, Page),
-        path: &[u64],
-    ) -> Result<()> {
+    fn merge(&self, parent: Page, (left, separator, right): (Page, u64, Page), path: &[u64]) -> Result<()> {
         self.merges.fetch_add(1, Ordering::Relaxed);
         let (region, persist) = (&self.region, &self.persist);
         let header = right.header(region)?;
@@ -467,7 +566,8 @@ impl<P: Persist> B3Tree<P> {
                 .last()
                 .expect("an internal page has a child"),
         };
-        let free = self.slots(slots, left)?;
+        let mut writing = self.latches.write(left.at);
+        let free = writing.slots(left, region)?;
         let grafted = match content {
             Content::Leaf(pairs) => left.graft(region, persist, free, &pairs, None)?,
             Content::Internal { separators, children } => {
@@ -487,19 +587,22 @@ impl<P: Persist> B3Tree<P> {
             right.at
         );
         left.absorb(region, persist, header.high, header.sibling);
+        drop(writing);
+        let mut writing = self.latches.write(parent.at);
         parent.relink(region, persist, separator, right.at, left.at)?;
-        let free = self.slots(slots, parent)?;
+        let free = writing.slots(parent, region)?;
         let removed = parent.remove_separator(region, persist, free, separator, left.at)?;
+        drop(writing);
         ensure!(
             matches!(removed, Remove::Removed(_)),
             Internal,
             "B3-tree page {}: separator {separator} not removed ({removed:?})",
             parent.at
         );
-        self.free_page(slots, right);
+        self.free_page(right);
         if left.slots(region)?.1 > deepest(self.page_bytes) {
             let content = self.content(left, header.level)?;
-            self.rebuild(slots, left, path, content.all())?;
+            self.rebuild(left, path, content.all())?;
         }
         Ok(())
     }
@@ -507,7 +610,7 @@ impl<P: Persist> B3Tree<P> {
     /// Root collapse: while the root is an internal page with one child
     /// (its last separator merged away), the child becomes the root (one
     /// store of the root word) and the old root is freed.
-    fn collapse(&self, slots: &mut HashMap<u64, Slots>) -> Result<()> {
+    fn collapse(&self) -> Result<()> {
         loop {
             let root = self.page(self.root_page());
             if root.level(&self.region)? == 0 {
@@ -517,17 +620,8 @@ impl<P: Persist> B3Tree<P> {
                 return Ok(());
             };
             self.set_root_page(child);
-            self.free_page(slots, root);
+            self.free_page(root);
         }
-    }
-
-    /// The slots of `page`, learnt from the media on its first write since
-    /// the open.
-    fn slots<'a>(&self, slots: &'a mut HashMap<u64, Slots>, page: Page) -> Result<&'a mut Slots> {
-        if let std::collections::hash_map::Entry::Vacant(entry) = slots.entry(page.at) {
-            entry.insert(page.slots(&self.region)?.0);
-        }
-        Ok(slots.get_mut(&page.at).expect("just counted"))
     }
 
     /// Splits `page` (reached through `path`) in the seed's B-link manner
@@ -549,17 +643,11 @@ impl<P: Persist> B3Tree<P> {
     /// with no free slot splits first (or its own parent), and the caller
     /// descends again either way. A page left deeper than [`deepest`] (in
     /// order inserts grow a chain of nodes) is then rebuilt whole.
-    fn split(
-        &self,
-        slots: &mut HashMap<u64, Slots>,
-        page: Page,
-        path: &[u64],
-        mid: Option<usize>,
-    ) -> Result<()> {
+    fn split(&self, page: Page, path: &[u64], mid: Option<usize>) -> Result<()> {
         if let Some((&parent, above)) = path.split_last() {
             let parent = self.page(parent);
-            if self.slots(slots, parent)?.full(Page::capacity(self.page_bytes)) {
-                return self.split(slots, parent, above, None);
+            if self.full(parent)? {
+                return self.split(parent, above, None);
             }
         }
         self.splits.fetch_add(1, Ordering::Relaxed);
@@ -568,7 +656,6 @@ impl<P: Persist> B3Tree<P> {
         let (separator, right_part) = content.upper(mid.unwrap_or(content.len() / 2));
         let right = self.alloc()?;
         self.build(
-            slots,
             right,
             Header {
                 low: separator,
@@ -577,14 +664,16 @@ impl<P: Persist> B3Tree<P> {
             right_part,
         );
         self.persist.fence();
+        let mut writing = self.latches.write(page.at);
         page.link_right(&self.region, &self.persist, &header, right, separator);
         page.prune(&self.region, &self.persist, separator)?;
         let (free, depth) = page.slots(&self.region)?;
-        slots.insert(page.at, free);
+        writing.set(free);
+        drop(writing);
         let halves = (separator, page.at, right);
         match path.last() {
-            None => self.new_root(slots, page, header.level + 1, halves)?,
-            Some(&parent) => self.add_separator(slots, self.page(parent), header.low, halves)?,
+            None => self.new_root(page, header.level + 1, halves)?,
+            Some(&parent) => self.add_separator(self.page(parent), header.low, halves)?,
         }
         if depth > deepest(self.page_bytes) {
             let (at, path) = self.descend(header.low, header.level)?;
@@ -595,21 +684,16 @@ impl<P: Persist> B3Tree<P> {
                 page.at
             );
             let content = self.content(page, header.level)?;
-            self.rebuild(slots, page, &path, content.all())?;
+            self.rebuild(page, &path, content.all())?;
         }
         Ok(())
     }
 
     /// Puts in `parent`, where `low` leads to the page `left`, the node
     /// (separator; left, right): step 4 of a split.
-    fn add_separator(
-        &self,
-        slots: &mut HashMap<u64, Slots>,
-        parent: Page,
-        low: u64,
-        halves: (u64, u64, u64),
-    ) -> Result<()> {
-        let free = self.slots(slots, parent)?;
+    fn add_separator(&self, parent: Page, low: u64, halves: (u64, u64, u64)) -> Result<()> {
+        let mut writing = self.latches.write(parent.at);
+        let free = writing.slots(parent, &self.region)?;
         let placed = parent.replace_child(&self.region, &self.persist, free, low, halves.1, halves)?;
         ensure!(
             placed,
@@ -623,23 +707,17 @@ impl<P: Persist> B3Tree<P> {
     /// Puts a page holding `part` in the place of `page` (reached through
     /// `path`), with its range and sibling: a page rebuilt as a complete
     /// BST, by copy-on-write (see [`replace`](Self::replace)).
-    fn rebuild(
-        &self,
-        slots: &mut HashMap<u64, Slots>,
-        page: Page,
-        path: &[u64],
-        part: Part<'_>,
-    ) -> Result<()> {
+    fn rebuild(&self, page: Page, path: &[u64], part: Part<'_>) -> Result<()> {
         self.rebuilds.fetch_add(1, Ordering::Relaxed);
         let header = page.header(&self.region)?;
         let new = self.alloc()?;
-        self.build(slots, new, header, part);
+        self.build(new, header, part);
         self.persist.fence();
         match path.last() {
             None => self.set_root_page(new),
             Some(&parent) => self.replace(page, header, self.page(parent), new)?,
         }
-        self.free_page(slots, page);
+        self.free_page(page);
         Ok(())
     }
 
@@ -648,10 +726,12 @@ impl<P: Persist> B3Tree<P> {
         self.root.set_page(&self.region, &self.persist, page);
     }
 
-    /// Frees a page no link reaches any more.
-    fn free_page(&self, slots: &mut HashMap<u64, Slots>, page: Page) {
-        slots.remove(&page.at);
-        self.heap.free(&self.region, &self.persist, page.at);
+    /// Retires a page no link reaches any more: marked dead (a reader
+    /// that reaches it through a link read before starts again), and freed
+    /// once no reader can stand on it (see [`reclaim`](Self::reclaim)).
+    fn free_page(&self, page: Page) {
+        self.latches.write(page.at).kill();
+        self.epochs.retire(page.at);
     }
 
     /// A page's content as it is.
@@ -667,7 +747,7 @@ impl<P: Persist> B3Tree<P> {
     }
 
     /// Writes the page at `at` holding `part`, its slots noted.
-    fn build(&self, slots: &mut HashMap<u64, Slots>, at: u64, header: Header, part: Part<'_>) {
+    fn build(&self, at: u64, header: Header, part: Part<'_>) {
         let (region, persist, page) = (&self.region, &self.persist, self.page(at));
         let count = match part {
             Part::Leaf(pairs) => Page::build_leaf(region, persist, page, header, pairs),
@@ -675,7 +755,7 @@ impl<P: Persist> B3Tree<P> {
                 Page::build_internal(region, persist, page, header, separators, children)
             }
         };
-        slots.insert(at, Slots::built(count));
+        self.latches.revive(at, Slots::built(count));
     }
 
     fn alloc(&self) -> Result<u64> {
@@ -683,13 +763,7 @@ impl<P: Persist> B3Tree<P> {
     }
 
     /// A root split: a new root over the halves, published by one store.
-    fn new_root(
-        &self,
-        slots: &mut HashMap<u64, Slots>,
-        old: Page,
-        level: u8,
-        (separator, left, right): (u64, u64, u64),
-    ) -> Result<()> {
+    fn new_root(&self, old: Page, level: u8, (separator, left, right): (u64, u64, u64)) -> Result<()> {
         ensure!(
             self.root_page() == old.at,
             Internal,
@@ -702,7 +776,7 @@ impl<P: Persist> B3Tree<P> {
             high: 0,
             low: 0,
         };
-        self.build(slots, root, header, Part::Internal(&[separator], &[left, right]));
+        self.build(root, header, Part::Internal(&[separator], &[left, right]));
         self.persist.fence();
         self.set_root_page(root);
         Ok(())
@@ -732,11 +806,14 @@ impl<P: Persist> B3Tree<P> {
                 old.at
             );
             if from == old.at {
+                let _writing = self.latches.write(parent.at);
                 parent.relink(&self.region, &self.persist, header.low, old.at, left_sibling)?;
                 from = left_sibling;
             }
+            let _writing = self.latches.write(sibling.at);
             sibling.set_sibling(&self.region, &self.persist, new);
         }
+        let _writing = self.latches.write(parent.at);
         parent.relink(&self.region, &self.persist, header.low, from, new)
     }
 
@@ -759,8 +836,10 @@ impl<P: Persist> B3Tree<P> {
         self.scan(keys, limit, false)
     }
 
+    /// A lock-free scan: each leaf read whole, then kept only if its
+    /// version is unchanged; a leaf changed meanwhile, or dead, is read
+    /// again from a descent to the key after the last one taken.
     fn scan(&self, keys: impl RangeBounds<u64>, limit: usize, forward: bool) -> Result<Vec<(u64, u64)>> {
-        let _turn = self.turn();
         let bound = if forward {
             treeroot::first_key(&keys)
         } else {
@@ -769,41 +848,67 @@ impl<P: Persist> B3Tree<P> {
         let Some(bound) = bound else {
             return Ok(Vec::new());
         };
-        let mut at = self.walk(bound, 0, None)?;
+        let _pin = self.epochs.pin();
         let mut pairs = Vec::new();
+        let mut taken = Vec::new();
+        let (mut page, mut version) = self.read_leaf(bound)?;
         loop {
-            let page = self.page(at);
             page.prefetch_all(&self.region);
-            let header = page.header(&self.region)?;
-            let end = header.end();
+            taken.clear();
             let mut more = true;
-            page.each_from(&self.region, bound, forward, |key, value| {
-                // (Keys from the page's high key up, left by a split or a
-                // merge cut short, some pruned and some not, are its
-                // sibling's: the scan goes on there. And a split whose
-                // commit linked the sibling but has not yet lowered the
-                // high key leaves keys in both: each is taken once.)
-                if end.is_some_and(|end| key >= end) {
-                    return !forward;
+            let read = page.header(&self.region).and_then(|header| {
+                let end = header.end();
+                let last = pairs.last().map(|&(key, _)| key);
+                page.each_from(&self.region, bound, forward, |key, value| {
+                    // (Keys from the page's high key up, left by a split or
+                    // a merge cut short, some pruned and some not, are its
+                    // sibling's: the scan goes on there. And a split whose
+                    // commit linked the sibling but has not yet lowered the
+                    // high key leaves keys in both: each is taken once.)
+                    if end.is_some_and(|end| key >= end) {
+                        return !forward;
+                    }
+                    if last.is_some_and(|last| if forward { key <= last } else { key >= last }) {
+                        return true;
+                    }
+                    more = keys.contains(&key) && pairs.len() + taken.len() < limit;
+                    if more {
+                        taken.push((key, value));
+                    }
+                    more
+                })?;
+                Ok(header)
+            });
+            // Where the scan goes on when this page was changed as it was
+            // read (or its sibling is dead): from the key after the last
+            // one taken.
+            let again = |pairs: &[(u64, u64)]| match pairs.last() {
+                None => Some(bound),
+                Some(&(key, _)) if forward => key.checked_add(1),
+                Some(&(key, _)) => key.checked_sub(1),
+            };
+            let next = if self.latches.unchanged(page.at, version) {
+                let header = read?;
+                pairs.append(&mut taken);
+                match (more, forward) {
+                    (true, true) if header.sibling != 0 => match self.latches.stable(header.sibling) {
+                        Some(stable) => {
+                            (page, version) = (self.page(header.sibling), stable);
+                            continue;
+                        }
+                        None => again(&pairs),
+                    },
+                    // (Only a level's leftmost page has the low key 0.)
+                    (true, false) if header.low != 0 => Some(header.low - 1),
+                    _ => None,
                 }
-                if pairs
-                    .last()
-                    .is_some_and(|&(last, _)| if forward { key <= last } else { key >= last })
-                {
-                    return true;
-                }
-                more = keys.contains(&key) && pairs.len() < limit;
-                if more {
-                    pairs.push((key, value));
-                }
-                more
-            })?;
-            match (more, forward) {
-                (true, true) if header.sibling != 0 => at = header.sibling,
-                // (Only a level's leftmost page has the low key 0.)
-                (true, false) if header.low != 0 => at = self.walk(header.low - 1, 0, None)?,
-                _ => return Ok(pairs),
-            }
+            } else {
+                again(&pairs)
+            };
+            let Some(next) = next else {
+                return Ok(pairs);
+            };
+            (page, version) = self.read_leaf(next)?;
         }
     }
 
@@ -864,8 +969,8 @@ impl<P: Persist> B3Tree<P> {
     /// block the tree does not reach by child and sibling links: a right
     /// half built for a split that never committed, a page built for a
     /// rebuild that never committed, and a rebuilt page not yet freed.
-    fn recover(&self, slots: &mut HashMap<u64, Slots>) -> Result<()> {
-        self.repair(slots)?;
+    fn recover(&self) -> Result<()> {
+        self.repair()?;
         let mut reached: HashSet<u64> = [self.root.at].into();
         let mut stack = vec![self.root_page()];
         while let Some(at) = stack.pop() {
@@ -905,16 +1010,11 @@ impl<P: Persist> B3Tree<P> {
     ///
     /// Searches are right without any of it (they move right), but a later
     /// split or rebuild would not be.
-    fn repair(&self, slots: &mut HashMap<u64, Slots>) -> Result<()> {
+    fn repair(&self) -> Result<()> {
         let root = self.page(self.root_page());
         let header = self.settled(root)?;
         if header.sibling != 0 {
-            self.new_root(
-                slots,
-                root,
-                header.level + 1,
-                (header.high, root.at, header.sibling),
-            )?;
+            self.new_root(root, header.level + 1, (header.high, root.at, header.sibling))?;
         }
         let mut seen = HashSet::new();
         let mut stack = vec![self.root_page()];
@@ -925,15 +1025,16 @@ impl<P: Persist> B3Tree<P> {
             let page = self.page(at);
             let header = self.settled(page)?;
             if let Some(high) = header.end() {
+                let mut writing = self.latches.write(at);
                 if page.prune(&self.region, &self.persist, high)? {
-                    slots.remove(&at);
+                    writing.forget();
                 }
             }
             if header.sibling != 0 {
                 stack.push(header.sibling);
             }
             if header.level > 0 {
-                while self.repair_link(slots, page, &header)? {}
+                while self.repair_link(page, &header)? {}
                 stack.extend(page.children(&self.region)?);
             }
         }
@@ -947,6 +1048,7 @@ impl<P: Persist> B3Tree<P> {
         if header.sibling != 0 {
             let low = self.page(header.sibling).header(&self.region)?.low;
             if header.high != low {
+                let _writing = self.latches.write(page.at);
                 page.set_high(&self.region, &self.persist, low);
                 header.high = low;
             }
@@ -957,7 +1059,7 @@ impl<P: Persist> B3Tree<P> {
     /// Fixes the first link of the internal `page` that leads keys to a
     /// page whose range does not end where the link's does (see
     /// [`repair`](Self::repair)); returns whether there was one.
-    fn repair_link(&self, slots: &mut HashMap<u64, Slots>, page: Page, header: &Header) -> Result<bool> {
+    fn repair_link(&self, page: Page, header: &Header) -> Result<bool> {
         let at = page.at;
         let corrupt = |what: String| {
             Err(Error::corruption(
@@ -972,9 +1074,10 @@ impl<P: Persist> B3Tree<P> {
             // A separator's removal cut short between its successor's copy
             // and the unlinking of the successor: the successor twice
             // (listed once), with the link that goes.
+            let mut writing = self.latches.write(at);
             for &key in &separators {
                 if page.undouble(&self.region, &self.persist, key)? {
-                    slots.remove(&at);
+                    writing.forget();
                     return Ok(true);
                 }
             }
@@ -1002,10 +1105,11 @@ impl<P: Persist> B3Tree<P> {
                         "its last link leads to page {child}, whose keys run past its own"
                     ));
                 };
+                let mut writing = self.latches.write(at);
                 if next != child {
                     page.relink(&self.region, &self.persist, to, next, child)?;
                 }
-                let free = self.slots(slots, page)?;
+                let free = writing.slots(page, &self.region)?;
                 let removed = page.remove_separator(&self.region, &self.persist, free, to, child)?;
                 if !matches!(removed, Remove::Removed(_)) {
                     return corrupt(format!("separator {to} not removed ({removed:?})"));
@@ -1022,6 +1126,7 @@ impl<P: Persist> B3Tree<P> {
                         held.low
                     ));
                 }
+                let _writing = self.latches.write(at);
                 page.relink(&self.region, &self.persist, low, child, holder.at)?;
             } else {
                 // A split whose separator this page lacks.
@@ -1031,7 +1136,7 @@ impl<P: Persist> B3Tree<P> {
                         below.low
                     ));
                 }
-                self.add_separator(slots, page, low, (below.high, child, below.sibling))?;
+                self.add_separator(page, low, (below.high, child, below.sibling))?;
             }
             return Ok(true);
         }

@@ -47,6 +47,7 @@ pub mod epoch;
 pub mod fastfair;
 pub mod heap;
 pub mod latch;
+pub mod pagelatch;
 pub mod persist;
 pub mod region;
 pub mod table;

@@ -485,3 +485,124 @@ fn a_page_grown_deep_by_sorted_inserts_is_rebuilt_crash_safely() {
         [(5000, 5000), (5001, 5001), (5002, 5002)]
     );
 }
+
+/// Two writers (inserts, updates and removals of their own keys, on small
+/// pages: splits, merges, redistributions and rebuilds throughout) and two
+/// lock-free readers at once. The readers' scans, forward and reverse, are
+/// always in strict key order and always hold every key no writer touches,
+/// with its value, and their searches find those keys; afterwards the tree
+/// is sound and holds what the writers' models say.
+#[test]
+fn two_writers_and_lock_free_scans_at_once() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let options = Options {
+        page_bytes: 512,
+        region_bytes: 1 << 25,
+    };
+    let tree = B3Tree::in_memory(options, Volatile::default()).unwrap();
+    let span = 6000u64;
+    // Keys divisible by 32 stay; writer w owns the keys 4k + 1 + 2w.
+    let stays = |key: u64| key.is_multiple_of(32);
+    for key in (0..span).filter(|&key| stays(key)) {
+        tree.insert(key, key * 10).unwrap();
+    }
+    let done = AtomicBool::new(false);
+    let models = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..2u64)
+            .map(|r| {
+                let (tree, done) = (&tree, &done);
+                scope.spawn(move || {
+                    let mut rounds = 0;
+                    while !done.load(Ordering::Relaxed) || rounds < 3 {
+                        rounds += 1;
+                        let forward = tree.entries().unwrap();
+                        assert!(
+                            forward.windows(2).all(|pair| pair[0].0 < pair[1].0),
+                            "scan out of order"
+                        );
+                        let kept: Vec<(u64, u64)> =
+                            forward.iter().copied().filter(|&(key, _)| stays(key)).collect();
+                        assert_eq!(
+                            kept.len() as u64,
+                            span.div_ceil(32),
+                            "a scan lost a key no one touched"
+                        );
+                        assert!(kept.iter().all(|&(key, value)| value == key * 10));
+                        let low = (rounds * 997 + r * 131) % span;
+                        let back = tree.range_rev(low..low + 600, 80).unwrap();
+                        assert!(
+                            back.windows(2).all(|pair| pair[0].0 > pair[1].0),
+                            "reverse scan out of order"
+                        );
+                        let expected: Vec<u64> = (low..low + 600)
+                            .rev()
+                            .filter(|&key| stays(key) && key < span)
+                            .collect();
+                        let seen: Vec<u64> = back
+                            .iter()
+                            .map(|&(key, _)| key)
+                            .filter(|&key| stays(key))
+                            .collect();
+                        assert!(expected.starts_with(&seen), "a reverse scan lost a key");
+                        for key in (0..span).step_by(32).skip(rounds as usize % 4).step_by(3) {
+                            assert_eq!(tree.get(key).unwrap(), Some(key * 10), "search for {key}");
+                        }
+                    }
+                    rounds
+                })
+            })
+            .collect();
+        let writers: Vec<_> = (0..2u64)
+            .map(|w| {
+                let tree = &tree;
+                scope.spawn(move || {
+                    let mut model = BTreeMap::new();
+                    let mine: Vec<u64> = (0..span / 4).map(|k| 4 * k + 1 + 2 * w).collect();
+                    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ w;
+                    for round in 0..20u64 {
+                        for i in 0..mine.len() {
+                            state ^= state << 13;
+                            state ^= state >> 7;
+                            state ^= state << 17;
+                            let key = mine[(state % mine.len() as u64) as usize];
+                            if (i as u64 + round).is_multiple_of(3) {
+                                assert_eq!(tree.remove(key).unwrap(), model.remove(&key));
+                            } else {
+                                assert_eq!(tree.insert(key, round).unwrap(), model.insert(key, round));
+                            }
+                        }
+                        // Every other round drains most of its keys: merges.
+                        if round % 2 == 1 {
+                            for &key in mine.iter().filter(|&&key| key % 64 != 1 + 2 * w) {
+                                assert_eq!(tree.remove(key).unwrap(), model.remove(&key));
+                            }
+                        }
+                    }
+                    model
+                })
+            })
+            .collect();
+        let models: Vec<BTreeMap<u64, u64>> =
+            writers.into_iter().map(|writer| writer.join().unwrap()).collect();
+        done.store(true, Ordering::Relaxed);
+        for reader in readers {
+            assert!(reader.join().unwrap() >= 3);
+        }
+        models
+    });
+    tree.verify().unwrap();
+    let mut expected: BTreeMap<u64, u64> = (0..span)
+        .filter(|&key| stays(key))
+        .map(|key| (key, key * 10))
+        .collect();
+    for model in models {
+        expected.extend(model);
+    }
+    let entries: Vec<(u64, u64)> = expected.into_iter().collect();
+    assert!(
+        tree.entries().unwrap() == entries,
+        "the entries differ from the writers' models"
+    );
+    let stats = tree.stats().unwrap();
+    assert!(stats.merges > 10 && stats.splits > 10, "{stats:?}");
+}
