@@ -1,9 +1,11 @@
 //! The B3-tree (seed 002 §4.1-4.3): a B+-tree of [`b3page`](crate::b3page) pages, u64
 //! keys to u64 values, on a region.
 //!
-//! This version takes one operation at a time (a mutex around the tree);
-//! lock-free readers and per-page writer latches are still to come (see
-//! `DESIGN.md`).
+//! Readers (searches, scans) take no lock: each page they read is kept
+//! only if its version did not move meanwhile (see
+//! [`pagelatch`](crate::pagelatch)). Inserts and removals within one leaf
+//! run at once, each under its leaf's latch; a change of shape (a split,
+//! a merge, a rebuild) waits for them and runs alone.
 //!
 //! A page holds the keys from its low key up to its high key; past the high
 //! key, a search moves right to the sibling (B-link). A full page splits

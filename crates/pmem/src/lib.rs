@@ -6,8 +6,8 @@
 //!
 //! - [`b3page`]: a B3-tree page: a binary search tree of nodes in a block,
 //!   an insert one node and one 8-byte link.
-//! - [`b3tree`]: the B3-tree over those pages: B-link splits by
-//!   copy-on-write, recovery (one operation at a time so far).
+//! - [`b3tree`]: the B3-tree over those pages: B-link splits, merges,
+//!   lock-free readers, recovery.
 //! - [`region`]: a mapped file (or heap memory) addressed by offsets, with a
 //!   checksummed header and a failure-atomic root word.
 //! - [`bench`]: a PiBench-style run (insert, search, negative search,
@@ -23,6 +23,8 @@
 //!   free lists per class, and a recovery that reclaims every leak.
 //! - [`latch`]: per-segment latches (with versions, for lock-free
 //!   searches) and live counts, in DRAM.
+//! - [`pagelatch`]: per-page writer latches (holding a B3-tree page's node
+//!   slots) and versions, for lock-free readers, in DRAM.
 //! - [`persist`]: the one persistence primitive, [`Persist`], and its modes
 //!   (hardware flushes chosen by CPUID, fence only, none, added latency,
 //!   tracing for the crash tester).
