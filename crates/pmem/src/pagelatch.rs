@@ -15,7 +15,9 @@
 //! Nothing here is persisted: after an open every latch is free and every
 //! page's slots unknown. A page is a block of exactly the page size, so
 //! its offset divided by that size names it without collision; the state
-//! is a flat array indexed so, in chunks made on first use.
+//! is in flat arrays indexed so, in chunks made on first use: the versions
+//! apart from the latches, 8 bytes a page, so that a reader's look at a
+//! version is a hit in the cache as often as can be.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -30,16 +32,11 @@ const DEAD: u64 = 1 << 63;
 
 const CHUNK: usize = 1024;
 
-#[derive(Debug, Default)]
-struct State {
-    version: AtomicU64,
-    slots: Mutex<Option<Slots>>,
-}
-
 /// The latches and versions of every page a region can hold.
 #[derive(Debug)]
 pub struct PageLatches {
-    chunks: Box<[OnceLock<Box<[State]>>]>,
+    versions: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    latches: Box<[OnceLock<Box<[Mutex<Option<Slots>>]>>]>,
     shift: u32,
 }
 
@@ -101,41 +98,43 @@ impl PageLatches {
     pub fn new(region_bytes: u64, page_bytes: u64) -> PageLatches {
         let shift = page_bytes.trailing_zeros();
         let pages = (region_bytes >> shift) as usize + 1;
+        let chunks = pages.div_ceil(CHUNK);
         PageLatches {
-            chunks: (0..pages.div_ceil(CHUNK)).map(|_| OnceLock::new()).collect(),
+            versions: (0..chunks).map(|_| OnceLock::new()).collect(),
+            latches: (0..chunks).map(|_| OnceLock::new()).collect(),
             shift,
         }
     }
 
-    fn state(&self, at: u64) -> &State {
+    fn version(&self, at: u64) -> &AtomicU64 {
         let index = (at >> self.shift) as usize;
-        let chunk = self.chunks[index / CHUNK].get_or_init(|| (0..CHUNK).map(|_| State::default()).collect());
+        let chunk =
+            self.versions[index / CHUNK].get_or_init(|| (0..CHUNK).map(|_| AtomicU64::new(0)).collect());
         &chunk[index % CHUNK]
+    }
+
+    fn latch(&self, at: u64) -> MutexGuard<'_, Option<Slots>> {
+        let index = (at >> self.shift) as usize;
+        let chunk =
+            self.latches[index / CHUNK].get_or_init(|| (0..CHUNK).map(|_| Mutex::new(None)).collect());
+        chunk[index % CHUNK]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Latches the page at `at` for a writer (waiting for another), its
     /// version made odd.
     pub fn write(&self, at: u64) -> Writing<'_> {
-        let state = self.state(at);
-        let slots = state
-            .slots
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.version.fetch_add(1, Ordering::SeqCst);
-        Writing {
-            version: &state.version,
-            slots,
-        }
+        let slots = self.latch(at);
+        let version = self.version(at);
+        version.fetch_add(1, Ordering::SeqCst);
+        Writing { version, slots }
     }
 
     /// The page's slots, learnt from the media if not known yet, read
     /// under its latch without moving its version (a writer's look).
     pub fn used(&self, page: Page, region: &Region) -> Result<u32> {
-        let state = self.state(page.at);
-        let mut slots = state
-            .slots
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut slots = self.latch(page.at);
         if slots.is_none() {
             *slots = Some(page.slots(region)?.0);
         }
@@ -153,7 +152,7 @@ impl PageLatches {
     /// The version of the page at `at` once no writer holds it (a
     /// lock-free read of the page starts here), or `None` for a dead page.
     pub fn stable(&self, at: u64) -> Option<u64> {
-        let version = &self.state(at).version;
+        let version = self.version(at);
         let mut round = 0;
         loop {
             let now = version.load(Ordering::Acquire);
@@ -172,13 +171,13 @@ impl PageLatches {
     /// ends here.
     pub fn unchanged(&self, at: u64, version: u64) -> bool {
         fence(Ordering::Acquire);
-        self.state(at).version.load(Ordering::Relaxed) == version
+        self.version(at).load(Ordering::Relaxed) == version
     }
 
     /// Whether the page at `at` is dead (a writer checks, once it holds
     /// the latch).
     pub fn dead(&self, at: u64) -> bool {
-        self.state(at).version.load(Ordering::Relaxed) & DEAD != 0
+        self.version(at).load(Ordering::Relaxed) & DEAD != 0
     }
 }
 
