@@ -32,11 +32,20 @@ const DEAD: u64 = 1 << 63;
 
 const CHUNK: usize = 1024;
 
+/// Per-page state in chunks of `CHUNK` pages, each made on first use.
+type Chunks<T> = Box<[OnceLock<Box<[T]>>]>;
+
+/// The state of page `index` in `chunks`.
+fn state<T: Default>(chunks: &Chunks<T>, index: usize) -> &T {
+    let chunk = chunks[index / CHUNK].get_or_init(|| (0..CHUNK).map(|_| T::default()).collect());
+    &chunk[index % CHUNK]
+}
+
 /// The latches and versions of every page a region can hold.
 #[derive(Debug)]
 pub struct PageLatches {
-    versions: Box<[OnceLock<Box<[AtomicU64]>>]>,
-    latches: Box<[OnceLock<Box<[Mutex<Option<Slots>>]>>]>,
+    versions: Chunks<AtomicU64>,
+    latches: Chunks<Mutex<Option<Slots>>>,
     shift: u32,
 }
 
@@ -107,17 +116,11 @@ impl PageLatches {
     }
 
     fn version(&self, at: u64) -> &AtomicU64 {
-        let index = (at >> self.shift) as usize;
-        let chunk =
-            self.versions[index / CHUNK].get_or_init(|| (0..CHUNK).map(|_| AtomicU64::new(0)).collect());
-        &chunk[index % CHUNK]
+        state(&self.versions, (at >> self.shift) as usize)
     }
 
     fn latch(&self, at: u64) -> MutexGuard<'_, Option<Slots>> {
-        let index = (at >> self.shift) as usize;
-        let chunk =
-            self.latches[index / CHUNK].get_or_init(|| (0..CHUNK).map(|_| Mutex::new(None)).collect());
-        chunk[index % CHUNK]
+        state(&self.latches, (at >> self.shift) as usize)
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
