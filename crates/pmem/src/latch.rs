@@ -74,7 +74,7 @@ impl Drop for Shared<'_> {
 
 /// Waits a moment for a holder: spins first, then lets the holder's
 /// thread run (two cores, often two threads).
-fn pause(round: &mut u32) {
+pub(crate) fn pause(round: &mut u32) {
     *round += 1;
     if *round < 64 {
         std::hint::spin_loop();

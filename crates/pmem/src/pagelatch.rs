@@ -25,6 +25,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use spillway_core::Result;
 
 use crate::b3page::{Page, Slots};
+use crate::latch::pause;
 use crate::region::Region;
 
 /// The version's mark of a dead page.
@@ -87,17 +88,6 @@ impl Writing<'_> {
     pub fn kill(&mut self) {
         self.version.fetch_or(DEAD, Ordering::Relaxed);
         *self.slots = None;
-    }
-}
-
-/// Waits a moment for a writer: spins first, then lets the writer's thread
-/// run (two cores, often two threads).
-fn pause(round: &mut u32) {
-    *round += 1;
-    if *round < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
     }
 }
 
