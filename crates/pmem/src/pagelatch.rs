@@ -9,8 +9,9 @@
 //! if the version is [`unchanged`](PageLatches::unchanged): a write in
 //! between, however it interleaved with the reads, moved it. A page merged
 //! away or rebuilt elsewhere is marked dead (`DEAD`, kept until the block
-//! is built again as a page): a reader or writer that reaches it through a
-//! link read before it died starts again from the root.
+//! is built again as a page): a reader that reaches it through a link
+//! read before it died starts again from the root. (A writer never meets
+//! one: pages die only while the tree's writers wait.)
 //!
 //! Nothing here is persisted: after an open every latch is free and every
 //! page's slots unknown. A page is a block of exactly the page size, so
@@ -166,12 +167,6 @@ impl PageLatches {
         fence(Ordering::Acquire);
         self.version(at).load(Ordering::Relaxed) == version
     }
-
-    /// Whether the page at `at` is dead (a writer checks, once it holds
-    /// the latch).
-    pub fn dead(&self, at: u64) -> bool {
-        self.version(at).load(Ordering::Relaxed) & DEAD != 0
-    }
 }
 
 #[cfg(test)]
@@ -192,9 +187,9 @@ mod tests {
         let version = latches.stable(1024).unwrap();
         assert!(latches.unchanged(1024, version));
         latches.write(1024).kill();
-        assert!(latches.dead(1024) && latches.stable(1024).is_none());
+        assert!(latches.stable(1024).is_none());
         latches.revive(1024, Slots::built(3));
         let version = latches.stable(1024).unwrap();
-        assert!(!latches.dead(1024) && version & 1 == 0);
+        assert!(version & DEAD == 0 && version & 1 == 0);
     }
 }
