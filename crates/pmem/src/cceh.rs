@@ -39,13 +39,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use spillway_core::checksum::crc32c;
 use spillway_core::hash::hash64;
 use spillway_core::{ensure, Error, Result};
 
 use crate::epoch::Epochs;
 use crate::heap::Heap;
 use crate::latch::{Latches, UNKNOWN};
+pub use crate::record::{Keys, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::record;
 use crate::persist::{Persist, LINE};
 use crate::region::Region;
 
@@ -65,35 +66,6 @@ const ROOT_KEYS: u64 = 32;
 /// (Version 2: a hash's first bucket is its low half scaled to the
 /// buckets, no longer their remainder.)
 const MAGIC: u64 = u64::from_le_bytes(*b"CCEHrot2");
-
-/// The longest key of a [`Keys::Bytes`] table.
-pub const MAX_KEY_BYTES: u64 = 4096;
-/// The longest value of a [`Keys::Bytes`] table.
-pub const MAX_VALUE_BYTES: u64 = 1 << 20;
-/// A record's header: key length (u32), value length (u32), CRC-32C of the
-/// key and value bytes (u32), zero (u32); the key and the value follow.
-const RECORD_HEADER: u64 = 16;
-
-/// What a table maps, fixed at creation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Keys {
-    /// u64 keys to u64 values, held in the slots.
-    #[default]
-    U64,
-    /// Byte strings to byte strings: a slot holds the key's hash and the
-    /// offset of a record (a heap block) with the key and the value.
-    Bytes,
-}
-
-impl Keys {
-    /// The kind's name: `u64` or `bytes`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Keys::U64 => "u64",
-            Keys::Bytes => "bytes",
-        }
-    }
-}
 
 /// A table's geometry, fixed at creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -595,7 +567,7 @@ impl<P: Persist> Cceh<P> {
         let hash = hash64(key);
         let found = self.read(hash, |segment| self.find_bytes(segment, key, hash));
         match found? {
-            Some(at) => Ok(Some(self.record(self.word(at + 8))?.1)),
+            Some(at) => Ok(Some(record::read(&self.region, self.word(at + 8))?.1)),
             None => Ok(None),
         }
     }
@@ -658,17 +630,10 @@ impl<P: Persist> Cceh<P> {
     /// freed once no search can read it.
     pub fn insert_bytes(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.expect(Keys::Bytes)?;
-        ensure!(
-            key.len() as u64 <= MAX_KEY_BYTES && value.len() as u64 <= MAX_VALUE_BYTES,
-            InvalidArgument,
-            "a key of {} bytes and a value of {} bytes: keys hold at most {MAX_KEY_BYTES} bytes, \
-             values {MAX_VALUE_BYTES}",
-            key.len(),
-            value.len()
-        );
+        record::check(key, value)?;
         self.repaired()?;
         let _pin = self.epochs.pin();
-        let record = self.write_record(key, value)?;
+        let record = record::write(&self.region, &self.heap, &self.persist, key, value)?;
         let hash = hash64(key);
         match self.upsert(hash, hash, record, |segment| self.find_bytes(segment, key, hash)) {
             Ok(Some(old)) => {
@@ -782,7 +747,7 @@ impl<P: Persist> Cceh<P> {
         let Some(record) = self.delete(hash, |segment| self.find_bytes(segment, key, hash))? else {
             return Ok(None);
         };
-        let value = self.record(record).map(|(_, value)| value);
+        let value = record::read(&self.region, record).map(|(_, value)| value);
         self.epochs.retire(record);
         self.reclaim();
         value.map(Some)
@@ -832,8 +797,8 @@ impl<P: Persist> Cceh<P> {
                 let at = bucket + 8 + 16 * slot;
                 if bitmap & (1 << slot) != 0 && self.word(at) == hash {
                     let record = self.word(at + 8);
-                    let (key_len, _) = self.record_lengths(record)?;
-                    if key_len == key.len() as u64 && self.read_bytes(record + RECORD_HEADER, key_len) == key
+                    let (key_len, _) = record::lengths(&self.region, record)?;
+                    if key_len == key.len() as u64 && record::read_bytes(&self.region, record + record::HEADER, key_len) == key
                     {
                         return Ok(Some(at));
                     }
@@ -841,76 +806,6 @@ impl<P: Persist> Cceh<P> {
             }
         }
         Ok(None)
-    }
-
-    /// Writes a record of `key` and `value` in a new block, persisted but
-    /// not yet published: a crash now leaks it, and recovery reclaims it.
-    fn write_record(&self, key: &[u8], value: &[u8]) -> Result<u64> {
-        let mut image = Vec::with_capacity(RECORD_HEADER as usize + key.len() + value.len());
-        image.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        image.extend_from_slice(&(value.len() as u32).to_le_bytes());
-        image.extend_from_slice(&[0; 8]);
-        image.extend_from_slice(key);
-        image.extend_from_slice(value);
-        let crc = crc32c(&image[RECORD_HEADER as usize..]);
-        image[8..12].copy_from_slice(&crc.to_le_bytes());
-        let at = self.heap.alloc(&self.region, &self.persist, image.len() as u64)?;
-        self.persist.copy(&self.region, at, &image);
-        self.persist.flush(&self.region, at, image.len() as u64);
-        self.persist.fence();
-        Ok(at)
-    }
-
-    /// A record's (key length, value length), if the record at `at` has
-    /// lengths within the limits and lies in the region.
-    fn record_lengths(&self, at: u64) -> Result<(u64, u64)> {
-        let len = self.region.len();
-        let lengths = (at.is_multiple_of(8) && at >= LINE && at + RECORD_HEADER <= len)
-            .then(|| {
-                let word = self.word(at);
-                (word & 0xffff_ffff, word >> 32)
-            })
-            .filter(|&(key, value)| {
-                key <= MAX_KEY_BYTES && value <= MAX_VALUE_BYTES && at + RECORD_HEADER + key + value <= len
-            });
-        lengths.ok_or_else(|| {
-            Error::corruption(
-                self.region.path(),
-                at,
-                "a slot points to no record of a key and a value",
-            )
-        })
-    }
-
-    /// The key and value of the record at `at`, its checksum checked.
-    fn record(&self, at: u64) -> Result<(Vec<u8>, Vec<u8>)> {
-        let (key_len, value_len) = self.record_lengths(at)?;
-        let mut bytes = self.read_bytes(at + RECORD_HEADER, key_len + value_len);
-        let stored = (self.word(at + 8) & 0xffff_ffff) as u32;
-        if crc32c(&bytes) != stored {
-            return Err(Error::corruption(
-                self.region.path(),
-                at,
-                "the record's checksum does not match its key and value",
-            ));
-        }
-        let value = bytes.split_off(key_len as usize);
-        Ok((bytes, value))
-    }
-
-    /// The bytes `at..at + len`, read a word at a time (atomically: a
-    /// lock-free search may read words a writer is changing, and retries).
-    fn read_bytes(&self, at: u64, len: u64) -> Vec<u8> {
-        let first = at & !7;
-        let mut bytes = Vec::with_capacity((len + 16) as usize);
-        let mut word = first;
-        while word < at + len {
-            bytes.extend_from_slice(&self.word(word).to_le_bytes());
-            word += 8;
-        }
-        bytes.drain(..(at - first) as usize);
-        bytes.truncate(len as usize);
-        bytes
     }
 
     /// [`merge`](Self::merge)s `segment` (held exclusively) if it is an
@@ -1267,7 +1162,7 @@ impl<P: Persist> Cceh<P> {
         let _pin = self.epochs.pin();
         self.slot_pairs()
             .into_iter()
-            .map(|(_, record)| self.record(record))
+            .map(|(_, record)| record::read(&self.region, record))
             .collect()
     }
 
@@ -1516,10 +1411,8 @@ impl<P: Persist> Cceh<P> {
             Keys::Bytes => {
                 let mut keys = HashSet::new();
                 for (hash, record) in self.slot_pairs() {
-                    let (key, value) = self.record(record)?;
-                    let size = (RECORD_HEADER + (key.len() + value.len()) as u64)
-                        .next_power_of_two()
-                        .max(LINE);
+                    let (key, value) = record::read(&self.region, record)?;
+                    let size = record::block_bytes(key.len(), value.len());
                     if hash64(&key) != hash || Heap::size_of(&self.region, record) != Some(size) {
                         return bad(format!("the record at {record} is not its slot's"));
                     }

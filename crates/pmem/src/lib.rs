@@ -28,6 +28,8 @@
 //! - [`persist`]: the one persistence primitive, [`Persist`], and its modes
 //!   (hardware flushes chosen by CPUID, fence only, none, added latency,
 //!   tracing for the crash tester).
+//! - [`record`]: a byte-string key and value out of line, checksummed
+//!   (the byte-keyed indexes').
 //! - [`table`]: a CCEH table in a persistence mode chosen by name.
 //! - [`tree`]: the `Sorted` interface of both trees, and a tree of either
 //!   kind in a persistence mode chosen by name.
@@ -51,6 +53,7 @@ pub mod heap;
 pub mod latch;
 pub mod pagelatch;
 pub mod persist;
+pub mod record;
 pub mod region;
 pub mod table;
 pub mod tree;
