@@ -214,6 +214,7 @@ fn bench_tree<F: Family>(
     let options = b3tree::Options {
         page_bytes: args.page_bytes,
         region_bytes: args.region_bytes,
+        keys: spillway_pmem::record::Keys::U64,
     };
     let tree = Tree::<F>::open_or_create(&args.table, args.persistence, options)
         .with_context(|| format!("creating the index {}", args.table.display()))?;
@@ -249,6 +250,7 @@ fn crash(args: CrashArgs) -> anyhow::Result<u8> {
             let options = b3tree::Options {
                 page_bytes: args.page_bytes,
                 region_bytes: 256 << 10,
+                keys: spillway_pmem::record::Keys::U64,
             };
             if args.index == Index::Btree {
                 crashtest::tree_crash_test::<B3>(options, &operations, limits)?

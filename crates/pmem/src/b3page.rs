@@ -13,11 +13,13 @@
 //! | 16..24 | the right sibling page (0: none) |
 //! | 24..32 | the high key: keys from it up live in the sibling (when there is one) |
 //! | 32..40 | the low key: the page holds keys from it up (0 for the leftmost page of a level: a separator is never 0) |
+//! | 40..48 | a bytes key tree's: the high key's record |
+//! | 48..56 | a bytes key tree's: the low key's record (0 for a level's leftmost page) |
 //!
 //! | bytes | node field |
 //! |---|---|
-//! | 0..8 | key |
-//! | 8..16 | value (a leaf's; unused in an internal page) |
+//! | 0..8 | key (a bytes key's word: see [`Key`]) |
+//! | 8..16 | value (a leaf's; unused in an internal page); in a bytes key tree, the key's record (a leaf's with its value) |
 //! | 16..24 | left link: keys below the node's |
 //! | 24..32 | right link: keys above the node's (an internal page's: from the node's key up) |
 //!
@@ -26,13 +28,22 @@
 //! none; an internal page's BST ends in child pages, never in none (n
 //! separator nodes, n + 1 children).
 //!
+//! In a tree of bytes keys, a key is stored as its word (its first eight
+//! bytes, big-endian, zero-padded: words order as the keys do where they
+//! differ) and a record of its bytes ([`record`](crate::record)); only keys
+//! whose words tie read their records.
+//!
 //! Which node slots are free is kept in DRAM by the caller ([`Slots`]),
 //! not on the media: a slot no link reaches is free (a removed node, a
 //! pruned one, a node a crash wrote but never linked), and is reused.
 
+use std::borrow::Cow;
+use std::cmp::Ordering;
+
 use spillway_core::{Error, Result};
 
 use crate::persist::Persist;
+use crate::record;
 use crate::region::{Region, LINE};
 
 /// Bytes of a page's header.
@@ -46,6 +57,8 @@ const ROOT: u64 = 8;
 const SIBLING: u64 = 16;
 const HIGH: u64 = 24;
 const LOW: u64 = 32;
+const HIGH_RECORD: u64 = 40;
+const LOW_RECORD: u64 = 48;
 
 const KEY: u64 = 0;
 const VALUE: u64 = 8;
@@ -59,6 +72,123 @@ const PREFETCH_LINES: u64 = 15;
 
 /// The meta word's top byte, telling a page from anything else.
 const TAG: u64 = 0xB3 << 56;
+
+/// A key as a page stores it: its word (a u64 key itself; a bytes key's
+/// first eight bytes, big-endian and zero-padded) and a bytes key's record
+/// (0 for a u64 key, and for the low key of a level's leftmost page).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stored {
+    pub word: u64,
+    pub record: u64,
+}
+
+impl Stored {
+    /// A level's leftmost page's low key: none (every key is from it up).
+    pub const NONE: Stored = Stored { word: 0, record: 0 };
+
+    fn at(pair: (u64, u64)) -> Stored {
+        Stored {
+            word: pair.0,
+            record: pair.1,
+        }
+    }
+}
+
+/// A key as a search compares it with the keys pages store: its word, a
+/// bytes key's bytes (compared with a stored key's record where the words
+/// tie), and where it falls among keys equal to it (`tie`: `Equal` for the
+/// key itself, `Less` just below it, `Greater` just above it; a key with
+/// no bytes in a bytes key tree is above every key of its word).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key<'a> {
+    pub word: u64,
+    pub bytes: Option<Cow<'a, [u8]>>,
+    pub tie: Ordering,
+}
+
+impl<'a> Key<'a> {
+    /// A u64 key.
+    pub fn number(word: u64) -> Key<'static> {
+        Key {
+            word,
+            bytes: None,
+            tie: Ordering::Equal,
+        }
+    }
+
+    /// A bytes key.
+    pub fn bytes(bytes: impl Into<Cow<'a, [u8]>>) -> Key<'a> {
+        let bytes = bytes.into();
+        Key {
+            word: word_of(&bytes),
+            bytes: Some(bytes),
+            tie: Ordering::Equal,
+        }
+    }
+
+    /// Above every key (a reverse scan's start with no end).
+    pub fn top() -> Key<'static> {
+        Key {
+            word: u64::MAX,
+            bytes: None,
+            tie: Ordering::Greater,
+        }
+    }
+
+    /// The key, owning its bytes.
+    pub fn into_owned(self) -> Key<'static> {
+        Key {
+            word: self.word,
+            bytes: self.bytes.map(|bytes| Cow::Owned(bytes.into_owned())),
+            tie: self.tie,
+        }
+    }
+
+    /// Just below this key: above every key below it.
+    pub fn below(self) -> Key<'a> {
+        Key {
+            tie: Ordering::Less,
+            ..self
+        }
+    }
+
+    /// Just above this key: below every key above it.
+    pub fn above(self) -> Key<'a> {
+        Key {
+            tie: Ordering::Greater,
+            ..self
+        }
+    }
+
+    /// How this key orders against the stored key `(word, record)`:
+    /// by words, and where they tie by a bytes key's bytes against the
+    /// record's (record 0: the empty key).
+    #[inline]
+    pub fn order(&self, region: &Region, word: u64, record: u64) -> Result<Ordering> {
+        if self.word != word {
+            return Ok(self.word.cmp(&word));
+        }
+        let order = match &self.bytes {
+            None => Ordering::Equal,
+            Some(bytes) if record == 0 => bytes.len().cmp(&0),
+            Some(bytes) => record::compare(region, bytes, record)?,
+        };
+        Ok(order.then(self.tie))
+    }
+
+    /// [`order`](Self::order) against a stored key.
+    pub fn order_stored(&self, region: &Region, stored: Stored) -> Result<Ordering> {
+        self.order(region, stored.word, stored.record)
+    }
+}
+
+/// A bytes key's word: its first eight bytes, big-endian, zero-padded.
+pub fn word_of(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    let len = bytes.len().min(8);
+    word[..len].copy_from_slice(&bytes[..len]);
+    u64::from_be_bytes(word)
+}
 
 /// Where a link word points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,15 +302,22 @@ pub struct Page {
 pub struct Header {
     pub level: u8,
     pub sibling: u64,
-    pub high: u64,
-    pub low: u64,
+    pub high: Stored,
+    pub low: Stored,
 }
 
 impl Header {
     /// Where the page's keys end (excluded): its high key, or none for
     /// the last page of a level.
-    pub fn end(&self) -> Option<u64> {
+    pub fn end(&self) -> Option<Stored> {
         (self.sibling != 0).then_some(self.high)
+    }
+
+    /// Whether `key` is past the page's keys (moved right, in its
+    /// sibling).
+    #[inline]
+    pub fn past(&self, region: &Region, key: &Key<'_>) -> Result<bool> {
+        Ok(self.sibling != 0 && key.order_stored(region, self.high)? != Ordering::Less)
     }
 }
 
@@ -235,8 +372,14 @@ impl Page {
         Ok(Header {
             level: self.level(region)?,
             sibling: self.word(region, self.at + SIBLING),
-            high: self.word(region, self.at + HIGH),
-            low: self.word(region, self.at + LOW),
+            high: Stored {
+                word: self.word(region, self.at + HIGH),
+                record: self.word(region, self.at + HIGH_RECORD),
+            },
+            low: Stored {
+                word: self.word(region, self.at + LOW),
+                record: self.word(region, self.at + LOW_RECORD),
+            },
         })
     }
 
@@ -263,7 +406,7 @@ impl Page {
     /// it (a leaf's), and the node if it is there (in a leaf, or an
     /// `internal` page's separators). Bounded by the page's capacity, so a
     /// damaged page with a cycle is reported, not followed for ever.
-    fn descend(self, region: &Region, key: u64, internal: bool) -> Result<(u64, Option<u32>)> {
+    fn descend(self, region: &Region, key: &Key<'_>, internal: bool) -> Result<(u64, Option<u32>)> {
         let mut link_at = self.at + ROOT;
         for _ in 0..=Page::capacity(self.bytes) {
             let Some(node) = self.node(
@@ -276,17 +419,24 @@ impl Page {
                 return Ok((link_at, None));
             };
             let at = self.node_at(node);
-            let node_key = self.word(region, at + KEY);
-            if key == node_key {
-                return Ok((link_at, Some(node)));
-            }
-            link_at = at + if key < node_key { LEFT } else { RIGHT };
+            link_at = at
+                + match self.order(region, key, at)? {
+                    Ordering::Equal => return Ok((link_at, Some(node))),
+                    Ordering::Less => LEFT,
+                    Ordering::Greater => RIGHT,
+                };
         }
         Err(self.cycle(region))
     }
 
-    /// The value of `key` in a leaf.
-    pub fn get(self, region: &Region, key: u64) -> Result<Option<u64>> {
+    /// How `key` orders against the key of the node at `at`.
+    #[inline]
+    fn order(self, region: &Region, key: &Key<'_>, at: u64) -> Result<Ordering> {
+        key.order(region, self.word(region, at + KEY), self.word(region, at + VALUE))
+    }
+
+    /// The value of `key` in a leaf (a bytes key's record).
+    pub fn get(self, region: &Region, key: &Key<'_>) -> Result<Option<u64>> {
         let (_, node) = self.descend(region, key, false)?;
         Ok(node.map(|node| self.word(region, self.node_at(node) + VALUE)))
     }
@@ -301,7 +451,7 @@ impl Page {
         region: &Region,
         persist: &impl Persist,
         slots: &mut Slots,
-        key: u64,
+        key: &Key<'_>,
         value: u64,
     ) -> Result<Insert> {
         let (link_at, node) = self.descend(region, key, false)?;
@@ -312,7 +462,7 @@ impl Page {
             return Ok(Insert::Replaced(old));
         }
         Ok(
-            if self.append(region, persist, slots, link_at, [key, value, 0, 0]) {
+            if self.append(region, persist, slots, link_at, [key.word, value, 0, 0]) {
                 Insert::Added
             } else {
                 Insert::Full
@@ -323,7 +473,7 @@ impl Page {
     /// The offset of the link word that leads an internal page's search
     /// for `key` to a child page, and that child. Bounded as
     /// [`descend`](Self::descend) is.
-    fn fringe(self, region: &Region, key: u64) -> Result<(u64, u64)> {
+    fn fringe(self, region: &Region, key: &Key<'_>) -> Result<(u64, u64)> {
         let mut link_at = self.at + ROOT;
         for _ in 0..=Page::capacity(self.bytes) {
             match Link::decode(self.word(region, link_at)) {
@@ -332,7 +482,7 @@ impl Page {
                     let node = self.node(region, link, link_at, true)?.expect("a node");
                     let at = self.node_at(node);
                     link_at = at
-                        + if key < self.word(region, at + KEY) {
+                        + if self.order(region, key, at)? == Ordering::Less {
                             LEFT
                         } else {
                             RIGHT
@@ -344,7 +494,7 @@ impl Page {
     }
 
     /// The child page of an internal page that holds `key`.
-    pub fn child_for(self, region: &Region, key: u64) -> Result<u64> {
+    pub fn child_for(self, region: &Region, key: &Key<'_>) -> Result<u64> {
         self.fringe(region, key).map(|(_, child)| child)
     }
 
@@ -376,7 +526,14 @@ impl Page {
     /// `from` at `to` instead (one 8-byte store, flushed and fenced): how a
     /// split child's replacement is published. Errors if `key` does not
     /// lead to `from`.
-    pub fn relink(self, region: &Region, persist: &impl Persist, key: u64, from: u64, to: u64) -> Result<()> {
+    pub fn relink(
+        self,
+        region: &Region,
+        persist: &impl Persist,
+        key: &Key<'_>,
+        from: u64,
+        to: u64,
+    ) -> Result<()> {
         let link_at = self.link_to(region, key, from)?;
         persist.persist_word(region, link_at, Link::Page(to).encode());
         Ok(())
@@ -384,11 +541,11 @@ impl Page {
 
     /// The link word where `key` leads an internal page's search to the
     /// child `from`; an error if it leads elsewhere.
-    fn link_to(self, region: &Region, key: u64, from: u64) -> Result<u64> {
+    fn link_to(self, region: &Region, key: &Key<'_>, from: u64) -> Result<u64> {
         let (link_at, child) = self.fringe(region, key)?;
         if child != from {
             return Err(Error::Internal(format!(
-                "B3-tree page {}: key {key} leads to child {child}, not {from}",
+                "B3-tree page {}: key {key:?} leads to child {child}, not {from}",
                 self.at
             )));
         }
@@ -412,14 +569,14 @@ impl Page {
         region: &Region,
         persist: &impl Persist,
         slots: &mut Slots,
-        key: u64,
+        key: &Key<'_>,
         from: u64,
-        (separator, left, right): (u64, u64, u64),
+        (separator, left, right): (Stored, u64, u64),
     ) -> Result<bool> {
         let link_at = self.link_to(region, key, from)?;
         let node = [
-            separator,
-            0,
+            separator.word,
+            separator.record,
             Link::Page(left).encode(),
             Link::Page(right).encode(),
         ];
@@ -469,13 +626,14 @@ impl Page {
     /// lay deeper than its right child, the successor's own node is then
     /// unlinked, so that a crash between the two leaves the successor
     /// twice (equal pairs: searches find the upper one, and
-    /// [`pairs`](Self::pairs) lists it once), never missing.
+    /// [`pairs`](Self::pairs) lists it once; the recovery unlinks the
+    /// lower one, [`undouble`](Self::undouble)), never missing.
     pub fn remove(
         self,
         region: &Region,
         persist: &impl Persist,
         slots: &mut Slots,
-        key: u64,
+        key: &Key<'_>,
     ) -> Result<Remove> {
         self.unlink(region, persist, slots, key, Link::None)
     }
@@ -491,7 +649,7 @@ impl Page {
         region: &Region,
         persist: &impl Persist,
         slots: &mut Slots,
-        key: u64,
+        key: &Key<'_>,
         child: u64,
     ) -> Result<Remove> {
         self.unlink(region, persist, slots, key, Link::Page(child))
@@ -504,7 +662,7 @@ impl Page {
         region: &Region,
         persist: &impl Persist,
         slots: &mut Slots,
-        key: u64,
+        key: &Key<'_>,
         gone: Link,
     ) -> Result<Remove> {
         let internal = gone != Link::None;
@@ -530,15 +688,8 @@ impl Page {
             return Err(self.corrupt(
                 region,
                 successor_at,
-                format!("the links beside separator {key} lead to different pages"),
+                format!("the links beside separator {key:?} lead to different pages"),
             ));
-        }
-        if self.word(region, successor_at + KEY) == key {
-            // The key twice (a crash cut a removal short): the lower copy
-            // goes first, then the key as usual.
-            persist.persist_word(region, successor_link, successor_right);
-            slots.release(successor);
-            return self.unlink(region, persist, slots, key, Link::decode(gone));
         }
         let copy_right = if successor_link == at + RIGHT {
             successor_right
@@ -585,43 +736,39 @@ impl Page {
         Err(self.cycle(region))
     }
 
-    /// Where a separator's removal was cut short between its copy and the
-    /// unlinking of its successor (the separator `key` twice in an
-    /// internal page), unlinks the lower copy, as the removal would have;
-    /// returns whether there was one. (Recovery: a leaf's leftover copy
-    /// goes at the key's next removal.)
-    pub fn undouble(self, region: &Region, persist: &impl Persist, key: u64) -> Result<bool> {
-        let (_, Some(node)) = self.descend(region, key, true)? else {
+    /// Where a removal was cut short between its successor's copy and the
+    /// unlinking of the successor (a key twice, as equal pairs, the copy
+    /// above), unlinks the lower one, as the removal would have: the
+    /// recovery's, before any write can change one copy and not the other
+    /// (a new value, a record freed). Returns whether there was one.
+    pub fn undouble(self, region: &Region, persist: &impl Persist) -> Result<bool> {
+        let mut previous = None;
+        let mut lower = None;
+        self.walk(region, &Key::number(0).below(), true, |at, link_at| {
+            let pair = (self.word(region, at + KEY), self.word(region, at + VALUE));
+            if previous == Some(pair) {
+                // (The successor: the leftmost node of the copy's right
+                // subtree, with no left node of its own.)
+                lower = Some((at, link_at));
+                return Ok(false);
+            }
+            previous = Some(pair);
+            Ok(true)
+        })?;
+        let Some((at, link_at)) = lower else {
             return Ok(false);
         };
-        let at = self.node_at(node);
-        if self
-            .node(
-                region,
-                Link::decode(self.word(region, at + RIGHT)),
-                at + RIGHT,
-                true,
-            )?
-            .is_none()
-        {
-            return Ok(false);
-        }
-        let (successor_link, successor) = self.successor(region, at, true)?;
-        let successor_at = self.node_at(successor);
-        if self.word(region, successor_at + KEY) != key {
-            return Ok(false);
-        }
-        persist.persist_word(region, successor_link, self.word(region, successor_at + RIGHT));
+        persist.persist_word(region, link_at, self.word(region, at + RIGHT));
         Ok(true)
     }
 
     /// The pairs of the page's BST in key order (a leaf's keys and
-    /// values; an internal page's separators and 0).
+    /// values; an internal page's separators and their records).
     pub fn pairs(self, region: &Region) -> Result<Vec<(u64, u64)>> {
         let mut pairs = Vec::new();
-        self.each_from(region, 0, true, |key, value| {
+        self.each_from(region, &Key::number(0).below(), true, |key, value| {
             pairs.push((key, value));
-            true
+            Ok(true)
         })?;
         Ok(pairs)
     }
@@ -633,9 +780,32 @@ impl Page {
     pub fn each_from(
         self,
         region: &Region,
-        bound: u64,
+        bound: &Key<'_>,
         forward: bool,
-        mut visit: impl FnMut(u64, u64) -> bool,
+        mut visit: impl FnMut(u64, u64) -> Result<bool>,
+    ) -> Result<()> {
+        let mut last = None;
+        self.walk(region, bound, forward, |at, _| {
+            let pair = (self.word(region, at + KEY), self.word(region, at + VALUE));
+            // (A pair twice in a row: a removal's successor copied and its
+            // original not yet unlinked when a crash came.)
+            if last == Some(pair) {
+                return Ok(true);
+            }
+            last = Some(pair);
+            visit(pair.0, pair.1)
+        })
+    }
+
+    /// Visits the nodes (at their offsets, with the link that reached
+    /// each) with keys from `bound` up in key order (`forward`), or down in
+    /// reverse order, while `visit` returns true.
+    fn walk(
+        self,
+        region: &Region,
+        bound: &Key<'_>,
+        forward: bool,
+        mut visit: impl FnMut(u64, u64) -> Result<bool>,
     ) -> Result<()> {
         // Forward: the left subtree first, then the node, then the right.
         let (near, far) = if forward { (LEFT, RIGHT) } else { (RIGHT, LEFT) };
@@ -643,7 +813,6 @@ impl Page {
         let capacity = Page::capacity(self.bytes) as usize;
         let mut stack = Vec::with_capacity(32);
         let mut link = (Link::decode(self.word(region, self.at + ROOT)), self.at + ROOT);
-        let mut last = None;
         let mut steps = 0;
         loop {
             while let Some(node) = self.node(region, link.0, link.1, internal)? {
@@ -652,27 +821,24 @@ impl Page {
                     return Err(self.cycle(region));
                 }
                 let at = self.node_at(node);
-                let key = self.word(region, at + KEY);
-                let side = if (key >= bound) == forward || key == bound {
-                    stack.push(node);
+                let take = match self.order(region, bound, at)? {
+                    Ordering::Equal => true,
+                    Ordering::Less => forward,
+                    Ordering::Greater => !forward,
+                };
+                let side = if take {
+                    stack.push((at, link.1));
                     near
                 } else {
                     far
                 };
                 link = (Link::decode(self.word(region, at + side)), at + side);
             }
-            let Some(node) = stack.pop() else {
+            let Some((at, link_at)) = stack.pop() else {
                 return Ok(());
             };
-            let at = self.node_at(node);
-            let key = self.word(region, at + KEY);
-            // (A key twice in a row: a removal's successor copied and its
-            // original not yet unlinked when a crash came.)
-            if last != Some(key) {
-                last = Some(key);
-                if !visit(key, self.word(region, at + VALUE)) {
-                    return Ok(());
-                }
+            if !visit(at, link_at)? {
+                return Ok(());
             }
             link = (Link::decode(self.word(region, at + far)), at + far);
         }
@@ -688,8 +854,8 @@ impl Page {
 
     /// The keys of [`pairs`](Self::pairs): a leaf's, or an internal
     /// page's separators.
-    pub fn keys(self, region: &Region) -> Result<Vec<u64>> {
-        Ok(self.pairs(region)?.into_iter().map(|(key, _)| key).collect())
+    pub fn keys(self, region: &Region) -> Result<Vec<Stored>> {
+        Ok(self.pairs(region)?.into_iter().map(Stored::at).collect())
     }
 
     /// The page's slots as the media says: `next` past the highest node
@@ -740,7 +906,7 @@ impl Page {
     /// below `bound` reachable, whichever of them a crash lets persist, so
     /// they are flushed together and fenced once. Returns whether any
     /// node was dropped.
-    pub fn prune(self, region: &Region, persist: &impl Persist, bound: u64) -> Result<bool> {
+    pub fn prune(self, region: &Region, persist: &impl Persist, bound: &Key<'_>) -> Result<bool> {
         let internal = self.level(region)? > 0;
         let mut link_at = self.at + ROOT;
         let mut lines: Vec<u64> = Vec::new();
@@ -761,7 +927,7 @@ impl Page {
                 return Ok(!lines.is_empty());
             };
             let at = self.node_at(node);
-            if self.word(region, at + KEY) >= bound {
+            if self.order(region, bound, at)? != Ordering::Greater {
                 persist.store(region, link_at, self.word(region, at + LEFT));
                 let line = link_at & !(LINE - 1);
                 if !lines.contains(&line) {
@@ -781,24 +947,36 @@ impl Page {
     /// keys from the separator up are still found in the page, and the
     /// others move right twice); without one, the high key first (unread
     /// while there is no sibling). Flushed and fenced.
+    ///
+    /// A bytes key's high key is two words (its word and its record): a
+    /// crash can keep one new and one old, which orders keys as a high key
+    /// between the two would (keys whose word ties the word kept compare
+    /// with the other key's record, which lies beyond all of them or below
+    /// all of them). Any such bound is right until the recovery sets it:
+    /// the keys between the two are in both pages.
     pub fn link_right(
         self,
         region: &Region,
         persist: &impl Persist,
         header: &Header,
         right: u64,
-        separator: u64,
+        separator: Stored,
     ) {
-        let (sibling, high) = (self.at + SIBLING, self.at + HIGH);
         if header.sibling != 0 {
-            persist.store(region, sibling, right);
-            persist.store(region, high, separator);
+            persist.store(region, self.at + SIBLING, right);
+            self.store_high(region, persist, separator);
         } else {
-            persist.store(region, high, separator);
-            persist.store(region, sibling, right);
+            self.store_high(region, persist, separator);
+            persist.store(region, self.at + SIBLING, right);
         }
         persist.flush(region, self.at, LINE);
         persist.fence();
+    }
+
+    /// Stores the high key's two words (not flushed).
+    fn store_high(self, region: &Region, persist: &impl Persist, high: Stored) {
+        persist.store(region, self.at + HIGH, high.word);
+        persist.store(region, self.at + HIGH_RECORD, high.record);
     }
 
     /// Hangs the complete BST of `pairs` at the right end of the page's
@@ -895,14 +1073,15 @@ impl Page {
     /// where the old sibling ended its level, the sibling link cleared
     /// first (the page then holds every key above its low key). Flushed
     /// and fenced.
-    pub fn absorb(self, region: &Region, persist: &impl Persist, high: u64, sibling: u64) {
-        let (sibling_at, high_at) = (self.at + SIBLING, self.at + HIGH);
+    /// (A bytes key's high key half changed orders keys as one between
+    /// the two would: see [`link_right`](Self::link_right).)
+    pub fn absorb(self, region: &Region, persist: &impl Persist, high: Stored, sibling: u64) {
         if sibling != 0 {
-            persist.store(region, high_at, high);
-            persist.store(region, sibling_at, sibling);
+            self.store_high(region, persist, high);
+            persist.store(region, self.at + SIBLING, sibling);
         } else {
-            persist.store(region, sibling_at, 0);
-            persist.store(region, high_at, 0);
+            persist.store(region, self.at + SIBLING, 0);
+            self.store_high(region, persist, Stored::NONE);
         }
         persist.flush(region, self.at, LINE);
         persist.fence();
@@ -910,8 +1089,10 @@ impl Page {
 
     /// Sets the high key alone (a split's commit cut short after its
     /// sibling link: recovery), flushed and fenced.
-    pub fn set_high(self, region: &Region, persist: &impl Persist, high: u64) {
-        persist.persist_word(region, self.at + HIGH, high);
+    pub fn set_high(self, region: &Region, persist: &impl Persist, high: Stored) {
+        self.store_high(region, persist, high);
+        persist.flush(region, self.at, LINE);
+        persist.fence();
     }
 
     /// Writes a page at `at` (a block no reader reaches yet) holding the
@@ -939,7 +1120,7 @@ impl Page {
         persist: &impl Persist,
         page: Page,
         header: Header,
-        separators: &[u64],
+        separators: &[Stored],
         children: &[u64],
     ) -> u32 {
         assert!(header.level > 0, "an internal page is above level 0");
@@ -948,7 +1129,7 @@ impl Page {
             separators.len() + 1,
             "a child more than separators"
         );
-        let pairs: Vec<(u64, u64)> = separators.iter().map(|&key| (key, 0)).collect();
+        let pairs: Vec<(u64, u64)> = separators.iter().map(|key| (key.word, key.record)).collect();
         let mut nodes = vec![[0u64; 4]; pairs.len()];
         // The fringe links, left to right, are the children in order.
         let mut child = 0;
@@ -979,8 +1160,10 @@ impl Page {
             (META, TAG | u64::from(header.level)),
             (ROOT, root.encode()),
             (SIBLING, header.sibling),
-            (HIGH, header.high),
-            (LOW, header.low),
+            (HIGH, header.high.word),
+            (LOW, header.low.word),
+            (HIGH_RECORD, header.high.record),
+            (LOW_RECORD, header.low.record),
         ] {
             first[field as usize..field as usize + 8].copy_from_slice(&word.to_le_bytes());
         }

@@ -23,19 +23,22 @@
 //! the same parent (see `B3Tree::merge`), or evens the two out, and a root
 //! left with one child gives way to it.
 
+use std::cmp::Ordering as Order;
 use std::collections::HashSet;
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use spillway_core::{ensure, Error, Result};
 
-use crate::b3page::{Header, Insert, Page, Remove, Slots};
+use crate::b3page::{Header, Insert, Key, Page, Remove, Slots, Stored};
 use crate::epoch::Epochs;
 use crate::heap::Heap;
 use crate::pagelatch::PageLatches;
 use crate::persist::Persist;
+pub use crate::record::Keys;
+use crate::record::{self, MAX_KEY_BYTES};
 use crate::region::Region;
 use crate::treeroot::{self, RootObject};
 pub use crate::treeroot::{Options, TreeStats};
@@ -54,6 +57,9 @@ pub struct B3Tree<P: Persist> {
     persist: P,
     root: RootObject,
     page_bytes: u64,
+    /// What it maps: u64 keys, or bytes keys (words and records, see
+    /// [`b3page`](crate::b3page)).
+    keys: Keys,
     /// Each page's writer latch (holding its node slots, learnt from the
     /// media at its first write since the open: they are not persisted)
     /// and version, which lock-free readers check.
@@ -82,14 +88,14 @@ pub struct B3Tree<P: Persist> {
 #[derive(Debug, Clone, Copy)]
 enum Part<'a> {
     Leaf(&'a [(u64, u64)]),
-    Internal(&'a [u64], &'a [u64]),
+    Internal(&'a [Stored], &'a [u64]),
 }
 
 /// What a page holds.
 enum Content {
     Leaf(Vec<(u64, u64)>),
     Internal {
-        separators: Vec<u64>,
+        separators: Vec<Stored>,
         children: Vec<u64>,
     },
 }
@@ -114,10 +120,17 @@ impl Content {
     /// keeping `mid` keys (`1..len`): a leaf's pairs from `mid` up; an
     /// internal page's separators after separator `mid` (which moves up)
     /// and the children after it.
-    fn upper(&self, mid: usize) -> (u64, Part<'_>) {
+    /// (A leaf's separator is its key's pair: see `B3Tree::separator`.)
+    fn upper(&self, mid: usize) -> (Stored, Part<'_>) {
         assert!((1..self.len()).contains(&mid), "a split keeps keys on both sides");
         match self {
-            Content::Leaf(pairs) => (pairs[mid].0, Part::Leaf(&pairs[mid..])),
+            Content::Leaf(pairs) => (
+                Stored {
+                    word: pairs[mid].0,
+                    record: pairs[mid].1,
+                },
+                Part::Leaf(&pairs[mid..]),
+            ),
             Content::Internal { separators, children } => (
                 separators[mid],
                 Part::Internal(&separators[mid + 1..], &children[mid + 1..]),
@@ -168,12 +181,12 @@ impl<P: Persist> B3Tree<P> {
     }
 
     fn format(region: Region, options: Options, persist: P) -> Result<B3Tree<P>> {
-        let (heap, root) = RootObject::format(&region, &persist, MAGIC, options.page_bytes, |leaf| {
+        let (heap, root) = RootObject::format(&region, &persist, MAGIC, &options, |leaf| {
             let header = Header {
                 level: 0,
                 sibling: 0,
-                high: 0,
-                low: 0,
+                high: Stored::NONE,
+                low: Stored::NONE,
             };
             let page = Page {
                 at: leaf,
@@ -192,6 +205,7 @@ impl<P: Persist> B3Tree<P> {
             persist,
             root,
             page_bytes: root.page_bytes,
+            keys: root.keys,
             turn: RwLock::new(()),
             epochs: Epochs::default(),
             repair: AtomicBool::new(false),
@@ -222,8 +236,8 @@ impl<P: Persist> B3Tree<P> {
     /// file durable.
     pub fn close(mut self) -> Result<()> {
         drop(self.writing()?);
-        for page in self.epochs.drain() {
-            self.heap.free(&self.region, &self.persist, page);
+        for block in self.epochs.drain() {
+            self.heap.free(&self.region, &self.persist, block);
         }
         self.heap.close(&self.region, &self.persist);
         self.region.sync()
@@ -255,21 +269,65 @@ impl<P: Persist> B3Tree<P> {
         Ok(self.turn.read().unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 
-    /// Frees the pages retired that no reader can stand on any more (in
-    /// the exclusive turn, after a change of shape).
+    /// Frees the pages and records retired that no reader can stand on any
+    /// more.
     fn reclaim(&self) {
         self.epochs
-            .reclaim(|page| self.heap.free(&self.region, &self.persist, page));
+            .reclaim(|block| self.heap.free(&self.region, &self.persist, block));
+    }
+
+    /// What the tree maps.
+    pub fn keys(&self) -> Keys {
+        self.keys
+    }
+
+    /// Refuses a call for the other kind of keys.
+    fn expect(&self, keys: Keys) -> Result<()> {
+        ensure!(
+            self.keys == keys,
+            InvalidArgument,
+            "this B3-tree maps {} keys, not {}",
+            self.keys.name(),
+            keys.name()
+        );
+        Ok(())
+    }
+
+    /// The key a stored key is, for a search: a u64 key's word; a bytes
+    /// key's bytes, read from its record (none: the empty key, the least).
+    fn key_of(&self, stored: Stored) -> Result<Key<'static>> {
+        Ok(match self.keys {
+            Keys::U64 => Key::number(stored.word),
+            Keys::Bytes if stored.record == 0 => Key::bytes(Vec::new()),
+            Keys::Bytes => Key::bytes(record::key(&self.region, stored.record)?),
+        })
+    }
+
+    /// How two stored keys order.
+    fn order(&self, a: Stored, b: Stored) -> Result<Order> {
+        self.key_of(a)?.order_stored(&self.region, b)
+    }
+
+    /// The least key there can be.
+    fn least(&self) -> Key<'static> {
+        match self.keys {
+            Keys::U64 => Key::number(0),
+            Keys::Bytes => Key::bytes(Vec::new()),
+        }
     }
 
     /// Its keys (a scan of the leaves).
     pub fn len(&self) -> Result<usize> {
-        self.entries().map(|entries| entries.len())
+        let _pin = self.epochs.pin();
+        self.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, true)
+            .map(|pairs| pairs.len())
     }
 
     /// Whether it holds no key.
     pub fn is_empty(&self) -> Result<bool> {
-        self.range(.., 1).map(|first| first.is_empty())
+        let _pin = self.epochs.pin();
+        self.scan(Bound::Unbounded, Bound::Unbounded, 1, true)
+            .map(|first| first.is_empty())
     }
 
     /// Persistence counts and shape.
@@ -305,7 +363,7 @@ impl<P: Persist> B3Tree<P> {
     /// The page of `level` that holds `key`, and the internal pages whose
     /// child links the descent followed (the last leads to it, perhaps
     /// through right moves). Moves right past high keys.
-    fn descend(&self, key: u64, level: u8) -> Result<(u64, Vec<u64>)> {
+    fn descend(&self, key: &Key<'_>, level: u8) -> Result<(u64, Vec<u64>)> {
         let mut path = Vec::new();
         let at = self.walk(key, level, Some(&mut path))?;
         Ok((at, path))
@@ -315,13 +373,13 @@ impl<P: Persist> B3Tree<P> {
     /// shape's) the internal pages left through a child link. A writer's:
     /// in either turn, no page it reads above the leaves changes, nor any
     /// leaf's range.
-    fn walk(&self, key: u64, level: u8, mut path: Option<&mut Vec<u64>>) -> Result<u64> {
+    fn walk(&self, key: &Key<'_>, level: u8, mut path: Option<&mut Vec<u64>>) -> Result<u64> {
         let mut at = self.root_page();
         for _ in 0..=self.region.len() / self.page_bytes {
             let page = self.page(at);
             page.prefetch(&self.region);
             let header = page.header(&self.region)?;
-            if header.sibling != 0 && key >= header.high {
+            if header.past(&self.region, key)? {
                 at = header.sibling;
                 continue;
             }
@@ -345,7 +403,7 @@ impl<P: Persist> B3Tree<P> {
     /// was read: the caller reads the leaf, then keeps what it read only if
     /// the version is unchanged. A page changed while it was read, or dead,
     /// starts the descent again from the root.
-    fn read_leaf(&self, key: u64) -> Result<(Page, u64)> {
+    fn read_leaf(&self, key: &Key<'_>) -> Result<(Page, u64)> {
         'descent: loop {
             let mut at = self.root_page();
             for _ in 0..=self.region.len() / self.page_bytes {
@@ -355,7 +413,7 @@ impl<P: Persist> B3Tree<P> {
                 let page = self.page(at);
                 page.prefetch(&self.region);
                 let next = page.header(&self.region).and_then(|header| {
-                    Ok(if header.sibling != 0 && key >= header.high {
+                    Ok(if header.past(&self.region, key)? {
                         Some(header.sibling)
                     } else if header.level > 0 {
                         Some(page.child_for(&self.region, key)?)
@@ -381,7 +439,29 @@ impl<P: Persist> B3Tree<P> {
 
     /// The value of `key`: a lock-free read.
     pub fn get(&self, key: u64) -> Result<Option<u64>> {
+        self.expect(Keys::U64)?;
         let _pin = self.epochs.pin();
+        self.find(&Key::number(key))
+    }
+
+    /// The value of the bytes key `key`: a lock-free read.
+    pub fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.expect(Keys::Bytes)?;
+        if key.len() as u64 > MAX_KEY_BYTES {
+            return Ok(None);
+        }
+        let _pin = self.epochs.pin();
+        // (The record is read pinned: freed only once no reader can be on
+        // it.)
+        match self.find(&Key::bytes(key))? {
+            Some(at) => Ok(Some(record::read(&self.region, at)?.1)),
+            None => Ok(None),
+        }
+    }
+
+    /// The value word of `key` (a bytes key's record), in a pinned
+    /// reader's lock-free descent.
+    fn find(&self, key: &Key<'_>) -> Result<Option<u64>> {
         loop {
             let (leaf, version) = self.read_leaf(key)?;
             let found = leaf.get(&self.region, key);
@@ -391,10 +471,45 @@ impl<P: Persist> B3Tree<P> {
         }
     }
 
-    /// Sets `key` to `value`; returns the value it replaced. In the
-    /// shared turn, under the leaf's latch; a full leaf splits in the
-    /// exclusive turn, and the insert goes again.
+    /// Sets `key` to `value`; returns the value it replaced.
     pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+        self.expect(Keys::U64)?;
+        self.put(&Key::number(key), value)
+    }
+
+    /// Sets the bytes key `key` to `value` (see [`record`] for the
+    /// limits): a new record, persisted before the one store that
+    /// publishes it (a new node's link, or the old node's value word);
+    /// returns whether a value was replaced. The old record is freed once
+    /// no reader can stand on it.
+    pub fn insert_bytes(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.expect(Keys::Bytes)?;
+        record::check(key, value)?;
+        if self.repair.load(Ordering::Relaxed) {
+            // (The recovery frees every record no page reaches: this one
+            // is written after it.)
+            drop(self.writing()?);
+        }
+        let at = record::write(&self.region, &self.heap, &self.persist, key, value)?;
+        match self.put(&Key::bytes(key), at) {
+            Ok(old) => {
+                if let Some(old) = old {
+                    self.epochs.retire(old);
+                    self.reclaim();
+                }
+                Ok(old.is_some())
+            }
+            Err(error) => {
+                self.heap.free(&self.region, &self.persist, at);
+                Err(error)
+            }
+        }
+    }
+
+    /// Sets `key` to the value word `value`; returns the word it replaced.
+    /// In the shared turn, under the leaf's latch; a full leaf splits in
+    /// the exclusive turn, and the insert goes again.
+    fn put(&self, key: &Key<'_>, value: u64) -> Result<Option<u64>> {
         loop {
             {
                 let _turn = self.sharing()?;
@@ -413,7 +528,7 @@ impl<P: Persist> B3Tree<P> {
 
     /// Splits the leaf that holds `key` if it is full (another writer may
     /// have split it first), in the exclusive turn.
-    fn split_full(&self, key: u64) -> Result<()> {
+    fn split_full(&self, key: &Key<'_>) -> Result<()> {
         let _turn = self.writing()?;
         let (leaf, path) = self.descend(key, 0)?;
         let page = self.page(leaf);
@@ -434,6 +549,30 @@ impl<P: Persist> B3Tree<P> {
     /// In the shared turn, under the leaf's latch, as an insert; the
     /// balancing in the exclusive turn.
     pub fn remove(&self, key: u64) -> Result<Option<u64>> {
+        self.expect(Keys::U64)?;
+        self.take(&Key::number(key))
+    }
+
+    /// Removes the bytes key `key`; returns its value. Its record is freed
+    /// once no reader can stand on it.
+    pub fn remove_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.expect(Keys::Bytes)?;
+        if key.len() as u64 > MAX_KEY_BYTES {
+            return Ok(None);
+        }
+        let pin = self.epochs.pin();
+        let Some(at) = self.take(&Key::bytes(key))? else {
+            return Ok(None);
+        };
+        let value = record::read(&self.region, at).map(|(_, value)| value);
+        self.epochs.retire(at);
+        drop(pin);
+        self.reclaim();
+        value.map(Some)
+    }
+
+    /// Removes `key`; returns its value word (see [`remove`](Self::remove)).
+    fn take(&self, key: &Key<'_>) -> Result<Option<u64>> {
         let mut removed = None;
         loop {
             let (absent, thin) = {
@@ -441,17 +580,14 @@ impl<P: Persist> B3Tree<P> {
                 let leaf = self.page(self.walk(key, 0, None)?);
                 let mut writing = self.latches.write(leaf.at);
                 let free = writing.slots(leaf, &self.region)?;
-                // Until the key is absent: a removal cut short by a crash
-                // can leave it twice in its page (see `Page::remove`).
-                let absent = loop {
-                    match leaf.remove(&self.region, &self.persist, free, key)? {
-                        Remove::Removed(value) => {
-                            removed.get_or_insert(value);
-                        }
-                        Remove::Absent => break true,
-                        // No slot for its successor's copy.
-                        Remove::Full => break false,
+                let absent = match leaf.remove(&self.region, &self.persist, free, key)? {
+                    Remove::Removed(value) => {
+                        removed = Some(value);
+                        true
                     }
+                    Remove::Absent => true,
+                    // No slot for its successor's copy.
+                    Remove::Full => false,
                 };
                 (absent, sparse(free.used(), Page::capacity(self.page_bytes)))
             };
@@ -481,7 +617,7 @@ impl<P: Persist> B3Tree<P> {
     /// lost separators, is balanced in turn; and a root left with one
     /// child gives way to it ([`collapse`](Self::collapse)). A parent with
     /// no free slot (the separator's removal may need one) splits first.
-    fn rebalance(&self, key: u64) -> Result<()> {
+    fn rebalance(&self, key: &Key<'_>) -> Result<()> {
         let capacity = Page::capacity(self.page_bytes);
         let mut level = 0;
         // Whether a page of this level merged (its parent is checked next).
@@ -556,7 +692,12 @@ impl<P: Persist> B3Tree<P> {
     /// undoes a merge cut short before its commit (a page's keys past its
     /// high key are pruned) and completes one cut short after it. A page
     /// left deeper than [`deepest`] by the graft is rebuilt.
-    fn merge(&self, parent: Page, (left, separator, right): (Page, u64, Page), path: &[u64]) -> Result<()> {
+    fn merge(
+        &self,
+        parent: Page,
+        (left, separator, right): (Page, Stored, Page),
+        path: &[u64],
+    ) -> Result<()> {
         self.merges.fetch_add(1, Ordering::Relaxed);
         let (region, persist) = (&self.region, &self.persist);
         let header = right.header(region)?;
@@ -575,7 +716,7 @@ impl<P: Persist> B3Tree<P> {
             Content::Internal { separators, children } => {
                 let pairs: Vec<(u64, u64)> = std::iter::once(separator)
                     .chain(separators)
-                    .map(|key| (key, 0))
+                    .map(|key| (key.word, key.record))
                     .collect();
                 let children: Vec<u64> = std::iter::once(last).chain(children).collect();
                 left.graft(region, persist, free, &pairs, Some(&children))?
@@ -590,18 +731,25 @@ impl<P: Persist> B3Tree<P> {
         );
         left.absorb(region, persist, header.high, header.sibling);
         drop(writing);
+        let key = self.key_of(separator)?;
         let mut writing = self.latches.write(parent.at);
-        parent.relink(region, persist, separator, right.at, left.at)?;
+        parent.relink(region, persist, &key, right.at, left.at)?;
         let free = writing.slots(parent, region)?;
-        let removed = parent.remove_separator(region, persist, free, separator, left.at)?;
+        let removed = parent.remove_separator(region, persist, free, &key, left.at)?;
         drop(writing);
         ensure!(
             matches!(removed, Remove::Removed(_)),
             Internal,
-            "B3-tree page {}: separator {separator} not removed ({removed:?})",
+            "B3-tree page {}: separator {separator:?} not removed ({removed:?})",
             parent.at
         );
         self.free_page(right);
+        if header.level == 0 && separator.record != 0 {
+            // A leaf separator's record (the left page's high key and the
+            // right one's low key too) is no key's any more; an internal
+            // page's came down into the merged page.
+            self.epochs.retire(separator.record);
+        }
         if left.slots(region)?.1 > deepest(self.page_bytes) {
             let content = self.content(left, header.level)?;
             self.rebuild(left, path, content.all())?;
@@ -656,6 +804,7 @@ impl<P: Persist> B3Tree<P> {
         let header = page.header(&self.region)?;
         let content = self.content(page, header.level)?;
         let (separator, right_part) = content.upper(mid.unwrap_or(content.len() / 2));
+        let separator = self.separator(separator, header.level)?;
         let right = self.alloc()?;
         self.build(
             right,
@@ -668,17 +817,17 @@ impl<P: Persist> B3Tree<P> {
         self.persist.fence();
         let mut writing = self.latches.write(page.at);
         page.link_right(&self.region, &self.persist, &header, right, separator);
-        page.prune(&self.region, &self.persist, separator)?;
+        page.prune(&self.region, &self.persist, &self.key_of(separator)?)?;
         let (free, depth) = page.slots(&self.region)?;
         writing.set(free);
         drop(writing);
         let halves = (separator, page.at, right);
         match path.last() {
             None => self.new_root(page, header.level + 1, halves)?,
-            Some(&parent) => self.add_separator(self.page(parent), header.low, halves)?,
+            Some(&parent) => self.add_separator(self.page(parent), &self.key_of(header.low)?, halves)?,
         }
         if depth > deepest(self.page_bytes) {
-            let (at, path) = self.descend(header.low, header.level)?;
+            let (at, path) = self.descend(&self.key_of(header.low)?, header.level)?;
             ensure!(
                 at == page.at,
                 Internal,
@@ -691,9 +840,31 @@ impl<P: Persist> B3Tree<P> {
         Ok(())
     }
 
+    /// A split's separator, from the pair of the key where it splits: an
+    /// internal page's moves up as it is; a leaf's is a copy of its key's
+    /// word (and of its bytes, in a record of its own: the key may go
+    /// while the separator stays). The separator is also the left page's
+    /// high key and the right one's low key.
+    fn separator(&self, Stored { word, record }: Stored, level: u8) -> Result<Stored> {
+        Ok(match (self.keys, level) {
+            (_, 1..) => Stored { word, record },
+            (Keys::U64, 0) => Stored { word, record: 0 },
+            (Keys::Bytes, 0) => Stored {
+                word,
+                record: record::write(
+                    &self.region,
+                    &self.heap,
+                    &self.persist,
+                    &record::key(&self.region, record)?,
+                    &[],
+                )?,
+            },
+        })
+    }
+
     /// Puts in `parent`, where `low` leads to the page `left`, the node
     /// (separator; left, right): step 4 of a split.
-    fn add_separator(&self, parent: Page, low: u64, halves: (u64, u64, u64)) -> Result<()> {
+    fn add_separator(&self, parent: Page, low: &Key<'_>, halves: (Stored, u64, u64)) -> Result<()> {
         let mut writing = self.latches.write(parent.at);
         let free = writing.slots(parent, &self.region)?;
         let placed = parent.replace_child(&self.region, &self.persist, free, low, halves.1, halves)?;
@@ -765,7 +936,7 @@ impl<P: Persist> B3Tree<P> {
     }
 
     /// A root split: a new root over the halves, published by one store.
-    fn new_root(&self, old: Page, level: u8, (separator, left, right): (u64, u64, u64)) -> Result<()> {
+    fn new_root(&self, old: Page, level: u8, (separator, left, right): (Stored, u64, u64)) -> Result<()> {
         ensure!(
             self.root_page() == old.at,
             Internal,
@@ -775,8 +946,8 @@ impl<P: Persist> B3Tree<P> {
         let header = Header {
             level,
             sibling: 0,
-            high: 0,
-            low: 0,
+            high: Stored::NONE,
+            low: Stored::NONE,
         };
         self.build(root, header, Part::Internal(&[separator], &[left, right]));
         self.persist.fence();
@@ -796,9 +967,10 @@ impl<P: Persist> B3Tree<P> {
     fn replace(&self, old: Page, header: Header, parent: Page, new: u64) -> Result<()> {
         // The child the parent's link for the old page's keys leads to: the
         // old page, or (after a crash cut a rebuild short) a page left of it.
-        let mut from = parent.child_for(&self.region, header.low)?;
-        if header.low != 0 {
-            let left_sibling = self.walk(header.low - 1, header.level, None)?;
+        let low = self.key_of(header.low)?;
+        let mut from = parent.child_for(&self.region, &low)?;
+        if header.low != Stored::NONE {
+            let left_sibling = self.walk(&low.clone().below(), header.level, None)?;
             let sibling = self.page(left_sibling);
             ensure!(
                 sibling.header(&self.region)?.sibling == old.at,
@@ -809,14 +981,14 @@ impl<P: Persist> B3Tree<P> {
             );
             if from == old.at {
                 let _writing = self.latches.write(parent.at);
-                parent.relink(&self.region, &self.persist, header.low, old.at, left_sibling)?;
+                parent.relink(&self.region, &self.persist, &low, old.at, left_sibling)?;
                 from = left_sibling;
             }
             let _writing = self.latches.write(sibling.at);
             sibling.set_sibling(&self.region, &self.persist, new);
         }
         let _writing = self.latches.write(parent.at);
-        parent.relink(&self.region, &self.persist, header.low, from, new)
+        parent.relink(&self.region, &self.persist, &low, from, new)
     }
 
     /// Every (key, value) in key order.
@@ -827,67 +999,143 @@ impl<P: Persist> B3Tree<P> {
     /// The (key, value) pairs with keys in `keys`, in key order, at most
     /// `limit` of them: the leaf of the range's start, then its siblings.
     pub fn range(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
-        self.scan(keys, limit, true)
+        self.numbers(keys, limit, true)
     }
 
     /// As [`range`](Self::range), in reverse key order from the range's
     /// end: the leaf of the range's end, then the leaves left of it, each
-    /// found by a descent to the key below its low key (a page links only
-    /// to its right sibling).
+    /// found by a descent to the keys just below its low key (a page links
+    /// only to its right sibling).
     pub fn range_rev(&self, keys: impl RangeBounds<u64>, limit: usize) -> Result<Vec<(u64, u64)>> {
-        self.scan(keys, limit, false)
+        self.numbers(keys, limit, false)
     }
 
-    /// A lock-free scan: each leaf read whole, then kept only if its
-    /// version is unchanged; a leaf changed meanwhile, or dead, is read
-    /// again from a descent to the key after the last one taken.
-    fn scan(&self, keys: impl RangeBounds<u64>, limit: usize, forward: bool) -> Result<Vec<(u64, u64)>> {
-        let bound = if forward {
-            treeroot::first_key(&keys)
-        } else {
-            treeroot::last_key(&keys)
-        };
-        let Some(bound) = bound else {
-            return Ok(Vec::new());
-        };
+    fn numbers(&self, keys: impl RangeBounds<u64>, limit: usize, forward: bool) -> Result<Vec<(u64, u64)>> {
+        self.expect(Keys::U64)?;
+        let bound = |end: Bound<&u64>| end.map(|&key| Key::number(key));
         let _pin = self.epochs.pin();
-        let mut pairs = Vec::new();
+        self.scan(bound(keys.start_bound()), bound(keys.end_bound()), limit, forward)
+    }
+
+    /// The (key, value) pairs of a bytes key tree with keys from `low` to
+    /// `high`, in key order (`forward`) or in reverse order from `high`,
+    /// at most `limit`.
+    pub fn range_bytes(
+        &self,
+        low: Bound<&[u8]>,
+        high: Bound<&[u8]>,
+        limit: usize,
+        forward: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.expect(Keys::Bytes)?;
+        let _pin = self.epochs.pin();
+        // (The records are read pinned: freed only once no reader can be on
+        // them.)
+        self.scan(low.map(Key::bytes), high.map(Key::bytes), limit, forward)?
+            .into_iter()
+            .map(|(_, at)| record::read(&self.region, at))
+            .collect()
+    }
+
+    /// Every (key, value) of a bytes key tree, in key order.
+    pub fn entries_bytes(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.range_bytes(Bound::Unbounded, Bound::Unbounded, usize::MAX, true)
+    }
+
+    /// A lock-free scan (the caller pinned): the stored pairs (key word,
+    /// value word) with keys from `low` to `high`, forward from `low` or
+    /// backward from `high`, at most `limit`. Each leaf read whole, then
+    /// kept only if its version is unchanged; a leaf changed meanwhile, or
+    /// dead, is read again from a descent to the keys after the last one
+    /// taken.
+    fn scan(
+        &self,
+        low: Bound<Key<'_>>,
+        high: Bound<Key<'_>>,
+        limit: usize,
+        forward: bool,
+    ) -> Result<Vec<(u64, u64)>> {
+        // Where the scan starts (a key, or just past one), and the keys it
+        // takes: those `above` orders below, and `under` above.
+        let start = match (forward, &low, &high) {
+            (true, Bound::Included(key), _) | (false, _, Bound::Included(key)) => key.clone(),
+            (true, Bound::Excluded(key), _) => key.clone().above(),
+            (false, _, Bound::Excluded(key)) => key.clone().below(),
+            (true, Bound::Unbounded, _) => self.least(),
+            (false, _, Bound::Unbounded) => Key::top(),
+        };
+        let above = match low {
+            Bound::Included(key) => Some(key.below()),
+            Bound::Excluded(key) => Some(key.above()),
+            Bound::Unbounded => None,
+        };
+        let under = match high {
+            Bound::Included(key) => Some(key.above()),
+            Bound::Excluded(key) => Some(key.below()),
+            Bound::Unbounded => None,
+        };
+        let region = &self.region;
+        let inside = |word: u64, value: u64| -> Result<bool> {
+            Ok(match (&above, &under) {
+                (Some(above), _) if above.order(region, word, value)? != Order::Less => false,
+                (_, Some(under)) => under.order(region, word, value)? == Order::Greater,
+                _ => true,
+            })
+        };
+        let mut pairs: Vec<(u64, u64)> = Vec::new();
         let mut taken = Vec::new();
-        let (mut page, mut version) = self.read_leaf(bound)?;
+        let (mut page, mut version) = self.read_leaf(&start)?;
+        let mut bound = start.clone();
         loop {
-            page.prefetch_all(&self.region);
+            page.prefetch_all(region);
             taken.clear();
             let mut more = true;
-            let read = page.header(&self.region).and_then(|header| {
-                let end = header.end();
-                let last = pairs.last().map(|&(key, _)| key);
-                page.each_from(&self.region, bound, forward, |key, value| {
+            let read = page.header(region).and_then(|header| {
+                let end = header.end().map(|end| self.key_of(end)).transpose()?;
+                let last = pairs
+                    .last()
+                    .map(|&(word, value)| self.key_of(Stored { word, record: value }))
+                    .transpose()?;
+                page.each_from(region, &bound, forward, |word, value| {
                     // (Keys from the page's high key up, left by a split or
                     // a merge cut short, some pruned and some not, are its
                     // sibling's: the scan goes on there. And a split whose
                     // commit linked the sibling but has not yet lowered the
                     // high key leaves keys in both: each is taken once.)
-                    if end.is_some_and(|end| key >= end) {
-                        return !forward;
+                    if let Some(end) = &end {
+                        if end.order(region, word, value)? != Order::Greater {
+                            return Ok(!forward);
+                        }
                     }
-                    if last.is_some_and(|last| if forward { key <= last } else { key >= last }) {
-                        return true;
+                    if let Some(last) = &last {
+                        let order = last.order(region, word, value)?;
+                        if order == Order::Equal || (order == Order::Greater) == forward {
+                            return Ok(true);
+                        }
                     }
-                    more = keys.contains(&key) && pairs.len() + taken.len() < limit;
+                    more = inside(word, value)? && pairs.len() + taken.len() < limit;
                     if more {
-                        taken.push((key, value));
+                        taken.push((word, value));
                     }
-                    more
+                    Ok(more)
                 })?;
                 Ok(header)
             });
             // Where the scan goes on when this page was changed as it was
-            // read (or its sibling is dead): from the key after the last
+            // read (or its sibling is dead): from the keys after the last
             // one taken.
-            let again = |pairs: &[(u64, u64)]| match pairs.last() {
-                None => Some(bound),
-                Some(&(key, _)) if forward => key.checked_add(1),
-                Some(&(key, _)) => key.checked_sub(1),
+            let again = |pairs: &[(u64, u64)]| -> Result<Key<'static>> {
+                Ok(match pairs.last() {
+                    None => start.clone().into_owned(),
+                    Some(&(word, value)) => {
+                        let key = self.key_of(Stored { word, record: value })?;
+                        if forward {
+                            key.above()
+                        } else {
+                            key.below()
+                        }
+                    }
+                })
             };
             let next = if self.latches.unchanged(page.at, version) {
                 let header = read?;
@@ -898,19 +1146,19 @@ impl<P: Persist> B3Tree<P> {
                             (page, version) = (self.page(header.sibling), stable);
                             continue;
                         }
-                        None => again(&pairs),
+                        None => Some(again(&pairs)?),
                     },
-                    // (Only a level's leftmost page has the low key 0.)
-                    (true, false) if header.low != 0 => Some(header.low - 1),
+                    (true, false) if header.low != Stored::NONE => Some(self.key_of(header.low)?.below()),
                     _ => None,
                 }
             } else {
-                again(&pairs)
+                Some(again(&pairs)?)
             };
             let Some(next) = next else {
                 return Ok(pairs);
             };
-            (page, version) = self.read_leaf(next)?;
+            (page, version) = self.read_leaf(&next)?;
+            bound = next;
         }
     }
 
@@ -922,7 +1170,7 @@ impl<P: Persist> B3Tree<P> {
     pub fn verify(&self) -> Result<()> {
         let _turn = self.writing()?;
         let root = self.root_page();
-        let mut stack = vec![(root, None, 0, None)];
+        let mut stack = vec![(root, None, Stored::NONE, None)];
         while let Some((at, level, low, high)) = stack.pop() {
             let bad = |what: String| {
                 Err(Error::corruption(
@@ -931,22 +1179,47 @@ impl<P: Persist> B3Tree<P> {
                     format!("B3-tree page {at}: {what}"),
                 ))
             };
+            let same = |a: Option<Stored>, b: Option<Stored>| -> Result<bool> {
+                Ok(match (a, b) {
+                    (Some(a), Some(b)) => self.order(a, b)? == Order::Equal,
+                    (a, b) => a.is_none() && b.is_none(),
+                })
+            };
             let page = self.page(at);
             let header = page.header(&self.region)?;
             let ends = header.end();
-            if level.is_some_and(|level| header.level != level) || header.low != low || ends != high {
+            if level.is_some_and(|level| header.level != level)
+                || !same(Some(header.low), Some(low))?
+                || !same(ends, high)?
+            {
                 return bad(format!(
-                    "level {}, keys from {} to {ends:?}, where its parent leads keys from {low} to {high:?} at level {level:?}",
+                    "level {}, keys from {:?} to {ends:?}, where its parent leads keys from {low:?} to {high:?} at level {level:?}",
                     header.level, header.low
                 ));
             }
             let keys = page.keys(&self.region)?;
-            let inside = |key: u64| key >= low && high.is_none_or(|high| key < high);
-            if !keys.iter().all(|&key| inside(key)) {
-                return bad(format!("keys outside {low}..{high:?}"));
+            if self.keys == Keys::Bytes {
+                for key in &keys {
+                    // (A leaf's record holds a value too: its checksum is
+                    // checked.)
+                    record::read(&self.region, key.record)?;
+                }
             }
-            if keys.windows(2).any(|pair| pair[0] >= pair[1]) {
-                return bad("keys out of order, or twice".into());
+            let below = match keys.first() {
+                Some(&first) => self.order(low, first)? == Order::Greater,
+                None => false,
+            };
+            let past = match (keys.last(), high) {
+                (Some(&last), Some(high)) => self.order(last, high)? != Order::Less,
+                _ => false,
+            };
+            if below || past {
+                return bad(format!("keys outside {low:?}..{high:?}"));
+            }
+            for pair in keys.windows(2) {
+                if self.order(pair[0], pair[1])? != Order::Less {
+                    return bad("keys out of order, or twice".into());
+                }
             }
             if header.level > 0 {
                 let children = page.children(&self.region)?;
@@ -987,6 +1260,15 @@ impl<P: Persist> B3Tree<P> {
             if header.level > 0 {
                 stack.extend(page.children(&self.region)?);
             }
+            if self.keys == Keys::Bytes {
+                // (Every node's record: a leaf key's, a separator's; and
+                // the range's ends, which are separators' too.)
+                let records = page
+                    .keys(&self.region)?
+                    .into_iter()
+                    .chain([header.high, header.low]);
+                reached.extend(records.map(|key| key.record).filter(|&at| at != 0));
+            }
         }
         self.heap.recover(&self.region, &self.persist, &reached)
     }
@@ -1026,12 +1308,16 @@ impl<P: Persist> B3Tree<P> {
             }
             let page = self.page(at);
             let header = self.settled(page)?;
+            let mut writing = self.latches.write(at);
             if let Some(high) = header.end() {
-                let mut writing = self.latches.write(at);
-                if page.prune(&self.region, &self.persist, high)? {
+                if page.prune(&self.region, &self.persist, &self.key_of(high)?)? {
                     writing.forget();
                 }
             }
+            while page.undouble(&self.region, &self.persist)? {
+                writing.forget();
+            }
+            drop(writing);
             if header.sibling != 0 {
                 stack.push(header.sibling);
             }
@@ -1049,7 +1335,7 @@ impl<P: Persist> B3Tree<P> {
         let mut header = page.header(&self.region)?;
         if header.sibling != 0 {
             let low = self.page(header.sibling).header(&self.region)?.low;
-            if header.high != low {
+            if self.order(header.high, low)? != Order::Equal {
                 let _writing = self.latches.write(page.at);
                 page.set_high(&self.region, &self.persist, low);
                 header.high = low;
@@ -1073,32 +1359,35 @@ impl<P: Persist> B3Tree<P> {
         let separators = page.keys(&self.region)?;
         let children = page.children(&self.region)?;
         if children.len() != separators.len() + 1 {
-            // A separator's removal cut short between its successor's copy
-            // and the unlinking of the successor: the successor twice
-            // (listed once), with the link that goes.
-            let mut writing = self.latches.write(at);
-            for &key in &separators {
-                if page.undouble(&self.region, &self.persist, key)? {
-                    writing.forget();
-                    return Ok(true);
-                }
-            }
+            // (A separator's removal cut short is undone before: see
+            // `Page::undouble`.)
             return corrupt(format!(
                 "{} children for {} separators",
                 children.len(),
                 separators.len()
             ));
         }
+        let same = |a: Option<Stored>, b: Option<Stored>| -> Result<bool> {
+            Ok(match (a, b) {
+                (Some(a), Some(b)) => self.order(a, b)? == Order::Equal,
+                (a, b) => a.is_none() && b.is_none(),
+            })
+        };
         for (k, &child) in children.iter().enumerate() {
             // The keys the link leads: from `low` to `to`.
             let low = if k == 0 { header.low } else { separators[k - 1] };
             let to = separators.get(k).copied().or(header.end());
             let below = self.settled(self.page(child))?;
             let end = below.end();
-            if end == to {
+            if same(end, to)? {
                 continue;
             }
-            if let Some(to) = to.filter(|&to| end.is_none_or(|end| end > to)) {
+            let runs_past = match (to, end) {
+                (Some(_), None) => true,
+                (Some(to), Some(end)) => self.order(end, to)? == Order::Greater,
+                (None, _) => false,
+            };
+            if let (true, Some(to)) = (runs_past, to) {
                 // A merge cut short after its commit: the page took over
                 // the range of the next link's page, whose separator (`to`)
                 // this page still holds.
@@ -1107,38 +1396,40 @@ impl<P: Persist> B3Tree<P> {
                         "its last link leads to page {child}, whose keys run past its own"
                     ));
                 };
+                let to_key = self.key_of(to)?;
                 let mut writing = self.latches.write(at);
                 if next != child {
-                    page.relink(&self.region, &self.persist, to, next, child)?;
+                    page.relink(&self.region, &self.persist, &to_key, next, child)?;
                 }
                 let free = writing.slots(page, &self.region)?;
-                let removed = page.remove_separator(&self.region, &self.persist, free, to, child)?;
+                let removed = page.remove_separator(&self.region, &self.persist, free, &to_key, child)?;
                 if !matches!(removed, Remove::Removed(_)) {
-                    return corrupt(format!("separator {to} not removed ({removed:?})"));
+                    return corrupt(format!("separator {to:?} not removed ({removed:?})"));
                 }
                 return Ok(true);
             }
-            if low >= below.high {
+            let low_key = self.key_of(low)?;
+            if low_key.order_stored(&self.region, below.high)? != Order::Less {
                 // A rebuild cut short: the link is at the left sibling.
                 let holder = self.page(below.sibling);
                 let held = holder.header(&self.region)?;
-                if held.low != low {
+                if !same(Some(held.low), Some(low))? {
                     return corrupt(format!(
-                        "its link for keys from {low} leads to page {child}, whose right sibling starts at {}",
+                        "its link for keys from {low:?} leads to page {child}, whose right sibling starts at {:?}",
                         held.low
                     ));
                 }
                 let _writing = self.latches.write(at);
-                page.relink(&self.region, &self.persist, low, child, holder.at)?;
+                page.relink(&self.region, &self.persist, &low_key, child, holder.at)?;
             } else {
                 // A split whose separator this page lacks.
-                if below.low != low {
+                if !same(Some(below.low), Some(low))? {
                     return corrupt(format!(
-                        "its link for keys from {low} leads to page {child}, whose keys start at {}",
+                        "its link for keys from {low:?} leads to page {child}, whose keys start at {:?}",
                         below.low
                     ));
                 }
-                self.add_separator(page, low, (below.high, child, below.sibling))?;
+                self.add_separator(page, &low_key, (below.high, child, below.sibling))?;
             }
             return Ok(true);
         }

@@ -45,9 +45,9 @@ use spillway_core::{ensure, Error, Result};
 use crate::epoch::Epochs;
 use crate::heap::Heap;
 use crate::latch::{Latches, UNKNOWN};
-pub use crate::record::{Keys, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-use crate::record;
 use crate::persist::{Persist, LINE};
+use crate::record;
+pub use crate::record::{Keys, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::region::Region;
 
 /// The region kind of a CCEH table.
@@ -798,7 +798,8 @@ impl<P: Persist> Cceh<P> {
                 if bitmap & (1 << slot) != 0 && self.word(at) == hash {
                     let record = self.word(at + 8);
                     let (key_len, _) = record::lengths(&self.region, record)?;
-                    if key_len == key.len() as u64 && record::read_bytes(&self.region, record + record::HEADER, key_len) == key
+                    if key_len == key.len() as u64
+                        && record::read_bytes(&self.region, record + record::HEADER, key_len) == key
                     {
                         return Ok(Some(at));
                     }

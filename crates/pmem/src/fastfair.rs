@@ -56,6 +56,7 @@ use spillway_core::{ensure, Error, Result};
 
 use crate::heap::Heap;
 use crate::persist::{line_of, Persist};
+use crate::record::Keys;
 use crate::region::{Region, LINE};
 use crate::treeroot::{self, Options, RootObject, TreeStats};
 
@@ -386,7 +387,13 @@ impl<P: Persist> FastFair<P> {
     }
 
     fn format(region: Region, options: Options, persist: P) -> Result<FastFair<P>> {
-        let (heap, root) = RootObject::format(&region, &persist, MAGIC, options.page_bytes, |at| {
+        ensure!(
+            options.keys == Keys::U64,
+            InvalidArgument,
+            "the sorted-leaf baseline maps u64 keys only, not {}",
+            options.keys.name()
+        );
+        let (heap, root) = RootObject::format(&region, &persist, MAGIC, &options, |at| {
             let header = Header {
                 level: 0,
                 sibling: 0,
@@ -414,6 +421,13 @@ impl<P: Persist> FastFair<P> {
     /// recovers it (see `recover`).
     pub fn attach(region: Region, persist: P) -> Result<FastFair<P>> {
         let (heap, root, dirty) = RootObject::open(&region, &persist, MAGIC, "sorted-leaf tree")?;
+        if root.keys != Keys::U64 {
+            return Err(Error::corruption(
+                region.path(),
+                root.at,
+                "a sorted-leaf tree of bytes keys",
+            ));
+        }
         let tree = FastFair {
             region,
             heap,

@@ -100,7 +100,9 @@ pub fn write(region: &Region, heap: &Heap, persist: &impl Persist, key: &[u8], v
 
 /// The block size of a record of `key_len` and `value_len` bytes.
 pub fn block_bytes(key_len: usize, value_len: usize) -> u64 {
-    (HEADER + (key_len + value_len) as u64).next_power_of_two().max(LINE)
+    (HEADER + (key_len + value_len) as u64)
+        .next_power_of_two()
+        .max(LINE)
 }
 
 /// A record's (key length, value length), if the record at `at` has
@@ -112,7 +114,9 @@ pub fn lengths(region: &Region, at: u64) -> Result<(u64, u64)> {
             let word = region.word(at).load(Acquire);
             (word & 0xffff_ffff, word >> 32)
         })
-        .filter(|&(key, value)| key <= MAX_KEY_BYTES && value <= MAX_VALUE_BYTES && at + HEADER + key + value <= len);
+        .filter(|&(key, value)| {
+            key <= MAX_KEY_BYTES && value <= MAX_VALUE_BYTES && at + HEADER + key + value <= len
+        });
     lengths.ok_or_else(|| Error::corruption(region.path(), at, "a link to no record of a key and a value"))
 }
 

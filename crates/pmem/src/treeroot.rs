@@ -10,6 +10,7 @@ use spillway_core::{ensure, Error, Result};
 
 use crate::heap::Heap;
 use crate::persist::Persist;
+use crate::record::Keys;
 use crate::region::{Region, LINE};
 
 /// A tree's shape.
@@ -19,6 +20,9 @@ pub struct Options {
     /// frequent in tests) to 64 KiB.
     pub page_bytes: u64,
     pub region_bytes: u64,
+    /// What the tree maps: u64 keys and values, or byte strings (the
+    /// B3-tree's only; see [`record`](crate::record) for the limits).
+    pub keys: Keys,
 }
 
 impl Default for Options {
@@ -26,6 +30,7 @@ impl Default for Options {
         Options {
             page_bytes: 4096,
             region_bytes: 1 << 30,
+            keys: Keys::U64,
         }
     }
 }
@@ -84,18 +89,21 @@ pub(crate) fn last_key(keys: &impl RangeBounds<u64>) -> Option<u64> {
     }
 }
 
-// A tree's root object (one line): magic, page size, root page.
+// A tree's root object (one line): magic, page size, root page, what it
+// maps (0: u64 keys, 1: bytes keys).
 const ROOT_MAGIC: u64 = 0;
 const ROOT_PAGE_BYTES: u64 = 8;
 const ROOT_PAGE: u64 = 16;
+const ROOT_KEYS: u64 = 24;
 
 /// A tree's root object: the region's root, naming the tree's kind (its
-/// magic), its page size and its root page (a page's parent link is this
-/// word: a new root is published by one store of it).
+/// magic), its page size, its root page (a page's parent link is this
+/// word: a new root is published by one store of it) and what it maps.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RootObject {
     pub at: u64,
     pub page_bytes: u64,
+    pub keys: Keys,
 }
 
 impl RootObject {
@@ -107,22 +115,31 @@ impl RootObject {
         region: &Region,
         persist: &impl Persist,
         magic: u64,
-        page_bytes: u64,
+        options: &Options,
         build: impl FnOnce(u64),
     ) -> Result<(Heap, RootObject)> {
+        let page_bytes = options.page_bytes;
         let heap = Heap::format(region, persist)?;
         let at = heap.alloc(region, persist, LINE)?;
         let page = heap.alloc(region, persist, page_bytes)?;
         build(page);
         persist.store(region, at + ROOT_PAGE_BYTES, page_bytes);
         persist.store(region, at + ROOT_PAGE, page);
+        persist.store(region, at + ROOT_KEYS, options.keys.word());
         persist.store(region, at + ROOT_MAGIC, magic);
         persist.flush(region, at, LINE);
         persist.fence();
         persist.set_root(region, at);
         heap.close(region, persist);
         let (heap, _) = Heap::open(region, persist)?;
-        Ok((heap, RootObject { at, page_bytes }))
+        Ok((
+            heap,
+            RootObject {
+                at,
+                page_bytes,
+                keys: options.keys,
+            },
+        ))
     }
 
     /// The heap and root object of `region`, checked to be a `what` (of
@@ -145,9 +162,17 @@ impl RootObject {
             ));
         }
         let page_bytes = word(ROOT_PAGE_BYTES);
+        let keys = Keys::from_word(word(ROOT_KEYS)).ok_or_else(|| {
+            Error::corruption(
+                region.path(),
+                at + ROOT_KEYS,
+                format!("keys of kind {}, neither u64 (0) nor bytes (1)", word(ROOT_KEYS)),
+            )
+        })?;
         let options = Options {
             page_bytes,
             region_bytes: region.len(),
+            keys,
         };
         if check(&options).is_err() {
             return Err(Error::corruption(
@@ -156,7 +181,7 @@ impl RootObject {
                 format!("a page of {page_bytes} bytes"),
             ));
         }
-        Ok((heap, RootObject { at, page_bytes }, dirty))
+        Ok((heap, RootObject { at, page_bytes, keys }, dirty))
     }
 
     /// The root page.

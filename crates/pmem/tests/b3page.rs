@@ -6,15 +6,15 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use spillway_core::ErrorKind;
-use spillway_pmem::b3page::{Header, Insert, Page, Remove, Slots, HEADER, NODE};
+use spillway_pmem::b3page::{Header, Insert, Key, Page, Remove, Slots, Stored, HEADER, NODE};
 use spillway_pmem::crash::{enumerate, Limits};
 use spillway_pmem::{Persist, Region, Tracing, Volatile};
 
 const LEAF: Header = Header {
     level: 0,
     sibling: 0,
-    high: 0,
-    low: 0,
+    high: Stored::NONE,
+    low: Stored::NONE,
 };
 
 /// A region with an empty leaf page of `bytes` at offset 4096.
@@ -36,7 +36,7 @@ proptest! {
         let mut model = BTreeMap::new();
         let mut slots = Slots::default();
         for (key, value) in ops {
-            match page.insert(&region, &persist, &mut slots, key, value).unwrap() {
+            match page.insert(&region, &persist, &mut slots, &Key::number(key), value).unwrap() {
                 Insert::Replaced(old) => prop_assert_eq!(model.insert(key, value), Some(old)),
                 Insert::Added => prop_assert_eq!(model.insert(key, value), None),
                 Insert::Full => {
@@ -44,7 +44,7 @@ proptest! {
                     prop_assert!(slots.full(Page::capacity(1024)));
                 }
             }
-            prop_assert_eq!(page.get(&region, key).unwrap(), model.get(&key).copied());
+            prop_assert_eq!(page.get(&region, &Key::number(key)).unwrap(), model.get(&key).copied());
         }
         let pairs: Vec<(u64, u64)> = model.into_iter().collect();
         prop_assert_eq!(page.pairs(&region).unwrap(), pairs);
@@ -65,8 +65,11 @@ fn a_leaf_built_whole_is_a_complete_tree_read_in_order() {
     let header = Header {
         level: 0,
         sibling: 12288,
-        high: 1000,
-        low: 0,
+        high: Stored {
+            word: 1000,
+            record: 0,
+        },
+        low: Stored::NONE,
     };
     let written = Page::build_leaf(&region, &Volatile::default(), page, header, &pairs);
     assert_eq!(written, 100);
@@ -93,17 +96,18 @@ fn a_leaf_built_whole_is_a_complete_tree_read_in_order() {
         assert!(key_of(2 * node + 1) < key_of(node) && key_of(node) < key_of(2 * node + 2));
     }
     for &(key, value) in &pairs {
-        assert_eq!(page.get(&region, key).unwrap(), Some(value));
-        assert_eq!(page.get(&region, key + 1).unwrap(), None);
+        assert_eq!(page.get(&region, &Key::number(key)).unwrap(), Some(value));
+        assert_eq!(page.get(&region, &Key::number(key + 1)).unwrap(), None);
     }
     // After a rebuild, inserts append after the built nodes.
     let mut slots = Slots::built(written);
     let persist = Volatile::default();
     assert_eq!(
-        page.insert(&region, &persist, &mut slots, 5, 55).unwrap(),
+        page.insert(&region, &persist, &mut slots, &Key::number(5), 55)
+            .unwrap(),
         Insert::Added
     );
-    assert_eq!(page.get(&region, 5).unwrap(), Some(55));
+    assert_eq!(page.get(&region, &Key::number(5)).unwrap(), Some(55));
     assert_eq!(slots.used(), 101);
 }
 
@@ -122,15 +126,15 @@ fn an_internal_page_leads_keys_to_their_children() {
     let header = Header {
         level: 1,
         sibling: 0,
-        high: 0,
-        low: 0,
+        high: Stored::NONE,
+        low: Stored::NONE,
     };
     let mut slots = Slots::built(Page::build_internal(
         &region,
         &Volatile::default(),
         page,
         header,
-        &separators,
+        &separators.map(|word| Stored { word, record: 0 }),
         &children,
     ));
     let expect = |key: u64, separators: &[u64], children: &[u64]| {
@@ -138,16 +142,23 @@ fn an_internal_page_leads_keys_to_their_children() {
     };
     for key in [0, 99, 100, 150, 299, 300, 450, 500, 10_000] {
         assert_eq!(
-            page.child_for(&region, key).unwrap(),
+            page.child_for(&region, &Key::number(key)).unwrap(),
             expect(key, &separators, &children),
             "key {key}"
         );
     }
     // Child 2 (keys 200..300) split at 250 into itself and a new page.
     let persist = Tracing::default();
-    let halves = (250, children[2], 65536);
+    let halves = (Stored { word: 250, record: 0 }, children[2], 65536);
     assert!(page
-        .replace_child(&region, &persist, &mut slots, 250, children[2], halves)
+        .replace_child(
+            &region,
+            &persist,
+            &mut slots,
+            &Key::number(250),
+            children[2],
+            halves
+        )
         .unwrap());
     let separators = [100, 200, 250, 300, 400, 500];
     let children = [
@@ -161,7 +172,7 @@ fn an_internal_page_leads_keys_to_their_children() {
     ];
     for key in [199, 200, 249, 250, 299, 300] {
         assert_eq!(
-            page.child_for(&region, key).unwrap(),
+            page.child_for(&region, &Key::number(key)).unwrap(),
             expect(key, &separators, &children),
             "key {key}"
         );
@@ -172,10 +183,13 @@ fn an_internal_page_leads_keys_to_their_children() {
     assert!(persist.counts().flushes() <= 2 && persist.counts().fences() <= 2);
     // A child replaced where a key leads to it (a split's left half), and
     // refused where the key leads elsewhere.
-    page.relink(&region, &persist, 260, 65536, 131072).unwrap();
-    assert_eq!(page.child_for(&region, 299).unwrap(), 131072);
-    assert_eq!(page.child_for(&region, 249).unwrap(), children[2]);
-    let error = page.relink(&region, &persist, 260, 65536, 4096).unwrap_err();
+    page.relink(&region, &persist, &Key::number(260), 65536, 131072)
+        .unwrap();
+    assert_eq!(page.child_for(&region, &Key::number(299)).unwrap(), 131072);
+    assert_eq!(page.child_for(&region, &Key::number(249)).unwrap(), children[2]);
+    let error = page
+        .relink(&region, &persist, &Key::number(260), 65536, 4096)
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
 }
 
@@ -198,7 +212,9 @@ fn every_crash_image_of_a_leafs_inserts_is_a_prefix_of_them() {
     for &(key, value) in &ops {
         let before = (trace.counts().flushes(), trace.counts().fences());
         trace.begin("insert");
-        let done = page.insert(&region, &trace, &mut slots, key, value).unwrap();
+        let done = page
+            .insert(&region, &trace, &mut slots, &Key::number(key), value)
+            .unwrap();
         trace.end();
         let cost = (
             trace.counts().flushes() - before.0,
@@ -244,7 +260,8 @@ fn damaged_pages_are_reported_not_followed() {
     let persist = Volatile::default();
     let mut slots = Slots::default();
     for key in [5, 3, 8] {
-        page.insert(&region, &persist, &mut slots, key, key).unwrap();
+        page.insert(&region, &persist, &mut slots, &Key::number(key), key)
+            .unwrap();
     }
     let damaged = |at: u64, word: u64| {
         let region = Region::from_image(&region.image(), "b3tree").unwrap();
@@ -259,14 +276,16 @@ fn damaged_pages_are_reported_not_followed() {
     for error in [
         page.pairs(&cyclic).unwrap_err(),
         page.count(&cyclic).unwrap_err(),
-        page.get(&cyclic, 7).unwrap_err(),
+        page.get(&cyclic, &Key::number(7)).unwrap_err(),
     ] {
         assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
         assert!(error.to_string().contains("B3-tree page 4096"), "{error}");
     }
     // A link past the page's nodes, and a leaf linking a page.
     for word in [2 * 1000 + 1, 65536] {
-        let error = page.get(&damaged(page.at + 8, word), 5).unwrap_err();
+        let error = page
+            .get(&damaged(page.at + 8, word), &Key::number(5))
+            .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
     }
 }
@@ -284,7 +303,8 @@ fn every_crash_image_of_a_leafs_removals_holds_whole_ones() {
     // 50 at the root; 20 with children 10 and 30 (30 with 25 and 40); 80
     // with 70 and 90.
     for key in [50, 20, 80, 10, 30, 70, 90, 25, 40, 35] {
-        page.insert(&region, &persist, &mut slots, key, key * 10).unwrap();
+        page.insert(&region, &persist, &mut slots, &Key::number(key), key * 10)
+            .unwrap();
         model.insert(key, key * 10);
     }
     let base = region.image();
@@ -297,7 +317,9 @@ fn every_crash_image_of_a_leafs_removals_holds_whole_ones() {
     for key in removals {
         let before = trace.counts().flushes();
         trace.begin("remove");
-        let removed = page.remove(&region, &trace, &mut slots, key).unwrap();
+        let removed = page
+            .remove(&region, &trace, &mut slots, &Key::number(key))
+            .unwrap();
         trace.end();
         assert!(trace.counts().flushes() - before <= 3, "key {key}");
         match removed {
@@ -305,7 +327,7 @@ fn every_crash_image_of_a_leafs_removals_holds_whole_ones() {
             Remove::Absent => assert!(!model.contains_key(&key)),
             Remove::Full => panic!("the page filled"),
         }
-        assert_eq!(page.get(&region, key).unwrap(), None);
+        assert_eq!(page.get(&region, &Key::number(key)).unwrap(), None);
         models.push(model.clone());
     }
     let report = enumerate(&base, &trace.take(), Limits::default(), |point, image| {
@@ -323,11 +345,12 @@ fn every_crash_image_of_a_leafs_removals_holds_whole_ones() {
         if let Some(&key) = removals.get(done).filter(|_| point.in_flight.is_some()) {
             let (mut slots, _) = page.slots(&region)?;
             let mut rounds = 0;
-            while page.remove(&region, &Volatile::default(), &mut slots, key)? != Remove::Absent {
+            while page.remove(&region, &Volatile::default(), &mut slots, &Key::number(key))? != Remove::Absent
+            {
                 rounds += 1;
                 assert!(rounds <= 2, "key {key} removed {rounds} times");
             }
-            assert_eq!(page.get(&region, key)?, None);
+            assert_eq!(page.get(&region, &Key::number(key))?, None);
             let pairs: BTreeMap<u64, u64> = page.pairs(&region)?.into_iter().collect();
             assert_eq!(pairs, models[done + 1], "at event {}", point.event);
         }
@@ -354,39 +377,43 @@ fn removed_and_pruned_nodes_free_their_slots() {
     for key in 0..u64::from(capacity) {
         let key = (key * 5) % u64::from(capacity);
         assert_eq!(
-            page.insert(&region, &persist, &mut slots, key, key).unwrap(),
+            page.insert(&region, &persist, &mut slots, &Key::number(key), key)
+                .unwrap(),
             Insert::Added
         );
     }
     assert!(slots.full(capacity));
     assert_eq!(
-        page.insert(&region, &persist, &mut slots, 100, 1).unwrap(),
+        page.insert(&region, &persist, &mut slots, &Key::number(100), 1)
+            .unwrap(),
         Insert::Full
     );
     for key in [3, 0, 9] {
         assert_eq!(
-            page.remove(&region, &persist, &mut slots, key).unwrap(),
+            page.remove(&region, &persist, &mut slots, &Key::number(key))
+                .unwrap(),
             Remove::Removed(key)
         );
     }
     assert_eq!(page.slots(&region).unwrap().0.used(), capacity - 3);
     for key in [100, 101, 102] {
         assert_eq!(
-            page.insert(&region, &persist, &mut slots, key, key).unwrap(),
+            page.insert(&region, &persist, &mut slots, &Key::number(key), key)
+                .unwrap(),
             Insert::Added
         );
     }
     assert!(slots.full(capacity));
     // The keys from 8 up pruned (as a split leaves its left half): every
     // key below stays, and their slots are the only ones in use.
-    assert!(page.prune(&region, &persist, 8).unwrap());
+    assert!(page.prune(&region, &persist, &Key::number(8)).unwrap());
     let below: Vec<(u64, u64)> = [1, 2, 4, 5, 6, 7].iter().map(|&key| (key, key)).collect();
     assert_eq!(page.pairs(&region).unwrap(), below);
     let (slots, depth) = page.slots(&region).unwrap();
     assert_eq!(slots.used(), 6);
     assert!((3..=6).contains(&depth), "depth {depth}");
     assert!(
-        !page.prune(&region, &persist, 8).unwrap(),
+        !page.prune(&region, &persist, &Key::number(8)).unwrap(),
         "nothing left to prune"
     );
 }

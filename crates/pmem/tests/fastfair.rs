@@ -19,6 +19,7 @@ mod common;
 const SMALL: Options = Options {
     page_bytes: 512,
     region_bytes: 1 << 22,
+    keys: spillway_pmem::record::Keys::U64,
 };
 
 proptest! {
@@ -124,6 +125,7 @@ fn a_tree_file_is_reopened_recovered_and_refused_when_foreign() {
     let options = Options {
         page_bytes: 512,
         region_bytes: 1 << 24,
+        keys: spillway_pmem::record::Keys::U64,
     };
     let mode: Mode = "clwb".parse().or_else(|_| "auto".parse()).unwrap();
     let tree = Tree::<SortedLeaf>::open_or_create(&path, mode, options).unwrap();

@@ -199,11 +199,13 @@ impl PyBTree {
         persistence: &str,
         page_bytes: u64,
         region_bytes: u64,
+        keys: spillway_pmem::record::Keys::U64,
     ) -> PyResult<Self> {
         let mode: Mode = persistence.parse().map_err(to_py_err)?;
         let options = TreeOptions {
             page_bytes,
             region_bytes,
+            keys: spillway_pmem::record::Keys::U64,
         };
         let tree = py
             .detach(|| Tree::open_or_create(&path, mode, options))
