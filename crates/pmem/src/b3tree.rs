@@ -1237,6 +1237,23 @@ impl<P: Persist> B3Tree<P> {
                 }
             }
         }
+        // Every used block is the tree's (no record or page leaked), and
+        // no block of the tree's is free.
+        let mut mine = self.reached()?;
+        mine.extend(self.epochs.retired());
+        for (block, _, used) in self.heap.blocks(&self.region)? {
+            if used != mine.contains(&block) {
+                return Err(Error::corruption(
+                    self.region.path(),
+                    block,
+                    format!(
+                        "block {block} is {} but {} the B3-tree's",
+                        if used { "used" } else { "free" },
+                        if used { "not" } else { "is" }
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -1246,6 +1263,13 @@ impl<P: Persist> B3Tree<P> {
     /// rebuild that never committed, and a rebuilt page not yet freed.
     fn recover(&self) -> Result<()> {
         self.repair()?;
+        self.heap.recover(&self.region, &self.persist, &self.reached()?)
+    }
+
+    /// The blocks the tree reaches: its root object, the pages (by child
+    /// and sibling links) and, in a bytes key tree, the records of their
+    /// nodes and of their ranges' ends.
+    fn reached(&self) -> Result<HashSet<u64>> {
         let mut reached: HashSet<u64> = [self.root.at].into();
         let mut stack = vec![self.root_page()];
         while let Some(at) = stack.pop() {
@@ -1270,7 +1294,7 @@ impl<P: Persist> B3Tree<P> {
                 reached.extend(records.map(|key| key.record).filter(|&at| at != 0));
             }
         }
-        self.heap.recover(&self.region, &self.persist, &reached)
+        Ok(reached)
     }
 
     /// Completes, page by page from the root, what a crash cut short:
