@@ -37,7 +37,7 @@ _BYTES = (bytes, bytearray, memoryview)
 
 def _bytes(value: Any, what: str) -> bytes:
     if not isinstance(value, _BYTES):
-        raise InvalidArgumentError(f"{what} of this table is bytes, not {type(value).__name__}: {value!r:.60}")
+        raise InvalidArgumentError(f"{what} of this index is bytes, not {type(value).__name__}: {value!r:.60}")
     return bytes(value)
 
 
@@ -176,7 +176,9 @@ class HashTable(_RegionFile):
 
 class BTree(_RegionFile):
     """A B3-tree in the region file ``path``: opened (and recovered, if it was not closed) if it exists, else
-    created; a sorted mapping of ints (0 to 2^64 - 1) to ints.
+    created; a sorted mapping of ints (0 to 2^64 - 1) to ints, or, in a tree created with ``keys="bytes"``, of
+    byte strings to byte strings (keys up to 4 KiB, values up to 1 MiB, each pair stored out of line with a
+    checksum; keys in bytewise order).
 
     >>> from spillway.pmem import BTree
     >>> with BTree("/dev/shm/sorted.pmem", persistence="clwb") as tree:   # doctest: +SKIP
@@ -185,69 +187,98 @@ class BTree(_RegionFile):
     [(10, 1), (20, 2)]
 
     ``page_bytes`` (a power of two from 512 to 65536) and ``size`` (the region's bytes, a number or text such as
-    ``"1G"``) apply when the tree is created. Iteration, ``items()`` and ``range(low, high)`` run in key order.
-    Every change is durable when the call returns; ``close()`` (or the ``with`` block's end) marks the file
-    closed.
+    ``"1G"``) apply when the tree is created; so does ``keys`` (``"u64"`` or ``"bytes"``; None takes the file's
+    kind, or ``"u64"`` when creating; a kind other than the file's is refused). Iteration, ``items()`` and
+    ``range(low, high)`` run in key order. Every change is durable when the call returns; ``close()`` (or the
+    ``with`` block's end) marks the file closed.
     """
 
-    def __init__(self, path: PathLike, persistence: str = "auto", *, page_bytes: int = 4096,
-                 size: Union[int, str] = "64M") -> None:
+    def __init__(self, path: PathLike, persistence: str = "auto", *, keys: Optional[str] = None,
+                 page_bytes: int = 4096, size: Union[int, str] = "64M") -> None:
         if not isinstance(persistence, str):
             raise InvalidArgumentError(f"persistence must be a name such as 'clwb', not {persistence!r}")
+        if keys is not None and not isinstance(keys, str):
+            raise InvalidArgumentError(f"keys must be 'u64' or 'bytes', not {keys!r}")
         self._path = os.fspath(path)
         self._native = _native.BTree(self._path, persistence, count(page_bytes, "page_bytes"),
-                                     _args.size(size, "size"))
+                                     _args.size(size, "size"), keys)
+        self._bytes = self._native.keys == "bytes"
 
-    def __getitem__(self, key: Any) -> int:
-        found = self._native.get(count(key, "a key"))
+    @property
+    def keys_kind(self) -> str:
+        """``"u64"`` or ``"bytes"``: what the tree maps."""
+        return "bytes" if self._bytes else "u64"
+
+    def _key(self, key: Any, what: str = "a key") -> Any:
+        return _bytes(key, what) if self._bytes else count(key, what)
+
+    def _get(self, key: Any) -> Any:
+        if self._bytes:
+            return self._native.get_bytes(self._key(key))
+        return self._native.get(self._key(key))
+
+    def _remove(self, key: Any) -> Any:
+        """The value removed, or None."""
+        if self._bytes:
+            return self._native.remove_bytes(self._key(key))
+        return self._native.remove(self._key(key))
+
+    def __getitem__(self, key: Any) -> Any:
+        found = self._get(key)
         if found is None:
             raise KeyError(key)
         return found
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._native.insert(count(key, "a key"), count(value, "a value"))
+        if self._bytes:
+            self._native.insert_bytes(self._key(key), _bytes(value, "a value"))
+        else:
+            self._native.insert(self._key(key), count(value, "a value"))
 
     def __delitem__(self, key: Any) -> None:
-        if self._native.remove(count(key, "a key")) is None:
+        if self._remove(key) is None:
             raise KeyError(key)
 
     def __contains__(self, key: object) -> bool:
         try:
-            return self._native.get(count(key, "a key")) is not None
+            return self._get(key) is not None
         except InvalidArgumentError:
             return False
 
     def __len__(self) -> int:
         return self._native.len()
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[Any]:
         return (key for key, _ in self.items())
 
     def get(self, key: Any, default: Any = None) -> Any:
-        found = self._native.get(count(key, "a key"))
+        found = self._get(key)
         return default if found is None else found
 
     def pop(self, key: Any, *default: Any) -> Any:
-        found = self._native.remove(count(key, "a key"))
+        found = self._remove(key)
         if found is None:
             if default:
                 return default[0]
             raise KeyError(key)
         return found
 
-    def items(self) -> Iterator[Tuple[int, int]]:
+    def items(self) -> Iterator[Tuple[Any, Any]]:
         """Every (key, value) pair, in key order."""
         return self.range()
 
-    def range(self, low: Optional[int] = None, high: Optional[int] = None, *, reverse: bool = False,
-              batch: int = 4096) -> Iterator[Tuple[int, int]]:
+    def range(self, low: Any = None, high: Any = None, *, reverse: bool = False,
+              batch: int = 4096) -> Iterator[Tuple[Any, Any]]:
         """The (key, value) pairs with keys from ``low`` (None: the least) up to ``high`` (excluded; None: no end),
         in key order, or in reverse order from the end when ``reverse``; read ``batch`` pairs a call."""
-        start = None if low is None else count(low, "low")
-        end = None if high is None else count(high, "high")
+        start = None if low is None else self._key(low, "low")
+        end = None if high is None else self._key(high, "high")
         size = count(batch, "batch")
         if size == 0:
             raise InvalidArgumentError("batch must be at least 1")
+        if self._bytes:
+            yield from self._range_bytes(start, end, size, bool(reverse))
+            return
         while True:
             pairs = self._native.range(start, end, size, bool(reverse))
             yield from pairs
@@ -263,14 +294,28 @@ class BTree(_RegionFile):
                     return
                 start = last + 1
 
-    def __reversed__(self) -> Iterator[int]:
+    def _range_bytes(self, start: Optional[bytes], end: Optional[bytes], size: int,
+                     reverse: bool) -> Iterator[Tuple[bytes, bytes]]:
+        after = False
+        while True:
+            pairs = self._native.range_bytes(start, end, size, reverse, after)
+            yield from pairs
+            if len(pairs) < size:
+                return
+            if reverse:
+                end = pairs[-1][0]
+            else:
+                start, after = pairs[-1][0], True
+
+    def __reversed__(self) -> Iterator[Any]:
         return (key for key, _ in self.range(reverse=True))
 
     def stats(self) -> Dict[str, Any]:
-        """``{persistence, flushes, fences, page_bytes, height, region_bytes, huge_page_bytes, splits, rebuilds}``
-        (splits and rebuilds since the open)."""
+        """``{persistence, flushes, fences, page_bytes, height, region_bytes, huge_page_bytes, splits, rebuilds,
+        merges, merge_flushes}`` (splits, rebuilds and merges since the open)."""
         return json.loads(self._native.stats())
 
     def verify(self) -> None:
-        """Checks every invariant; raises ``CorruptionError`` naming what is wrong."""
+        """Checks every invariant (and, in a tree of bytes keys, every record's checksum); raises
+        ``CorruptionError`` naming what is wrong."""
         self._native.verify()

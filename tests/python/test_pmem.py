@@ -234,3 +234,48 @@ def test_a_btree_left_unclosed_is_recovered_and_a_damaged_one_is_named(tmp_path)
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptionError):
         BTree(path)
+
+
+def test_a_btree_of_byte_keys_is_a_sorted_mapping_that_keeps_its_kind(tmp_path):
+    from spillway.pmem import BTree
+
+    path = tmp_path / "bytes-tree.pmem"
+    model = {}
+    rng = random.Random(11)
+    with BTree(path, "clwb", keys="bytes", page_bytes=512, size="8M") as tree:
+        assert tree.keys_kind == "bytes"
+        for i in range(3000):
+            # Keys sharing their first eight bytes and more: their order is the records'.
+            key = f"customer:{rng.randrange(900):04}".encode() if i % 2 else bytes([rng.randrange(4)] * rng.randrange(12))
+            if rng.random() < 0.3:
+                assert tree.pop(key, None) == model.pop(key, None)
+            else:
+                value = bytes(rng.randrange(256) for _ in range(rng.randrange(60)))
+                tree[key] = value
+                model[key] = value
+        tree[bytearray(b"raw")] = memoryview(b"\x00\xff")
+        model[b"raw"] = b"\x00\xff"
+        assert len(tree) == len(model)
+        assert list(tree.items()) == sorted(model.items())
+        assert list(reversed(tree)) == sorted(model, reverse=True)
+        low, high = b"customer:0100", b"customer:0500"
+        want = [(k, v) for k, v in sorted(model.items()) if low <= k < high]
+        assert list(tree.range(low, high, batch=7)) == want
+        assert list(tree.range(low, high, reverse=True, batch=5)) == want[::-1]
+        stats = tree.stats()
+        assert stats["splits"] > 10 and stats["height"] >= 2
+        tree.verify()
+        with pytest.raises(InvalidArgumentError, match="bytes, not int"):
+            tree[5] = b"x"
+        with pytest.raises(InvalidArgumentError, match="4096"):
+            tree[b"k" * 5000] = b"x"
+        assert 5 not in tree and b"absent" not in tree
+        with pytest.raises(KeyError):
+            del tree[b"absent"]
+    with BTree(path) as tree:
+        assert tree.keys_kind == "bytes"
+        assert list(tree.items()) == sorted(model.items())
+    with pytest.raises(InvalidArgumentError, match="bytes keys, not u64 keys"):
+        BTree(path, keys="u64")
+    with pytest.raises(InvalidArgumentError, match="'u64' or 'bytes'"):
+        BTree(tmp_path / "other.pmem", keys="text")

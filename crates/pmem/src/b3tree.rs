@@ -378,12 +378,12 @@ impl<P: Persist> B3Tree<P> {
         for _ in 0..=self.region.len() / self.page_bytes {
             let page = self.page(at);
             page.prefetch(&self.region);
-            let header = page.header(&self.region)?;
-            if header.past(&self.region, key)? {
-                at = header.sibling;
+            let page_level = page.level(&self.region)?;
+            if let Some(sibling) = page.past(&self.region, key)? {
+                at = sibling;
                 continue;
             }
-            if header.level <= level {
+            if page_level <= level {
                 return Ok(at);
             }
             if let Some(path) = path.as_deref_mut() {
@@ -412,10 +412,10 @@ impl<P: Persist> B3Tree<P> {
                 };
                 let page = self.page(at);
                 page.prefetch(&self.region);
-                let next = page.header(&self.region).and_then(|header| {
-                    Ok(if header.past(&self.region, key)? {
-                        Some(header.sibling)
-                    } else if header.level > 0 {
+                let next = page.level(&self.region).and_then(|level| {
+                    Ok(if let Some(sibling) = page.past(&self.region, key)? {
+                        Some(sibling)
+                    } else if level > 0 {
                         Some(page.child_for(&self.region, key)?)
                     } else {
                         None
@@ -1075,11 +1075,19 @@ impl<P: Persist> B3Tree<P> {
             Bound::Unbounded => None,
         };
         let region = &self.region;
+        // A page is read from a key past the range's near end (the start,
+        // or the keys after the last one taken): only its far end is
+        // checked, and the keys come in order, so the first key past it
+        // ends the scan.
+        let (far, side) = if forward {
+            (under, Order::Greater)
+        } else {
+            (above, Order::Less)
+        };
         let inside = |word: u64, value: u64| -> Result<bool> {
-            Ok(match (&above, &under) {
-                (Some(above), _) if above.order(region, word, value)? != Order::Less => false,
-                (_, Some(under)) => under.order(region, word, value)? == Order::Greater,
-                _ => true,
+            Ok(match &far {
+                Some(far) => far.order(region, word, value)? == side,
+                None => true,
             })
         };
         let mut pairs: Vec<(u64, u64)> = Vec::new();
@@ -1096,23 +1104,28 @@ impl<P: Persist> B3Tree<P> {
                     .last()
                     .map(|&(word, value)| self.key_of(Stored { word, record: value }))
                     .transpose()?;
+                // Whether the keys met so far were all skipped: from the
+                // first one taken, the keys that follow need no look at the
+                // last one taken or, backward, at the high key.
+                let mut skipping = true;
                 page.each_from(region, &bound, forward, |word, value| {
                     // (Keys from the page's high key up, left by a split or
                     // a merge cut short, some pruned and some not, are its
                     // sibling's: the scan goes on there. And a split whose
                     // commit linked the sibling but has not yet lowered the
                     // high key leaves keys in both: each is taken once.)
-                    if let Some(end) = &end {
+                    if let Some(end) = end.as_ref().filter(|_| forward || skipping) {
                         if end.order(region, word, value)? != Order::Greater {
                             return Ok(!forward);
                         }
                     }
-                    if let Some(last) = &last {
+                    if let Some(last) = last.as_ref().filter(|_| skipping) {
                         let order = last.order(region, word, value)?;
                         if order == Order::Equal || (order == Order::Greater) == forward {
                             return Ok(true);
                         }
                     }
+                    skipping = false;
                     more = inside(word, value)? && pairs.len() + taken.len() < limit;
                     if more {
                         taken.push((word, value));

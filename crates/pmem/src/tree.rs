@@ -1,5 +1,6 @@
 //! The two persistent trees as one: the [`Sorted`] interface (a sorted
-//! map of u64 keys to u64 values on a region), and [`Tree`], a tree whose persistence mode is chosen at run time, by
+//! map of u64 keys to u64 values on a region; the B3-tree's of byte
+//! strings too), and [`Tree`], a tree whose persistence mode is chosen at run time, by
 //! name (see [`Mode`]): what the command line, the benchmark and the
 //! Python module open. Each mode is its own monomorphised tree, so the
 //! choice costs one match per call.
@@ -8,14 +9,15 @@
 //! measured against ([`SortedLeaf`]).
 
 use std::fmt::Debug;
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 
-use spillway_core::Result;
+use spillway_core::{Error, Result};
 
 use crate::b3tree::B3Tree;
 use crate::fastfair::FastFair;
 use crate::persist::{FenceOnly, Hardware, Latency, Persist, Volatile};
+use crate::record::Keys;
 use crate::region::Region;
 use crate::table::Mode;
 use crate::treeroot::{Options, TreeStats};
@@ -48,11 +50,42 @@ pub trait Sorted<P: Persist>: Sized + Send + Sync {
     fn entries(&self) -> Result<Vec<(u64, u64)>> {
         self.range(.., usize::MAX)
     }
+
+    /// What it maps (a tree that holds only u64 keys keeps these
+    /// defaults, which refuse bytes).
+    fn keys(&self) -> Keys {
+        Keys::U64
+    }
+    fn get_bytes(&self, _key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Err(u64_only())
+    }
+    fn insert_bytes(&self, _key: &[u8], _value: &[u8]) -> Result<bool> {
+        Err(u64_only())
+    }
+    fn remove_bytes(&self, _key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Err(u64_only())
+    }
+    /// The pairs with keys from `low` to `high`, in key order
+    /// (`forward`) or from `high` down, at most `limit`.
+    fn range_bytes(
+        &self,
+        _low: Bound<&[u8]>,
+        _high: Bound<&[u8]>,
+        _limit: usize,
+        _forward: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Err(u64_only())
+    }
 }
 
-/// Implements [`Sorted`] for a tree type by its own methods of the names.
+fn u64_only() -> Error {
+    Error::InvalidArgument("the sorted-leaf baseline maps u64 keys only, not bytes".into())
+}
+
+/// Implements [`Sorted`] for a tree type by its own methods of the names,
+/// and `$bytes` (the bytes key methods of a tree that has them).
 macro_rules! sorted {
-    ($tree:ident, $kind:path) => {
+    ($tree:ident, $kind:path, { $($bytes:tt)* }) => {
         impl<P: Persist> Sorted<P> for $tree<P> {
             const KIND: &'static str = $kind;
 
@@ -95,12 +128,36 @@ macro_rules! sorted {
             fn close(self) -> Result<()> {
                 $tree::close(self)
             }
+            $($bytes)*
         }
     };
 }
 
-sorted!(B3Tree, crate::b3tree::KIND);
-sorted!(FastFair, crate::fastfair::KIND);
+sorted!(B3Tree, crate::b3tree::KIND, {
+    fn keys(&self) -> Keys {
+        B3Tree::keys(self)
+    }
+    fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        B3Tree::get_bytes(self, key)
+    }
+    fn insert_bytes(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        B3Tree::insert_bytes(self, key, value)
+    }
+    fn remove_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        B3Tree::remove_bytes(self, key)
+    }
+    fn range_bytes(
+        &self,
+        low: Bound<&[u8]>,
+        high: Bound<&[u8]>,
+        limit: usize,
+        forward: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        B3Tree::range_bytes(self, low, high, limit, forward)
+    }
+});
+sorted!(FastFair, crate::fastfair::KIND, {});
+
 
 /// A kind of tree, whatever its persistence mode.
 pub trait Family: Debug + 'static {
@@ -202,15 +259,55 @@ impl<F: Family> Tree<F> {
     }
 
     pub fn len(&self) -> Result<usize> {
-        self.entries().map(|entries| entries.len())
+        self.count(usize::MAX)
     }
 
     pub fn is_empty(&self) -> Result<bool> {
-        self.range(.., 1).map(|first| first.is_empty())
+        self.count(1).map(|count| count == 0)
+    }
+
+    /// Its keys, up to `limit`.
+    fn count(&self, limit: usize) -> Result<usize> {
+        match self.keys() {
+            Keys::U64 => self.range(.., limit).map(|pairs| pairs.len()),
+            Keys::Bytes => self
+                .range_bytes(Bound::Unbounded, Bound::Unbounded, limit, true)
+                .map(|pairs| pairs.len()),
+        }
     }
 
     pub fn verify(&self) -> Result<()> {
         each!(self, tree => tree.verify())
+    }
+
+    /// What it maps.
+    pub fn keys(&self) -> Keys {
+        each!(self, tree => tree.keys())
+    }
+
+    pub fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        each!(self, tree => tree.get_bytes(key))
+    }
+
+    /// Sets `key` to `value`; returns whether a value was replaced.
+    pub fn insert_bytes(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        each!(self, tree => tree.insert_bytes(key, value))
+    }
+
+    pub fn remove_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        each!(self, tree => tree.remove_bytes(key))
+    }
+
+    /// The pairs with keys from `low` to `high`, in key order (`forward`)
+    /// or from `high` down, at most `limit`.
+    pub fn range_bytes(
+        &self,
+        low: Bound<&[u8]>,
+        high: Bound<&[u8]>,
+        limit: usize,
+        forward: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        each!(self, tree => tree.range_bytes(low, high, limit, forward))
     }
 
     /// Flushes, fences, and flushes by merges made so far.

@@ -200,7 +200,7 @@ fn after_a_crash_anywhere_every_completed_operation_is_kept_and_no_record_leaks(
     }
     for i in 0..count {
         let n = (i * 31) % count;
-        if n % 4 != 0 {
+        if !n.is_multiple_of(4) {
             step("remove", key_of(n, (n % 3) as u8), None);
         }
     }

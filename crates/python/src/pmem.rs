@@ -53,16 +53,7 @@ impl PyHashTable {
         keys: Option<&str>,
     ) -> PyResult<Self> {
         let mode: Mode = persistence.parse().map_err(to_py_err)?;
-        let wanted = match keys {
-            None => None,
-            Some("u64") => Some(Keys::U64),
-            Some("bytes") => Some(Keys::Bytes),
-            Some(other) => {
-                return Err(to_py_err(Error::InvalidArgument(format!(
-                    "keys must be 'u64' or 'bytes', not {other:?}"
-                ))))
-            }
-        };
+        let wanted = keys_named(keys)?;
         let options = Options {
             segment_bytes,
             probe,
@@ -73,13 +64,9 @@ impl PyHashTable {
             .detach(|| Table::open_or_create(&path, mode, options))
             .map_err(to_py_err)?;
         if let Some(wanted) = wanted.filter(|&wanted| wanted != table.keys()) {
-            let found = table.keys().name();
+            let found = table.keys();
             py.detach(|| table.close()).map_err(to_py_err)?;
-            return Err(to_py_err(Error::InvalidArgument(format!(
-                "{} holds a table of {found} keys, not {} keys",
-                path.display(),
-                wanted.name()
-            ))));
+            return Err(other_kind(&path, "table", found, wanted));
         }
         Ok(PyHashTable {
             table: Closable::new(table, format!("the hash table in {}", path.display())),
@@ -169,7 +156,8 @@ impl PyHashTable {
     }
 }
 
-/// A B3-tree (a persistent sorted map of u64 keys to u64 values) in a
+/// A B3-tree (a persistent sorted map of u64 keys to u64 values, or of
+/// byte strings) in a
 /// region file: `spillway._native.BTree`, wrapped by `spillway.pmem.BTree`.
 #[pyclass(frozen, module = "spillway._native", name = "BTree")]
 #[derive(Debug)]
@@ -192,24 +180,30 @@ impl PyBTree {
     /// Opens the tree at `path` (recovering it if it was not closed), or
     /// creates it with pages of `page_bytes` when no file is there.
     #[new]
-    #[pyo3(signature = (path, persistence, page_bytes, region_bytes))]
+    #[pyo3(signature = (path, persistence, page_bytes, region_bytes, keys))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         persistence: &str,
         page_bytes: u64,
         region_bytes: u64,
-        keys: spillway_pmem::record::Keys::U64,
+        keys: Option<&str>,
     ) -> PyResult<Self> {
         let mode: Mode = persistence.parse().map_err(to_py_err)?;
+        let wanted = keys_named(keys)?;
         let options = TreeOptions {
             page_bytes,
             region_bytes,
-            keys: spillway_pmem::record::Keys::U64,
+            keys: wanted.unwrap_or_default(),
         };
         let tree = py
             .detach(|| Tree::open_or_create(&path, mode, options))
             .map_err(to_py_err)?;
+        if let Some(wanted) = wanted.filter(|&wanted| wanted != tree.keys()) {
+            let found = tree.keys();
+            py.detach(|| tree.close()).map_err(to_py_err)?;
+            return Err(other_kind(&path, "tree", found, wanted));
+        }
         Ok(PyBTree {
             tree: Closable::new(tree, format!("the B-tree in {}", path.display())),
         })
@@ -255,6 +249,56 @@ impl PyBTree {
         })
     }
 
+    fn get_bytes<'py>(&self, py: Python<'py>, key: Vec<u8>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let found = self.with_tree(py, |tree| tree.get_bytes(&key))?;
+        Ok(found.map(|value| PyBytes::new(py, &value)))
+    }
+
+    /// Sets `key` to `value`; returns whether a value was replaced.
+    fn insert_bytes(&self, py: Python<'_>, key: Vec<u8>, value: Vec<u8>) -> PyResult<bool> {
+        self.with_tree(py, |tree| tree.insert_bytes(&key, &value))
+    }
+
+    fn remove_bytes<'py>(&self, py: Python<'py>, key: Vec<u8>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let found = self.with_tree(py, |tree| tree.remove_bytes(&key))?;
+        Ok(found.map(|value| PyBytes::new(py, &value)))
+    }
+
+    /// The pairs of a tree of bytes keys from `low` (None: the least) up
+    /// to `high` (excluded; None: no end; `after` excludes `low` too), in
+    /// key order (or from the end down, when `reverse`), at most `limit`.
+    #[pyo3(signature = (low, high, limit, reverse=false, after=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn range_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        low: Option<Vec<u8>>,
+        high: Option<Vec<u8>>,
+        limit: usize,
+        reverse: bool,
+        after: bool,
+    ) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+        use std::ops::Bound as End;
+        let pairs = self.with_tree(py, |tree| {
+            let low = match &low {
+                None => End::Unbounded,
+                Some(low) if after => End::Excluded(low.as_slice()),
+                Some(low) => End::Included(low.as_slice()),
+            };
+            let high = high.as_deref().map_or(End::Unbounded, End::Excluded);
+            tree.range_bytes(low, high, limit, !reverse)
+        })?;
+        Ok(pairs
+            .iter()
+            .map(|(key, value)| (PyBytes::new(py, key), PyBytes::new(py, value)))
+            .collect())
+    }
+
+    #[getter]
+    fn keys(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.with_tree(py, |tree| Ok(tree.keys().name()))
+    }
+
     fn len(&self, py: Python<'_>) -> PyResult<usize> {
         self.with_tree(py, Tree::len)
     }
@@ -279,4 +323,26 @@ impl PyBTree {
     fn closed(&self) -> bool {
         self.tree.is_closed()
     }
+}
+
+/// The kind of keys named `keys` ("u64", "bytes"; None: the file's).
+fn keys_named(keys: Option<&str>) -> PyResult<Option<Keys>> {
+    match keys {
+        None => Ok(None),
+        Some("u64") => Ok(Some(Keys::U64)),
+        Some("bytes") => Ok(Some(Keys::Bytes)),
+        Some(other) => Err(to_py_err(Error::InvalidArgument(format!(
+            "keys must be 'u64' or 'bytes', not {other:?}"
+        )))),
+    }
+}
+
+/// A file holding a `what` of `found` keys, opened for `wanted` ones.
+fn other_kind(path: &std::path::Path, what: &str, found: Keys, wanted: Keys) -> PyErr {
+    to_py_err(Error::InvalidArgument(format!(
+        "{} holds a {what} of {} keys, not {} keys",
+        path.display(),
+        found.name(),
+        wanted.name()
+    )))
 }
