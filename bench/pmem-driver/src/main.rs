@@ -271,7 +271,7 @@ fn tree_options(page_bytes: u64) -> TreeOptions {
     TreeOptions {
         page_bytes,
         region_bytes: 4 << 30,
-        keys: spillway_pmem::record::Keys::U64,
+        ..TreeOptions::default()
     }
 }
 

@@ -214,7 +214,7 @@ fn bench_tree<F: Family>(
     let options = b3tree::Options {
         page_bytes: args.page_bytes,
         region_bytes: args.region_bytes,
-        keys: spillway_pmem::record::Keys::U64,
+        ..b3tree::Options::default()
     };
     let tree = Tree::<F>::open_or_create(&args.table, args.persistence, options)
         .with_context(|| format!("creating the index {}", args.table.display()))?;
@@ -250,7 +250,7 @@ fn crash(args: CrashArgs) -> anyhow::Result<u8> {
             let options = b3tree::Options {
                 page_bytes: args.page_bytes,
                 region_bytes: 256 << 10,
-                keys: spillway_pmem::record::Keys::U64,
+                ..b3tree::Options::default()
             };
             if args.index == Index::Btree {
                 crashtest::tree_crash_test::<B3>(options, &operations, limits)?
@@ -305,9 +305,10 @@ fn verify_tree<F: Family>(path: &Path, what: &str) -> anyhow::Result<u8> {
     tree.verify()?;
     let stats = tree.stats()?;
     println!(
-        "{}: {what} of {} keys, {} levels of {}-byte pages: every invariant holds",
+        "{}: {what} of {} {} keys, {} levels of {}-byte pages: every invariant holds",
         path.display(),
         tree.len()?,
+        tree.keys().name(),
         stats.height,
         stats.page_bytes
     );

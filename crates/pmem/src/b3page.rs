@@ -449,7 +449,9 @@ impl Page {
     /// How `key` orders against the key of the node at `at`.
     #[inline(always)]
     fn order(self, region: &Region, key: &Key<'_>, at: u64) -> Result<Ordering> {
-        key.order_with(region, self.word(region, at + KEY), || self.word(region, at + VALUE))
+        key.order_with(region, self.word(region, at + KEY), || {
+            self.word(region, at + VALUE)
+        })
     }
 
     /// The value of `key` in a leaf (a bytes key's record).

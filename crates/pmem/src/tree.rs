@@ -158,7 +158,6 @@ sorted!(B3Tree, crate::b3tree::KIND, {
 });
 sorted!(FastFair, crate::fastfair::KIND, {});
 
-
 /// A kind of tree, whatever its persistence mode.
 pub trait Family: Debug + 'static {
     type Of<P: Persist>: Sorted<P>;

@@ -323,7 +323,10 @@ fn a_drained_tree_of_bytes_keys_frees_every_record() {
     assert!(full.height >= 3, "{full:?}");
     for i in 0..count {
         let n = ((u32::from(i) * 1001) % u32::from(count)) as u16;
-        assert_eq!(tree.remove_bytes(&key(n)).unwrap(), Some(n.to_le_bytes().to_vec()));
+        assert_eq!(
+            tree.remove_bytes(&key(n)).unwrap(),
+            Some(n.to_le_bytes().to_vec())
+        );
         if i % 300 == 299 {
             tree.verify().unwrap();
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use proptest::prelude::*;
-use spillway_pmem::b3tree::{B3Tree, Options, KIND};
+use spillway_pmem::b3tree::{B3Tree, Keys, Options, KIND};
 use spillway_pmem::crash::{enumerate, Limits};
 use spillway_pmem::{Region, Tracing, Volatile};
 
@@ -15,7 +15,7 @@ mod common;
 const SMALL: Options = Options {
     page_bytes: 512,
     region_bytes: 1 << 22,
-    keys: spillway_pmem::record::Keys::U64,
+    keys: Keys::U64,
 };
 
 proptest! {
@@ -339,7 +339,7 @@ fn a_tree_file_is_reopened_recovered_and_refused_when_foreign() {
     let options = Options {
         page_bytes: 1024,
         region_bytes: 1 << 24,
-        keys: spillway_pmem::record::Keys::U64,
+        keys: Keys::U64,
     };
     let mode: Mode = "clwb".parse().or_else(|_| "auto".parse()).unwrap();
     let tree: Tree = Tree::open_or_create(&path, mode, options).unwrap();
@@ -413,7 +413,7 @@ fn a_page_grown_deep_by_sorted_inserts_is_rebuilt_crash_safely() {
     let options = Options {
         page_bytes: 4096,
         region_bytes: 1 << 20,
-        keys: spillway_pmem::record::Keys::U64,
+        keys: Keys::U64,
     };
     let tree = B3Tree::in_memory(options, Tracing::default()).unwrap();
     let trace = tree.persist();
@@ -501,7 +501,7 @@ fn two_writers_and_lock_free_scans_at_once() {
     let options = Options {
         page_bytes: 512,
         region_bytes: 1 << 25,
-        keys: spillway_pmem::record::Keys::U64,
+        keys: Keys::U64,
     };
     let tree = B3Tree::in_memory(options, Volatile::default()).unwrap();
     let span = 6000u64;

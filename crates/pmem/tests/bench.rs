@@ -73,7 +73,7 @@ fn a_tree_run_scans_its_keys_in_order() {
         let options = Options {
             page_bytes: 512,
             region_bytes: 16 << 20,
-            keys: spillway_pmem::record::Keys::U64,
+            keys: spillway_pmem::b3tree::Keys::U64,
         };
         let tree = Tree::<F>::open_or_create(path, Mode::Volatile, options).unwrap();
         let phases = run(&tree, 5_000, threads, Distribution::Uniform, 3, &Interrupt::new()).unwrap();

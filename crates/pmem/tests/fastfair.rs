@@ -13,13 +13,15 @@ use spillway_pmem::fastfair::{FastFair, END, KIND};
 use spillway_pmem::tree::SortedLeaf;
 use spillway_pmem::{Mode, Persist, Region, Tree, Volatile};
 
+use spillway_pmem::b3tree::Keys;
+
 mod common;
 
 /// Small nodes (28 records), so that leaves and internal nodes split often.
 const SMALL: Options = Options {
     page_bytes: 512,
     region_bytes: 1 << 22,
-    keys: spillway_pmem::record::Keys::U64,
+    keys: Keys::U64,
 };
 
 proptest! {
@@ -125,7 +127,7 @@ fn a_tree_file_is_reopened_recovered_and_refused_when_foreign() {
     let options = Options {
         page_bytes: 512,
         region_bytes: 1 << 24,
-        keys: spillway_pmem::record::Keys::U64,
+        keys: Keys::U64,
     };
     let mode: Mode = "clwb".parse().or_else(|_| "auto".parse()).unwrap();
     let tree = Tree::<SortedLeaf>::open_or_create(&path, mode, options).unwrap();
