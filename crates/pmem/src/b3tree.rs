@@ -1,5 +1,6 @@
 //! The B3-tree (seed 002 §4.1-4.3): a B+-tree of [`b3page`](crate::b3page) pages, u64
-//! keys to u64 values, on a region.
+//! keys to u64 values, or byte strings to byte strings (each pair a
+//! [`record`](crate::record) of its own), on a region.
 //!
 //! Readers (searches, scans) take no lock: each page they read is kept
 //! only if its version did not move meanwhile (see
