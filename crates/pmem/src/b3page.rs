@@ -98,7 +98,8 @@ impl Stored {
 /// bytes key's bytes (compared with a stored key's record where the words
 /// tie), and where it falls among keys equal to it (`tie`: `Equal` for the
 /// key itself, `Less` just below it, `Greater` just above it; a key with
-/// no bytes in a bytes key tree is above every key of its word).
+/// no bytes in a bytes key tree falls by its tie among every key of its
+/// word: [`top`](Key::top) above them all).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Key<'a> {
     pub word: u64,

@@ -309,6 +309,14 @@ impl<P: Persist> B3Tree<P> {
         self.key_of(a)?.order_stored(&self.region, b)
     }
 
+    /// Whether two range ends (`None`: no end) are the same key.
+    fn same(&self, a: Option<Stored>, b: Option<Stored>) -> Result<bool> {
+        Ok(match (a, b) {
+            (Some(a), Some(b)) => self.order(a, b)? == Order::Equal,
+            (a, b) => a.is_none() && b.is_none(),
+        })
+    }
+
     /// The least key there can be.
     fn least(&self) -> Key<'static> {
         match self.keys {
@@ -1193,12 +1201,7 @@ impl<P: Persist> B3Tree<P> {
                     format!("B3-tree page {at}: {what}"),
                 ))
             };
-            let same = |a: Option<Stored>, b: Option<Stored>| -> Result<bool> {
-                Ok(match (a, b) {
-                    (Some(a), Some(b)) => self.order(a, b)? == Order::Equal,
-                    (a, b) => a.is_none() && b.is_none(),
-                })
-            };
+            let same = |a, b| self.same(a, b);
             let page = self.page(at);
             let header = page.header(&self.region)?;
             let ends = header.end();
@@ -1405,12 +1408,7 @@ impl<P: Persist> B3Tree<P> {
                 separators.len()
             ));
         }
-        let same = |a: Option<Stored>, b: Option<Stored>| -> Result<bool> {
-            Ok(match (a, b) {
-                (Some(a), Some(b)) => self.order(a, b)? == Order::Equal,
-                (a, b) => a.is_none() && b.is_none(),
-            })
-        };
+        let same = |a, b| self.same(a, b);
         for (k, &child) in children.iter().enumerate() {
             // The keys the link leads: from `low` to `to`.
             let low = if k == 0 { header.low } else { separators[k - 1] };
