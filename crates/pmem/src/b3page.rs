@@ -285,7 +285,19 @@ impl Slots {
         self.free.is_empty() && self.next >= capacity
     }
 
-    fn take(&mut self, capacity: u32) -> Option<u32> {
+    /// A free slot: `beside` if it is free (the slot sharing a line with
+    /// the node whose link the new node takes: node and link then persist
+    /// with one flush), else any.
+    fn take(&mut self, capacity: u32, beside: Option<u32>) -> Option<u32> {
+        if let Some(mate) = beside {
+            if let Some(i) = self.free.iter().position(|&slot| slot == mate) {
+                return Some(self.free.swap_remove(i));
+            }
+            if mate == self.next && mate < capacity {
+                self.next += 1;
+                return Some(mate);
+            }
+        }
         self.free.pop().or_else(|| {
             (self.next < capacity).then(|| {
                 self.next += 1;
@@ -614,7 +626,12 @@ impl Page {
         link_at: u64,
         node: [u64; 4],
     ) -> bool {
-        let Some(slot) = slots.take(Page::capacity(self.bytes)) else {
+        // (Nodes `2k` and `2k + 1` share a line; the root link shares the
+        // header's with none.)
+        let beside = link_at
+            .checked_sub(self.at + HEADER)
+            .map(|offset| (offset / NODE) as u32 ^ 1);
+        let Some(slot) = slots.take(Page::capacity(self.bytes), beside) else {
             return false;
         };
         let at = self.node_at(slot);
@@ -1059,7 +1076,7 @@ impl Page {
             return Ok(true);
         };
         let taken: Vec<u32> = (0..nodes.len())
-            .map(|_| slots.take(capacity).expect("free slots were counted"))
+            .map(|_| slots.take(capacity, None).expect("free slots were counted"))
             .collect();
         let moved = |word: u64| match Link::decode(word) {
             Link::Node(i) => Link::Node(taken[i as usize]).encode(),

@@ -417,3 +417,44 @@ fn removed_and_pruned_nodes_free_their_slots() {
         "nothing left to prune"
     );
 }
+
+/// A new node takes the free slot that shares a line with the node whose
+/// link it takes, where that slot is free: node and link then persist
+/// with one flush. In a page filled by random inserts, then pruned as a
+/// split leaves it (its upper half's nodes, in lines all over the page,
+/// free again), many inserts find such a slot.
+#[test]
+fn a_new_node_takes_the_free_slot_beside_its_parent() {
+    let (region, page) = leaf(4096);
+    let persist = Tracing::default();
+    let mut slots = Slots::default();
+    let key = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    let mut i = 0;
+    while !slots.full(Page::capacity(4096)) {
+        page.insert(&region, &persist, &mut slots, &Key::number(key(i)), i).unwrap();
+        i += 1;
+    }
+    let mut keys: Vec<u64> = page.pairs(&region).unwrap().iter().map(|&(k, _)| k).collect();
+    let median = keys[keys.len() / 2];
+    assert!(page.prune(&region, &persist, &Key::number(median)).unwrap());
+    slots = page.slots(&region).unwrap().0;
+    let before = persist.counts().flushes();
+    let mut inserts = 0;
+    while !slots.full(Page::capacity(4096)) {
+        let new = key(i) % median;
+        i += 1;
+        if keys.contains(&new) {
+            continue;
+        }
+        keys.push(new);
+        let added = page.insert(&region, &persist, &mut slots, &Key::number(new), i).unwrap();
+        assert_eq!(added, Insert::Added);
+        inserts += 1;
+    }
+    let flushes = persist.counts().flushes() - before;
+    assert!(
+        flushes * 10 < inserts * 18,
+        "{flushes} flushes for {inserts} inserts into a pruned page"
+    );
+    assert_eq!(page.slots(&region).unwrap().0, slots);
+}
