@@ -431,7 +431,8 @@ fn a_new_node_takes_the_free_slot_beside_its_parent() {
     let key = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
     let mut i = 0;
     while !slots.full(Page::capacity(4096)) {
-        page.insert(&region, &persist, &mut slots, &Key::number(key(i)), i).unwrap();
+        page.insert(&region, &persist, &mut slots, &Key::number(key(i)), i)
+            .unwrap();
         i += 1;
     }
     let mut keys: Vec<u64> = page.pairs(&region).unwrap().iter().map(|&(k, _)| k).collect();
@@ -447,7 +448,9 @@ fn a_new_node_takes_the_free_slot_beside_its_parent() {
             continue;
         }
         keys.push(new);
-        let added = page.insert(&region, &persist, &mut slots, &Key::number(new), i).unwrap();
+        let added = page
+            .insert(&region, &persist, &mut slots, &Key::number(new), i)
+            .unwrap();
         assert_eq!(added, Insert::Added);
         inserts += 1;
     }
