@@ -1064,8 +1064,7 @@ impl<P: Persist> B3Tree<P> {
         limit: usize,
         forward: bool,
     ) -> Result<Vec<(u64, u64)>> {
-        // Where the scan starts (a key, or just past one), and the keys it
-        // takes: those `above` orders below, and `under` above.
+        // Where the scan starts: a key, or just past one.
         let start = match (forward, &low, &high) {
             (true, Bound::Included(key), _) | (false, _, Bound::Included(key)) => key.clone(),
             (true, Bound::Excluded(key), _) => key.clone().above(),
@@ -1073,26 +1072,23 @@ impl<P: Persist> B3Tree<P> {
             (true, Bound::Unbounded, _) => self.least(),
             (false, _, Bound::Unbounded) => Key::top(),
         };
-        let above = match low {
-            Bound::Included(key) => Some(key.below()),
-            Bound::Excluded(key) => Some(key.above()),
-            Bound::Unbounded => None,
+        // A page is read from a key past the range's near end (the start,
+        // or the keys after the last one taken): only its far end is
+        // checked, as a key between the last key the range holds and the
+        // first it does not, and the keys come in order, so the first key
+        // past it ends the scan.
+        let (far, side) = if forward {
+            (high, Order::Greater)
+        } else {
+            (low, Order::Less)
         };
-        let under = match high {
-            Bound::Included(key) => Some(key.above()),
-            Bound::Excluded(key) => Some(key.below()),
+        let far = match far {
+            Bound::Included(key) if forward => Some(key.above()),
+            Bound::Excluded(key) if !forward => Some(key.above()),
+            Bound::Included(key) | Bound::Excluded(key) => Some(key.below()),
             Bound::Unbounded => None,
         };
         let region = &self.region;
-        // A page is read from a key past the range's near end (the start,
-        // or the keys after the last one taken): only its far end is
-        // checked, and the keys come in order, so the first key past it
-        // ends the scan.
-        let (far, side) = if forward {
-            (under, Order::Greater)
-        } else {
-            (above, Order::Less)
-        };
         let inside = |word: u64, value: u64| -> Result<bool> {
             Ok(match &far {
                 Some(far) => far.order(region, word, value)? == side,
