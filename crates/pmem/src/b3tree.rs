@@ -1089,79 +1089,68 @@ impl<P: Persist> B3Tree<P> {
             Bound::Unbounded => None,
         };
         let region = &self.region;
-        let inside = |word: u64, value: u64| -> Result<bool> {
-            Ok(match &far {
-                Some(far) => far.order(region, word, value)? == side,
-                None => true,
+        // Where the scan goes on when a page was changed as it was read (or
+        // its sibling is dead), and in a page's sibling: from the keys after
+        // the last one taken.
+        let again = |pairs: &[(u64, u64)]| -> Result<Key<'static>> {
+            Ok(match pairs.last() {
+                None => start.clone().into_owned(),
+                Some(&(word, value)) => {
+                    let key = self.key_of(Stored { word, record: value })?;
+                    if forward {
+                        key.above()
+                    } else {
+                        key.below()
+                    }
+                }
             })
         };
-        let mut pairs: Vec<(u64, u64)> = Vec::new();
-        let mut taken = Vec::new();
+        let mut pairs: Vec<(u64, u64)> = Vec::with_capacity(limit.min(1024));
         let (mut page, mut version) = self.read_leaf(&start)?;
         let mut bound = start.clone();
         loop {
             page.prefetch_all(region);
-            taken.clear();
+            // (The page's pairs are read into `pairs`, kept if the page was
+            // unchanged as it was read.)
+            let kept = pairs.len();
+            let want = limit - kept;
+            // Whether the range may go on past this page.
             let mut more = true;
             let read = page.header(region).and_then(|header| {
-                let end = header.end().map(|end| self.key_of(end)).transpose()?;
-                let last = pairs
-                    .last()
-                    .map(|&(word, value)| self.key_of(Stored { word, record: value }))
-                    .transpose()?;
-                // Whether the keys met so far were all skipped: from the
-                // first one taken, the keys that follow need no look at the
-                // last one taken or, backward, at the high key.
-                let mut skipping = true;
-                page.each_from(region, &bound, forward, |word, value| {
-                    // (Keys from the page's high key up, left by a split or
-                    // a merge cut short, some pruned and some not, are its
-                    // sibling's: the scan goes on there. And a split whose
-                    // commit linked the sibling but has not yet lowered the
-                    // high key leaves keys in both: each is taken once.)
-                    if let Some(end) = end.as_ref().filter(|_| forward || skipping) {
-                        if end.order(region, word, value)? != Order::Greater {
-                            return Ok(!forward);
-                        }
+                // (Keys from the page's high key up, left by a split or a
+                // merge cut short, some pruned and some not, are its
+                // sibling's: a forward scan stops at the first, a backward
+                // one starts below them.)
+                let below_end;
+                let from = match header.end() {
+                    Some(end) if !forward && bound.order_stored(region, end)? != Order::Less => {
+                        below_end = self.key_of(end)?.below();
+                        &below_end
                     }
-                    if let Some(last) = last.as_ref().filter(|_| skipping) {
-                        let order = last.order(region, word, value)?;
-                        if order == Order::Equal || (order == Order::Greater) == forward {
-                            return Ok(true);
-                        }
-                    }
-                    skipping = false;
-                    more = inside(word, value)? && pairs.len() + taken.len() < limit;
-                    if more {
-                        taken.push((word, value));
-                    }
-                    Ok(more)
-                })?;
+                    _ => &bound,
+                };
+                page.read_from(region, from, forward, want, &mut pairs)?;
+                if let Some(end) = header.end().filter(|_| forward) {
+                    let end = self.key_of(end)?;
+                    cut(&mut pairs, kept, |word, value| {
+                        Ok(end.order(region, word, value)? != Order::Greater)
+                    })?;
+                }
+                if let Some(far) = &far {
+                    more = !cut(&mut pairs, kept, |word, value| {
+                        Ok(far.order(region, word, value)? != side)
+                    })?;
+                }
+                more &= pairs.len() - kept < want;
                 Ok(header)
             });
-            // Where the scan goes on when this page was changed as it was
-            // read (or its sibling is dead): from the keys after the last
-            // one taken.
-            let again = |pairs: &[(u64, u64)]| -> Result<Key<'static>> {
-                Ok(match pairs.last() {
-                    None => start.clone().into_owned(),
-                    Some(&(word, value)) => {
-                        let key = self.key_of(Stored { word, record: value })?;
-                        if forward {
-                            key.above()
-                        } else {
-                            key.below()
-                        }
-                    }
-                })
-            };
             let next = if self.latches.unchanged(page.at, version) {
                 let header = read?;
-                pairs.append(&mut taken);
                 match (more, forward) {
                     (true, true) if header.sibling != 0 => match self.latches.stable(header.sibling) {
                         Some(stable) => {
                             (page, version) = (self.page(header.sibling), stable);
+                            bound = again(&pairs)?;
                             continue;
                         }
                         None => Some(again(&pairs)?),
@@ -1170,6 +1159,7 @@ impl<P: Persist> B3Tree<P> {
                     _ => None,
                 }
             } else {
+                pairs.truncate(kept);
                 Some(again(&pairs)?)
             };
             let Some(next) = next else {
@@ -1467,4 +1457,20 @@ impl<P: Persist> B3Tree<P> {
         }
         Ok(false)
     }
+}
+
+/// Cuts `pairs` at the first pair from `from` on that `past` says lies
+/// past the range; returns whether it cut.
+fn cut(
+    pairs: &mut Vec<(u64, u64)>,
+    from: usize,
+    mut past: impl FnMut(u64, u64) -> Result<bool>,
+) -> Result<bool> {
+    for (i, &(word, value)) in pairs.iter().enumerate().skip(from) {
+        if past(word, value)? {
+            pairs.truncate(i);
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

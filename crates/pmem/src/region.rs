@@ -494,6 +494,20 @@ impl Region {
         }
     }
 
+    /// The `count` words from `at` (8-aligned) as atomics: one bounds
+    /// check for a walk over a whole page, not one per word.
+    #[inline]
+    pub fn words(&self, at: u64, count: u64) -> &[AtomicU64] {
+        self.check_range(at, count.checked_mul(8).expect("a word count past u64"));
+        assert!(at.is_multiple_of(8), "word offset {at} is not 8-aligned");
+        // SAFETY: in bounds (checked), 8-aligned, and the memory lives as
+        // long as `self`; all access to shared words is atomic.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts(self.base().add(at as usize).cast::<AtomicU64>(), count as usize)
+        }
+    }
+
     /// Asks the CPU to start fetching the line of byte `at` (a hint: no
     /// effect on what is read, none off x86-64).
     #[inline]

@@ -281,12 +281,18 @@ fn damaged_pages_are_reported_not_followed() {
         assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
         assert!(error.to_string().contains("B3-tree page 4096"), "{error}");
     }
-    // A link past the page's nodes, and a leaf linking a page.
+    // A link past the page's nodes, and a leaf linking a page: at the
+    // root, and below it (met by an in-order walk only past its first key).
     for word in [2 * 1000 + 1, 65536] {
-        let error = page
-            .get(&damaged(page.at + 8, word), &Key::number(5))
-            .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+        for at in [page.at + 8, page.at + HEADER + 2 * NODE + 24] {
+            let damaged = damaged(at, word);
+            for error in [
+                page.get(&damaged, &Key::number(9)).unwrap_err(),
+                page.pairs(&damaged).unwrap_err(),
+            ] {
+                assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+            }
+        }
     }
 }
 
