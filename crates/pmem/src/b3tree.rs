@@ -1129,6 +1129,11 @@ impl<P: Persist> B3Tree<P> {
                     }
                     _ => &bound,
                 };
+                // (A scan wanting more than half a page's nodes will most
+                // likely go on to the sibling: its lines come meanwhile.)
+                if forward && header.sibling != 0 && want as u64 > u64::from(Page::capacity(page.bytes)) / 2 {
+                    self.page(header.sibling).prefetch_all(region);
+                }
                 page.read_from(region, from, forward, want, &mut pairs)?;
                 if let Some(end) = header.end().filter(|_| forward) {
                     let end = self.key_of(end)?;
