@@ -1155,6 +1155,9 @@ impl<P: Persist> B3Tree<P> {
                     (true, true) if header.sibling != 0 => match self.latches.stable(header.sibling) {
                         Some(stable) => {
                             (page, version) = (self.page(header.sibling), stable);
+                            // (From past the last key taken: a split whose
+                            // commit linked the sibling before it lowered
+                            // the high key leaves keys in both.)
                             bound = again(&pairs)?;
                             continue;
                         }
