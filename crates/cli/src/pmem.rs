@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! spillway pmem bench [--index cceh|btree|fastfair] --table T.pmem --keys N [--persistence clwb]
-//!     [--segment-bytes 16384] [--probe 4] [--page-bytes 4096]
+//!     [--segment-bytes 16384] [--probe 4] [--page-bytes 4096 (btree) | 512 (fastfair)]
 //!     [--region-bytes 1G] [--threads 1] [--distribution uniform|selfsimilar|zipfian] [--seed 1] [--json]
 //! spillway pmem crashtest [--index cceh|btree|fastfair] [--operations 200] [--seed 1] [--segment-bytes 256] [--probe 3]
 //!     [--page-bytes 512] [--images-per-point 4096] [--json]
@@ -70,9 +70,11 @@ struct BenchArgs {
     /// Buckets an insert probes.
     #[arg(long, value_name = "N", default_value_t = Options::default().probe)]
     probe: u64,
-    /// Bytes per B3-tree page (a power of two from 512 to 65536).
-    #[arg(long, value_name = "BYTES", default_value_t = b3tree::Options::default().page_bytes)]
-    page_bytes: u64,
+    /// Bytes per B3-tree page or baseline node (a power of two from 512 to
+    /// 65536): by default a B3-tree's 4096, the baseline's 512
+    /// (FAST&FAIR's own).
+    #[arg(long, value_name = "BYTES")]
+    page_bytes: Option<u64>,
     /// The region's size (suffixes K, M, G).
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_count)]
     region_bytes: u64,
@@ -211,8 +213,12 @@ fn bench_tree<F: Family>(
     args: &BenchArgs,
     interrupt: &Interrupt,
 ) -> anyhow::Result<(Vec<bench::Phase>, String)> {
+    let page_bytes = match args.index {
+        Index::Fastfair => fastfair::NODE_BYTES,
+        _ => b3tree::Options::default().page_bytes,
+    };
     let options = b3tree::Options {
-        page_bytes: args.page_bytes,
+        page_bytes: args.page_bytes.unwrap_or(page_bytes),
         region_bytes: args.region_bytes,
         ..b3tree::Options::default()
     };

@@ -187,6 +187,20 @@ fn a_tree_is_benchmarked_verified_and_crash_tested(index: &str, named: &str) {
     assert!(error.contains("power of two"), "{error}");
 }
 
+/// Without `--page-bytes`, each tree is benchmarked at its own size: a
+/// B3-tree in 4 KiB pages, the baseline in FAST&FAIR's 512-byte nodes.
+#[test]
+fn each_tree_is_benchmarked_at_its_own_page_size_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    for (index, bytes) in [("btree", "4096-byte pages"), ("fastfair", "512-byte pages")] {
+        let tree = dir.path().join(format!("{index}.pmem"));
+        let args = ["pmem", "bench", "--index", index, "--table", path_str(&tree)];
+        success(&[&args[..], &["--keys", "3000", "--region-bytes", "16M"]].concat());
+        let out = success(&["pmem", "verify", "--table", path_str(&tree)]);
+        assert!(out.contains(bytes), "{index}: {out}");
+    }
+}
+
 /// A B3-tree of bytes keys, left without a close (as a crash leaves it),
 /// is recovered and verified by `spillway pmem verify`, which names its
 /// kind; a record damaged is reported.
