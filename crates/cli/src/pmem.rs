@@ -213,12 +213,8 @@ fn bench_tree<F: Family>(
     args: &BenchArgs,
     interrupt: &Interrupt,
 ) -> anyhow::Result<(Vec<bench::Phase>, String)> {
-    let page_bytes = match args.index {
-        Index::Fastfair => fastfair::NODE_BYTES,
-        _ => b3tree::Options::default().page_bytes,
-    };
     let options = b3tree::Options {
-        page_bytes: args.page_bytes.unwrap_or(page_bytes),
+        page_bytes: args.page_bytes.unwrap_or(F::PAGE_BYTES),
         region_bytes: args.region_bytes,
         ..b3tree::Options::default()
     };

@@ -67,8 +67,7 @@ pub const KIND: &str = "fastfair";
 const MAGIC: u64 = u64::from_le_bytes(*b"FASTFAIR");
 
 /// Bytes per node unless told otherwise: FAST&FAIR's own 512 (eight
-/// lines), the size it is measured at. (A B3-tree's pages are 4 KiB: the
-/// seed's leaves are eight times FAST&FAIR's.)
+/// lines), the size it is measured at.
 pub const NODE_BYTES: u64 = 512;
 
 /// The value word that ends a node's records: a value the tree refuses.

@@ -15,12 +15,12 @@ use std::path::Path;
 use spillway_core::{Error, Result};
 
 use crate::b3tree::B3Tree;
-use crate::fastfair::FastFair;
+use crate::fastfair::{FastFair, NODE_BYTES};
 use crate::persist::{FenceOnly, Hardware, Latency, Persist, Volatile};
 use crate::record::Keys;
 use crate::region::Region;
 use crate::table::Mode;
-use crate::treeroot::{Options, TreeStats};
+use crate::treeroot::{Options, TreeStats, PAGE_BYTES};
 
 /// A persistent sorted map of u64 keys to u64 values on a region.
 pub trait Sorted<P: Persist>: Sized + Send + Sync {
@@ -161,6 +161,9 @@ sorted!(FastFair, crate::fastfair::KIND, {});
 /// A kind of tree, whatever its persistence mode.
 pub trait Family: Debug + 'static {
     type Of<P: Persist>: Sorted<P>;
+    /// Bytes per page (or node) unless told otherwise: the size the
+    /// family is measured at.
+    const PAGE_BYTES: u64;
 }
 
 /// The B3-tree.
@@ -169,6 +172,7 @@ pub struct B3;
 
 impl Family for B3 {
     type Of<P: Persist> = B3Tree<P>;
+    const PAGE_BYTES: u64 = PAGE_BYTES;
 }
 
 /// The sorted-leaf baseline (FAST&FAIR's manner).
@@ -177,6 +181,7 @@ pub struct SortedLeaf;
 
 impl Family for SortedLeaf {
     type Of<P: Persist> = FastFair<P>;
+    const PAGE_BYTES: u64 = NODE_BYTES;
 }
 
 /// A tree of family `F` in one of the modes.

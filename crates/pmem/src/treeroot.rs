@@ -13,6 +13,10 @@ use crate::persist::Persist;
 use crate::record::Keys;
 use crate::region::{Region, LINE};
 
+/// A B3-tree's bytes per page unless told otherwise: 4 KiB (the seed's
+/// leaves are eight times FAST&FAIR's 512-byte nodes).
+pub const PAGE_BYTES: u64 = 4096;
+
 /// A tree's shape.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -28,7 +32,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            page_bytes: 4096,
+            page_bytes: PAGE_BYTES,
             region_bytes: 1 << 30,
             keys: Keys::U64,
         }
