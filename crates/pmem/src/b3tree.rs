@@ -1108,8 +1108,13 @@ impl<P: Persist> B3Tree<P> {
         let mut pairs: Vec<(u64, u64)> = Vec::with_capacity(limit.min(1024));
         let (mut page, mut version) = self.read_leaf(&start)?;
         let mut bound = start.clone();
+        // The sibling whose lines were asked for while its left page was
+        // read (not asked for again).
+        let mut fetched = None;
         loop {
-            page.prefetch_all(region);
+            if fetched != Some(page.at) {
+                page.prefetch_all(region);
+            }
             // (The page's pairs are read into `pairs`, kept if the page was
             // unchanged as it was read.)
             let kept = pairs.len();
@@ -1121,8 +1126,9 @@ impl<P: Persist> B3Tree<P> {
                 // merge cut short, some pruned and some not, are its
                 // sibling's: a forward scan stops at the first, a backward
                 // one starts below them.)
+                let end = header.end();
                 let below_end;
-                let from = match header.end() {
+                let from = match end {
                     Some(end) if !forward && bound.order_stored(region, end)? != Order::Less => {
                         below_end = self.key_of(end)?.below();
                         &below_end
@@ -1133,9 +1139,10 @@ impl<P: Persist> B3Tree<P> {
                 // likely go on to the sibling: its lines come meanwhile.)
                 if forward && header.sibling != 0 && want as u64 > u64::from(Page::capacity(page.bytes)) / 2 {
                     self.page(header.sibling).prefetch_all(region);
+                    fetched = Some(header.sibling);
                 }
                 page.read_from(region, from, forward, want, &mut pairs)?;
-                if let Some(end) = header.end().filter(|_| forward) {
+                if let Some(end) = end.filter(|_| forward) {
                     let end = self.key_of(end)?;
                     cut(&mut pairs, kept, |word, value| {
                         Ok(end.order(region, word, value)? != Order::Greater)
