@@ -34,6 +34,9 @@
 //! - [`Value`], [`Output`]: what goes in and comes out; [`Admission`]: the
 //!   door values pass, holding an engine to one class of values where the
 //!   function orders them;
+//! - [`TypedHashAggregator`]: the typed, vectorized path for the common
+//!   functions over fixed-width keys and number columns, in a
+//!   radix-partitioned hash table folded by several threads;
 //! - [`aggregate_delimited`]: delimited text records (CSV-like lines) into
 //!   an aggregator, values read as what they look like ([`parse_value`]);
 //! - [`format`](mod@format): the decoders of the byte formats, for fuzzing.
@@ -50,6 +53,7 @@ pub mod format;
 mod function;
 mod hash;
 mod ingest;
+mod typed;
 mod value;
 
 pub use admission::{key_text, Admission, KEY_BYTES_MAX};
@@ -64,4 +68,8 @@ pub use function::{
     PRECISION_MAX, PRECISION_MIN, TOP_K_MAX,
 };
 pub use hash::{HashAggregator, HashStats};
+pub use typed::{
+    parse_functions, KeyColumn, KeyType, Keys, NumberType, ResultColumn, TypedFunction, TypedHashAggregator,
+    TypedHashStats, TypedResults, Values, FUNCTIONS_MAX, PARTITIONS,
+};
 pub use value::{Comparable, Output, Scalar, Value};

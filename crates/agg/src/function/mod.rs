@@ -19,8 +19,10 @@ use crate::value::{Output, Value};
 pub use collect::{CollectList, CollectSet};
 pub use composite::Composite;
 pub use distinct::{ApproxDistinct, PRECISION_DEFAULT, PRECISION_MAX, PRECISION_MIN};
+pub(crate) use moments::MomentsState;
 pub use moments::{Moment, Moments};
 pub use order::{Extreme, Positional, TopK, TOP_K_MAX};
+pub(crate) use sum::{Compensated, SumState};
 pub use sum::{Count, Sum};
 
 /// One input to an aggregate: a value and its sequence number, the position

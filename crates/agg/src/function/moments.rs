@@ -32,9 +32,49 @@ pub struct Moments(pub Moment);
 /// The state of [`Moments`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MomentsState {
-    count: u64,
-    mean: f64,
-    m2: f64,
+    pub(crate) count: u64,
+    pub(crate) mean: f64,
+    pub(crate) m2: f64,
+}
+
+impl MomentsState {
+    /// Folds one value in: the state a merge with the value's own state
+    /// (count 1, the value as mean, M2 0) gives, bit for bit, from a state
+    /// of any count, 0 included.
+    pub(crate) fn push(&mut self, value: f64) {
+        if self.count == 0 {
+            *self = MomentsState {
+                count: 1,
+                mean: value,
+                m2: 0.0,
+            };
+        } else {
+            let one = MomentsState {
+                count: 1,
+                mean: value,
+                m2: 0.0,
+            };
+            self.absorb(one, self.count + 1);
+        }
+    }
+
+    /// Chan, Golub and LeVeque's pairwise update with `other`, `count`
+    /// being the two counts' sum.
+    fn absorb(&mut self, other: MomentsState, count: u64) {
+        let (a, b, n) = (self.count as f64, other.count as f64, count as f64);
+        let delta = other.mean - self.mean;
+        if delta.is_finite() {
+            self.mean += delta * b / n;
+        } else {
+            // Means of opposite signs near the float range: their
+            // difference overflows, a weighted average of them does not.
+            self.mean = self.mean * (a / n) + other.mean * (b / n);
+        }
+        // M2 overflows only when the spread itself passes the float range;
+        // finalize reports that for the statistics that need M2.
+        self.m2 += other.m2 + delta * delta * a * b / n;
+        self.count = count;
+    }
 }
 
 const STATE_BYTES: usize = 24;
@@ -74,19 +114,7 @@ impl Aggregate for Moments {
                 self.name()
             );
         };
-        let (a, b, n) = (into.count as f64, other.count as f64, count as f64);
-        let delta = other.mean - into.mean;
-        if delta.is_finite() {
-            into.mean += delta * b / n;
-        } else {
-            // Means of opposite signs near the float range: their
-            // difference overflows, a weighted average of them does not.
-            into.mean = into.mean * (a / n) + other.mean * (b / n);
-        }
-        // M2 overflows only when the spread itself passes the float range;
-        // finalize reports that for the statistics that need M2.
-        into.m2 += other.m2 + delta * delta * a * b / n;
-        into.count = count;
+        into.absorb(other, count);
         Ok(())
     }
 

@@ -75,21 +75,29 @@ pub struct Sum;
 /// The state of [`Sum`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SumState {
-    integers: i128,
+    pub(crate) integers: i128,
     /// `Some` once a float was summed: the compensated float sum.
-    floats: Option<Compensated>,
+    pub(crate) floats: Option<Compensated>,
 }
 
 /// A float sum with its running compensation (Neumaier's variant of Kahan
 /// summation), which keeps the error independent of the number of terms.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Compensated {
-    sum: f64,
-    compensation: f64,
+pub(crate) struct Compensated {
+    pub(crate) sum: f64,
+    pub(crate) compensation: f64,
 }
 
 impl Compensated {
-    fn add(&mut self, value: f64) {
+    /// Nothing summed yet: adding a value to it gives the value exactly
+    /// (`-0.0 + x` is `x` for every x, where `0.0 + -0.0` is `0.0`), the
+    /// state `init` makes from that value.
+    pub(crate) const EMPTY: Compensated = Compensated {
+        sum: -0.0,
+        compensation: 0.0,
+    };
+
+    pub(crate) fn add(&mut self, value: f64) {
         let total = self.sum + value;
         if !total.is_finite() {
             // Overflowed: the compensation would turn the infinity into

@@ -1,0 +1,594 @@
+//! [`TypedHashAggregator`]: radix-partitioned hash aggregation on the
+//! typed path, as DuckDB partitions its aggregate hash tables.
+//!
+//! The top 8 bits of a key's hash choose one of [`PARTITIONS`] partitions,
+//! each a table of its own (`table.rs`). A batch is taken in two steps:
+//!
+//! 1. **Scatter.** The batch is cut into one piece per thread; each thread
+//!    hashes its piece and copies its (key, value) pairs into a buffer
+//!    grouped by partition (a counting sort: one pass to count, one to
+//!    place), keeping their order within a partition.
+//! 2. **Fold.** Each thread owns a contiguous range of partitions and
+//!    folds into them the pairs every piece scattered there, piece by
+//!    piece, so a key's values are folded in input order, as one thread
+//!    would fold them. Runs of [`RUN`] pairs are folded at once: first
+//!    their rows are found (counting each), then each function's loop
+//!    folds the run's values into its state words.
+//!
+//! No partition is touched by two threads, so there is no lock, and a
+//! partition's table is a 256th of the whole, so the rows a run touches
+//! stay nearer in cache than in one table of every key. Small batches
+//! (under [`PARALLEL_MIN`] pairs) run on the calling thread alone.
+
+use std::ops::Range;
+use std::thread;
+
+use spillway_core::{bail, ensure, Error, Interrupt, Result};
+
+use super::functions::{ResultColumn, TypedFunction, ROW_HEAD};
+use super::table::{hash_word, Table};
+use super::{float_key_word, parse_functions, KeyType, Keys, NumberType, Values};
+use crate::clock::InsertClock;
+use crate::value::{Output, Value};
+
+/// Partitions of the key space: the top 8 bits of the hash.
+pub const PARTITIONS: usize = 1 << PARTITION_BITS;
+const PARTITION_BITS: u32 = 8;
+
+/// Pairs folded at once: room for them is reserved first, so their row
+/// indices stay valid, and the rows they found are still in cache when
+/// each function's loop visits them.
+const RUN: usize = 256;
+
+/// Batches under this many pairs are folded on the calling thread: below
+/// it, starting threads costs more than they save.
+pub(super) const PARALLEL_MIN: usize = 1 << 14;
+
+/// The functions' layout in a row, shared by every partition.
+#[derive(Debug)]
+struct Layout {
+    functions: Vec<TypedFunction>,
+    /// Each function's first word in a row.
+    offsets: Vec<usize>,
+    /// Words per row.
+    stride: usize,
+    /// A row of empty states (key and count 0), copied into a new row.
+    empty: Vec<u64>,
+    values: NumberType,
+}
+
+impl Layout {
+    fn new(functions: Vec<TypedFunction>, values: NumberType) -> Self {
+        let mut offsets = Vec::with_capacity(functions.len());
+        let mut stride = ROW_HEAD;
+        for function in &functions {
+            offsets.push(stride);
+            stride += function.words();
+        }
+        let mut empty = vec![0; stride];
+        for (function, &at) in functions.iter().zip(&offsets) {
+            function.empty(values, &mut empty[at..at + function.words()]);
+        }
+        Layout {
+            functions,
+            offsets,
+            stride,
+            empty,
+            values,
+        }
+    }
+
+    /// The results of `row`, one per function.
+    fn results(&self, row: &[u64]) -> Result<Vec<Output>> {
+        self.functions
+            .iter()
+            .zip(&self.offsets)
+            .map(|(function, &at)| function.result(self.values, row, at))
+            .collect()
+    }
+}
+
+/// One thread's piece of a batch, grouped by partition.
+#[derive(Debug, Default)]
+struct Scatter {
+    /// Partition p's pairs are `pairs[starts[p]..starts[p + 1]]`.
+    starts: Vec<usize>,
+    /// (key word, value word), in input order within each partition.
+    pairs: Vec<[u64; 2]>,
+    /// Each pair's partition, from the counting pass.
+    parts: Vec<u8>,
+}
+
+impl Scatter {
+    fn bytes(&self) -> u64 {
+        (self.starts.capacity() * 8 + self.pairs.capacity() * 16 + self.parts.capacity()) as u64
+    }
+
+    fn bucket(&self, partition: usize) -> &[[u64; 2]] {
+        &self.pairs[self.starts[partition]..self.starts[partition + 1]]
+    }
+}
+
+/// Memory and work of a [`TypedHashAggregator`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TypedHashStats {
+    /// Distinct keys.
+    pub groups: u64,
+    /// Pairs inserted.
+    pub inserts: u64,
+    /// Bytes of the partitions' tables.
+    pub table_bytes: u64,
+    /// Bytes of the scatter buffers (about 17 bytes per pair of the
+    /// largest batch).
+    pub scratch_bytes: u64,
+    /// Words per row: key, count and the functions' states.
+    pub row_words: u64,
+    /// Threads a large batch is folded on.
+    pub threads: u64,
+    /// Wall time from the first batch's start to the latest batch's end.
+    pub insert_time: std::time::Duration,
+}
+
+impl TypedHashStats {
+    /// All the memory the aggregator holds.
+    pub fn memory_bytes(&self) -> u64 {
+        self.table_bytes + self.scratch_bytes
+    }
+}
+
+/// Keys of a result, in one column of their type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyColumn {
+    /// Signed integer keys.
+    I64(Vec<i64>),
+    /// Unsigned integer keys.
+    U64(Vec<u64>),
+    /// Float keys.
+    F64(Vec<f64>),
+}
+
+impl KeyColumn {
+    fn new(key_type: KeyType, capacity: usize) -> Self {
+        match key_type {
+            KeyType::I64 => KeyColumn::I64(Vec::with_capacity(capacity)),
+            KeyType::U64 => KeyColumn::U64(Vec::with_capacity(capacity)),
+            KeyType::F64 => KeyColumn::F64(Vec::with_capacity(capacity)),
+        }
+    }
+
+    fn push(&mut self, word: u64) {
+        match self {
+            KeyColumn::I64(keys) => keys.push(word as i64),
+            KeyColumn::U64(keys) => keys.push(word),
+            KeyColumn::F64(keys) => keys.push(f64::from_bits(word)),
+        }
+    }
+
+    /// The number of keys.
+    pub fn len(&self) -> usize {
+        match self {
+            KeyColumn::I64(keys) => keys.len(),
+            KeyColumn::U64(keys) => keys.len(),
+            KeyColumn::F64(keys) => keys.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Every group's key and results, as columns: `columns[f][i]` is function
+/// `f`'s result for `keys[i]`. Groups come in no particular order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedResults {
+    /// The groups' keys.
+    pub keys: KeyColumn,
+    /// One column per function, in the order the functions were named.
+    pub columns: Vec<ResultColumn>,
+}
+
+/// GroupBy-Aggregate on the typed path in a radix-partitioned hash table;
+/// see the module docs.
+#[derive(Debug)]
+pub struct TypedHashAggregator {
+    layout: Layout,
+    key_type: KeyType,
+    partitions: Vec<Table>,
+    /// One per thread, reused from batch to batch.
+    scatters: Vec<Scatter>,
+    threads: usize,
+    memory_budget: u64,
+    interrupt: Interrupt,
+    /// Why every call fails, once a batch stopped part-way.
+    poisoned: Option<String>,
+    inserts: u64,
+    clock: InsertClock,
+}
+
+impl TypedHashAggregator {
+    /// An empty aggregator computing `functions` (`sum`, or several as in
+    /// `sum+count+mean`) over keys of `key_type` and values of
+    /// `value_type`, folding large batches on `threads` threads. Once its
+    /// memory is past `memory_budget` bytes every batch fails, inserting
+    /// nothing (the batch that crossed the budget was kept): a hash table
+    /// cannot spill, so the caller must stop or switch to the CBT.
+    pub fn new(
+        functions: &str,
+        key_type: KeyType,
+        value_type: NumberType,
+        threads: usize,
+        memory_budget: u64,
+    ) -> Result<Self> {
+        spillway_core::check_threads(threads, "threads")?;
+        ensure!(
+            threads >= 1,
+            InvalidArgument,
+            "the typed hash engine needs at least one thread"
+        );
+        let layout = Layout::new(parse_functions(functions)?, value_type);
+        Ok(TypedHashAggregator {
+            partitions: (0..PARTITIONS).map(|_| Table::new(layout.stride)).collect(),
+            layout,
+            key_type,
+            scatters: (0..threads).map(|_| Scatter::default()).collect(),
+            threads,
+            memory_budget,
+            interrupt: Interrupt::new(),
+            poisoned: None,
+            inserts: 0,
+            clock: InsertClock::default(),
+        })
+    }
+
+    /// The functions computed, in order.
+    pub fn functions(&self) -> &[TypedFunction] {
+        &self.layout.functions
+    }
+
+    /// The type of the keys.
+    pub fn key_type(&self) -> KeyType {
+        self.key_type
+    }
+
+    /// The type of the values.
+    pub fn number_type(&self) -> NumberType {
+        self.layout.values
+    }
+
+    /// Makes a batch stop at its next check (after each partition's fold)
+    /// once `interrupt` is raised.
+    pub fn set_interrupt(&mut self, interrupt: Interrupt) {
+        self.interrupt = interrupt;
+    }
+
+    /// Folds `values[i]` into `keys[i]`'s group for every i.
+    ///
+    /// All or nothing where it can be: columns of the wrong type or
+    /// length, a float value that is not finite, a NaN key or a memory
+    /// budget already passed fail before anything is inserted, the error
+    /// naming the position and the key. An interrupt during the fold
+    /// leaves part of the batch inserted, so the aggregator then refuses
+    /// every call (`Poisoned`).
+    pub fn insert_batch(&mut self, keys: Keys<'_>, values: Values<'_>) -> Result<()> {
+        self.check_usable()?;
+        self.check_batch(keys, values)?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.clock.read();
+        let pieces = if keys.len() >= PARALLEL_MIN {
+            self.threads
+        } else {
+            1
+        };
+        let ranges = split(keys.len(), pieces);
+        run_each(
+            self.scatters[..pieces].iter_mut().zip(ranges),
+            |(scatter, range)| {
+                scatter_piece(keys, values, range, scatter);
+            },
+        );
+        let per_thread = PARTITIONS.div_ceil(pieces);
+        let (layout, scatters, interrupt) = (&self.layout, &self.scatters[..pieces], &self.interrupt);
+        let outcomes = run_each(
+            self.partitions.chunks_mut(per_thread).enumerate(),
+            |(index, tables)| fold(tables, index * per_thread, scatters, layout, interrupt),
+        );
+        self.clock.read();
+        if let Some(error) = outcomes.into_iter().find_map(Result::err) {
+            self.poisoned = Some(format!(
+                "a batch of {} pairs stopped part-way ({error}), so the results would hold part of it",
+                keys.len()
+            ));
+            return Err(error);
+        }
+        self.inserts += keys.len() as u64;
+        Ok(())
+    }
+
+    /// Fails unless the aggregator takes batches: not poisoned, within
+    /// its budget.
+    fn check_usable(&self) -> Result<()> {
+        if let Some(why) = &self.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        let memory = self.stats().memory_bytes();
+        ensure!(
+            memory <= self.memory_budget,
+            ResourcesExhausted,
+            "the typed hash aggregator holds {} keys in {memory} bytes, over its memory budget of {} bytes; \
+             raise the budget or use the CBT engine",
+            self.groups(),
+            self.memory_budget
+        );
+        Ok(())
+    }
+
+    /// Refuses a batch that does not fit the aggregator, before anything
+    /// is inserted.
+    fn check_batch(&self, keys: Keys<'_>, values: Values<'_>) -> Result<()> {
+        ensure!(
+            keys.key_type() == self.key_type,
+            InvalidArgument,
+            "this aggregator's keys are {}, not {}",
+            self.key_type.name(),
+            keys.key_type().name()
+        );
+        ensure!(
+            values.number_type() == self.layout.values,
+            InvalidArgument,
+            "this aggregator's values are {}, not {}",
+            self.layout.values.name(),
+            values.number_type().name()
+        );
+        ensure!(
+            keys.len() == values.len(),
+            InvalidArgument,
+            "{} keys but {} values; give one value per key",
+            keys.len(),
+            values.len()
+        );
+        let refused = |position: usize, error: Error| {
+            error.context(format!(
+                "at position {position} of the batch (counted from 0), key {}; nothing in the batch was inserted",
+                keys.text(position)
+            ))
+        };
+        if let Keys::F64(keys) = keys {
+            if let Some(position) = keys.iter().position(|key| key.is_nan()) {
+                return Err(refused(
+                    position,
+                    Error::InvalidArgument("a key must not be NaN".into()),
+                ));
+            }
+        }
+        if let Values::Float(values) = values {
+            if let Some(position) = values.iter().position(|value| !value.is_finite()) {
+                let name = self.layout.functions[0].name();
+                let error = Value::Float(values[position])
+                    .check(&name)
+                    .expect_err("a value that is not finite is refused");
+                return Err(refused(position, error));
+            }
+        }
+        Ok(())
+    }
+
+    /// Distinct keys so far.
+    pub fn groups(&self) -> u64 {
+        self.partitions.iter().map(|table| table.len() as u64).sum()
+    }
+
+    /// Memory and work so far.
+    pub fn stats(&self) -> TypedHashStats {
+        TypedHashStats {
+            groups: self.groups(),
+            inserts: self.inserts,
+            table_bytes: self.partitions.iter().map(Table::bytes).sum(),
+            scratch_bytes: self.scatters.iter().map(Scatter::bytes).sum(),
+            row_words: self.layout.stride as u64,
+            threads: self.threads as u64,
+            insert_time: self.clock.elapsed(),
+        }
+    }
+
+    /// The results for each of `keys`: one per function, or `None` for a
+    /// key that has no values.
+    pub fn lookup(&self, keys: Keys<'_>) -> Result<Vec<Option<Vec<Output>>>> {
+        self.check_usable_for_reading()?;
+        ensure!(
+            keys.key_type() == self.key_type,
+            InvalidArgument,
+            "this aggregator's keys are {}, not {}",
+            self.key_type.name(),
+            keys.key_type().name()
+        );
+        (0..keys.len())
+            .map(|index| {
+                let word = keys.word(index);
+                let hash = hash_word(word);
+                match self.partitions[partition(hash)].row(word, hash) {
+                    Some(row) => self
+                        .layout
+                        .results(row)
+                        .map(Some)
+                        .map_err(|error| self.naming(error, word)),
+                    None => Ok(None),
+                }
+            })
+            .collect()
+    }
+
+    /// Every group's key and results, as columns.
+    pub fn results(&self) -> Result<TypedResults> {
+        self.check_usable_for_reading()?;
+        let groups = self.groups() as usize;
+        let mut keys = KeyColumn::new(self.key_type, groups);
+        let mut columns: Vec<ResultColumn> = self
+            .layout
+            .functions
+            .iter()
+            .map(|function| function.column(self.layout.values))
+            .collect();
+        for row in self.partitions.iter().flat_map(Table::rows) {
+            keys.push(row[0]);
+            for (output, column) in self
+                .layout
+                .results(row)
+                .map_err(|error| self.naming(error, row[0]))?
+                .into_iter()
+                .zip(&mut columns)
+            {
+                column.push(output);
+            }
+        }
+        Ok(TypedResults { keys, columns })
+    }
+
+    fn check_usable_for_reading(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// A result's error, naming its key.
+    fn naming(&self, error: Error, word: u64) -> Error {
+        match error {
+            Error::InvalidArgument(_) => error.context(format!("key {}", self.key_type.text(word))),
+            other => other,
+        }
+    }
+}
+
+/// The partition of a hash.
+fn partition(hash: u64) -> usize {
+    (hash >> (64 - PARTITION_BITS)) as usize
+}
+
+/// `len` cut into `pieces` ranges of nearly equal length, in order.
+fn split(len: usize, pieces: usize) -> impl Iterator<Item = Range<usize>> {
+    (0..pieces).map(move |piece| len * piece / pieces..len * (piece + 1) / pieces)
+}
+
+/// Runs `work` on each item, the first on the calling thread and the
+/// others on threads of their own, and returns the outcomes in order.
+fn run_each<I, T>(items: I, work: impl Fn(I::Item) -> T + Sync) -> Vec<T>
+where
+    I: IntoIterator,
+    I::Item: Send,
+    T: Send,
+{
+    let mut items = items.into_iter();
+    let Some(first) = items.next() else {
+        return Vec::new();
+    };
+    let work = &work;
+    thread::scope(|scope| {
+        let others: Vec<_> = items.map(|item| scope.spawn(move || work(item))).collect();
+        let mut outcomes = vec![work(first)];
+        for other in others {
+            outcomes.push(
+                other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        outcomes
+    })
+}
+
+/// Copies the pairs of `range` into `scatter`, grouped by partition.
+fn scatter_piece(keys: Keys<'_>, values: Values<'_>, range: Range<usize>, scatter: &mut Scatter) {
+    // One loop per key and value type, each reading its columns directly.
+    match (keys, values) {
+        (Keys::I64(keys), Values::Int(values)) => {
+            scatter_with(|i| keys[i] as u64, |i| values[i] as u64, range, scatter)
+        }
+        (Keys::I64(keys), Values::Float(values)) => {
+            scatter_with(|i| keys[i] as u64, |i| values[i].to_bits(), range, scatter)
+        }
+        (Keys::U64(keys), Values::Int(values)) => {
+            scatter_with(|i| keys[i], |i| values[i] as u64, range, scatter)
+        }
+        (Keys::U64(keys), Values::Float(values)) => {
+            scatter_with(|i| keys[i], |i| values[i].to_bits(), range, scatter)
+        }
+        (Keys::F64(keys), Values::Int(values)) => {
+            scatter_with(|i| float_key_word(keys[i]), |i| values[i] as u64, range, scatter)
+        }
+        (Keys::F64(keys), Values::Float(values)) => scatter_with(
+            |i| float_key_word(keys[i]),
+            |i| values[i].to_bits(),
+            range,
+            scatter,
+        ),
+    }
+}
+
+fn scatter_with(
+    key: impl Fn(usize) -> u64,
+    value: impl Fn(usize) -> u64,
+    range: Range<usize>,
+    scatter: &mut Scatter,
+) {
+    let mut counts = [0usize; PARTITIONS];
+    scatter.parts.clear();
+    scatter.parts.extend(range.clone().map(|i| {
+        let part = partition(hash_word(key(i)));
+        counts[part] += 1;
+        part as u8
+    }));
+    scatter.starts.clear();
+    scatter.starts.push(0);
+    let mut cursors = [0usize; PARTITIONS];
+    let mut total = 0;
+    for (cursor, count) in cursors.iter_mut().zip(counts) {
+        *cursor = total;
+        total += count;
+        scatter.starts.push(total);
+    }
+    scatter.pairs.clear();
+    scatter.pairs.resize(total, [0; 2]);
+    for (i, &part) in range.zip(&scatter.parts) {
+        let cursor = &mut cursors[usize::from(part)];
+        scatter.pairs[*cursor] = [key(i), value(i)];
+        *cursor += 1;
+    }
+}
+
+/// Folds into `tables` (partitions `first..`) the pairs each scatter holds
+/// for them, scatter by scatter, a run at a time; checks the interrupt
+/// after each partition.
+fn fold(
+    tables: &mut [Table],
+    first: usize,
+    scatters: &[Scatter],
+    layout: &Layout,
+    interrupt: &Interrupt,
+) -> Result<()> {
+    let mut rows = [0u32; RUN];
+    for (index, table) in tables.iter_mut().enumerate() {
+        for scatter in scatters {
+            for run in scatter.bucket(first + index).chunks(RUN) {
+                table.reserve(run.len());
+                let rows = &mut rows[..run.len()];
+                for (row, &[key, _]) in rows.iter_mut().zip(run) {
+                    *row = table.count_in(key, hash_word(key), &layout.empty);
+                }
+                for (function, &at) in layout.functions.iter().zip(&layout.offsets) {
+                    function.update(layout.values, &mut table.words, layout.stride, at, rows, run);
+                }
+            }
+        }
+        if interrupt.is_raised() {
+            bail!(
+                Interrupted,
+                "interrupted while folding a batch into the typed hash table"
+            );
+        }
+    }
+    Ok(())
+}

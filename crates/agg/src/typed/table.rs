@@ -1,0 +1,131 @@
+//! One partition's table: open addressing with linear probing over rows
+//! of fixed width, keys inline, so finding a key's row touches one or two
+//! cache lines and nothing points anywhere.
+//!
+//! Rows are `stride` words: `[key, count, states...]`; a count of 0 marks
+//! an empty slot, so any 64-bit key can be stored. The table grows (to
+//! twice its slots) before an insert could take it past 3/4 full.
+
+use super::functions::ROW_HEAD;
+
+/// Slots of a table's first allocation.
+const SLOTS_MIN: usize = 16;
+
+#[derive(Debug)]
+pub(super) struct Table {
+    /// `slots * stride` words.
+    pub(super) words: Vec<u64>,
+    stride: usize,
+    /// Occupied slots.
+    len: usize,
+}
+
+/// Spreads a key word over all 64 bits (MurmurHash3's finalizer, a
+/// bijection), so both the top bits (the partition) and the low bits (the
+/// slot) depend on every bit of the key.
+#[inline]
+pub(super) fn hash_word(word: u64) -> u64 {
+    let mut hash = word;
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^ (hash >> 33)
+}
+
+impl Table {
+    pub(super) fn new(stride: usize) -> Self {
+        debug_assert!(stride >= ROW_HEAD);
+        Table {
+            words: Vec::new(),
+            stride,
+            len: 0,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    fn slots(&self) -> usize {
+        self.words.len() / self.stride
+    }
+
+    /// Bytes allocated.
+    pub(super) fn bytes(&self) -> u64 {
+        (self.words.capacity() * 8) as u64
+    }
+
+    /// Makes room for `extra` new keys without growing, so the row indices
+    /// of a run stay valid while it is folded in.
+    pub(super) fn reserve(&mut self, extra: usize) {
+        let needed = self.len + extra;
+        if needed * 4 <= self.slots() * 3 {
+            return;
+        }
+        let mut slots = self.slots().max(SLOTS_MIN);
+        while needed * 4 > slots * 3 {
+            slots *= 2;
+        }
+        let old = std::mem::replace(&mut self.words, vec![0; slots * self.stride]);
+        let mask = slots - 1;
+        for row in old.chunks_exact(self.stride).filter(|row| row[1] != 0) {
+            let mut slot = hash_word(row[0]) as usize & mask;
+            while self.words[slot * self.stride + 1] != 0 {
+                slot = (slot + 1) & mask;
+            }
+            self.words[slot * self.stride..(slot + 1) * self.stride].copy_from_slice(row);
+        }
+    }
+
+    /// The row of `key` (whose hash is `hash`), made from `empty` (a whole
+    /// row of empty states) if the key is new, with its count raised by
+    /// one. Room must have been reserved.
+    #[inline]
+    pub(super) fn count_in(&mut self, key: u64, hash: u64, empty: &[u64]) -> u32 {
+        debug_assert!(self.len < self.slots());
+        let mask = self.slots() - 1;
+        let stride = self.stride;
+        let mut slot = hash as usize & mask;
+        loop {
+            let at = slot * stride;
+            let count = self.words[at + 1];
+            if count == 0 {
+                self.words[at..at + stride].copy_from_slice(empty);
+                self.words[at] = key;
+                self.words[at + 1] = 1;
+                self.len += 1;
+                return slot as u32;
+            }
+            if self.words[at] == key {
+                self.words[at + 1] = count + 1;
+                return slot as u32;
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    /// The row of `key`, if it has one.
+    pub(super) fn row(&self, key: u64, hash: u64) -> Option<&[u64]> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.slots() - 1;
+        let mut slot = hash as usize & mask;
+        loop {
+            let row = &self.words[slot * self.stride..(slot + 1) * self.stride];
+            if row[1] == 0 {
+                return None;
+            }
+            if row[0] == key {
+                return Some(row);
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    /// Every occupied row, in slot order.
+    pub(super) fn rows(&self) -> impl Iterator<Item = &[u64]> {
+        self.words.chunks_exact(self.stride).filter(|row| row[1] != 0)
+    }
+}

@@ -1,0 +1,347 @@
+//! The typed path against the byte path: the same pairs give the same
+//! results, bit for bit, whatever the key type, value type, functions,
+//! batch sizes and threads; and the typed engine's refusals, budget,
+//! interrupt and lookups.
+
+use std::collections::HashMap;
+
+use spillway_agg::{
+    function, HashAggregator, KeyType, Keys, NumberType, Output, TypedHashAggregator, Value, Values,
+};
+use spillway_core::{ErrorKind, Interrupt};
+use spillway_workload::Rng;
+
+const FUNCTION_SETS: [&str; 11] = [
+    "count",
+    "sum",
+    "min",
+    "max",
+    "mean",
+    "variance",
+    "variance_pop",
+    "stddev",
+    "stddev_pop",
+    "sum+count",
+    "count+sum+min+max+avg+variance+stddev_pop",
+];
+
+/// A batch of keys in one of three types, drawn from `key_space` values.
+enum KeyBatch {
+    I64(Vec<i64>),
+    U64(Vec<u64>),
+    F64(Vec<f64>),
+}
+
+impl KeyBatch {
+    fn keys(&self) -> Keys<'_> {
+        match self {
+            KeyBatch::I64(keys) => Keys::I64(keys),
+            KeyBatch::U64(keys) => Keys::U64(keys),
+            KeyBatch::F64(keys) => Keys::F64(keys),
+        }
+    }
+
+    /// Key `index` as the byte path's key: the word the typed path groups
+    /// by (so -0.0 and 0.0 are one key there too).
+    fn bytes(&self, index: usize) -> [u8; 8] {
+        match self {
+            KeyBatch::I64(keys) => keys[index].to_be_bytes(),
+            KeyBatch::U64(keys) => keys[index].to_be_bytes(),
+            KeyBatch::F64(keys) => (if keys[index] == 0.0 { 0.0f64 } else { keys[index] }).to_be_bytes(),
+        }
+    }
+}
+
+fn key_batch(rng: &mut Rng, key_type: KeyType, len: usize, key_space: u64) -> KeyBatch {
+    let mut draw = || rng.next_below(key_space);
+    match key_type {
+        // Spread over the whole range, negative keys included.
+        KeyType::I64 => KeyBatch::I64(
+            (0..len)
+                .map(|_| (draw() as i64 - 7).wrapping_mul(0x9e37_79b9_7f4a_7c15u64 as i64))
+                .collect(),
+        ),
+        KeyType::U64 => KeyBatch::U64(
+            (0..len)
+                .map(|_| draw().wrapping_mul(0x9e37_79b9_7f4a_7c15))
+                .collect(),
+        ),
+        // Halves, so some keys are -0.0 and 0.0.
+        KeyType::F64 => KeyBatch::F64(
+            (0..len)
+                .map(|_| (draw() as f64 - 3.0) / 2.0 * if draw() % 2 == 0 { 1.0 } else { -1.0 })
+                .collect(),
+        ),
+    }
+}
+
+enum ValueBatch {
+    Int(Vec<i64>),
+    Float(Vec<f64>),
+}
+
+impl ValueBatch {
+    fn values(&self) -> Values<'_> {
+        match self {
+            ValueBatch::Int(values) => Values::Int(values),
+            ValueBatch::Float(values) => Values::Float(values),
+        }
+    }
+
+    fn value(&self, index: usize) -> Value<'static> {
+        match self {
+            ValueBatch::Int(values) => Value::Int(values[index]),
+            ValueBatch::Float(values) => Value::Float(values[index]),
+        }
+    }
+}
+
+fn value_batch(rng: &mut Rng, number_type: NumberType, len: usize) -> ValueBatch {
+    match number_type {
+        // Small values repeat (ties); some near the 64-bit ends make sums
+        // pass 64 bits.
+        NumberType::Int => ValueBatch::Int(
+            (0..len)
+                .map(|_| match rng.next_below(8) {
+                    0 => i64::MAX - rng.next_below(100) as i64,
+                    1 => i64::MIN + rng.next_below(100) as i64,
+                    _ => rng.next_below(50) as i64 - 25,
+                })
+                .collect(),
+        ),
+        NumberType::Float => ValueBatch::Float(
+            (0..len)
+                .map(|_| match rng.next_below(4) {
+                    0 => (rng.next_f64() - 0.5) * 1e12,
+                    1 => -0.0,
+                    _ => (rng.next_below(40) as f64 - 20.0) / 4.0,
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The byte path's result as the typed path gives it: one output per
+/// function.
+fn parts(output: Output, functions: usize) -> Vec<Output> {
+    match output {
+        Output::List(parts) if functions > 1 => parts,
+        output => vec![output],
+    }
+}
+
+#[test]
+fn the_typed_path_gives_the_byte_paths_results_bit_for_bit() {
+    let mut rng = Rng::new(43);
+    let mut cases = 0;
+    for spec in FUNCTION_SETS {
+        let functions = spec.split('+').count();
+        for key_type in [KeyType::I64, KeyType::U64, KeyType::F64] {
+            for number_type in [NumberType::Int, NumberType::Float] {
+                let threads = 1 + rng.next_below(3) as usize;
+                let key_space = [3, 200, 5_000, 100_000][rng.next_below(4) as usize];
+                let mut typed =
+                    TypedHashAggregator::new(spec, key_type, number_type, threads, u64::MAX).unwrap();
+                let mut bytes = HashAggregator::new(function(spec).unwrap(), u64::MAX);
+                // Batches small (one thread) and large (every thread).
+                for len in [1, 700, 20_000, 0, 40_000] {
+                    let keys = key_batch(&mut rng, key_type, len, key_space);
+                    let values = value_batch(&mut rng, number_type, len);
+                    typed.insert_batch(keys.keys(), values.values()).unwrap();
+                    let encoded: Vec<[u8; 8]> = (0..len).map(|index| keys.bytes(index)).collect();
+                    bytes
+                        .insert_batch(
+                            encoded
+                                .iter()
+                                .enumerate()
+                                .map(|(index, key)| (&key[..], values.value(index))),
+                        )
+                        .unwrap();
+                }
+                let expected: HashMap<Vec<u8>, Vec<Output>> = bytes
+                    .iter()
+                    .map(|pair| {
+                        let (key, output) = pair.unwrap();
+                        (key.to_vec(), parts(output, functions))
+                    })
+                    .collect();
+                let results = typed.results().unwrap();
+                assert_eq!(
+                    results.keys.len(),
+                    expected.len(),
+                    "{spec} {key_type:?} {number_type:?}"
+                );
+                assert_eq!(typed.groups() as usize, expected.len());
+                for index in 0..results.keys.len() {
+                    let key = match &results.keys {
+                        spillway_agg::KeyColumn::I64(keys) => keys[index].to_be_bytes(),
+                        spillway_agg::KeyColumn::U64(keys) => keys[index].to_be_bytes(),
+                        spillway_agg::KeyColumn::F64(keys) => keys[index].to_be_bytes(),
+                    };
+                    let outputs: Vec<Output> =
+                        results.columns.iter().map(|column| column.get(index)).collect();
+                    let wanted = &expected[&key[..]];
+                    assert_eq!(
+                        &outputs, wanted,
+                        "{spec} {key_type:?} {number_type:?} key {key:?}"
+                    );
+                    // Bit for bit: equal floats of different signs or bits
+                    // would pass the comparison above.
+                    for (got, wanted) in outputs.iter().zip(wanted) {
+                        if let (Output::Float(got), Output::Float(wanted)) = (got, wanted) {
+                            assert_eq!(got.to_bits(), wanted.to_bits(), "{spec} key {key:?}");
+                        }
+                    }
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, FUNCTION_SETS.len() * 6);
+}
+
+#[test]
+fn integer_sums_past_64_bits_come_as_128_bit_results() {
+    let mut typed = TypedHashAggregator::new("sum", KeyType::U64, NumberType::Int, 2, u64::MAX).unwrap();
+    let keys = vec![1u64; 4];
+    typed
+        .insert_batch(Keys::U64(&keys), Values::Int(&[i64::MAX; 4]))
+        .unwrap();
+    typed.insert_batch(Keys::U64(&[2]), Values::Int(&[5])).unwrap();
+    let found = typed.lookup(Keys::U64(&[1, 2, 3])).unwrap();
+    assert_eq!(found[0], Some(vec![Output::Int128(4 * i128::from(i64::MAX))]));
+    assert_eq!(found[1], Some(vec![Output::Int(5)]));
+    assert_eq!(found[2], None);
+    let results = typed.results().unwrap();
+    assert!(matches!(
+        results.columns[0],
+        spillway_agg::ResultColumn::Int128(_)
+    ));
+}
+
+#[test]
+fn float_keys_group_both_zeros_together() {
+    let mut typed = TypedHashAggregator::new("count", KeyType::F64, NumberType::Int, 1, u64::MAX).unwrap();
+    typed
+        .insert_batch(Keys::F64(&[0.0, -0.0, 1.5, -0.0]), Values::Int(&[1, 1, 1, 1]))
+        .unwrap();
+    assert_eq!(typed.groups(), 2);
+    assert_eq!(
+        typed.lookup(Keys::F64(&[-0.0])).unwrap()[0],
+        Some(vec![Output::Int(3)])
+    );
+}
+
+#[test]
+fn refused_batches_insert_nothing_and_say_why() {
+    let mut typed =
+        TypedHashAggregator::new("sum+mean", KeyType::I64, NumberType::Float, 2, u64::MAX).unwrap();
+    let refusals: [(Keys<'_>, Values<'_>, &str); 5] = [
+        (Keys::U64(&[1]), Values::Float(&[1.0]), "this aggregator's keys are int64, not uint64"),
+        (Keys::I64(&[1]), Values::Int(&[1]), "this aggregator's values are float64, not int64"),
+        (Keys::I64(&[1, 2]), Values::Float(&[1.0]), "2 keys but 1 values"),
+        (
+            Keys::I64(&[4, 5, 6]),
+            Values::Float(&[1.0, 2.0, f64::INFINITY]),
+            "at position 2 of the batch (counted from 0), key 6; nothing in the batch was inserted: sum: inf is not a value",
+        ),
+        (
+            Keys::I64(&[7, 8]),
+            Values::Float(&[f64::NAN, 2.0]),
+            "at position 0 of the batch (counted from 0), key 7; nothing in the batch was inserted: sum: NaN",
+        ),
+    ];
+    for (keys, values, message) in refusals {
+        let error = typed.insert_batch(keys, values).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+        assert!(error.to_string().contains(message), "{error}");
+    }
+    assert_eq!(typed.groups(), 0);
+    let mut floats = TypedHashAggregator::new("count", KeyType::F64, NumberType::Int, 1, u64::MAX).unwrap();
+    let error = floats
+        .insert_batch(Keys::F64(&[1.0, f64::NAN]), Values::Int(&[1, 1]))
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("at position 1 of the batch (counted from 0), key NaN"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("a key must not be NaN"), "{error}");
+    assert_eq!(floats.groups(), 0);
+    for spec in ["top_k(3)", "sum+collect_list", "nosuch"] {
+        let error = TypedHashAggregator::new(spec, KeyType::I64, NumberType::Int, 1, u64::MAX).unwrap_err();
+        assert!(error.to_string().contains("has no typed form"), "{error}");
+    }
+}
+
+#[test]
+fn a_float_sum_past_the_float_range_is_an_error_naming_its_key() {
+    let mut typed = TypedHashAggregator::new("sum", KeyType::I64, NumberType::Float, 1, u64::MAX).unwrap();
+    typed
+        .insert_batch(Keys::I64(&[-12, -12, 3]), Values::Float(&[1.5e308, 1.5e308, 1.0]))
+        .unwrap();
+    let error = typed.results().unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("key -12: sum: the float sum passes the range"),
+        "{error}"
+    );
+    let error = typed.lookup(Keys::I64(&[-12])).unwrap_err();
+    assert!(error.to_string().contains("key -12"), "{error}");
+    assert_eq!(
+        typed.lookup(Keys::I64(&[3])).unwrap()[0],
+        Some(vec![Output::Float(1.0)])
+    );
+}
+
+#[test]
+fn past_its_budget_every_batch_fails_and_the_crossing_one_is_kept() {
+    let mut typed = TypedHashAggregator::new("sum", KeyType::U64, NumberType::Int, 2, 1 << 20).unwrap();
+    let keys: Vec<u64> = (0..100_000).collect();
+    let values = vec![1i64; keys.len()];
+    typed
+        .insert_batch(Keys::U64(&keys), Values::Int(&values))
+        .unwrap();
+    assert_eq!(typed.groups(), 100_000);
+    let error = typed
+        .insert_batch(Keys::U64(&[1]), Values::Int(&[1]))
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::ResourcesExhausted);
+    assert!(
+        error
+            .to_string()
+            .contains("over its memory budget of 1048576 bytes"),
+        "{error}"
+    );
+    assert_eq!(typed.stats().inserts, 100_000);
+    assert!(typed.stats().memory_bytes() > 1 << 20);
+}
+
+#[test]
+fn an_interrupted_batch_poisons_the_aggregator() {
+    let mut typed = TypedHashAggregator::new("count", KeyType::U64, NumberType::Int, 2, u64::MAX).unwrap();
+    let interrupt = Interrupt::new();
+    typed.set_interrupt(interrupt.clone());
+    interrupt.raise();
+    let keys: Vec<u64> = (0..50_000).collect();
+    let error = typed
+        .insert_batch(Keys::U64(&keys), Values::Int(&vec![1; keys.len()]))
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Interrupted);
+    for error in [
+        typed
+            .insert_batch(Keys::U64(&[1]), Values::Int(&[1]))
+            .unwrap_err(),
+        typed.results().unwrap_err(),
+    ] {
+        assert_eq!(error.kind(), ErrorKind::Poisoned);
+        assert!(
+            error
+                .to_string()
+                .contains("a batch of 50000 pairs stopped part-way"),
+            "{error}"
+        );
+    }
+}
