@@ -114,7 +114,7 @@ AGG = Workload(
     variants=[dataset_variant(shape, keys) for shape, keys in DATASETS],
     contenders=[
         contender("spillway-cbt", ["{agg_driver}", "run", "--engine", "cbt", "--threads", "2", "{dir}"]),
-        contender("spillway-hash", ["{agg_driver}", "run", "--engine", "hash", "{dir}"]),
+        contender("spillway-hash", ["{agg_driver}", "run", "--engine", "hash", "--threads", "2", "{dir}"]),
         contender("hashbrown", ["{agg_driver}", "run", "--engine", "hashbrown", "--threads", "2", "{dir}"]),
         contender("sparsehash", ["{agg_sparsehash}", "{dir}"]),
         contender("duckdb", ["{python}", AGG_PEERS, "duckdb", "{dir}"], [PIP_DUCKDB, PIP_PYARROW, PIP_NUMPY]),

@@ -21,7 +21,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::json;
-use spillway_agg::{Aggregator, AggregatorOptions, CbtOptions, Engine, Output, Value};
+use spillway_agg::{
+    Aggregator, AggregatorOptions, CbtOptions, Engine, KeyType, Keys, NumberType, Output, ResultColumn,
+    TypedHashAggregator, Value, Values,
+};
 use spillway_workload::{mix64, Permutation, Rng, ScrambledZipf, Zipf};
 
 /// Records per chunk read from a dataset.
@@ -95,7 +98,9 @@ enum Shape {
 enum Contender {
     /// Spillway's Compressed Buffer Tree.
     Cbt,
-    /// Spillway's hash aggregator.
+    /// Spillway's hash engine: the typed path's `TypedHashAggregator`
+    /// (on `--threads` threads) for integer keys, the byte-level
+    /// `HashAggregator` (one thread) for byte-string keys.
     Hash,
     /// hashbrown `HashMap<Vec<u8>, (i64, u64)>`, keys hash-partitioned over
     /// the threads.
@@ -121,6 +126,9 @@ fn main() -> Result<()> {
             dir,
         } => {
             let report = match engine {
+                Contender::Hash if Reader::new(&dir)?.offsets.is_none() => {
+                    run_typed(threads, memory_mib << 20, &dir)?
+                }
                 Contender::Cbt | Contender::Hash => {
                     let engine = if engine == Contender::Cbt {
                         Engine::Cbt
@@ -506,6 +514,52 @@ fn run_spillway(
     report["finalize_s"] = json!((finalized - inserted).as_secs_f64());
     report["results_s"] = json!((total - finalized).as_secs_f64());
     report["stats"] = serde_json::to_value(aggregator.stats())?;
+    Ok(report)
+}
+
+/// The hash engine on the typed path: keys and values as columns.
+fn run_typed(threads: usize, memory: u64, dir: &Path) -> Result<serde_json::Value> {
+    let started = Instant::now();
+    let mut aggregator =
+        TypedHashAggregator::new("sum+count", KeyType::U64, NumberType::Int, threads, memory)?;
+    let mut reader = Reader::new(dir)?;
+    let (mut keys, mut values) = (Vec::new(), Vec::new());
+    while reader.next_chunk()? {
+        keys.clear();
+        keys.extend(
+            reader
+                .key_bytes
+                .chunks_exact(8)
+                .map(|key| u64::from_le_bytes(key.try_into().expect("8 bytes"))),
+        );
+        values.clear();
+        values.extend((0..reader.len()).map(|index| reader.value(index)));
+        aggregator.insert_batch(Keys::U64(&keys), Values::Int(&values))?;
+    }
+    let inserted = started.elapsed();
+    let results = aggregator.results()?;
+    let finalized = started.elapsed();
+    let [ResultColumn::Int(sums), ResultColumn::Int(counts)] = &results.columns[..] else {
+        bail!("sum+count gave other columns than two of 64-bit integers");
+    };
+    let mut check = Check::default();
+    for (&sum, &count) in sums.iter().zip(counts) {
+        check.add(sum, count as u64);
+    }
+    let total = started.elapsed();
+    let mut report = check.report("spillway-hash", reader.read_time, total - reader.read_time);
+    report["insert_s"] = json!(inserted.as_secs_f64());
+    report["finalize_s"] = json!((finalized - inserted).as_secs_f64());
+    report["results_s"] = json!((total - finalized).as_secs_f64());
+    let stats = aggregator.stats();
+    report["stats"] = json!({
+        "path": "typed",
+        "groups": stats.groups,
+        "inserts": stats.inserts,
+        "table_bytes": stats.table_bytes,
+        "scratch_bytes": stats.scratch_bytes,
+        "threads": stats.threads,
+    });
     Ok(report)
 }
 

@@ -40,6 +40,9 @@ const PARTITION_BITS: u32 = 8;
 /// each function's loop visits them.
 const RUN: usize = 256;
 
+/// Probes a fold asks memory for ahead of the one it makes.
+const PREFETCH_AHEAD: usize = 16;
+
 /// Batches under this many pairs are folded on the calling thread: below
 /// it, starting threads costs more than they save.
 pub(super) const PARALLEL_MIN: usize = 1 << 14;
@@ -434,13 +437,14 @@ impl TypedHashAggregator {
             .collect();
         for row in self.partitions.iter().flat_map(Table::rows) {
             keys.push(row[0]);
-            for (output, column) in self
-                .layout
-                .results(row)
-                .map_err(|error| self.naming(error, row[0]))?
-                .into_iter()
-                .zip(&mut columns)
-            {
+        }
+        // A column at a time: one function's results, no list per group.
+        let layout = &self.layout;
+        for ((function, &at), column) in layout.functions.iter().zip(&layout.offsets).zip(&mut columns) {
+            for row in self.partitions.iter().flat_map(Table::rows) {
+                let output = function
+                    .result(layout.values, row, at)
+                    .map_err(|error| self.naming(error, row[0]))?;
                 column.push(output);
             }
         }
@@ -570,13 +574,23 @@ fn fold(
     interrupt: &Interrupt,
 ) -> Result<()> {
     let mut rows = [0u32; RUN];
+    let mut hashes = [0u64; RUN];
     for (index, table) in tables.iter_mut().enumerate() {
         for scatter in scatters {
             for run in scatter.bucket(first + index).chunks(RUN) {
                 table.reserve(run.len());
-                let rows = &mut rows[..run.len()];
-                for (row, &[key, _]) in rows.iter_mut().zip(run) {
-                    *row = table.count_in(key, hash_word(key), &layout.empty);
+                let (rows, hashes) = (&mut rows[..run.len()], &mut hashes[..run.len()]);
+                for (hash, &[key, _]) in hashes.iter_mut().zip(run) {
+                    *hash = hash_word(key);
+                }
+                for &hash in hashes.iter().take(PREFETCH_AHEAD) {
+                    table.prefetch(hash);
+                }
+                for (i, (row, &[key, _])) in rows.iter_mut().zip(run).enumerate() {
+                    if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
+                        table.prefetch(ahead);
+                    }
+                    *row = table.count_in(key, hashes[i], &layout.empty);
                 }
                 for (function, &at) in layout.functions.iter().zip(&layout.offsets) {
                     function.update(layout.values, &mut table.words, layout.stride, at, rows, run);

@@ -67,7 +67,16 @@ impl Table {
         while needed * 4 > slots * 3 {
             slots *= 2;
         }
-        let old = std::mem::replace(&mut self.words, vec![0; slots * self.stride]);
+        // Zeros written, not `vec![0; n]`: a calloc'd table's pages are
+        // first mapped to the shared zero page by the probe's read and
+        // copied at its first write, a second fault that shoots down
+        // every thread's TLB entry for the page.
+        // Huge pages where the kernel gives them: a 2 MiB page faults
+        // once, where 512 pages of 4 KiB fault 512 times.
+        let mut words = Vec::with_capacity(slots * self.stride);
+        spillway_core::memory::advise_huge_pages(&mut words);
+        words.resize(slots * self.stride, 0);
+        let old = std::mem::replace(&mut self.words, words);
         let mask = slots - 1;
         for row in old.chunks_exact(self.stride).filter(|row| row[1] != 0) {
             let mut slot = hash_word(row[0]) as usize & mask;
@@ -76,6 +85,16 @@ impl Table {
             }
             self.words[slot * self.stride..(slot + 1) * self.stride].copy_from_slice(row);
         }
+    }
+
+    /// Asks for the cache lines of the slot where a probe for `hash`
+    /// starts, so a run's probes overlap their misses. Room must have been
+    /// reserved.
+    #[inline]
+    pub(super) fn prefetch(&self, hash: u64) {
+        let at = (hash as usize & (self.slots() - 1)) * self.stride;
+        spillway_core::memory::prefetch(&self.words[at]);
+        spillway_core::memory::prefetch(&self.words[at + self.stride - 1]);
     }
 
     /// The row of `key` (whose hash is `hash`), made from `empty` (a whole
