@@ -117,10 +117,20 @@ class Aggregator:
             raise InvalidArgumentError(f"engine must be 'cbt' or 'hash', not {engine!r}")
         self._key_kind: Optional[type] = None
         self._text_values = False
+        # The typed path: the hash engine over columns of numbers, for the
+        # functions that have a typed form, chosen by the first insert (a
+        # batch of NumPy or Arrow numbers); see _typed_batch.
+        self._function = name
+        self._engine = engine
+        self._typed: Optional[Any] = None
+        self._typed_threads = max(thread_count(threads), 1)
+        self._memory = size(memory, "memory", 1)
+        self._inserted = False
+        self._typed_epoch = 0
         self._native = _native.Aggregator(
             name,
             engine,
-            size(memory, "memory", 1),
+            self._memory,
             # The engine checks their ranges; here only what converts.
             size(buffer, "buffer"),
             count(fan_out, "fan_out"),
@@ -195,7 +205,11 @@ class Aggregator:
         A refused value raises :class:`InvalidArgumentError` naming the key
         and changes nothing.
         """
+        if self._typed is not None:
+            self._typed_pair(key, value)
+            return
         self._call(self._native.insert, self._key(key), self._value(value))
+        self._inserted = True
 
     def insert_batch(self, keys: Iterable[Any], values: Iterable[Any]) -> None:
         """Inserts ``keys[i], values[i]`` for every i: lists, NumPy or Arrow arrays.
@@ -205,19 +219,28 @@ class Aggregator:
         batch. Ctrl-C raises ``KeyboardInterrupt`` (see :class:`Aggregator`).
         """
         keys, values = _from_arrow(keys), _from_arrow(values)
-        if _is_numpy(keys) and _is_numpy(values) and keys.dtype.kind in "iu" and values.dtype.kind in "iuf":
-            import numpy
+        numbers = _is_numpy(keys) and _is_numpy(values) and keys.dtype.kind in "iu" and values.dtype.kind in "iuf"
+        if numbers or self._typed is not None:
+            if not numbers:
+                import numpy
 
+                keys, values = numpy.asarray(keys), numpy.asarray(values)
             _numpy_range_check(keys, "keys")
             _numpy_range_check(values, "values")
             if len(keys) != len(values):
                 raise InvalidArgumentError(f"{len(keys)} keys but {len(values)} values; give one value per key")
+            if self._typed_batch(keys, values):
+                return
+        if numbers:
+            import numpy
+
             self._check_key_kind(int)
             flipped = keys.astype(">i8").view(numpy.uint8).reshape(-1, _INT_KEY_BYTES).copy()
             flipped[:, 0] ^= 0x80
             kind = "f8" if values.dtype.kind == "f" else "i8"
             packed = numpy.ascontiguousarray(values.astype("<" + kind))
             self._call(self._native.insert_columns, flipped.tobytes(), _INT_KEY_BYTES, packed.tobytes(), kind)
+            self._inserted = True
             return
         keys = keys.tolist() if _is_numpy(keys) else list(keys)
         values = values.tolist() if _is_numpy(values) else list(values)
@@ -237,6 +260,90 @@ class Aggregator:
             except InvalidArgumentError as error:
                 raise InvalidArgumentError(where.format(position, keys[position]) + str(error)) from None
         self._call(self._native.insert_lists, encoded_keys, encoded_values)
+        self._inserted = True
+
+    def _typed_batch(self, keys: Any, values: Any) -> bool:
+        """Inserts a batch of numbers on the typed path, if it is (or becomes) this aggregator's; False if not.
+
+        The typed path takes a hash aggregator whose function has a typed form
+        (count, sum, min, max, mean, variance, stddev and their ``+``
+        combinations) at its first insert, when that is a batch of integer
+        keys and numeric values. Its values keep the type of that first batch:
+        integers may join float values (as floats), floats may not join
+        integer values.
+        """
+        import numpy
+
+        if self._typed is None:
+            if self._inserted or self._function is None or self._engine != "hash":
+                return False
+            if keys.dtype.kind not in "iu" or values.dtype.kind not in "iuf":
+                return False
+            number_type = "f8" if values.dtype.kind == "f" else "i8"
+            try:
+                self._typed = _native.TypedAggregator(
+                    self._function, "i8", number_type, self._typed_threads, self._memory
+                )
+            except InvalidArgumentError:
+                return False  # no typed form: the byte path takes it
+            self._check_key_kind(int)
+            self._typed_number_type = number_type
+        if keys.dtype.kind not in "iu":
+            raise InvalidArgumentError(
+                f"keys must be int (this aggregator's keys are integers), not {keys.dtype.name}"
+            )
+        if values.dtype.kind not in "iuf":
+            raise InvalidArgumentError(
+                f"this aggregator's values are numbers; {self._function} cannot take {values.dtype.name} values"
+            )
+        if self._typed_number_type == "i8" and values.dtype.kind == "f":
+            raise InvalidArgumentError(
+                "this aggregator's values are integers (its first batch was), so it cannot take floats; "
+                "give floats to an aggregator whose first batch is float"
+            )
+        self._typed_epoch += 1
+        packed_keys = numpy.ascontiguousarray(keys, dtype="<i8")
+        packed_values = numpy.ascontiguousarray(values, dtype="<" + self._typed_number_type)
+        self._call(self._typed.insert_columns, packed_keys.tobytes(), packed_values.tobytes())
+        return True
+
+    def _typed_pair(self, key: Any, value: Any) -> None:
+        """One pair on the typed path: a batch of one."""
+        import numpy
+
+        if isinstance(key, bool) or not isinstance(key, int):
+            raise InvalidArgumentError(f"keys must be int (this aggregator's keys are integers), not {type(key).__name__}")
+        self._key(key)  # the range check
+        if hasattr(value, "item"):  # a NumPy scalar
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidArgumentError(
+                f"key {key}: this aggregator's values are numbers; {self._function} cannot take "
+                f"{type(value).__name__} values"
+            )
+        if isinstance(value, int):
+            _check_int_value(value, f"key {key}: ")
+        self._typed_batch(numpy.array([key], dtype=numpy.int64), numpy.array([value]))
+
+    def _typed_results(self) -> Tuple[Any, list]:
+        """Every group: the keys as a NumPy array and one array per function (object arrays where values are null or wider than 64 bits)."""
+        import numpy
+
+        keys, columns = self._call(self._typed.results)
+        arrays = []
+        for kind, data, valid in columns:
+            if kind == "i16":
+                wide = numpy.frombuffer(data, dtype=numpy.uint8).reshape(-1, 16)
+                arrays.append(numpy.array([int.from_bytes(row.tobytes(), "little", signed=True) for row in wide], dtype=object))
+                continue
+            array = numpy.frombuffer(data, dtype="<" + kind)
+            if valid is not None:
+                present = numpy.frombuffer(valid, dtype=numpy.uint8).astype(bool)
+                if not present.all():
+                    array = array.astype(object)
+                    array[~present] = None
+            arrays.append(array)
+        return numpy.frombuffer(keys, dtype="<i8"), arrays
 
     def finalize(self) -> None:
         """Makes the results readable; inserting afterwards needs another finalize.
@@ -244,10 +351,21 @@ class Aggregator:
         Ctrl-C raises ``KeyboardInterrupt`` and leaves every value in the
         aggregator: call ``finalize`` again to complete it.
         """
+        if self._typed is not None:
+            self._typed_epoch += 1
+            self._call(self._typed.finalize)
+            return
         self._call(self._native.finalize)
 
     def get(self, key: Any) -> Any:
         """``key``'s result, or None if nothing was inserted for it."""
+        if self._typed is not None:
+            import numpy
+
+            if isinstance(key, bool) or not isinstance(key, int):
+                raise InvalidArgumentError(f"keys must be int (this aggregator's keys are integers), not {type(key).__name__}")
+            self._key(key)  # the range check
+            return self._call(self._typed.lookup, numpy.array([key], dtype="<i8").tobytes())[0]
         return self._output(self._call(self._native.get, self._key(key)))
 
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
@@ -259,6 +377,9 @@ class Aggregator:
         while a reader is part-way makes its next page raise
         :class:`InvalidArgumentError`.
         """
+        if self._typed is not None:
+            yield from self._typed_items()
+            return
         epoch = self._native.epoch()
         position = 0
         while True:
@@ -271,13 +392,36 @@ class Aggregator:
 
     items = __iter__
 
+    def _typed_items(self) -> Iterator[Tuple[Any, Any]]:
+        """The typed path's results, a page at a time, refusing to go on after a change."""
+        epoch = self._typed_epoch
+        keys, columns = self._typed_results()
+        for start in range(0, len(keys), _RESULTS_PAGE):
+            if self._typed_epoch != epoch:
+                raise InvalidArgumentError(
+                    "the aggregator changed (an insert or a finalize) while its results were read; read them again"
+                )
+            end = start + _RESULTS_PAGE
+            page = [column[start:end].tolist() for column in columns]
+            rows = page[0] if len(page) == 1 else [list(row) for row in zip(*page)]
+            yield from zip(keys[start:end].tolist(), rows)
+
     def to_dict(self) -> Dict[Any, Any]:
         """Every key's result in a dict."""
         return dict(self)
 
     def to_arrow(self) -> Any:
-        """Every key's result as a ``pyarrow.Table`` with columns ``key`` and ``value``."""
+        """Every key's result as a ``pyarrow.Table`` with columns ``key`` and ``value``.
+
+        On the typed path the table is made from the engine's columns
+        directly, without a Python object per group.
+        """
         import pyarrow
+
+        if self._typed is not None:
+            keys, columns = self._typed_results()
+            values = columns[0] if len(columns) == 1 else [list(row) for row in zip(*(c.tolist() for c in columns))]
+            return pyarrow.table({"key": keys, "value": values})
 
         keys, values = [], []
         for key, value in self:
@@ -287,6 +431,10 @@ class Aggregator:
 
     def stats(self) -> Dict[str, Any]:
         """Inserts, memory by part, compression ratio, spills, compactions, inserts per second."""
+        if self._typed is not None:
+            stats = json.loads(self._typed.stats())
+            stats.update(function=self._function, engine="hash")
+            return stats
         return json.loads(self._native.stats())
 
     def __repr__(self) -> str:

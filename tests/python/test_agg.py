@@ -410,7 +410,10 @@ def test_ctrl_c_during_finalize_raises_keyboard_interrupt_quickly_and_keeps_ever
 def test_ctrl_c_during_insert_batch_raises_keyboard_interrupt_quickly(engine, threads):
     aggregator = spillway.Aggregator("sum+count", engine=engine, threads=threads)
     records = 12_000_000 if engine == "cbt" else 20_000_000
-    keys = numpy.arange(records, dtype=numpy.int64) % 50_000
+    # The hash engine takes these columns on its typed path, at tens of
+    # millions a second while its table stays in cache: millions of keys
+    # keep it busy past the signal.
+    keys = numpy.arange(records, dtype=numpy.int64) % (50_000 if engine == "cbt" else 5_000_000)
     values = numpy.ones(records, dtype=numpy.int64)
     timer, sent = _sigint_during_engine_call(aggregator, 0.3)
     with pytest.raises(KeyboardInterrupt) as interrupted:
@@ -431,3 +434,70 @@ def test_ctrl_c_during_insert_batch_raises_keyboard_interrupt_quickly(engine, th
         assert "interrupted part-way through insert_batch" in str(error)
     else:
         assert aggregator.stats()["inserts"] == 0 and aggregator.to_dict() == {}
+
+
+def test_numpy_columns_take_the_typed_path_with_the_byte_paths_results():
+    rng = numpy.random.default_rng(43)
+    keys = rng.integers(-(2**40), 2**40, size=5_000)[rng.integers(0, 5_000, size=200_000)]
+    values = rng.integers(-1_000, 1_000, size=len(keys))
+    typed = spillway.Aggregator("sum+count+min+mean+variance", engine="hash")
+    model = spillway.Aggregator("sum+count+min+mean+variance", engine="cbt")
+    for start in range(0, len(keys), 30_000):
+        typed.insert_batch(keys[start : start + 30_000], values[start : start + 30_000])
+        model.insert_batch(keys[start : start + 30_000], values[start : start + 30_000])
+    typed.insert(7, 5)  # one pair joins the typed path as a batch of one
+    model.insert(7, 5)
+    typed.finalize()
+    model.finalize()
+    stats = typed.stats()
+    assert stats["path"] == "typed" and stats["engine"] == "hash" and stats["inserts"] == len(keys) + 1
+    assert stats["groups"] == len(model.to_dict()) and stats["memory_bytes"] > 0
+    expected = model.to_dict()
+    got = typed.to_dict()
+    assert got.keys() == expected.keys()
+    for key, (total, count, least, mean, variance) in expected.items():
+        assert got[key][:3] == [total, count, least], key
+        assert got[key][3] == pytest.approx(mean, rel=1e-12)
+        assert (got[key][4] is None) == (variance is None)
+        if variance is not None:
+            assert got[key][4] == pytest.approx(variance, rel=1e-9)
+    some = int(keys[0])
+    assert typed.get(some) == got[some] and typed.get(2**50) is None
+    table = typed.to_arrow()
+    assert table.column_names == ["key", "value"] and table.num_rows == len(expected)
+    assert str(table.schema.field("key").type) == "int64"
+    # A function with no typed form stays on the byte path.
+    tops = spillway.Aggregator("top_k(2)", engine="hash")
+    tops.insert_batch(keys[:1000], values[:1000])
+    assert "path" not in tops.stats()
+
+
+def test_the_typed_path_keeps_its_first_value_type_and_exact_wide_sums():
+    floats = spillway.Aggregator("sum", engine="hash")
+    floats.insert_batch(numpy.array([1, 2]), numpy.array([0.5, 1.5]))
+    floats.insert_batch(numpy.array([1]), numpy.array([2], dtype=numpy.int64))  # integers join as floats
+    floats.insert(2, 1)
+    assert floats.to_dict() == {1: 2.5, 2: 2.5}
+    integers = spillway.Aggregator("sum", engine="hash")
+    integers.insert_batch(numpy.array([5, 5, 5]), numpy.array([2**63 - 1] * 3, dtype=numpy.int64))
+    with pytest.raises(spillway.InvalidArgumentError, match="values are integers .* cannot take floats"):
+        integers.insert_batch(numpy.array([5]), numpy.array([0.5]))
+    with pytest.raises(spillway.InvalidArgumentError, match="keys must be int"):
+        integers.insert("five", 1)
+    with pytest.raises(spillway.InvalidArgumentError, match="key 5: .*cannot take str values"):
+        integers.insert(5, "one")
+    with pytest.raises(spillway.InvalidArgumentError, match="at position 1 .*key 3; nothing .*NaN"):
+        spillway.Aggregator("max", engine="hash").insert_batch(numpy.array([2, 3]), numpy.array([1.0, numpy.nan]))
+    assert integers.to_dict() == {5: 3 * (2**63 - 1)} and isinstance(integers.get(5), int)
+    assert integers.stats()["inserts"] == 3
+    single = spillway.Aggregator("variance", engine="hash")
+    single.insert_batch(numpy.array([1, 2, 2]), numpy.array([4.0, 1.0, 3.0]))
+    assert single.to_dict() == {1: None, 2: 2.0}
+
+
+def test_the_typed_path_keeps_its_memory_budget():
+    aggregator = spillway.Aggregator("count", engine="hash", memory="1M")
+    aggregator.insert_batch(numpy.arange(200_000), numpy.ones(200_000, dtype=numpy.int64))
+    with pytest.raises(spillway.ResourcesExhaustedError, match="over its memory budget of 1048576 bytes"):
+        aggregator.insert_batch(numpy.arange(2), numpy.ones(2, dtype=numpy.int64))
+    assert aggregator.stats()["inserts"] == 200_000

@@ -340,7 +340,7 @@ fn an_interrupted_batch_poisons_the_aggregator() {
         assert!(
             error
                 .to_string()
-                .contains("a batch of 50000 pairs stopped part-way"),
+                .contains("interrupted part-way through insert_batch"),
             "{error}"
         );
     }

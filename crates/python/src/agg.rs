@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyTuple};
 use spillway_agg::{
-    function as builtin, AggregateFunction, Aggregator, AggregatorOptions, CbtOptions, Engine, Input, Output,
-    Takes, Value,
+    function as builtin, AggregateFunction, Aggregator, AggregatorOptions, CbtOptions, Engine, Input,
+    KeyColumn, KeyType, Keys, NumberType, Output, ResultColumn, Takes, TypedHashAggregator, Value, Values,
 };
 use spillway_core::{Error, Interrupt, Result};
 
@@ -546,4 +546,230 @@ fn python_to_output(value: &Bound<'_, PyAny>) -> PyResult<Output> {
         "finalize must return None, an int, a float, text, bytes or a list of them, not {}",
         value.get_type().name()?
     )))
+}
+
+/// The typed hash engine (`spillway_agg::TypedHashAggregator`) for
+/// `spillway.Aggregator`, which uses it for NumPy and Arrow columns of
+/// numbers with the functions that have a typed form. Columns cross as
+/// flat little-endian buffers and results come back the same way, so no
+/// Python object is made per record or per group.
+#[pyclass(module = "spillway._native", name = "TypedAggregator")]
+#[derive(Debug)]
+pub struct PyTypedAggregator {
+    inner: Mutex<TypedHashAggregator>,
+}
+
+/// The type a NumPy dtype code (`i8`, `u8`, `f8`) names.
+fn key_type(code: &str) -> Result<KeyType> {
+    Ok(match code {
+        "i8" => KeyType::I64,
+        "u8" => KeyType::U64,
+        "f8" => KeyType::F64,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "keys must be int64 ('i8'), uint64 ('u8') or float64 ('f8'), not '{other}'"
+            )))
+        }
+    })
+}
+
+/// `bytes` as little-endian 8-byte words, or an error naming `what`.
+fn words<T>(bytes: &[u8], what: &str, from_le: fn([u8; 8]) -> T) -> Result<Vec<T>> {
+    if !bytes.len().is_multiple_of(8) {
+        return Err(Error::InvalidArgument(format!(
+            "{} {what} bytes are not a whole number of 8-byte numbers",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|word| from_le(word.try_into().expect("8-byte chunks")))
+        .collect())
+}
+
+/// Owned key columns, decoded from a buffer.
+enum KeyWords {
+    I64(Vec<i64>),
+    U64(Vec<u64>),
+    F64(Vec<f64>),
+}
+
+impl KeyWords {
+    fn decode(key_type: KeyType, bytes: &[u8]) -> Result<Self> {
+        Ok(match key_type {
+            KeyType::I64 => KeyWords::I64(words(bytes, "key", i64::from_le_bytes)?),
+            KeyType::U64 => KeyWords::U64(words(bytes, "key", u64::from_le_bytes)?),
+            KeyType::F64 => KeyWords::F64(words(bytes, "key", f64::from_le_bytes)?),
+        })
+    }
+
+    fn keys(&self) -> Keys<'_> {
+        match self {
+            KeyWords::I64(keys) => Keys::I64(keys),
+            KeyWords::U64(keys) => Keys::U64(keys),
+            KeyWords::F64(keys) => Keys::F64(keys),
+        }
+    }
+}
+
+/// A result column for Python: its kind (`i8`, `i16` for 128-bit
+/// integers, `f8`), its little-endian data, and for nullable floats a byte
+/// per group (1: a value, 0: null).
+type ColumnBytes = (&'static str, Vec<u8>, Option<Vec<u8>>);
+
+fn column_bytes(column: &ResultColumn) -> ColumnBytes {
+    match column {
+        ResultColumn::Int(values) => (
+            "i8",
+            values.iter().flat_map(|value| value.to_le_bytes()).collect(),
+            None,
+        ),
+        ResultColumn::Int128(values) => (
+            "i16",
+            values.iter().flat_map(|value| value.to_le_bytes()).collect(),
+            None,
+        ),
+        ResultColumn::Float(values) => (
+            "f8",
+            values.iter().flat_map(|value| value.to_le_bytes()).collect(),
+            None,
+        ),
+        ResultColumn::NullableFloat(values) => (
+            "f8",
+            values
+                .iter()
+                .flat_map(|value| value.unwrap_or(0.0).to_le_bytes())
+                .collect(),
+            Some(values.iter().map(|value| u8::from(value.is_some())).collect()),
+        ),
+    }
+}
+
+#[pymethods]
+impl PyTypedAggregator {
+    /// `functions` as `sum` or `sum+count`; `key_type` and `number_type`
+    /// as NumPy dtype codes (`i8`, `u8`, `f8`; `i8`, `f8`).
+    #[new]
+    fn new(
+        functions: &str,
+        key_type: &str,
+        number_type: &str,
+        threads: usize,
+        memory: u64,
+    ) -> PyResult<Self> {
+        let number_type = match number_type {
+            "i8" => NumberType::Int,
+            "f8" => NumberType::Float,
+            other => {
+                return Err(to_py_err(Error::InvalidArgument(format!(
+                    "values must be int64 ('i8') or float64 ('f8'), not '{other}'"
+                ))))
+            }
+        };
+        let key_type = self::key_type(key_type).map_err(to_py_err)?;
+        let aggregator =
+            TypedHashAggregator::new(functions, key_type, number_type, threads, memory).map_err(to_py_err)?;
+        Ok(PyTypedAggregator {
+            inner: Mutex::new(aggregator),
+        })
+    }
+
+    /// Folds the buffers' pairs in, off the GIL; Ctrl-C raises
+    /// `KeyboardInterrupt` (a batch stopped part-way poisons the
+    /// aggregator, as the engine says).
+    fn insert_columns(&self, py: Python<'_>, keys: &[u8], values: &[u8]) -> PyResult<()> {
+        let outcome = interruptible(py, |interrupt| {
+            let mut aggregator = lock(&self.inner);
+            let keys = KeyWords::decode(aggregator.key_type(), keys)?;
+            aggregator.set_interrupt(interrupt.clone());
+            let outcome = match aggregator.number_type() {
+                NumberType::Int => {
+                    let values = words(values, "value", i64::from_le_bytes)?;
+                    aggregator.insert_batch(keys.keys(), Values::Int(&values))
+                }
+                NumberType::Float => {
+                    let values = words(values, "value", f64::from_le_bytes)?;
+                    aggregator.insert_batch(keys.keys(), Values::Float(&values))
+                }
+            };
+            aggregator.set_interrupt(Interrupt::new());
+            outcome
+        })?;
+        outcome.map_err(to_py_err)
+    }
+
+    /// Nothing to do (a hash table's results are ready as it goes); fails
+    /// if the aggregator is poisoned.
+    fn finalize(&self) -> PyResult<()> {
+        lock(&self.inner).finalize().map_err(to_py_err)
+    }
+
+    /// The results of each key of the buffer: None for a key without
+    /// values, the result for one function, a list of them for several.
+    fn lookup(&self, py: Python<'_>, keys: &[u8]) -> PyResult<Vec<Py<PyAny>>> {
+        let found = py
+            .detach(|| {
+                let aggregator = lock(&self.inner);
+                let keys = KeyWords::decode(aggregator.key_type(), keys)?;
+                aggregator.lookup(keys.keys())
+            })
+            .map_err(to_py_err)?;
+        found
+            .into_iter()
+            .map(|outputs| match outputs {
+                None => Ok(py.None()),
+                Some(mut outputs) if outputs.len() == 1 => output_to_py(py, outputs.remove(0)),
+                Some(outputs) => output_to_py(py, Output::List(outputs)),
+            })
+            .collect()
+    }
+
+    /// Every group as buffers: the keys (8 bytes each, little-endian) and
+    /// one `(kind, data, valid)` column per function.
+    fn results<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, Vec<Bound<'py, PyTuple>>)> {
+        let (keys, columns) = py
+            .detach(|| {
+                let results = lock(&self.inner).results()?;
+                let keys: Vec<u8> = match &results.keys {
+                    KeyColumn::I64(keys) => keys.iter().flat_map(|key| key.to_le_bytes()).collect(),
+                    KeyColumn::U64(keys) => keys.iter().flat_map(|key| key.to_le_bytes()).collect(),
+                    KeyColumn::F64(keys) => keys.iter().flat_map(|key| key.to_le_bytes()).collect(),
+                };
+                let columns: Vec<ColumnBytes> = results.columns.iter().map(column_bytes).collect();
+                Ok::<_, Error>((keys, columns))
+            })
+            .map_err(to_py_err)?;
+        let columns = columns
+            .into_iter()
+            .map(|(kind, data, valid)| {
+                let valid = valid.map(|valid| PyBytes::new(py, &valid));
+                (kind, PyBytes::new(py, &data), valid).into_pyobject(py)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok((PyBytes::new(py, &keys), columns))
+    }
+
+    /// The engine's statistics as JSON text.
+    fn stats(&self) -> String {
+        let aggregator = lock(&self.inner);
+        let stats = aggregator.stats();
+        serde_json::json!({
+            "path": "typed",
+            "groups": stats.groups,
+            "inserts": stats.inserts,
+            "memory_bytes": stats.memory_bytes(),
+            "table_bytes": stats.table_bytes,
+            "scratch_bytes": stats.scratch_bytes,
+            "row_words": stats.row_words,
+            "threads": stats.threads,
+            "partitions": spillway_agg::PARTITIONS,
+            "insert_seconds": stats.insert_time.as_secs_f64(),
+            "inserts_per_second": if stats.insert_time.is_zero() {
+                0.0
+            } else {
+                stats.inserts as f64 / stats.insert_time.as_secs_f64()
+            },
+        })
+        .to_string()
+    }
 }

@@ -39,6 +39,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<sort::PySortReceiver>()?;
     module.add_function(wrap_pyfunction!(cli_main, module)?)?;
     module.add_class::<agg::PyAggregator>()?;
+    module.add_class::<agg::PyTypedAggregator>()?;
     module.add_function(wrap_pyfunction!(workload::workload_kv, module)?)?;
     module.add_function(wrap_pyfunction!(workload::workload_text, module)?)?;
     module.add_function(wrap_pyfunction!(workload::workload_rmat, module)?)?;

@@ -23,7 +23,7 @@
 use std::ops::Range;
 use std::thread;
 
-use spillway_core::{bail, ensure, Error, Interrupt, Result};
+use spillway_core::{bail, ensure, Error, ErrorKind, Interrupt, Result};
 
 use super::functions::{ResultColumn, TypedFunction, ROW_HEAD};
 use super::table::{hash_word, Table};
@@ -39,6 +39,11 @@ const PARTITION_BITS: u32 = 8;
 /// indices stay valid, and the rows they found are still in cache when
 /// each function's loop visits them.
 const RUN: usize = 256;
+
+/// Pairs scattered and folded at a time: a batch of any size needs
+/// scatter buffers for this many (about 17 MiB), and the interrupt is
+/// checked at least once per chunk and partition.
+const CHUNK: usize = 1 << 20;
 
 /// Probes a fold asks memory for ahead of the one it makes.
 const PREFETCH_AHEAD: usize = 16;
@@ -121,8 +126,8 @@ pub struct TypedHashStats {
     pub inserts: u64,
     /// Bytes of the partitions' tables.
     pub table_bytes: u64,
-    /// Bytes of the scatter buffers (about 17 bytes per pair of the
-    /// largest batch).
+    /// Bytes of the scatter buffers (about 17 bytes per pair of a chunk
+    /// of up to 2^20 pairs).
     pub scratch_bytes: u64,
     /// Words per row: key, count and the functions' states.
     pub row_words: u64,
@@ -281,12 +286,32 @@ impl TypedHashAggregator {
             return Ok(());
         }
         self.clock.read();
-        let pieces = if keys.len() >= PARALLEL_MIN {
+        let outcome = (0..keys.len())
+            .step_by(CHUNK)
+            .try_for_each(|start| self.insert_chunk(keys, values, start..keys.len().min(start + CHUNK)));
+        self.clock.read();
+        if let Err(error) = &outcome {
+            if error.kind() == ErrorKind::Interrupted {
+                self.poisoned = Some(
+                    "this aggregator was interrupted part-way through insert_batch and holds only part of what \
+                     it was given; make a new one"
+                        .into(),
+                );
+            }
+        }
+        outcome
+    }
+
+    /// Scatters and folds the pairs of `chunk`, on every thread if it is
+    /// large enough.
+    fn insert_chunk(&mut self, keys: Keys<'_>, values: Values<'_>, chunk: Range<usize>) -> Result<()> {
+        let pieces = if chunk.len() >= PARALLEL_MIN {
             self.threads
         } else {
             1
         };
-        let ranges = split(keys.len(), pieces);
+        let ranges =
+            split(chunk.len(), pieces).map(|piece| chunk.start + piece.start..chunk.start + piece.end);
         run_each(
             self.scatters[..pieces].iter_mut().zip(ranges),
             |(scatter, range)| {
@@ -299,15 +324,8 @@ impl TypedHashAggregator {
             self.partitions.chunks_mut(per_thread).enumerate(),
             |(index, tables)| fold(tables, index * per_thread, scatters, layout, interrupt),
         );
-        self.clock.read();
-        if let Some(error) = outcomes.into_iter().find_map(Result::err) {
-            self.poisoned = Some(format!(
-                "a batch of {} pairs stopped part-way ({error}), so the results would hold part of it",
-                keys.len()
-            ));
-            return Err(error);
-        }
-        self.inserts += keys.len() as u64;
+        outcomes.into_iter().collect::<Result<()>>()?;
+        self.inserts += chunk.len() as u64;
         Ok(())
     }
 
@@ -395,6 +413,12 @@ impl TypedHashAggregator {
             threads: self.threads as u64,
             insert_time: self.clock.elapsed(),
         }
+    }
+
+    /// Nothing to do: the results are ready as the batches are folded.
+    /// Fails if the aggregator is poisoned, as every read does.
+    pub fn finalize(&self) -> Result<()> {
+        self.check_usable_for_reading()
     }
 
     /// The results for each of `keys`: one per function, or `None` for a
