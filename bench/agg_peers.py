@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Drive the group-by aggregation workload's Python peers (DuckDB, Polars).
+"""Drive the group-by aggregation workload's Python peers (DuckDB, Polars) and Spillway's Python API.
 
     agg_peers.py to-parquet DIR
     agg_peers.py duckdb DIR [--memory 16GB]
     agg_peers.py polars DIR
+    agg_peers.py spillway DIR --engine hash|cbt
 
 DIR holds a generated aggregation input:
 
@@ -27,6 +28,11 @@ keys pre-grouped by a dictionary. It works a row group at a time, so its memory 
 where Q and R are the sums over groups of count**2 and sum**2 in wrapping unsigned 64-bit
 arithmetic (the sum taken as unsigned 64-bit), the same fields as every driver of the benchmark
 prints, so their results can be cross-checked.
+
+`spillway` does the same through `spillway.Aggregator("sum+count")` (integer keys only): it reads
+the raw columns in chunks of 1,000,000 records as NumPy arrays, hands each to `insert_batch`, and
+reads the result with `to_arrow()`, as a Python user of the package would. aggregate_s covers all
+of it, reading included.
 
 Fairness: both engines run with 2 threads, like the native drivers, and stream their input from
 the Parquet file (DuckDB's read_parquet, Polars' scan_parquet with the streaming engine) rather
@@ -252,6 +258,33 @@ def polars_aggregate(directory: Path) -> None:
     emit(summary("polars", frame["s"].to_numpy(), frame["c"].to_numpy(), aggregate_s), meta)
 
 
+def spillway_aggregate(directory: Path, engine: str) -> None:
+    import spillway
+
+    meta = read_meta(directory)
+    if meta.shape != "int":
+        raise InputError(f"{directory}: the Python contender takes integer keys, not shape {meta.shape!r}")
+    keys_path, values_path = directory / "keys.u64", directory / "values.i64"
+    expect_size(keys_path, meta.records * 8, "8 bytes per key", meta.records)
+    expect_size(values_path, meta.records * 8, "8 bytes per value", meta.records)
+
+    started = time.perf_counter()
+    aggregator = spillway.Aggregator("sum+count", engine=engine, memory="16G", threads=THREADS)
+    for first in range(0, meta.records, ROW_GROUP):
+        rows = min(ROW_GROUP, meta.records - first)
+        keys = read_u64(keys_path, first, rows).view("<i8")  # every key is below 2**63
+        values = np.fromfile(values_path, dtype="<i8", count=rows, offset=first * 8)
+        aggregator.insert_batch(keys, values)
+    aggregator.finalize()
+    table = aggregator.to_arrow()
+    aggregate_s = time.perf_counter() - started
+
+    result = summary(f"spillway-{engine}", table.column("sum").to_numpy(), table.column("count").to_numpy(),
+                     aggregate_s)
+    result["stats"] = aggregator.stats()
+    emit(result, meta)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -262,12 +295,17 @@ def main() -> int:
     duck.add_argument("--memory", default="16GB", help="DuckDB memory_limit (default 16GB)")
     polars = commands.add_parser("polars", help="group_by with Polars' streaming engine over DIR/data.parquet")
     polars.add_argument("dir", type=Path)
+    own = commands.add_parser("spillway", help="spillway.Aggregator over DIR's raw columns, as NumPy batches")
+    own.add_argument("dir", type=Path)
+    own.add_argument("--engine", choices=["hash", "cbt"], required=True)
     args = parser.parse_args()
     try:
         if args.command == "to-parquet":
             to_parquet(args.dir)
         elif args.command == "duckdb":
             duckdb_aggregate(args.dir, args.memory)
+        elif args.command == "spillway":
+            spillway_aggregate(args.dir, args.engine)
         else:
             polars_aggregate(args.dir)
     except InputError as error:

@@ -289,7 +289,10 @@ def test_agg_end_to_end_on_fake_drivers(tmp_path):
     (part,) = report["parts"]
     assert part["captured"] == {"key_bytes": "1000"}
     labels = [c["label"] for c in part["comparisons"]]
-    assert labels == ["peak RSS vs the leanest peer", "throughput vs sparsehash", "throughput vs the fastest peer"]
+    assert labels == ["peak RSS vs the leanest peer", "throughput vs sparsehash", "throughput vs the fastest peer",
+                      "hash engine: throughput vs DuckDB", "hash engine: peak RSS vs DuckDB"]
+    hash_vs_duckdb = next(c for c in part["comparisons"] if c["label"] == "hash engine: throughput vs DuckDB")
+    assert hash_vs_duckdb["target"] == 0.8, "byte-string keys: 0.8x"
     (finalize,) = part["targets"]
     assert finalize["median"] == 0.5 and finalize["verdict"] == "met"
     cbt = next(c for c in part["contenders"] if c["name"] == "spillway-cbt")
@@ -303,6 +306,17 @@ def test_agg_contenders_that_disagree_stop_the_benchmark(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_DISAGREE", "agg_sparsehash")
     with pytest.raises(BenchmarkFailure, match="RESULTS DISAGREE on uniform:1M"):
         invoke(faked(WORKLOADS["agg"], tmp_path, "uniform:1M"), tmp_path, 100, runs=1)
+
+
+def test_agg_python_compares_both_engines_with_duckdb_on_integer_keys(tmp_path):
+    assert [variant.name for variant in WORKLOADS["agg-python"].variants] == [
+        "uniform:10M", "zipf:10M", "uniform:100M", "zipf:100M", "uniform:1M"]
+    report = invoke(faked(WORKLOADS["agg-python"], tmp_path, "uniform:10M"), tmp_path, 100, runs=1)
+    (part,) = report["parts"]
+    found = {c["label"]: c for c in part["comparisons"]}
+    assert found["hash engine: throughput vs DuckDB"]["target"] == 1.0
+    assert found["CBT: peak RSS vs DuckDB"]["target"] == 0.35
+    assert {c["name"] for c in part["contenders"]} == {"spillway-hash", "spillway-cbt", "duckdb", "polars"}
 
 
 def test_knn_end_to_end_on_fake_drivers(tmp_path):

@@ -411,23 +411,34 @@ class Aggregator:
         return dict(self)
 
     def to_arrow(self) -> Any:
-        """Every key's result as a ``pyarrow.Table`` with columns ``key`` and ``value``.
+        """Every key's result as a ``pyarrow.Table``: columns ``key`` and ``value``.
 
-        On the typed path the table is made from the engine's columns
-        directly, without a Python object per group.
+        Several functions joined with ``+`` give one column per function
+        instead of ``value``, named after it (``sum+count``: ``key``,
+        ``sum``, ``count``; a repeated name gets ``_2``, ``_3``...). On the
+        typed path the table is made from the engine's columns directly,
+        without a Python object per group.
         """
         import pyarrow
 
+        names = self._column_names()
         if self._typed is not None:
             keys, columns = self._typed_results()
-            values = columns[0] if len(columns) == 1 else [list(row) for row in zip(*(c.tolist() for c in columns))]
-            return pyarrow.table({"key": keys, "value": values})
-
+            return pyarrow.table({"key": keys, **dict(zip(names, columns))})
         keys, values = [], []
         for key, value in self:
             keys.append(key)
             values.append(value)
-        return pyarrow.table({"key": keys, "value": values})
+        if len(names) == 1:
+            return pyarrow.table({"key": keys, "value": values})
+        return pyarrow.table({"key": keys, **{name: [row[i] for row in values] for i, name in enumerate(names)}})
+
+    def _column_names(self) -> list:
+        """The result columns' names: ``value`` for one function, else each function's name."""
+        if self._function is None or "+" not in self._function:
+            return ["value"]
+        parts = [part.strip() for part in self._function.split("+")]
+        return [name if parts[:i].count(name) == 0 else f"{name}_{parts[:i].count(name) + 1}" for i, name in enumerate(parts)]
 
     def stats(self) -> Dict[str, Any]:
         """Inserts, memory by part, compression ratio, spills, compactions, inserts per second."""

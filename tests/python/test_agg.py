@@ -463,9 +463,14 @@ def test_numpy_columns_take_the_typed_path_with_the_byte_paths_results():
             assert got[key][4] == pytest.approx(variance, rel=1e-9)
     some = int(keys[0])
     assert typed.get(some) == got[some] and typed.get(2**50) is None
-    table = typed.to_arrow()
-    assert table.column_names == ["key", "value"] and table.num_rows == len(expected)
-    assert str(table.schema.field("key").type) == "int64"
+    table = typed.to_arrow().sort_by("key")
+    modelled = model.to_arrow().sort_by("key")
+    assert table.column_names == modelled.column_names == ["key", "sum", "count", "min", "mean", "variance"]
+    assert str(table.schema.field("key").type) == "int64" and table.num_rows == len(expected)
+    for name in ["key", "sum", "count", "min"]:
+        assert table.column(name).to_pylist() == modelled.column(name).to_pylist(), name
+    assert table.column("variance").null_count == modelled.column("variance").null_count
+    assert numpy.allclose(table.column("mean").to_numpy(), modelled.column("mean").to_numpy(), rtol=1e-12)
     # A function with no typed form stays on the byte path.
     tops = spillway.Aggregator("top_k(2)", engine="hash")
     tops.insert_batch(keys[:1000], values[:1000])
@@ -501,3 +506,16 @@ def test_the_typed_path_keeps_its_memory_budget():
     with pytest.raises(spillway.ResourcesExhaustedError, match="over its memory budget of 1048576 bytes"):
         aggregator.insert_batch(numpy.arange(2), numpy.ones(2, dtype=numpy.int64))
     assert aggregator.stats()["inserts"] == 200_000
+
+
+@pytest.mark.parametrize("engine", ["cbt", "hash"])
+def test_to_arrow_gives_a_column_per_function(engine):
+    aggregator = spillway.Aggregator("sum+max+sum+count", engine=engine)
+    aggregator.insert_batch(["a", "b", "a"], [1, 5, 2])
+    aggregator.finalize()
+    table = aggregator.to_arrow().sort_by("key")
+    assert table.column_names == ["key", "sum", "max", "sum_2", "count"]
+    assert table.to_pylist() == [
+        {"key": "a", "sum": 3, "max": 2, "sum_2": 3, "count": 2},
+        {"key": "b", "sum": 5, "max": 5, "sum_2": 5, "count": 1},
+    ]
