@@ -144,8 +144,7 @@ AGG = Workload(
     title="GroupBy-Aggregate: sum and count by key",
     description=(
         "Every contender groups the same stream by key, computing the sum and the count of the values, with 2 "
-        "threads (except `spillway-hash` on byte-string keys, which has one), reading its input as a stream from the "
-        "page cache: the "
+        "threads, reading its input as a stream from the page cache: the "
         "Rust and C++ contenders from raw files in chunks of 1M records, DuckDB and Polars from Parquet. Records/s "
         "is records over the process's wall time (start, read, aggregate, read every result); peak RSS is the "
         "process's (GNU time), so the Python peers carry their interpreter and libraries (about 100 MB)."
@@ -199,9 +198,8 @@ AGG = Workload(
     notes=[
         (
             "Contenders: spillway-cbt is `Aggregator(\"sum+count\")` with 2 CBT workers and spillway-hash the hash "
-            "engine, both through `agg-driver run`: on integer keys the typed path's `TypedHashAggregator` (u64 key "
-            "and i64 value columns, 2 threads), on byte-string keys the byte-level `HashAggregator` (one thread), "
-            "which the typed path does not cover yet; hashbrown is `HashMap<Vec<u8>, (i64, u64)>` with 2 "
+            "engine on its typed path, `TypedHashAggregator` with 2 threads (keys as a u64 column or as offsets and "
+            "bytes, values as an i64 column), both through `agg-driver run`; hashbrown is `HashMap<Vec<u8>, (i64, u64)>` with 2 "
             "threads each keeping one hash partition (`agg-driver run --engine hashbrown`); sparsehash is "
             "`google::sparse_hash_map<std::string, ...>` with 2 partitions (bench/agg_sparsehash.cc, g++ -O2, "
             "Debian's libsparsehash-dev); DuckDB runs `SELECT key, sum(value), count(*) FROM read_parquet(...) GROUP "

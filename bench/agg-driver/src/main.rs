@@ -98,9 +98,9 @@ enum Shape {
 enum Contender {
     /// Spillway's Compressed Buffer Tree.
     Cbt,
-    /// Spillway's hash engine: the typed path's `TypedHashAggregator`
-    /// (on `--threads` threads) for integer keys, the byte-level
-    /// `HashAggregator` (one thread) for byte-string keys.
+    /// Spillway's hash engine on the typed path (`TypedHashAggregator`,
+    /// on `--threads` threads): integer keys as a u64 column, byte-string
+    /// keys as offsets and bytes.
     Hash,
     /// hashbrown `HashMap<Vec<u8>, (i64, u64)>`, keys hash-partitioned over
     /// the threads.
@@ -126,21 +126,14 @@ fn main() -> Result<()> {
             dir,
         } => {
             let report = match engine {
-                Contender::Hash if Reader::new(&dir)?.offsets.is_none() => {
-                    run_typed(threads, memory_mib << 20, &dir)?
-                }
-                Contender::Cbt | Contender::Hash => {
-                    let engine = if engine == Contender::Cbt {
-                        Engine::Cbt
-                    } else {
-                        Engine::Hash
-                    };
+                Contender::Hash => run_typed(threads, memory_mib << 20, &dir)?,
+                Contender::Cbt => {
                     let cbt = CbtOptions {
                         buffer_bytes: buffer_kib << 10,
                         fan_out,
                         ..CbtOptions::default()
                     };
-                    run_spillway(engine, memory_mib << 20, cbt, threads, &dir)?
+                    run_cbt(memory_mib << 20, cbt, threads, &dir)?
                 }
                 Contender::Hashbrown => run_hashbrown(threads, &dir)?,
             };
@@ -468,15 +461,10 @@ impl Check {
     }
 }
 
-fn run_spillway(
-    engine: Engine,
-    memory: u64,
-    cbt: CbtOptions,
-    threads: usize,
-    dir: &Path,
-) -> Result<serde_json::Value> {
+/// The CBT through `Aggregator`, pairs in.
+fn run_cbt(memory: u64, cbt: CbtOptions, threads: usize, dir: &Path) -> Result<serde_json::Value> {
     let options = AggregatorOptions {
-        engine,
+        engine: Engine::Cbt,
         memory_bytes: memory,
         cbt,
         threads,
@@ -504,12 +492,7 @@ fn run_spillway(
         check.add(sum, count as u64);
     }
     let total = started.elapsed();
-    let name = if engine == Engine::Cbt {
-        "spillway-cbt"
-    } else {
-        "spillway-hash"
-    };
-    let mut report = check.report(name, reader.read_time, total - reader.read_time);
+    let mut report = check.report("spillway-cbt", reader.read_time, total - reader.read_time);
     report["insert_s"] = json!(inserted.as_secs_f64());
     report["finalize_s"] = json!((finalized - inserted).as_secs_f64());
     report["results_s"] = json!((total - finalized).as_secs_f64());
@@ -520,21 +503,36 @@ fn run_spillway(
 /// The hash engine on the typed path: keys and values as columns.
 fn run_typed(threads: usize, memory: u64, dir: &Path) -> Result<serde_json::Value> {
     let started = Instant::now();
-    let mut aggregator =
-        TypedHashAggregator::new("sum+count", KeyType::U64, NumberType::Int, threads, memory)?;
     let mut reader = Reader::new(dir)?;
+    let integers = reader.offsets.is_none();
+    let key_type = if integers { KeyType::U64 } else { KeyType::Bytes };
+    let mut aggregator = TypedHashAggregator::new("sum+count", key_type, NumberType::Int, threads, memory)?;
+    // Integer keys as a column of u64; byte strings as offsets into the
+    // chunk's key bytes.
     let (mut keys, mut values) = (Vec::new(), Vec::new());
     while reader.next_chunk()? {
         keys.clear();
-        keys.extend(
-            reader
-                .key_bytes
-                .chunks_exact(8)
-                .map(|key| u64::from_le_bytes(key.try_into().expect("8 bytes"))),
-        );
+        if integers {
+            keys.extend(
+                reader
+                    .key_bytes
+                    .chunks_exact(8)
+                    .map(|key| u64::from_le_bytes(key.try_into().expect("8 bytes"))),
+            );
+        } else {
+            keys.extend(reader.bounds.iter().map(|&bound| bound as u64));
+        }
         values.clear();
         values.extend((0..reader.len()).map(|index| reader.value(index)));
-        aggregator.insert_batch(Keys::U64(&keys), Values::Int(&values))?;
+        let column = if integers {
+            Keys::U64(&keys)
+        } else {
+            Keys::Bytes {
+                offsets: &keys,
+                data: &reader.key_bytes,
+            }
+        };
+        aggregator.insert_batch(column, Values::Int(&values))?;
     }
     let inserted = started.elapsed();
     let results = aggregator.results()?;

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 
 use spillway_agg::{
-    function, HashAggregator, KeyType, Keys, NumberType, Output, TypedHashAggregator, Value, Values,
+    function, HashAggregator, KeyColumn, KeyType, Keys, NumberType, Output, TypedHashAggregator, Value,
+    Values,
 };
 use spillway_core::{ErrorKind, Interrupt};
 use spillway_workload::Rng;
@@ -30,6 +31,7 @@ enum KeyBatch {
     I64(Vec<i64>),
     U64(Vec<u64>),
     F64(Vec<f64>),
+    Bytes { offsets: Vec<u64>, data: Vec<u8> },
 }
 
 impl KeyBatch {
@@ -38,16 +40,22 @@ impl KeyBatch {
             KeyBatch::I64(keys) => Keys::I64(keys),
             KeyBatch::U64(keys) => Keys::U64(keys),
             KeyBatch::F64(keys) => Keys::F64(keys),
+            KeyBatch::Bytes { offsets, data } => Keys::Bytes { offsets, data },
         }
     }
 
     /// Key `index` as the byte path's key: the word the typed path groups
     /// by (so -0.0 and 0.0 are one key there too).
-    fn bytes(&self, index: usize) -> [u8; 8] {
+    fn bytes(&self, index: usize) -> Vec<u8> {
         match self {
-            KeyBatch::I64(keys) => keys[index].to_be_bytes(),
-            KeyBatch::U64(keys) => keys[index].to_be_bytes(),
-            KeyBatch::F64(keys) => (if keys[index] == 0.0 { 0.0f64 } else { keys[index] }).to_be_bytes(),
+            KeyBatch::I64(keys) => keys[index].to_be_bytes().to_vec(),
+            KeyBatch::U64(keys) => keys[index].to_be_bytes().to_vec(),
+            KeyBatch::F64(keys) => (if keys[index] == 0.0 { 0.0f64 } else { keys[index] })
+                .to_be_bytes()
+                .to_vec(),
+            KeyBatch::Bytes { offsets, data } => {
+                data[offsets[index] as usize..offsets[index + 1] as usize].to_vec()
+            }
         }
     }
 }
@@ -72,6 +80,25 @@ fn key_batch(rng: &mut Rng, key_type: KeyType, len: usize, key_space: u64) -> Ke
                 .map(|_| (draw() as f64 - 3.0) / 2.0 * if draw() % 2 == 0 { 1.0 } else { -1.0 })
                 .collect(),
         ),
+        // Text of every length from empty to a few hundred bytes, laid out
+        // after a few bytes of no key (offsets need not start at 0).
+        KeyType::Bytes => {
+            let mut data = b"xyz".to_vec();
+            let mut offsets = vec![data.len() as u64];
+            for _ in 0..len {
+                let id = draw();
+                match id % 50 {
+                    0 => {}
+                    1 => data.extend(std::iter::repeat_n(
+                        b'a' + (id % 26) as u8,
+                        200 + id as usize % 300,
+                    )),
+                    _ => data.extend_from_slice(format!("key-{id}").as_bytes()),
+                }
+                offsets.push(data.len() as u64);
+            }
+            KeyBatch::Bytes { offsets, data }
+        }
     }
 }
 
@@ -136,7 +163,7 @@ fn the_typed_path_gives_the_byte_paths_results_bit_for_bit() {
     let mut cases = 0;
     for spec in FUNCTION_SETS {
         let functions = spec.split('+').count();
-        for key_type in [KeyType::I64, KeyType::U64, KeyType::F64] {
+        for key_type in [KeyType::I64, KeyType::U64, KeyType::F64, KeyType::Bytes] {
             for number_type in [NumberType::Int, NumberType::Float] {
                 let threads = 1 + rng.next_below(3) as usize;
                 let key_space = [3, 200, 5_000, 100_000][rng.next_below(4) as usize];
@@ -148,7 +175,7 @@ fn the_typed_path_gives_the_byte_paths_results_bit_for_bit() {
                     let keys = key_batch(&mut rng, key_type, len, key_space);
                     let values = value_batch(&mut rng, number_type, len);
                     typed.insert_batch(keys.keys(), values.values()).unwrap();
-                    let encoded: Vec<[u8; 8]> = (0..len).map(|index| keys.bytes(index)).collect();
+                    let encoded: Vec<Vec<u8>> = (0..len).map(|index| keys.bytes(index)).collect();
                     bytes
                         .insert_batch(
                             encoded
@@ -174,9 +201,12 @@ fn the_typed_path_gives_the_byte_paths_results_bit_for_bit() {
                 assert_eq!(typed.groups() as usize, expected.len());
                 for index in 0..results.keys.len() {
                     let key = match &results.keys {
-                        spillway_agg::KeyColumn::I64(keys) => keys[index].to_be_bytes(),
-                        spillway_agg::KeyColumn::U64(keys) => keys[index].to_be_bytes(),
-                        spillway_agg::KeyColumn::F64(keys) => keys[index].to_be_bytes(),
+                        KeyColumn::I64(keys) => keys[index].to_be_bytes().to_vec(),
+                        KeyColumn::U64(keys) => keys[index].to_be_bytes().to_vec(),
+                        KeyColumn::F64(keys) => keys[index].to_be_bytes().to_vec(),
+                        KeyColumn::Bytes { offsets, data } => {
+                            data[offsets[index] as usize..offsets[index + 1] as usize].to_vec()
+                        }
                     };
                     let outputs: Vec<Output> =
                         results.columns.iter().map(|column| column.get(index)).collect();
@@ -197,7 +227,7 @@ fn the_typed_path_gives_the_byte_paths_results_bit_for_bit() {
             }
         }
     }
-    assert_eq!(cases, FUNCTION_SETS.len() * 6);
+    assert_eq!(cases, FUNCTION_SETS.len() * 8);
 }
 
 #[test]
@@ -344,4 +374,75 @@ fn an_interrupted_batch_poisons_the_aggregator() {
             "{error}"
         );
     }
+}
+
+#[test]
+fn byte_string_keys_are_looked_up_and_bad_offsets_refused() {
+    let mut typed =
+        TypedHashAggregator::new("count+max", KeyType::Bytes, NumberType::Int, 2, u64::MAX).unwrap();
+    let data = b"applepearapple".to_vec();
+    typed
+        .insert_batch(
+            Keys::Bytes {
+                offsets: &[0, 5, 9, 14, 14],
+                data: &data,
+            },
+            Values::Int(&[1, 2, 3, 4]),
+        )
+        .unwrap();
+    let found = typed
+        .lookup(Keys::Bytes {
+            offsets: &[0, 5, 9, 9, 12],
+            data: b"applepearfig",
+        })
+        .unwrap();
+    assert_eq!(found[0], Some(vec![Output::Int(2), Output::Int(3)]));
+    assert_eq!(found[1], Some(vec![Output::Int(1), Output::Int(2)]));
+    assert_eq!(
+        found[2],
+        Some(vec![Output::Int(1), Output::Int(4)]),
+        "the empty key"
+    );
+    assert_eq!(found[3], None);
+    let refusals: [(&[u64], &[u8], &str); 4] = [
+        (&[0, 5, 3], b"apple", "at position 1 of the batch (counted from 0), key number 1; nothing in the batch was inserted: its offsets 5..3"),
+        (&[0, 6], b"apple", "its offsets 0..6 are not a range within the 5 bytes of key data"),
+        (&[], b"", "need one offset more than keys"),
+        (&[0, 1 << 21], &[], "not a range within the 0 bytes"),
+    ];
+    for (offsets, data, message) in refusals {
+        let values = vec![1; offsets.len().saturating_sub(1)];
+        let error = typed
+            .insert_batch(Keys::Bytes { offsets, data }, Values::Int(&values))
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+        assert!(error.to_string().contains(message), "{error}");
+    }
+    let long = vec![b'x'; (1 << 20) + 1];
+    let error = typed
+        .insert_batch(
+            Keys::Bytes {
+                offsets: &[0, long.len() as u64],
+                data: &long,
+            },
+            Values::Int(&[1]),
+        )
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("a key of 1048577 bytes is longer than the 1048576 bytes allowed"),
+        "{error}"
+    );
+    assert_eq!(typed.groups(), 3);
+    let results = typed.results().unwrap();
+    let KeyColumn::Bytes { offsets, data } = &results.keys else {
+        panic!("byte-string keys")
+    };
+    let mut keys: Vec<&[u8]> = offsets
+        .windows(2)
+        .map(|pair| &data[pair[0] as usize..pair[1] as usize])
+        .collect();
+    keys.sort();
+    assert_eq!(keys, [&b""[..], b"apple", b"pear"]);
 }

@@ -23,11 +23,12 @@
 use std::ops::Range;
 use std::thread;
 
-use spillway_core::{bail, ensure, Error, ErrorKind, Interrupt, Result};
+use spillway_core::{bail, ensure, hash64, Error, ErrorKind, Interrupt, Result};
 
-use super::functions::{ResultColumn, TypedFunction, ROW_HEAD};
+use super::functions::{ResultColumn, TypedFunction};
 use super::table::{hash_word, Table};
-use super::{float_key_word, parse_functions, KeyType, Keys, NumberType, Values};
+use super::{float_key_word, huge_vec, parse_functions, KeyType, Keys, NumberType, Values};
+use crate::admission::{key_text, KEY_BYTES_MAX};
 use crate::clock::InsertClock;
 use crate::value::{Output, Value};
 
@@ -63,12 +64,15 @@ struct Layout {
     /// A row of empty states (key and count 0), copied into a new row.
     empty: Vec<u64>,
     values: NumberType,
+    /// Whether keys are byte strings (rows `[hash, count, place, ...]`).
+    strings: bool,
 }
 
 impl Layout {
-    fn new(functions: Vec<TypedFunction>, values: NumberType) -> Self {
+    fn new(functions: Vec<TypedFunction>, values: NumberType, strings: bool) -> Self {
         let mut offsets = Vec::with_capacity(functions.len());
-        let mut stride = ROW_HEAD;
+        // Key (or hash) and count, and a byte-string key's place.
+        let mut stride = if strings { 3 } else { 2 };
         for function in &functions {
             offsets.push(stride);
             stride += function.words();
@@ -83,6 +87,7 @@ impl Layout {
             stride,
             empty,
             values,
+            strings,
         }
     }
 
@@ -105,15 +110,17 @@ struct Scatter {
     pairs: Vec<[u64; 2]>,
     /// Each pair's partition, from the counting pass.
     parts: Vec<u8>,
+    /// Byte-string keys: their hashes in input order (counting pass), and
+    /// grouped as `pairs` are, whose key word is then the key's index in
+    /// the batch.
+    input_hashes: Vec<u64>,
+    hashes: Vec<u64>,
 }
 
 impl Scatter {
     fn bytes(&self) -> u64 {
-        (self.starts.capacity() * 8 + self.pairs.capacity() * 16 + self.parts.capacity()) as u64
-    }
-
-    fn bucket(&self, partition: usize) -> &[[u64; 2]] {
-        &self.pairs[self.starts[partition]..self.starts[partition + 1]]
+        let words = self.starts.capacity() + self.input_hashes.capacity() + self.hashes.capacity();
+        (words * 8 + self.pairs.capacity() * 16 + self.parts.capacity()) as u64
     }
 }
 
@@ -153,22 +160,43 @@ pub enum KeyColumn {
     U64(Vec<u64>),
     /// Float keys.
     F64(Vec<f64>),
+    /// Byte-string keys: key i is `data[offsets[i]..offsets[i + 1]]`.
+    Bytes {
+        /// Where each key starts, and the end of the last (0 first).
+        offsets: Vec<u64>,
+        /// The keys' bytes.
+        data: Vec<u8>,
+    },
 }
 
 impl KeyColumn {
-    fn new(key_type: KeyType, capacity: usize) -> Self {
+    /// An empty column with room for `capacity` keys (of `bytes` bytes in
+    /// all, for byte strings).
+    fn new(key_type: KeyType, capacity: usize, bytes: usize) -> Self {
         match key_type {
-            KeyType::I64 => KeyColumn::I64(Vec::with_capacity(capacity)),
-            KeyType::U64 => KeyColumn::U64(Vec::with_capacity(capacity)),
-            KeyType::F64 => KeyColumn::F64(Vec::with_capacity(capacity)),
+            KeyType::I64 => KeyColumn::I64(huge_vec(capacity)),
+            KeyType::U64 => KeyColumn::U64(huge_vec(capacity)),
+            KeyType::F64 => KeyColumn::F64(huge_vec(capacity)),
+            KeyType::Bytes => KeyColumn::Bytes {
+                offsets: huge_vec(capacity + 1),
+                data: huge_vec(bytes),
+            },
         }
     }
 
-    fn push(&mut self, word: u64) {
+    /// Appends the key of `row` in `table`.
+    fn push(&mut self, row: &[u64], table: &Table) {
         match self {
-            KeyColumn::I64(keys) => keys.push(word as i64),
-            KeyColumn::U64(keys) => keys.push(word),
-            KeyColumn::F64(keys) => keys.push(f64::from_bits(word)),
+            KeyColumn::I64(keys) => keys.push(row[0] as i64),
+            KeyColumn::U64(keys) => keys.push(row[0]),
+            KeyColumn::F64(keys) => keys.push(f64::from_bits(row[0])),
+            KeyColumn::Bytes { offsets, data } => {
+                if offsets.is_empty() {
+                    offsets.push(0);
+                }
+                data.extend_from_slice(table.string_at(row[2]));
+                offsets.push(data.len() as u64);
+            }
         }
     }
 
@@ -178,6 +206,7 @@ impl KeyColumn {
             KeyColumn::I64(keys) => keys.len(),
             KeyColumn::U64(keys) => keys.len(),
             KeyColumn::F64(keys) => keys.len(),
+            KeyColumn::Bytes { offsets, .. } => offsets.len().saturating_sub(1),
         }
     }
 
@@ -235,9 +264,15 @@ impl TypedHashAggregator {
             InvalidArgument,
             "the typed hash engine needs at least one thread"
         );
-        let layout = Layout::new(parse_functions(functions)?, value_type);
+        let layout = Layout::new(
+            parse_functions(functions)?,
+            value_type,
+            key_type == KeyType::Bytes,
+        );
         Ok(TypedHashAggregator {
-            partitions: (0..PARTITIONS).map(|_| Table::new(layout.stride)).collect(),
+            partitions: (0..PARTITIONS)
+                .map(|_| Table::new(layout.stride, layout.strings))
+                .collect(),
             layout,
             key_type,
             scatters: (0..threads).map(|_| Scatter::default()).collect(),
@@ -322,7 +357,7 @@ impl TypedHashAggregator {
         let (layout, scatters, interrupt) = (&self.layout, &self.scatters[..pieces], &self.interrupt);
         let outcomes = run_each(
             self.partitions.chunks_mut(per_thread).enumerate(),
-            |(index, tables)| fold(tables, index * per_thread, scatters, layout, interrupt),
+            |(index, tables)| fold(tables, index * per_thread, scatters, layout, keys, interrupt),
         );
         outcomes.into_iter().collect::<Result<()>>()?;
         self.inserts += chunk.len() as u64;
@@ -377,6 +412,9 @@ impl TypedHashAggregator {
                 keys.text(position)
             ))
         };
+        if let Keys::Bytes { offsets, data } = keys {
+            check_offsets(offsets, data).map_err(|(position, error)| refused(position, error))?;
+        }
         if let Keys::F64(keys) = keys {
             if let Some(position) = keys.iter().position(|key| key.is_nan()) {
                 return Err(refused(
@@ -432,16 +470,33 @@ impl TypedHashAggregator {
             self.key_type.name(),
             keys.key_type().name()
         );
+        if let Keys::Bytes { offsets, data } = keys {
+            check_offsets(offsets, data)
+                .map_err(|(position, error)| error.context(format!("key number {position} of the lookup")))?;
+        }
         (0..keys.len())
             .map(|index| {
-                let word = keys.word(index);
-                let hash = hash_word(word);
-                match self.partitions[partition(hash)].row(word, hash) {
+                let (row, text) = if self.layout.strings {
+                    let key = keys.string(index);
+                    let hash = hash64(key);
+                    (
+                        self.partitions[partition(hash)].string_row(key, hash),
+                        key_text(key),
+                    )
+                } else {
+                    let word = keys.word(index);
+                    let hash = hash_word(word);
+                    (
+                        self.partitions[partition(hash)].row(word, hash),
+                        self.key_type.text(word),
+                    )
+                };
+                match row {
                     Some(row) => self
                         .layout
                         .results(row)
                         .map(Some)
-                        .map_err(|error| self.naming(error, word)),
+                        .map_err(|error| naming(error, &text)),
                     None => Ok(None),
                 }
             })
@@ -452,24 +507,28 @@ impl TypedHashAggregator {
     pub fn results(&self) -> Result<TypedResults> {
         self.check_usable_for_reading()?;
         let groups = self.groups() as usize;
-        let mut keys = KeyColumn::new(self.key_type, groups);
+        let string_bytes = self.partitions.iter().map(Table::string_bytes).sum();
+        let mut keys = KeyColumn::new(self.key_type, groups, string_bytes);
         let mut columns: Vec<ResultColumn> = self
             .layout
             .functions
             .iter()
-            .map(|function| function.column(self.layout.values))
+            .map(|function| function.column(self.layout.values, groups))
             .collect();
-        for row in self.partitions.iter().flat_map(Table::rows) {
-            keys.push(row[0]);
-        }
-        // A column at a time: one function's results, no list per group.
+        // One pass over the rows; each function's result goes straight
+        // into its column.
         let layout = &self.layout;
-        for ((function, &at), column) in layout.functions.iter().zip(&layout.offsets).zip(&mut columns) {
-            for row in self.partitions.iter().flat_map(Table::rows) {
-                let output = function
-                    .result(layout.values, row, at)
-                    .map_err(|error| self.naming(error, row[0]))?;
-                column.push(output);
+        for table in &self.partitions {
+            for row in table.rows() {
+                keys.push(row, table);
+                for ((function, &at), column) in
+                    layout.functions.iter().zip(&layout.offsets).zip(&mut columns)
+                {
+                    let output = function
+                        .result(layout.values, row, at)
+                        .map_err(|error| naming(error, &self.row_text(row, table)))?;
+                    column.push(output);
+                }
             }
         }
         Ok(TypedResults { keys, columns })
@@ -482,13 +541,54 @@ impl TypedHashAggregator {
         }
     }
 
-    /// A result's error, naming its key.
-    fn naming(&self, error: Error, word: u64) -> Error {
-        match error {
-            Error::InvalidArgument(_) => error.context(format!("key {}", self.key_type.text(word))),
-            other => other,
+    /// The key of `row` in `table`, as text for a message.
+    fn row_text(&self, row: &[u64], table: &Table) -> String {
+        if self.layout.strings {
+            key_text(table.string_at(row[2]))
+        } else {
+            self.key_type.text(row[0])
         }
     }
+}
+
+/// A result's error, naming its key (`text`).
+fn naming(error: Error, text: &str) -> Error {
+    match error {
+        Error::InvalidArgument(_) => error.context(format!("key {text}")),
+        other => other,
+    }
+}
+
+/// Fails unless byte-string keys' `offsets` are at least one and each
+/// pair a range within `data` of at most [`KEY_BYTES_MAX`] bytes; the
+/// error comes with the position of the first key that is not.
+fn check_offsets(offsets: &[u64], data: &[u8]) -> Result<(), (usize, Error)> {
+    if offsets.is_empty() {
+        return Err((
+            0,
+            Error::InvalidArgument(
+                "byte-string keys need one offset more than keys (0 keys: one offset)".into(),
+            ),
+        ));
+    }
+    for (position, bounds) in offsets.windows(2).enumerate() {
+        let (start, end) = (bounds[0], bounds[1]);
+        if start > end || end > data.len() as u64 {
+            let message = format!(
+                "its offsets {start}..{end} are not a range within the {} bytes of key data",
+                data.len()
+            );
+            return Err((position, Error::InvalidArgument(message)));
+        }
+        if end - start > KEY_BYTES_MAX as u64 {
+            let message = format!(
+                "a key of {} bytes is longer than the {KEY_BYTES_MAX} bytes allowed",
+                end - start
+            );
+            return Err((position, Error::InvalidArgument(message)));
+        }
+    }
+    Ok(())
 }
 
 /// The partition of a hash.
@@ -553,7 +653,62 @@ fn scatter_piece(keys: Keys<'_>, values: Values<'_>, range: Range<usize>, scatte
             range,
             scatter,
         ),
+        (Keys::Bytes { offsets, data }, Values::Int(values)) => {
+            scatter_strings(offsets, data, |i| values[i] as u64, range, scatter)
+        }
+        (Keys::Bytes { offsets, data }, Values::Float(values)) => {
+            scatter_strings(offsets, data, |i| values[i].to_bits(), range, scatter)
+        }
     }
+}
+
+/// [`scatter_with`] for byte-string keys: each is hashed once (XXH3, as
+/// the byte-level engines hash keys), and its pair carries its index in
+/// the batch, its hash going beside it.
+fn scatter_strings(
+    offsets: &[u64],
+    data: &[u8],
+    value: impl Fn(usize) -> u64,
+    range: Range<usize>,
+    scatter: &mut Scatter,
+) {
+    let mut counts = [0usize; PARTITIONS];
+    scatter.input_hashes.clear();
+    scatter.parts.clear();
+    for i in range.clone() {
+        let hash = hash64(&data[offsets[i] as usize..offsets[i + 1] as usize]);
+        let part = partition(hash);
+        counts[part] += 1;
+        scatter.input_hashes.push(hash);
+        scatter.parts.push(part as u8);
+    }
+    let mut cursors = starts(&counts, scatter);
+    scatter.hashes.clear();
+    scatter.hashes.resize(scatter.pairs.len(), 0);
+    for ((i, &part), &hash) in range.zip(&scatter.parts).zip(&scatter.input_hashes) {
+        let cursor = &mut cursors[usize::from(part)];
+        scatter.pairs[*cursor] = [i as u64, value(i)];
+        scatter.hashes[*cursor] = hash;
+        *cursor += 1;
+    }
+}
+
+/// Sets the scatter's partition starts from the partitions' `counts` and
+/// sizes its pairs; returns each partition's first position, the cursors
+/// of the placing pass.
+fn starts(counts: &[usize; PARTITIONS], scatter: &mut Scatter) -> [usize; PARTITIONS] {
+    scatter.starts.clear();
+    scatter.starts.push(0);
+    let mut cursors = [0usize; PARTITIONS];
+    let mut total = 0;
+    for (cursor, &count) in cursors.iter_mut().zip(counts) {
+        *cursor = total;
+        total += count;
+        scatter.starts.push(total);
+    }
+    scatter.pairs.clear();
+    scatter.pairs.resize(total, [0; 2]);
+    cursors
 }
 
 fn scatter_with(
@@ -569,17 +724,7 @@ fn scatter_with(
         counts[part] += 1;
         part as u8
     }));
-    scatter.starts.clear();
-    scatter.starts.push(0);
-    let mut cursors = [0usize; PARTITIONS];
-    let mut total = 0;
-    for (cursor, count) in cursors.iter_mut().zip(counts) {
-        *cursor = total;
-        total += count;
-        scatter.starts.push(total);
-    }
-    scatter.pairs.clear();
-    scatter.pairs.resize(total, [0; 2]);
+    let mut cursors = starts(&counts, scatter);
     for (i, &part) in range.zip(&scatter.parts) {
         let cursor = &mut cursors[usize::from(part)];
         scatter.pairs[*cursor] = [key(i), value(i)];
@@ -595,17 +740,26 @@ fn fold(
     first: usize,
     scatters: &[Scatter],
     layout: &Layout,
+    keys: Keys<'_>,
     interrupt: &Interrupt,
 ) -> Result<()> {
     let mut rows = [0u32; RUN];
     let mut hashes = [0u64; RUN];
     for (index, table) in tables.iter_mut().enumerate() {
+        let partition = first + index;
         for scatter in scatters {
-            for run in scatter.bucket(first + index).chunks(RUN) {
+            let (start, end) = (scatter.starts[partition], scatter.starts[partition + 1]);
+            for run_start in (start..end).step_by(RUN) {
+                let run_end = end.min(run_start + RUN);
+                let run = &scatter.pairs[run_start..run_end];
                 table.reserve(run.len());
                 let (rows, hashes) = (&mut rows[..run.len()], &mut hashes[..run.len()]);
-                for (hash, &[key, _]) in hashes.iter_mut().zip(run) {
-                    *hash = hash_word(key);
+                if layout.strings {
+                    hashes.copy_from_slice(&scatter.hashes[run_start..run_end]);
+                } else {
+                    for (hash, &[key, _]) in hashes.iter_mut().zip(run) {
+                        *hash = hash_word(key);
+                    }
                 }
                 for &hash in hashes.iter().take(PREFETCH_AHEAD) {
                     table.prefetch(hash);
@@ -614,7 +768,11 @@ fn fold(
                     if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
                         table.prefetch(ahead);
                     }
-                    *row = table.count_in(key, hashes[i], &layout.empty);
+                    *row = if layout.strings {
+                        table.count_in_string(keys.string(key as usize), hashes[i], &layout.empty)
+                    } else {
+                        table.count_in(key, hashes[i], &layout.empty)
+                    };
                 }
                 for (function, &at) in layout.functions.iter().zip(&layout.offsets) {
                     function.update(layout.values, &mut table.words, layout.stride, at, rows, run);

@@ -1,7 +1,8 @@
 //! The typed functions: the words of their states in a row, the loop that
 //! folds a run of values into them, and their results.
 //!
-//! A row is `[key, count, state words of each function in order]`. The
+//! A row is `[key, count, state words of each function in order]` (with
+//! byte-string keys `[hash, count, place, ...]`: see `table.rs`). The
 //! count is every row's (a row exists once its key has a value, so a count
 //! of 0 marks an empty slot) and is the result of `count`. The states hold
 //! what the byte-level functions' states hold, as words, and their results
@@ -10,7 +11,7 @@
 
 use spillway_core::Result;
 
-use super::NumberType;
+use super::{huge_vec, NumberType};
 use crate::function::{Aggregate, Compensated, Count, Moment, Moments, MomentsState, Sum, SumState};
 use crate::value::Output;
 
@@ -29,9 +30,6 @@ pub enum TypedFunction {
     /// Mean, variance or standard deviation, from (count, mean, M2).
     Moments(Moment),
 }
-
-/// A row's words before its states: the key and the count.
-pub(super) const ROW_HEAD: usize = 2;
 
 impl TypedFunction {
     /// The names the typed path takes (`avg` is `mean`).
@@ -206,18 +204,17 @@ impl TypedFunction {
         }
     }
 
-    /// An empty column for its results.
-    pub(super) fn column(self, values: NumberType) -> ResultColumn {
+    /// An empty column for its results, with room for `capacity`.
+    pub(super) fn column(self, values: NumberType, capacity: usize) -> ResultColumn {
         match (self, values) {
-            (
-                TypedFunction::Count | TypedFunction::Min | TypedFunction::Max | TypedFunction::Sum,
-                NumberType::Int,
-            ) => ResultColumn::Int(Vec::new()),
-            (TypedFunction::Count, NumberType::Float) => ResultColumn::Int(Vec::new()),
-            (TypedFunction::Moments(Moment::Variance | Moment::Stddev), _) => {
-                ResultColumn::NullableFloat(Vec::new())
+            (TypedFunction::Count, _)
+            | (TypedFunction::Min | TypedFunction::Max | TypedFunction::Sum, NumberType::Int) => {
+                ResultColumn::Int(huge_vec(capacity))
             }
-            _ => ResultColumn::Float(Vec::new()),
+            (TypedFunction::Moments(Moment::Variance | Moment::Stddev), _) => {
+                ResultColumn::NullableFloat(huge_vec(capacity))
+            }
+            _ => ResultColumn::Float(huge_vec(capacity)),
         }
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! It covers the common functions ([`TypedFunction`]: count, sum, min,
 //! max, mean, variance and standard deviation, several at once) over
-//! fixed-width keys ([`Keys`]: i64, u64, f64) and i64 or f64 values
+//! fixed-width keys ([`Keys`]: i64, u64, f64) or byte strings, and i64 or
+//! f64 values
 //! ([`Values`]). Its results equal the byte-level functions' over the same
 //! pairs (tested), since the states follow the same rules: exact 128-bit
 //! integer sums, Neumaier-compensated float sums, moments merged with
@@ -37,6 +38,9 @@ pub enum KeyType {
     U64,
     /// 64-bit floats (NaN refused; -0.0 groups with 0.0).
     F64,
+    /// Byte strings (text as its UTF-8), up to
+    /// [`KEY_BYTES_MAX`](crate::KEY_BYTES_MAX) bytes each.
+    Bytes,
 }
 
 /// The type of an aggregator's values.
@@ -57,15 +61,25 @@ pub enum Keys<'a> {
     U64(&'a [u64]),
     /// Float keys.
     F64(&'a [f64]),
+    /// Byte-string keys as Arrow lays them out: key i is
+    /// `data[offsets[i]..offsets[i + 1]]`, so n keys have n + 1 offsets
+    /// (which need not start at 0).
+    Bytes {
+        /// Where each key starts, and the end of the last.
+        offsets: &'a [u64],
+        /// The keys' bytes.
+        data: &'a [u8],
+    },
 }
 
-impl Keys<'_> {
+impl<'a> Keys<'a> {
     /// The number of keys.
     pub fn len(&self) -> usize {
         match self {
             Keys::I64(keys) => keys.len(),
             Keys::U64(keys) => keys.len(),
             Keys::F64(keys) => keys.len(),
+            Keys::Bytes { offsets, .. } => offsets.len().saturating_sub(1),
         }
     }
 
@@ -80,16 +94,27 @@ impl Keys<'_> {
             Keys::I64(_) => KeyType::I64,
             Keys::U64(_) => KeyType::U64,
             Keys::F64(_) => KeyType::F64,
+            Keys::Bytes { .. } => KeyType::Bytes,
         }
     }
 
-    /// Key `index` as the word rows hold: integers as their bits, floats
-    /// as their bits with -0.0 made 0.0 (NaN is refused before this).
+    /// Byte-string key `index` (offsets checked by the engine first).
+    fn string(&self, index: usize) -> &'a [u8] {
+        match *self {
+            Keys::Bytes { offsets, data } => &data[offsets[index] as usize..offsets[index + 1] as usize],
+            _ => unreachable!("a fixed-width key column has no byte strings"),
+        }
+    }
+
+    /// Fixed-width key `index` as the word rows hold: integers as their
+    /// bits, floats as their bits with -0.0 made 0.0 (NaN is refused
+    /// before this).
     fn word(&self, index: usize) -> u64 {
         match self {
             Keys::I64(keys) => keys[index] as u64,
             Keys::U64(keys) => keys[index],
             Keys::F64(keys) => float_key_word(keys[index]),
+            Keys::Bytes { .. } => unreachable!("a byte-string key has no word"),
         }
     }
 
@@ -99,8 +124,24 @@ impl Keys<'_> {
             Keys::I64(keys) => keys[index].to_string(),
             Keys::U64(keys) => keys[index].to_string(),
             Keys::F64(keys) => keys[index].to_string(),
+            // Offsets may be what the message is about: show none.
+            Keys::Bytes { offsets, data } => match (offsets.get(index), offsets.get(index + 1)) {
+                (Some(&start), Some(&end)) if start <= end && end as usize <= data.len() => {
+                    crate::key_text(&data[start as usize..end as usize])
+                }
+                _ => format!("number {index}"),
+            },
         }
     }
+}
+
+/// An empty vector with room for `capacity` items, its pages asked to
+/// be huge: result columns of millions of groups are written once, and a
+/// fault per 4 KiB page cost more than the writing.
+fn huge_vec<T>(capacity: usize) -> Vec<T> {
+    let mut vec = Vec::with_capacity(capacity);
+    spillway_core::memory::advise_huge_pages(&mut vec);
+    vec
 }
 
 /// A float key's word: equal floats (0.0 and -0.0) give equal words.
@@ -113,12 +154,14 @@ fn float_key_word(key: f64) -> u64 {
 }
 
 impl KeyType {
-    /// A row's key word as text, for an error message.
+    /// A row's key word as text, for an error message (not for
+    /// byte-string keys, whose rows hold a hash).
     fn text(self, word: u64) -> String {
         match self {
             KeyType::I64 => (word as i64).to_string(),
             KeyType::U64 => word.to_string(),
             KeyType::F64 => f64::from_bits(word).to_string(),
+            KeyType::Bytes => unreachable!("a byte-string key's text comes from its bytes"),
         }
     }
 
@@ -128,6 +171,7 @@ impl KeyType {
             KeyType::I64 => "int64",
             KeyType::U64 => "uint64",
             KeyType::F64 => "float64",
+            KeyType::Bytes => "binary",
         }
     }
 }

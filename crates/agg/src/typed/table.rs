@@ -2,11 +2,18 @@
 //! of fixed width, keys inline, so finding a key's row touches one or two
 //! cache lines and nothing points anywhere.
 //!
-//! Rows are `stride` words: `[key, count, states...]`; a count of 0 marks
-//! an empty slot, so any 64-bit key can be stored. The table grows (to
-//! twice its slots) before an insert could take it past 3/4 full.
+//! Rows are `stride` words: `[key, count, states...]` for fixed-width
+//! keys; for byte-string keys `[hash, count, place, states...]`, the key's
+//! bytes in the table's arena at `place` (offset << 21 | length), so a
+//! probe compares hashes before it reads any key. A count of 0 marks an
+//! empty slot, so any 64-bit key can be stored. The table grows (to twice
+//! its slots) before an insert could take it past 3/4 full.
 
-use super::functions::ROW_HEAD;
+use crate::admission::KEY_BYTES_MAX;
+
+/// Bits of a byte-string key's length in its place word.
+const LENGTH_BITS: u32 = 21;
+const _: () = assert!(KEY_BYTES_MAX < 1 << LENGTH_BITS);
 
 /// Slots of a table's first allocation.
 const SLOTS_MIN: usize = 16;
@@ -18,6 +25,11 @@ pub(super) struct Table {
     stride: usize,
     /// Occupied slots.
     len: usize,
+    /// Whether keys are byte strings: word 0 is then their hash, and their
+    /// bytes lie in `arena`.
+    strings: bool,
+    /// The byte-string keys, one after another.
+    arena: Vec<u8>,
 }
 
 /// Spreads a key word over all 64 bits (MurmurHash3's finalizer, a
@@ -34,12 +46,14 @@ pub(super) fn hash_word(word: u64) -> u64 {
 }
 
 impl Table {
-    pub(super) fn new(stride: usize) -> Self {
-        debug_assert!(stride >= ROW_HEAD);
+    pub(super) fn new(stride: usize, strings: bool) -> Self {
+        debug_assert!(stride >= if strings { 3 } else { 2 });
         Table {
             words: Vec::new(),
             stride,
             len: 0,
+            strings,
+            arena: Vec::new(),
         }
     }
 
@@ -53,7 +67,7 @@ impl Table {
 
     /// Bytes allocated.
     pub(super) fn bytes(&self) -> u64 {
-        (self.words.capacity() * 8) as u64
+        (self.words.capacity() * 8 + self.arena.capacity()) as u64
     }
 
     /// Makes room for `extra` new keys without growing, so the row indices
@@ -79,7 +93,8 @@ impl Table {
         let old = std::mem::replace(&mut self.words, words);
         let mask = slots - 1;
         for row in old.chunks_exact(self.stride).filter(|row| row[1] != 0) {
-            let mut slot = hash_word(row[0]) as usize & mask;
+            let hash = if self.strings { row[0] } else { hash_word(row[0]) };
+            let mut slot = hash as usize & mask;
             while self.words[slot * self.stride + 1] != 0 {
                 slot = (slot + 1) & mask;
             }
@@ -110,7 +125,11 @@ impl Table {
             let at = slot * stride;
             let count = self.words[at + 1];
             if count == 0 {
-                self.words[at..at + stride].copy_from_slice(empty);
+                // A word at a time: rows are a few words, and a call to
+                // memcpy per new key cost more than the copy.
+                for (word, &state) in self.words[at..at + stride].iter_mut().zip(empty) {
+                    *word = state;
+                }
                 self.words[at] = key;
                 self.words[at + 1] = 1;
                 self.len += 1;
@@ -124,8 +143,62 @@ impl Table {
         }
     }
 
+    /// [`count_in`](Self::count_in) for a byte-string key: a new key's
+    /// bytes go to the arena.
+    #[inline]
+    pub(super) fn count_in_string(&mut self, key: &[u8], hash: u64, empty: &[u64]) -> u32 {
+        debug_assert!(self.strings && self.len < self.slots());
+        let mask = self.slots() - 1;
+        let stride = self.stride;
+        let mut slot = hash as usize & mask;
+        loop {
+            let at = slot * stride;
+            let count = self.words[at + 1];
+            if count == 0 {
+                // A word at a time: rows are a few words, and a call to
+                // memcpy per new key cost more than the copy.
+                for (word, &state) in self.words[at..at + stride].iter_mut().zip(empty) {
+                    *word = state;
+                }
+                self.words[at] = hash;
+                self.words[at + 1] = 1;
+                self.words[at + 2] = (self.arena.len() as u64) << LENGTH_BITS | key.len() as u64;
+                spillway_core::memory::extend_small(&mut self.arena, key);
+                self.len += 1;
+                return slot as u32;
+            }
+            if self.words[at] == hash && self.string_at(self.words[at + 2]) == key {
+                self.words[at + 1] = count + 1;
+                return slot as u32;
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    /// Bytes of the byte-string keys held.
+    pub(super) fn string_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// The bytes of the key whose place word is `place`.
+    pub(super) fn string_at(&self, place: u64) -> &[u8] {
+        let at = (place >> LENGTH_BITS) as usize;
+        &self.arena[at..at + (place & ((1 << LENGTH_BITS) - 1)) as usize]
+    }
+
+    /// The row of the byte-string `key`, if it has one.
+    pub(super) fn string_row(&self, key: &[u8], hash: u64) -> Option<&[u64]> {
+        self.find(hash, |row| row[0] == hash && self.string_at(row[2]) == key)
+    }
+
     /// The row of `key`, if it has one.
     pub(super) fn row(&self, key: u64, hash: u64) -> Option<&[u64]> {
+        self.find(hash, |row| row[0] == key)
+    }
+
+    /// The first occupied row from `hash`'s slot on that `matches`, before
+    /// an empty slot.
+    fn find(&self, hash: u64, matches: impl Fn(&[u64]) -> bool) -> Option<&[u64]> {
         if self.len == 0 {
             return None;
         }
@@ -136,7 +209,7 @@ impl Table {
             if row[1] == 0 {
                 return None;
             }
-            if row[0] == key {
+            if matches(row) {
                 return Some(row);
             }
             slot = (slot + 1) & mask;
