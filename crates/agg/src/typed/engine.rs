@@ -309,9 +309,10 @@ impl TypedHashAggregator {
     /// Folds `values[i]` into `keys[i]`'s group for every i.
     ///
     /// All or nothing where it can be: columns of the wrong type or
-    /// length, a float value that is not finite, a NaN key or a memory
-    /// budget already passed fail before anything is inserted, the error
-    /// naming the position and the key. An interrupt during the fold
+    /// length, a float value that is not finite, a NaN key, byte-string
+    /// offsets that are not ranges of the key bytes, a key longer than
+    /// [`KEY_BYTES_MAX`] or a memory budget already passed fail before
+    /// anything is inserted, the error naming the position and the key. An interrupt during the fold
     /// leaves part of the batch inserted, so the aggregator then refuses
     /// every call (`Poisoned`).
     pub fn insert_batch(&mut self, keys: Keys<'_>, values: Values<'_>) -> Result<()> {
@@ -476,29 +477,21 @@ impl TypedHashAggregator {
         }
         (0..keys.len())
             .map(|index| {
-                let (row, text) = if self.layout.strings {
+                let row = if self.layout.strings {
                     let key = keys.string(index);
                     let hash = hash64(key);
-                    (
-                        self.partitions[partition(hash)].string_row(key, hash),
-                        key_text(key),
-                    )
+                    self.partitions[partition(hash)].string_row(key, hash)
                 } else {
                     let word = keys.word(index);
                     let hash = hash_word(word);
-                    (
-                        self.partitions[partition(hash)].row(word, hash),
-                        self.key_type.text(word),
-                    )
+                    self.partitions[partition(hash)].row(word, hash)
                 };
-                match row {
-                    Some(row) => self
-                        .layout
+                row.map(|row| {
+                    self.layout
                         .results(row)
-                        .map(Some)
-                        .map_err(|error| naming(error, &text)),
-                    None => Ok(None),
-                }
+                        .map_err(|error| naming(error, &keys.text(index)))
+                })
+                .transpose()
             })
             .collect()
     }
