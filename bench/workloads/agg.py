@@ -139,6 +139,23 @@ def contender(name: str, command: list[str], requires: list[Requirement] | None 
     )
 
 
+def python_peers() -> list[Contender]:
+    """DuckDB and Polars, from Parquet (bench/agg_peers.py)."""
+    return [
+        contender("duckdb", ["{python}", AGG_PEERS, "duckdb", "{dir}"], [PIP_DUCKDB, PIP_PYARROW, PIP_NUMPY]),
+        contender("polars", ["{python}", AGG_PEERS, "polars", "{dir}"], [PIP_POLARS, PIP_PYARROW, PIP_NUMPY]),
+    ]
+
+
+# The metrics both workloads report, the headline first.
+COMMON_METRICS = [
+    Metric("records_per_s", "M records/s", "records / wall_s", scale=1e-6, digits=2),
+    Metric("wall_s", "wall s", "wall_s", better="lower"),
+    Metric("cpu_s", "CPU s", "cpu_s", better="lower"),
+    Metric("peak_rss_mib", "peak RSS MiB", "peak_rss_kib / 1024", better="lower", digits=0),
+    Metric("rss_per_group", "RSS bytes per group", "peak_rss_kib * 1024 / result.groups", better="lower", digits=0),
+]
+
 AGG = Workload(
     name="agg",
     title="GroupBy-Aggregate: sum and count by key",
@@ -163,16 +180,10 @@ AGG = Workload(
         contender("spillway-hash", ["{agg_driver}", "run", "--engine", "hash", "--threads", "2", "{dir}"]),
         contender("hashbrown", ["{agg_driver}", "run", "--engine", "hashbrown", "--threads", "2", "{dir}"]),
         contender("sparsehash", ["{agg_sparsehash}", "{dir}"]),
-        contender("duckdb", ["{python}", AGG_PEERS, "duckdb", "{dir}"], [PIP_DUCKDB, PIP_PYARROW, PIP_NUMPY]),
-        contender("polars", ["{python}", AGG_PEERS, "polars", "{dir}"], [PIP_POLARS, PIP_PYARROW, PIP_NUMPY]),
+        *python_peers(),
     ],
     metrics=[
-        Metric("records_per_s", "M records/s", "records / wall_s", scale=1e-6, digits=2),
-        Metric("wall_s", "wall s", "wall_s", better="lower"),
-        Metric("cpu_s", "CPU s", "cpu_s", better="lower"),
-        Metric("peak_rss_mib", "peak RSS MiB", "peak_rss_kib / 1024", better="lower", digits=0),
-        Metric("rss_per_group", "RSS bytes per group", "peak_rss_kib * 1024 / result.groups", better="lower",
-               digits=0),
+        *COMMON_METRICS,
         Metric("insert_s", "insert s", "result.insert_s", better="lower"),
         Metric("finalize_s", "finalize s", "result.finalize_s", better="lower"),
         Metric("finalize_over_insert", "finalize / insert", "result.finalize_s / result.insert_s", better="lower"),
@@ -250,16 +261,10 @@ AGG_PYTHON = Workload(
     contenders=[
         contender("spillway-hash", [VENV_PYTHON, AGG_PEERS, "spillway", "--engine", "hash", "{dir}"]),
         contender("spillway-cbt", [VENV_PYTHON, AGG_PEERS, "spillway", "--engine", "cbt", "{dir}"]),
-        contender("duckdb", ["{python}", AGG_PEERS, "duckdb", "{dir}"], [PIP_DUCKDB, PIP_PYARROW, PIP_NUMPY]),
-        contender("polars", ["{python}", AGG_PEERS, "polars", "{dir}"], [PIP_POLARS, PIP_PYARROW, PIP_NUMPY]),
+        *python_peers(),
     ],
     metrics=[
-        Metric("records_per_s", "M records/s", "records / wall_s", scale=1e-6, digits=2),
-        Metric("wall_s", "wall s", "wall_s", better="lower"),
-        Metric("cpu_s", "CPU s", "cpu_s", better="lower"),
-        Metric("peak_rss_mib", "peak RSS MiB", "peak_rss_kib / 1024", better="lower", digits=0),
-        Metric("rss_per_group", "RSS bytes per group", "peak_rss_kib * 1024 / result.groups", better="lower",
-               digits=0),
+        *COMMON_METRICS,
         Metric("groups", "groups", "result.groups", better=None, digits=0),
     ],
     tables=[

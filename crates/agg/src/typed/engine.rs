@@ -383,9 +383,8 @@ impl TypedHashAggregator {
         Ok(())
     }
 
-    /// Refuses a batch that does not fit the aggregator, before anything
-    /// is inserted.
-    fn check_batch(&self, keys: Keys<'_>, values: Values<'_>) -> Result<()> {
+    /// Refuses keys of another type than the aggregator's.
+    fn check_key_type(&self, keys: Keys<'_>) -> Result<()> {
         ensure!(
             keys.key_type() == self.key_type,
             InvalidArgument,
@@ -393,6 +392,13 @@ impl TypedHashAggregator {
             self.key_type.name(),
             keys.key_type().name()
         );
+        Ok(())
+    }
+
+    /// Refuses a batch that does not fit the aggregator, before anything
+    /// is inserted.
+    fn check_batch(&self, keys: Keys<'_>, values: Values<'_>) -> Result<()> {
+        self.check_key_type(keys)?;
         ensure!(
             values.number_type() == self.layout.values,
             InvalidArgument,
@@ -464,13 +470,7 @@ impl TypedHashAggregator {
     /// key that has no values.
     pub fn lookup(&self, keys: Keys<'_>) -> Result<Vec<Option<Vec<Output>>>> {
         self.check_usable_for_reading()?;
-        ensure!(
-            keys.key_type() == self.key_type,
-            InvalidArgument,
-            "this aggregator's keys are {}, not {}",
-            self.key_type.name(),
-            keys.key_type().name()
-        );
+        self.check_key_type(keys)?;
         if let Keys::Bytes { offsets, data } = keys {
             check_offsets(offsets, data)
                 .map_err(|(position, error)| error.context(format!("key number {position} of the lookup")))?;
