@@ -311,9 +311,7 @@ class Aggregator:
         """One pair on the typed path: a batch of one."""
         import numpy
 
-        if isinstance(key, bool) or not isinstance(key, int):
-            raise InvalidArgumentError(f"keys must be int (this aggregator's keys are integers), not {type(key).__name__}")
-        self._key(key)  # the range check
+        self._typed_key(key)
         if hasattr(value, "item"):  # a NumPy scalar
             value = value.item()
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -325,8 +323,20 @@ class Aggregator:
             _check_int_value(value, f"key {key}: ")
         self._typed_batch(numpy.array([key], dtype=numpy.int64), numpy.array([value]))
 
+    def _typed_key(self, key: Any) -> int:
+        """One key on the typed path: an integer in the 64-bit range."""
+        if isinstance(key, bool) or not isinstance(key, int):
+            raise InvalidArgumentError(
+                f"keys must be int (this aggregator's keys are integers), not {type(key).__name__}"
+            )
+        self._key(key)  # the range check
+        return key
+
     def _typed_results(self) -> Tuple[Any, list]:
-        """Every group: the keys as a NumPy array and one array per function (object arrays where values are null or wider than 64 bits)."""
+        """Every group: the keys as a NumPy array and one array per function.
+
+        Object arrays where a column has nulls or integers wider than 64 bits.
+        """
         import numpy
 
         keys, columns = self._call(self._typed.results)
@@ -334,7 +344,8 @@ class Aggregator:
         for kind, data, valid in columns:
             if kind == "i16":
                 wide = numpy.frombuffer(data, dtype=numpy.uint8).reshape(-1, 16)
-                arrays.append(numpy.array([int.from_bytes(row.tobytes(), "little", signed=True) for row in wide], dtype=object))
+                wide_ints = [int.from_bytes(row.tobytes(), "little", signed=True) for row in wide]
+                arrays.append(numpy.array(wide_ints, dtype=object))
                 continue
             array = numpy.frombuffer(data, dtype="<" + kind)
             if valid is not None:
@@ -362,9 +373,7 @@ class Aggregator:
         if self._typed is not None:
             import numpy
 
-            if isinstance(key, bool) or not isinstance(key, int):
-                raise InvalidArgumentError(f"keys must be int (this aggregator's keys are integers), not {type(key).__name__}")
-            self._key(key)  # the range check
+            key = self._typed_key(key)
             return self._call(self._typed.lookup, numpy.array([key], dtype="<i8").tobytes())[0]
         return self._output(self._call(self._native.get, self._key(key)))
 
@@ -438,7 +447,7 @@ class Aggregator:
         if self._function is None or "+" not in self._function:
             return ["value"]
         parts = [part.strip() for part in self._function.split("+")]
-        return [name if parts[:i].count(name) == 0 else f"{name}_{parts[:i].count(name) + 1}" for i, name in enumerate(parts)]
+        return [f"{name}_{parts[:i].count(name) + 1}" if name in parts[:i] else name for i, name in enumerate(parts)]
 
     def stats(self) -> Dict[str, Any]:
         """Inserts, memory by part, compression ratio, spills, compactions, inserts per second."""
