@@ -42,18 +42,14 @@ impl MomentsState {
     /// (count 1, the value as mean, M2 0) gives, bit for bit, from a state
     /// of any count, 0 included.
     pub(crate) fn push(&mut self, value: f64) {
+        let one = MomentsState {
+            count: 1,
+            mean: value,
+            m2: 0.0,
+        };
         if self.count == 0 {
-            *self = MomentsState {
-                count: 1,
-                mean: value,
-                m2: 0.0,
-            };
+            *self = one;
         } else {
-            let one = MomentsState {
-                count: 1,
-                mean: value,
-                m2: 0.0,
-            };
             self.absorb(one, self.count + 1);
         }
     }

@@ -51,7 +51,7 @@ const PREFETCH_AHEAD: usize = 16;
 
 /// Batches under this many pairs are folded on the calling thread: below
 /// it, starting threads costs more than they save.
-pub(super) const PARALLEL_MIN: usize = 1 << 14;
+const PARALLEL_MIN: usize = 1 << 14;
 
 /// The functions' layout in a row, shared by every partition.
 #[derive(Debug)]

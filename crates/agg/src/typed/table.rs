@@ -45,6 +45,12 @@ pub(super) fn hash_word(word: u64) -> u64 {
     hash ^ (hash >> 33)
 }
 
+/// The bytes at `place` (offset << 21 | length) in `arena`.
+fn string_in(arena: &[u8], place: u64) -> &[u8] {
+    let at = (place >> LENGTH_BITS) as usize;
+    &arena[at..at + (place & ((1 << LENGTH_BITS) - 1)) as usize]
+}
+
 impl Table {
     pub(super) fn new(stride: usize, strings: bool) -> Self {
         debug_assert!(stride >= if strings { 3 } else { 2 });
@@ -117,6 +123,32 @@ impl Table {
     /// one. Room must have been reserved.
     #[inline]
     pub(super) fn count_in(&mut self, key: u64, hash: u64, empty: &[u64]) -> u32 {
+        debug_assert!(!self.strings);
+        self.count_by(hash, key, |row, _| row[0] == key, &[], empty)
+    }
+
+    /// [`count_in`](Self::count_in) for a byte-string key: a new key's
+    /// bytes go to the arena.
+    #[inline]
+    pub(super) fn count_in_string(&mut self, key: &[u8], hash: u64, empty: &[u64]) -> u32 {
+        debug_assert!(self.strings);
+        let matches = |row: &[u64], arena: &[u8]| row[0] == hash && string_in(arena, row[2]) == key;
+        self.count_by(hash, hash, matches, key, empty)
+    }
+
+    /// The probe both keys share: the first row from `hash`'s slot that
+    /// `matches` has its count raised; an empty slot met first becomes
+    /// the key's row, word 0 `head` (and, for byte strings, `key` appended
+    /// to the arena).
+    #[inline(always)]
+    fn count_by(
+        &mut self,
+        hash: u64,
+        head: u64,
+        matches: impl Fn(&[u64], &[u8]) -> bool,
+        key: &[u8],
+        empty: &[u64],
+    ) -> u32 {
         debug_assert!(self.len < self.slots());
         let mask = self.slots() - 1;
         let stride = self.stride;
@@ -130,44 +162,16 @@ impl Table {
                 for (word, &state) in self.words[at..at + stride].iter_mut().zip(empty) {
                     *word = state;
                 }
-                self.words[at] = key;
+                self.words[at] = head;
                 self.words[at + 1] = 1;
-                self.len += 1;
-                return slot as u32;
-            }
-            if self.words[at] == key {
-                self.words[at + 1] = count + 1;
-                return slot as u32;
-            }
-            slot = (slot + 1) & mask;
-        }
-    }
-
-    /// [`count_in`](Self::count_in) for a byte-string key: a new key's
-    /// bytes go to the arena.
-    #[inline]
-    pub(super) fn count_in_string(&mut self, key: &[u8], hash: u64, empty: &[u64]) -> u32 {
-        debug_assert!(self.strings && self.len < self.slots());
-        let mask = self.slots() - 1;
-        let stride = self.stride;
-        let mut slot = hash as usize & mask;
-        loop {
-            let at = slot * stride;
-            let count = self.words[at + 1];
-            if count == 0 {
-                // A word at a time: rows are a few words, and a call to
-                // memcpy per new key cost more than the copy.
-                for (word, &state) in self.words[at..at + stride].iter_mut().zip(empty) {
-                    *word = state;
+                if self.strings {
+                    self.words[at + 2] = (self.arena.len() as u64) << LENGTH_BITS | key.len() as u64;
+                    spillway_core::memory::extend_small(&mut self.arena, key);
                 }
-                self.words[at] = hash;
-                self.words[at + 1] = 1;
-                self.words[at + 2] = (self.arena.len() as u64) << LENGTH_BITS | key.len() as u64;
-                spillway_core::memory::extend_small(&mut self.arena, key);
                 self.len += 1;
                 return slot as u32;
             }
-            if self.words[at] == hash && self.string_at(self.words[at + 2]) == key {
+            if matches(&self.words[at..at + stride], &self.arena) {
                 self.words[at + 1] = count + 1;
                 return slot as u32;
             }
@@ -182,8 +186,7 @@ impl Table {
 
     /// The bytes of the key whose place word is `place`.
     pub(super) fn string_at(&self, place: u64) -> &[u8] {
-        let at = (place >> LENGTH_BITS) as usize;
-        &self.arena[at..at + (place & ((1 << LENGTH_BITS) - 1)) as usize]
+        string_in(&self.arena, place)
     }
 
     /// The row of the byte-string `key`, if it has one.
