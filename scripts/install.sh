@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-# matplotlib: bench/ charts; numpy and pyarrow: the aggregator's batch tests
-.venv/bin/python -m pip install --quiet maturin pytest matplotlib numpy pyarrow
+# matplotlib: bench/ charts; numpy, pyarrow, pandas and polars: the
+# aggregator's column tests
+.venv/bin/python -m pip install --quiet maturin pytest matplotlib numpy pyarrow pandas polars
 # [cluster]: Ray, for spillway.cluster
 .venv/bin/python -m pip install --quiet ".[cluster]"
 .venv/bin/spillway --version

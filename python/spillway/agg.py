@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-from . import _native
+from . import _columns, _native
 from ._args import count, size, threads as thread_count
 from .errors import InvalidArgumentError, PoisonedError, ResourcesExhaustedError
 
@@ -52,20 +52,6 @@ def _check_int_value(value: int, where: str) -> None:
 _HEX_KEY = re.compile(r"key 0x([0-9a-f]{16})\b")
 
 
-def _numpy_range_check(array: Any, what: str) -> None:
-    """Unsigned 64-bit integers above the int64 range would wrap: refuse them."""
-    if array.dtype.kind == "u" and array.dtype.itemsize == 8 and len(array) > 0:
-        import numpy
-
-        too_big = array > numpy.uint64(_INT_MAX)
-        if too_big.any():
-            position = int(numpy.argmax(too_big))
-            raise InvalidArgumentError(
-                f"{what}: at position {position} of the batch (counted from 0), {int(array[position])} is "
-                f"outside the 64-bit signed range; {what} must fit int64 ({_INT_MIN} to {_INT_MAX})"
-            )
-
-
 def _is_numpy(values: Any) -> bool:
     return type(values).__module__ == "numpy" and hasattr(values, "dtype")
 
@@ -84,15 +70,24 @@ class Aggregator:
 
     ``function`` is a built-in name (``count``, ``sum``, ``min``, ``max``,
     ``mean``, ``variance``, ``stddev``, ``first``, ``last``, ``top_k(K)``,
-    ``approx_distinct(P)``, ``collect_list``, ``collect_set``, ...) or an
-    object with ``init``, ``merge`` and ``finalize`` methods. ``engine`` is
+    ``approx_distinct(P)``, ``collect_list``, ``collect_set``, ...), several
+    joined with ``+`` or given as a list (``["sum", "mean"]``), or an object
+    with ``init``, ``merge`` and ``finalize`` methods. ``engine`` is
     ``"cbt"`` (least memory; results after :meth:`finalize`) or ``"hash"``.
     ``memory`` bounds the engine's memory: the CBT compacts as it nears
     it, and inserts beyond it raise
     :class:`spillway.ResourcesExhaustedError`; ``buffer`` (4K to 1G) and
     ``fan_out`` (2 to 4096) shape the CBT; ``threads`` (0 to 256) is the
     number of CBT worker threads, each with a tree of its own (0 empties
-    one tree on the inserting thread, as user-defined aggregates always do).
+    one tree on the inserting thread, as user-defined aggregates always do),
+    or the hash engine's threads on its typed path.
+
+    ``keys`` groups by several key columns, as SQL's ``GROUP BY a, b``: their
+    number, or their names (which :meth:`to_arrow` uses; one column is
+    ``key``, several ``key_0``, ``key_1``... unless named). Several key
+    columns, and several value columns (one per function), take the hash
+    engine's typed path, with the functions that have a typed form (count,
+    sum, min, max, mean, variance, stddev and their population forms).
 
     Ctrl-C during :meth:`insert_batch` or :meth:`finalize` raises
     ``KeyboardInterrupt`` within a fraction of a second. An interrupted
@@ -111,22 +106,33 @@ class Aggregator:
         buffer: Union[int, str] = "8M",
         fan_out: int = 16,
         threads: int = 2,
+        keys: Union[int, Sequence[str]] = 1,
     ) -> None:
+        if isinstance(function, (list, tuple)) and function and all(isinstance(name, str) for name in function):
+            function = "+".join(function)
         name, user = (function, None) if isinstance(function, str) else (None, function)
         if not isinstance(engine, str):
             raise InvalidArgumentError(f"engine must be 'cbt' or 'hash', not {engine!r}")
         self._key_kind: Optional[type] = None
         self._text_values = False
-        # The typed path: the hash engine over columns of numbers, for the
-        # functions that have a typed form, chosen by the first insert (a
-        # batch of NumPy or Arrow numbers); see _typed_batch.
+        # The typed path: the hash engine over columns, for the functions
+        # that have a typed form, chosen by the first insert (a batch of
+        # columns) or by several key or value columns; see _typed_batch.
         self._function = name
         self._engine = engine
         self._typed: Optional[Any] = None
+        self._typed_key_kinds: List[type] = []
+        self._typed_number_types: List[str] = []
         self._typed_threads = max(thread_count(threads), 1)
         self._memory = size(memory, "memory", 1)
         self._inserted = False
         self._typed_epoch = 0
+        self._key_names = self._names_of_keys(keys)
+        clashes = set(self._key_names) & set(self._column_names())
+        if clashes:
+            raise InvalidArgumentError(f"key columns and results would share the names {sorted(clashes)}")
+        if len(self._key_names) > 1:
+            self._check_typed_form(f"grouping by {len(self._key_names)} key columns")
         self._native = _native.Aggregator(
             name,
             engine,
@@ -138,12 +144,41 @@ class Aggregator:
             user,
         )
 
+    @staticmethod
+    def _names_of_keys(keys: Any) -> List[str]:
+        if isinstance(keys, int) and not isinstance(keys, bool):
+            if not 1 <= keys <= 64:
+                raise InvalidArgumentError(f"keys must be from 1 to 64 key columns, not {keys}")
+            return ["key"] if keys == 1 else [f"key_{index}" for index in range(keys)]
+        if (
+            isinstance(keys, (list, tuple))
+            and 1 <= len(keys) <= 64
+            and all(isinstance(key, str) for key in keys)
+            and len(set(keys)) == len(keys)
+        ):
+            return list(keys)
+        raise InvalidArgumentError(
+            f"keys must be a number of key columns (1 to 64) or a list of their distinct names, not {keys!r}"
+        )
+
+    def _check_typed_form(self, what: str) -> None:
+        """Fails unless this aggregator can take the typed path, which ``what`` needs."""
+        if self._engine != "hash" or self._function is None:
+            raise InvalidArgumentError(
+                f"{what} takes engine='hash' and built-in functions with a typed form (count, sum, min, max, "
+                "mean, variance, stddev and their population forms)"
+            )
+        try:
+            _native.TypedAggregator(self._function, ["i8"], ["i8"], 1, self._memory)
+        except InvalidArgumentError as error:
+            raise InvalidArgumentError(f"{what} takes functions with a typed form: {error}") from None
+
     def _call(self, method: Callable[..., Any], *arguments: Any) -> Any:
         """Calls the engine; its messages name integer keys as the integers they are."""
         try:
             return method(*arguments)
         except (InvalidArgumentError, ResourcesExhaustedError, PoisonedError) as error:
-            if self._key_kind is not int:
+            if self._key_kind is not int or self._typed is not None:
                 raise
             message = _HEX_KEY.sub(lambda match: f"key {int(match.group(1), 16) - 2**63}", str(error))
             raise type(error)(message) from None
@@ -202,38 +237,43 @@ class Aggregator:
     def insert(self, key: Any, value: Any = 1) -> None:
         """Folds ``value`` into ``key``'s result (``count`` ignores the value).
 
-        A refused value raises :class:`InvalidArgumentError` naming the key
-        and changes nothing.
+        With several key columns ``key`` is a tuple of one key per column;
+        with a value column per function ``value`` is a tuple of one value
+        per function. A refused value raises :class:`InvalidArgumentError`
+        naming the key and changes nothing.
         """
-        if self._typed is not None:
+        if self._typed is not None or len(self._key_names) > 1:
             self._typed_pair(key, value)
             return
         self._call(self._native.insert, self._key(key), self._value(value))
         self._inserted = True
 
-    def insert_batch(self, keys: Iterable[Any], values: Iterable[Any]) -> None:
-        """Inserts ``keys[i], values[i]`` for every i: lists, NumPy or Arrow arrays.
+    def insert_batch(self, keys: Any, values: Any) -> None:
+        """Inserts ``keys[i], values[i]`` for every i.
+
+        Columns may be lists, NumPy arrays, Arrow arrays, pandas or Polars
+        Series. With several key columns ``keys`` is a list of them; ``values``
+        may be a list of columns, one per function (``["sum", "mean"]`` over
+        ``[v1, v3]``). Integer or text keys with numeric values in columns
+        take the hash engine's typed path, without a Python object per row.
 
         All or nothing: a refused pair raises :class:`InvalidArgumentError`
         naming its position (counted from 0) and key, and inserts none of the
         batch. Ctrl-C raises ``KeyboardInterrupt`` (see :class:`Aggregator`).
         """
+        if self._typed is not None or len(self._key_names) > 1 or _columns.is_column_list(values):
+            self._typed_batch(keys, values, required=True)
+            return
+        if _columns.is_column(keys) and _columns.is_column(values) and self._typed_batch(keys, values):
+            return
         keys, values = _from_arrow(keys), _from_arrow(values)
-        numbers = _is_numpy(keys) and _is_numpy(values) and keys.dtype.kind in "iu" and values.dtype.kind in "iuf"
-        if numbers or self._typed is not None:
-            if not numbers:
-                import numpy
-
-                keys, values = numpy.asarray(keys), numpy.asarray(values)
-            _numpy_range_check(keys, "keys")
-            _numpy_range_check(values, "values")
-            if len(keys) != len(values):
-                raise InvalidArgumentError(f"{len(keys)} keys but {len(values)} values; give one value per key")
-            if self._typed_batch(keys, values):
-                return
-        if numbers:
+        if _is_numpy(keys) and _is_numpy(values) and keys.dtype.kind in "iu" and values.dtype.kind in "iuf":
             import numpy
 
+            _columns.check_int_range(keys, "keys")
+            _columns.check_int_range(values, "values")
+            if len(keys) != len(values):
+                raise InvalidArgumentError(f"{len(keys)} keys but {len(values)} values; give one value per key")
             self._check_key_kind(int)
             flipped = keys.astype(">i8").view(numpy.uint8).reshape(-1, _INT_KEY_BYTES).copy()
             flipped[:, 0] ^= 0x80
@@ -262,99 +302,166 @@ class Aggregator:
         self._call(self._native.insert_lists, encoded_keys, encoded_values)
         self._inserted = True
 
-    def _typed_batch(self, keys: Any, values: Any) -> bool:
-        """Inserts a batch of numbers on the typed path, if it is (or becomes) this aggregator's; False if not.
+    def _typed_columns(self, keys: Any, what: str = "keys") -> List[Any]:
+        """The key columns of a batch: a list of them for several, else the one."""
+        count = len(self._key_names)
+        if count == 1:
+            return [keys]
+        if not isinstance(keys, (list, tuple)) or len(keys) != count:
+            raise InvalidArgumentError(f"this aggregator groups by {count} key columns: give {what} as a list of {count}")
+        return list(keys)
+
+    def _typed_batch(self, keys: Any, values: Any, required: bool = False) -> bool:
+        """Inserts a batch of columns on the typed path, if it is (or becomes) this aggregator's; False if not.
 
         The typed path takes a hash aggregator whose function has a typed form
         (count, sum, min, max, mean, variance, stddev and their ``+``
-        combinations) at its first insert, when that is a batch of integer
-        keys and numeric values. Its values keep the type of that first batch:
-        integers may join float values (as floats), floats may not join
-        integer values.
+        combinations) at its first insert, when that is columns of integer or
+        text keys and numeric values, or when there are several key or value
+        columns (``required``: then it fails rather than return False). Each
+        value column keeps the type of the first batch's: integers may join
+        float values (as floats), floats may not join integer values.
         """
         import numpy
 
-        if self._typed is None:
+        if self._typed is None and not required:
             if self._inserted or self._function is None or self._engine != "hash":
                 return False
-            if keys.dtype.kind not in "iu" or values.dtype.kind not in "iuf":
-                return False
-            number_type = "f8" if values.dtype.kind == "f" else "i8"
+        key_list = self._typed_columns(keys)
+        value_list = list(values) if _columns.is_column_list(values) else [values]
+        key_columns = [
+            _columns.key_column(column, "keys" if len(key_list) == 1 else f"key column {index}")
+            for index, column in enumerate(key_list)
+        ]
+        numbers = [
+            _columns.number_column(column, "values" if len(value_list) == 1 else f"value column {index}")
+            for index, column in enumerate(value_list)
+        ]
+        if self._typed is None:
+            if any(column is None for column in key_columns + numbers):
+                if not required:
+                    return False
+                raise InvalidArgumentError(
+                    "on the typed path keys are integers or text and values are numbers, in columns "
+                    "(lists, NumPy, Arrow, pandas or Polars)"
+                )
+            if self._inserted:
+                raise InvalidArgumentError("pairs inserted one by one took the byte path, which has no several columns")
+            if required:
+                self._check_typed_form("several key or value columns")
+            number_types = ["f8" if column.dtype.kind == "f" else "i8" for column in numbers]
             try:
                 self._typed = _native.TypedAggregator(
-                    self._function, "i8", number_type, self._typed_threads, self._memory
+                    self._function, [column.code for column in key_columns], number_types,
+                    self._typed_threads, self._memory,
                 )
             except InvalidArgumentError:
+                if required:
+                    raise
                 return False  # no typed form: the byte path takes it
-            self._check_key_kind(int)
-            self._typed_number_type = number_type
-        if keys.dtype.kind not in "iu":
-            raise InvalidArgumentError(
-                f"keys must be int (this aggregator's keys are integers), not {keys.dtype.name}"
-            )
-        if values.dtype.kind not in "iuf":
-            raise InvalidArgumentError(
-                f"this aggregator's values are numbers; {self._function} cannot take {values.dtype.name} values"
-            )
-        if self._typed_number_type == "i8" and values.dtype.kind == "f":
-            raise InvalidArgumentError(
-                "this aggregator's values are integers (its first batch was), so it cannot take floats; "
-                "give floats to an aggregator whose first batch is float"
-            )
+            self._typed_key_kinds = [column.kind for column in key_columns]
+            self._typed_number_types = number_types
+            if len(key_columns) == 1:
+                self._check_key_kind(key_columns[0].kind)
+        self._check_typed_kinds(key_list, key_columns, numbers)
+        lengths = {column.length for column in key_columns}
+        if len(lengths) > 1:
+            raise InvalidArgumentError(f"key columns of {sorted(lengths)} keys; give columns of one length")
+        for column in numbers:
+            if len(column) != key_columns[0].length:
+                raise InvalidArgumentError(
+                    f"{key_columns[0].length} keys but {len(column)} values; give one value per key"
+                )
         self._typed_epoch += 1
-        packed_keys = numpy.ascontiguousarray(keys, dtype="<i8")
-        packed_values = numpy.ascontiguousarray(values, dtype="<" + self._typed_number_type)
-        self._call(self._typed.insert_columns, packed_keys.tobytes(), packed_values.tobytes())
+        packed = [
+            numpy.ascontiguousarray(column, dtype="<" + number_type).tobytes()
+            for column, number_type in zip(numbers, self._typed_number_types)
+        ]
+        self._call(self._typed.insert_columns, [(column.data, column.offsets) for column in key_columns], packed)
         return True
+
+    def _check_typed_kinds(self, key_list: list, key_columns: list, numbers: list) -> None:
+        """Refuses columns of other kinds than this typed aggregator's."""
+        for index, (given, column, kind) in enumerate(zip(key_list, key_columns, self._typed_key_kinds)):
+            if column is None or column.kind is not kind:
+                found = column.kind.__name__ if column is not None else getattr(given, "dtype", type(given).__name__)
+                which = "keys" if len(key_list) == 1 else f"key column {index}"
+                raise InvalidArgumentError(
+                    f"{which} must be {kind.__name__} (this aggregator's keys are {_KIND_NAMES[kind]}), not {found}"
+                )
+        if len(numbers) != len(self._typed_number_types):
+            raise InvalidArgumentError(
+                f"{len(numbers)} value columns given; this aggregator takes {len(self._typed_number_types)}"
+            )
+        for column, number_type in zip(numbers, self._typed_number_types):
+            if column is None:
+                raise InvalidArgumentError(f"this aggregator's values are numbers; {self._function} cannot take them")
+            if number_type == "i8" and column.dtype.kind == "f":
+                raise InvalidArgumentError(
+                    "this aggregator's values are integers (its first batch was), so it cannot take floats; "
+                    "give floats to an aggregator whose first batch is float"
+                )
+
+    def _typed_key_columns(self, key: Any) -> List[Any]:
+        """One key (a tuple of them for several key columns) as columns of one row, each checked."""
+        parts = key if len(self._key_names) > 1 and isinstance(key, tuple) else (key,)
+        if len(parts) != len(self._key_names):
+            raise InvalidArgumentError(
+                f"this aggregator groups by {len(self._key_names)} key columns: give a key as a tuple of "
+                f"{len(self._key_names)}, not {key!r}"
+            )
+        kinds = self._typed_key_kinds or [type(part) for part in parts]
+        columns = []
+        for part, kind in zip(parts, kinds):
+            if isinstance(part, bool) or not isinstance(part, kind) or kind not in _KIND_NAMES:
+                raise InvalidArgumentError(
+                    f"keys must be {kind.__name__} (this aggregator's keys are {_KIND_NAMES.get(kind, kind.__name__)}), "
+                    f"not {type(part).__name__}"
+                )
+            if kind is int:
+                import numpy
+
+                if not _INT_MIN <= part <= _INT_MAX:
+                    raise InvalidArgumentError(
+                        f"the integer key {part} is outside the 64-bit range; keys must be from {_INT_MIN} to {_INT_MAX}"
+                    )
+
+                columns.append(numpy.array([part], dtype=numpy.int64))
+            else:
+                import pyarrow
+
+                columns.append(pyarrow.array([part], type=pyarrow.string() if kind is str else pyarrow.binary()))
+        return columns
 
     def _typed_pair(self, key: Any, value: Any) -> None:
         """One pair on the typed path: a batch of one."""
         import numpy
 
-        self._typed_key(key)
-        if hasattr(value, "item"):  # a NumPy scalar
-            value = value.item()
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InvalidArgumentError(
-                f"key {key}: this aggregator's values are numbers; {self._function} cannot take "
-                f"{type(value).__name__} values"
-            )
-        if isinstance(value, int):
-            _check_int_value(value, f"key {key}: ")
-        self._typed_batch(numpy.array([key], dtype=numpy.int64), numpy.array([value]))
+        columns = self._typed_key_columns(key)
+        several = len(self._typed_number_types) > 1 or (self._typed is None and isinstance(value, tuple))
+        parts = value if several and isinstance(value, tuple) else (value,)
+        values = []
+        for part in parts:
+            if hasattr(part, "item"):  # a NumPy scalar
+                part = part.item()
+            if isinstance(part, bool) or not isinstance(part, (int, float)):
+                raise InvalidArgumentError(
+                    f"key {key}: this aggregator's values are numbers; {self._function} cannot take "
+                    f"{type(part).__name__} values"
+                )
+            if isinstance(part, int):
+                _check_int_value(part, f"key {key}: ")
+            values.append(numpy.array([part]))
+        self._typed_batch(columns if len(columns) > 1 else columns[0], values, required=True)
 
-    def _typed_key(self, key: Any) -> int:
-        """One key on the typed path: an integer in the 64-bit range."""
-        if isinstance(key, bool) or not isinstance(key, int):
-            raise InvalidArgumentError(
-                f"keys must be int (this aggregator's keys are integers), not {type(key).__name__}"
-            )
-        self._key(key)  # the range check
-        return key
-
-    def _typed_results(self) -> Tuple[Any, list]:
-        """Every group: the keys as a NumPy array and one array per function.
-
-        Object arrays where a column has nulls or integers wider than 64 bits.
-        """
-        import numpy
-
-        keys, columns = self._call(self._typed.results)
-        arrays = []
-        for kind, data, valid in columns:
-            if kind == "i16":
-                wide = numpy.frombuffer(data, dtype=numpy.uint8).reshape(-1, 16)
-                wide_ints = [int.from_bytes(row.tobytes(), "little", signed=True) for row in wide]
-                arrays.append(numpy.array(wide_ints, dtype=object))
-                continue
-            array = numpy.frombuffer(data, dtype="<" + kind)
-            if valid is not None:
-                present = numpy.frombuffer(valid, dtype=numpy.uint8).astype(bool)
-                if not present.all():
-                    array = array.astype(object)
-                    array[~present] = None
-            arrays.append(array)
-        return numpy.frombuffer(keys, dtype="<i8"), arrays
+    def _typed_results(self) -> Tuple[List[Any], List[Any]]:
+        """Every group: the key columns (NumPy for integers, Arrow for text) and one NumPy array per function."""
+        key_parts, columns = self._call(self._typed.results)
+        keys = [
+            _columns.key_array(kind, code, data, offsets)
+            for kind, (code, data, offsets) in zip(self._typed_key_kinds, key_parts)
+        ]
+        return keys, [_columns.result_array(*column) for column in columns]
 
     def finalize(self) -> None:
         """Makes the results readable; inserting afterwards needs another finalize.
@@ -369,12 +476,12 @@ class Aggregator:
         self._call(self._native.finalize)
 
     def get(self, key: Any) -> Any:
-        """``key``'s result, or None if nothing was inserted for it."""
+        """``key``'s result (a tuple of keys for several key columns), or None if nothing was inserted for it."""
         if self._typed is not None:
-            import numpy
-
-            key = self._typed_key(key)
-            return self._call(self._typed.lookup, numpy.array([key], dtype="<i8").tobytes())[0]
+            columns = [_columns.key_column(column) for column in self._typed_key_columns(key)]
+            return self._call(self._typed.lookup, [(column.data, column.offsets) for column in columns])[0]
+        if len(self._key_names) > 1:
+            return None  # nothing inserted yet
         return self._output(self._call(self._native.get, self._key(key)))
 
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
@@ -384,10 +491,13 @@ class Aggregator:
         (the CBT decompresses one leaf at a time), so reading them takes
         little memory beyond the aggregator's own. Inserting or finalizing
         while a reader is part-way makes its next page raise
-        :class:`InvalidArgumentError`.
+        :class:`InvalidArgumentError`. Several key columns give a tuple of
+        keys per group.
         """
         if self._typed is not None:
             yield from self._typed_items()
+            return
+        if len(self._key_names) > 1:
             return
         epoch = self._native.epoch()
         position = 0
@@ -405,7 +515,8 @@ class Aggregator:
         """The typed path's results, a page at a time, refusing to go on after a change."""
         epoch = self._typed_epoch
         keys, columns = self._typed_results()
-        for start in range(0, len(keys), _RESULTS_PAGE):
+        groups = len(columns[0]) if columns else 0
+        for start in range(0, groups, _RESULTS_PAGE):
             if self._typed_epoch != epoch:
                 raise InvalidArgumentError(
                     "the aggregator changed (an insert or a finalize) while its results were read; read them again"
@@ -413,7 +524,11 @@ class Aggregator:
             end = start + _RESULTS_PAGE
             page = [column[start:end].tolist() for column in columns]
             rows = page[0] if len(page) == 1 else [list(row) for row in zip(*page)]
-            yield from zip(keys[start:end].tolist(), rows)
+            key_page = [
+                key[start:end].tolist() if hasattr(key, "tolist") else key[start:end].to_pylist() for key in keys
+            ]
+            key_rows = key_page[0] if len(key_page) == 1 else list(zip(*key_page))
+            yield from zip(key_rows, rows)
 
     def to_dict(self) -> Dict[Any, Any]:
         """Every key's result in a dict."""
@@ -422,10 +537,11 @@ class Aggregator:
     def to_arrow(self) -> Any:
         """Every key's result as a ``pyarrow.Table``: columns ``key`` and ``value``.
 
-        Several functions joined with ``+`` give one column per function
-        instead of ``value``, named after it (``sum+count``: ``key``,
-        ``sum``, ``count``; a repeated name gets ``_2``, ``_3``...). On the
-        typed path the table is made from the engine's columns directly,
+        Several functions give one column per function instead of
+        ``value``, named after it (``sum+count``: ``key``, ``sum``,
+        ``count``; a repeated name gets ``_2``, ``_3``...). Several key
+        columns are ``key_0``, ``key_1``... or the names given as ``keys``. On
+        the typed path the table is made from the engine's columns directly,
         without a Python object per group.
         """
         import pyarrow
@@ -433,14 +549,18 @@ class Aggregator:
         names = self._column_names()
         if self._typed is not None:
             keys, columns = self._typed_results()
-            return pyarrow.table({"key": keys, **dict(zip(names, columns))})
+            return pyarrow.table({**dict(zip(self._key_names, keys)), **dict(zip(names, columns))})
         keys, values = [], []
         for key, value in self:
             keys.append(key)
             values.append(value)
+        if len(self._key_names) > 1:
+            return pyarrow.table({name: [] for name in self._key_names + names})
         if len(names) == 1:
-            return pyarrow.table({"key": keys, "value": values})
-        return pyarrow.table({"key": keys, **{name: [row[i] for row in values] for i, name in enumerate(names)}})
+            return pyarrow.table({self._key_names[0]: keys, "value": values})
+        return pyarrow.table(
+            {self._key_names[0]: keys, **{name: [row[i] for row in values] for i, name in enumerate(names)}}
+        )
 
     def _column_names(self) -> list:
         """The result columns' names: ``value`` for one function, else each function's name."""
@@ -461,5 +581,7 @@ class Aggregator:
         stats = self.stats()
         return f"Aggregator({stats['function']!r}, engine={stats['engine']!r}, inserts={stats['inserts']})"
 
+
+_KIND_NAMES = {int: "integers", str: "text", bytes: "bytes"}
 
 __all__ = ["Aggregator"]

@@ -519,3 +519,114 @@ def test_to_arrow_gives_a_column_per_function(engine):
         {"key": "a", "sum": 3, "max": 2, "sum_2": 3, "count": 2},
         {"key": "b", "sum": 5, "max": 5, "sum_2": 5, "count": 1},
     ]
+
+
+def test_several_key_and_value_columns_group_by_tuples_on_the_typed_path():
+    rng = numpy.random.default_rng(7)
+    rows = 60_000
+    regions = numpy.array([f"r{index}" for index in range(7)])[rng.integers(0, 7, size=rows)]
+    stores = rng.integers(-3, 40, size=rows)
+    names = pyarrow.array([f"item-{index}" for index in rng.integers(0, 5, size=rows)])
+    units = rng.integers(0, 100, size=rows)
+    prices = rng.random(rows) * 10
+    aggregator = spillway.Aggregator(
+        ["sum", "mean", "max", "count"], engine="hash", keys=["region", "store", "item"]
+    )
+    half = rows // 2
+    aggregator.insert_batch(
+        [regions[:half], stores[:half], names[:half]], [units[:half], prices[:half], prices[:half], units[:half]]
+    )
+    # pandas and Polars columns, and a pair at a time, join the same groups.
+    import pandas
+    import polars
+
+    aggregator.insert_batch(
+        [pandas.Series(regions[half:]), polars.Series(stores[half:]), names[half:]],
+        [pandas.Series(units[half:]), polars.Series(prices[half:]), prices[half:], units[half:]],
+    )
+    aggregator.insert(("r0", 1, "item-0"), (5, 2.5, 2.5, 5))
+    expected = collections.defaultdict(lambda: [0, [], -numpy.inf, 0])
+    names_list = names.to_pylist()
+    for region, store, item, unit, price in zip(regions.tolist(), stores.tolist(), names_list, units, prices):
+        group = expected[(region, store, item)]
+        group[0] += int(unit)
+        group[1].append(float(price))
+        group[2] = max(group[2], float(price))
+        group[3] += 1
+    group = expected[("r0", 1, "item-0")]
+    group[0] += 5
+    group[1].append(2.5)
+    group[2] = max(group[2], 2.5)
+    group[3] += 1
+    aggregator.finalize()
+    got = aggregator.to_dict()
+    assert got.keys() == expected.keys() and len(got) > 1000
+    for key, (total, prices_seen, most, seen) in expected.items():
+        assert got[key][0] == total and got[key][2] == most and got[key][3] == seen, key
+        assert got[key][1] == pytest.approx(sum(prices_seen) / seen, rel=1e-12), key
+    assert aggregator.get(("r0", 1, "item-0")) == got[("r0", 1, "item-0")]
+    assert aggregator.get(("r0", 1, "no such item")) is None
+    table = aggregator.to_arrow()
+    assert table.column_names == ["region", "store", "item", "sum", "mean", "max", "count"]
+    assert table.num_rows == len(expected)
+    assert str(table.schema.field("region").type) == "large_string"
+    assert str(table.schema.field("store").type) == "int64"
+    stats = aggregator.stats()
+    assert stats["path"] == "typed" and stats["inserts"] == rows + 1 and stats["groups"] == len(expected)
+
+
+def test_text_keys_from_arrow_pandas_and_polars_take_the_typed_path():
+    import pandas
+    import polars
+
+    words = ["apple", "pear", "", "fig", "pear", "ümlaut"]
+    counts = numpy.arange(len(words), dtype=numpy.int64)
+    for keys in [pyarrow.array(words), pyarrow.chunked_array([words[:2], words[2:]]), pandas.Series(words),
+                 polars.Series(words), pyarrow.array(words, type=pyarrow.large_string())]:
+        aggregator = spillway.Aggregator("sum", engine="hash")
+        aggregator.insert_batch(keys, counts)
+        assert aggregator.stats()["path"] == "typed", type(keys)
+        aggregator.insert("fig", 10)
+        aggregator.insert_batch(["apple"], [100])  # a list joins once the path is typed
+        assert aggregator.to_dict() == {"apple": 100, "pear": 5, "": 2, "fig": 13, "ümlaut": 5}
+        assert aggregator.get("pear") == 5 and aggregator.get("plum") is None
+        assert aggregator.to_arrow().sort_by("key").column("key").to_pylist() == ["", "apple", "fig", "pear", "ümlaut"]
+        with pytest.raises(spillway.InvalidArgumentError, match="keys must be str .*text.*, not int"):
+            aggregator.insert_batch(numpy.array([1]), numpy.array([1]))
+    binary = spillway.Aggregator("count", engine="hash")
+    binary.insert_batch(pyarrow.array([b"\x00", b"\xff", b"\x00"]), numpy.ones(3, dtype=numpy.int64))
+    assert binary.to_dict() == {b"\x00": 2, b"\xff": 1}
+    # Nulls are refused, naming the position; nothing goes in.
+    nulls = spillway.Aggregator("sum", engine="hash")
+    with pytest.raises(spillway.InvalidArgumentError, match="position 1 .* must not be null"):
+        nulls.insert_batch(pyarrow.array(["a", None]), numpy.array([1, 2]))
+    with pytest.raises(spillway.InvalidArgumentError, match="position 0 .* must not be null"):
+        nulls.insert_batch(pyarrow.array(["a"]), pyarrow.array([None], type=pyarrow.int64()))
+
+
+def test_several_columns_are_refused_clearly():
+    with pytest.raises(spillway.InvalidArgumentError, match="takes engine='hash'"):
+        spillway.Aggregator("sum", keys=2)
+    with pytest.raises(spillway.InvalidArgumentError, match="typed form.*top_k"):
+        spillway.Aggregator("top_k(2)", engine="hash", keys=2)
+    with pytest.raises(spillway.InvalidArgumentError, match="keys must be a number of key columns"):
+        spillway.Aggregator("sum", engine="hash", keys=["a", "a"])
+    with pytest.raises(spillway.InvalidArgumentError, match="share the names"):
+        spillway.Aggregator("sum+count", engine="hash", keys=["sum", "b"])
+    with pytest.raises(spillway.InvalidArgumentError, match="takes engine='hash'"):
+        spillway.Aggregator("sum+count").insert_batch(numpy.arange(3), [numpy.arange(3), numpy.arange(3)])
+    pairs = spillway.Aggregator("sum+mean", engine="hash", keys=2)
+    with pytest.raises(spillway.InvalidArgumentError, match="give keys as a list of 2"):
+        pairs.insert_batch(numpy.arange(3), numpy.arange(3))
+    with pytest.raises(spillway.InvalidArgumentError, match="3 value columns for 2 functions"):
+        pairs.insert_batch([numpy.arange(3), numpy.arange(3)], [numpy.arange(3)] * 3)
+    pairs.insert_batch([numpy.arange(3), pyarrow.array(["a", "b", "c"])], [numpy.arange(3), numpy.arange(3.0)])
+    with pytest.raises(spillway.InvalidArgumentError, match="key columns of \\[2, 3\\] keys"):
+        pairs.insert_batch([numpy.arange(3), pyarrow.array(["a", "b"])], [numpy.arange(3), numpy.arange(3.0)])
+    with pytest.raises(spillway.InvalidArgumentError, match="key column 1 must be str"):
+        pairs.insert_batch([numpy.arange(3), numpy.arange(3)], [numpy.arange(3), numpy.arange(3.0)])
+    with pytest.raises(spillway.InvalidArgumentError, match="cannot take floats"):
+        pairs.insert_batch([numpy.arange(1), ["a"]], [numpy.array([0.5]), numpy.array([1.0])])
+    with pytest.raises(spillway.InvalidArgumentError, match="give a key as a tuple of 2"):
+        pairs.insert(1, (1, 1.0))
+    assert pairs.stats()["inserts"] == 3 and pairs.to_dict() == {(0, "a"): [0, 0.0], (1, "b"): [1, 1.0], (2, "c"): [2, 2.0]}

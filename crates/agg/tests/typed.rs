@@ -157,6 +157,28 @@ fn parts(output: Output, functions: usize) -> Vec<Output> {
     }
 }
 
+/// Result key `index` of `column` as [`KeyBatch::bytes`] gives it.
+fn result_key(column: &KeyColumn, index: usize) -> Vec<u8> {
+    match column {
+        KeyColumn::I64(keys) => keys[index].to_be_bytes().to_vec(),
+        KeyColumn::U64(keys) => keys[index].to_be_bytes().to_vec(),
+        KeyColumn::F64(keys) => keys[index].to_be_bytes().to_vec(),
+        KeyColumn::Bytes { offsets, data } => {
+            data[offsets[index] as usize..offsets[index + 1] as usize].to_vec()
+        }
+    }
+}
+
+/// Several keys as one byte-path key: each one's length, then its bytes.
+fn tuple(keys: impl Iterator<Item = Vec<u8>>) -> Vec<u8> {
+    keys.flat_map(|key| {
+        let mut part = (key.len() as u32).to_be_bytes().to_vec();
+        part.extend(key);
+        part
+    })
+    .collect()
+}
+
 #[test]
 fn the_typed_path_gives_the_byte_paths_results_bit_for_bit() {
     let mut rng = Rng::new(43);
@@ -194,20 +216,13 @@ fn the_typed_path_gives_the_byte_paths_results_bit_for_bit() {
                     .collect();
                 let results = typed.results().unwrap();
                 assert_eq!(
-                    results.keys.len(),
+                    results.keys[0].len(),
                     expected.len(),
                     "{spec} {key_type:?} {number_type:?}"
                 );
                 assert_eq!(typed.groups() as usize, expected.len());
-                for index in 0..results.keys.len() {
-                    let key = match &results.keys {
-                        KeyColumn::I64(keys) => keys[index].to_be_bytes().to_vec(),
-                        KeyColumn::U64(keys) => keys[index].to_be_bytes().to_vec(),
-                        KeyColumn::F64(keys) => keys[index].to_be_bytes().to_vec(),
-                        KeyColumn::Bytes { offsets, data } => {
-                            data[offsets[index] as usize..offsets[index + 1] as usize].to_vec()
-                        }
-                    };
+                for index in 0..results.keys[0].len() {
+                    let key = result_key(&results.keys[0], index);
                     let outputs: Vec<Output> =
                         results.columns.iter().map(|column| column.get(index)).collect();
                     let wanted = &expected[&key[..]];
@@ -436,7 +451,7 @@ fn byte_string_keys_are_looked_up_and_bad_offsets_refused() {
     );
     assert_eq!(typed.groups(), 3);
     let results = typed.results().unwrap();
-    let KeyColumn::Bytes { offsets, data } = &results.keys else {
+    let KeyColumn::Bytes { offsets, data } = &results.keys[0] else {
         panic!("byte-string keys")
     };
     let mut keys: Vec<&[u8]> = offsets
@@ -445,4 +460,168 @@ fn byte_string_keys_are_looked_up_and_bad_offsets_refused() {
         .collect();
     keys.sort();
     assert_eq!(keys, [&b""[..], b"apple", b"pear"]);
+}
+
+#[test]
+fn several_key_columns_group_by_their_tuples_and_each_function_takes_its_own_value_column() {
+    let mut rng = Rng::new(44);
+    let spec = "sum+mean+max+count+stddev";
+    let value_types = [
+        NumberType::Int,
+        NumberType::Float,
+        NumberType::Float,
+        NumberType::Int,
+        NumberType::Int,
+    ];
+    let key_type_sets: [&[KeyType]; 3] = [
+        &[KeyType::I64, KeyType::Bytes],
+        &[KeyType::Bytes, KeyType::F64, KeyType::U64],
+        &[KeyType::Bytes, KeyType::Bytes],
+    ];
+    for (case, key_types) in key_type_sets.into_iter().enumerate() {
+        let mut typed =
+            TypedHashAggregator::with_columns(spec, key_types, &value_types, 1 + case, u64::MAX).unwrap();
+        // The byte path, one aggregator per function, each fed its column.
+        let mut references: Vec<HashAggregator> = spec
+            .split('+')
+            .map(|name| HashAggregator::new(function(name).unwrap(), u64::MAX))
+            .collect();
+        for len in [1, 700, 20_000, 0, 40_000] {
+            let keys: Vec<KeyBatch> = key_types
+                .iter()
+                .map(|&key_type| key_batch(&mut rng, key_type, len, 6))
+                .collect();
+            let values: Vec<ValueBatch> = value_types
+                .iter()
+                .map(|&number_type| value_batch(&mut rng, number_type, len))
+                .collect();
+            let key_columns: Vec<Keys<'_>> = keys.iter().map(KeyBatch::keys).collect();
+            let value_columns: Vec<Values<'_>> = values.iter().map(ValueBatch::values).collect();
+            typed.insert_columns(&key_columns, &value_columns).unwrap();
+            let tuples: Vec<Vec<u8>> = (0..len)
+                .map(|index| tuple(keys.iter().map(|column| column.bytes(index))))
+                .collect();
+            for (reference, values) in references.iter_mut().zip(&values) {
+                reference
+                    .insert_batch(
+                        tuples
+                            .iter()
+                            .enumerate()
+                            .map(|(index, key)| (&key[..], values.value(index))),
+                    )
+                    .unwrap();
+            }
+        }
+        let expected: Vec<HashMap<Vec<u8>, Output>> = references
+            .iter()
+            .map(|reference| {
+                reference
+                    .iter()
+                    .map(|pair| {
+                        let (key, output) = pair.unwrap();
+                        (key.to_vec(), output)
+                    })
+                    .collect()
+            })
+            .collect();
+        let results = typed.results().unwrap();
+        assert_eq!(results.keys.len(), key_types.len());
+        let groups = results.keys[0].len();
+        assert_eq!(groups, expected[0].len(), "{key_types:?}");
+        assert!(groups > 30, "{groups} groups: the tuples should be many");
+        for index in 0..groups {
+            let key = tuple(results.keys.iter().map(|column| result_key(column, index)));
+            for (column, wanted) in results.columns.iter().zip(&expected) {
+                let (got, wanted) = (column.get(index), &wanted[&key]);
+                assert_eq!(&got, wanted, "{key_types:?} key {key:?}");
+                if let (Output::Float(got), Output::Float(wanted)) = (&got, wanted) {
+                    assert_eq!(got.to_bits(), wanted.to_bits(), "{key_types:?} key {key:?}");
+                }
+            }
+        }
+        // A lookup finds each group by its key columns.
+        let found = typed
+            .lookup_columns(&results.keys.iter().map(KeyColumn::as_keys).collect::<Vec<_>>())
+            .unwrap();
+        for (index, outputs) in found.into_iter().enumerate() {
+            let outputs = outputs.expect("every result's key is found");
+            let wanted: Vec<Output> = results.columns.iter().map(|column| column.get(index)).collect();
+            assert_eq!(outputs, wanted);
+        }
+    }
+}
+
+#[test]
+fn several_columns_are_refused_when_they_do_not_fit_and_nothing_is_inserted() {
+    let error = TypedHashAggregator::with_columns(
+        "sum+mean",
+        &[KeyType::I64, KeyType::Bytes],
+        &[NumberType::Int, NumberType::Float, NumberType::Int],
+        1,
+        u64::MAX,
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("3 value columns for 2 functions"),
+        "{error}"
+    );
+    let mut typed = TypedHashAggregator::with_columns(
+        "sum+mean",
+        &[KeyType::I64, KeyType::F64],
+        &[NumberType::Int, NumberType::Float],
+        2,
+        u64::MAX,
+    )
+    .unwrap();
+    let values = [Values::Int(&[1, 2]), Values::Float(&[0.5, 1.5])];
+    let cases: [(&[Keys<'_>], &[Values<'_>], &str); 6] = [
+        (
+            &[Keys::I64(&[1, 2])],
+            &values,
+            "1 key columns given; this aggregator groups by 2",
+        ),
+        (
+            &[Keys::I64(&[1, 2]), Keys::U64(&[1, 2])],
+            &values,
+            "this aggregator's key column 1 (counted from 0) is float64, not uint64",
+        ),
+        (
+            &[Keys::I64(&[1, 2]), Keys::F64(&[1.0])],
+            &values,
+            "key column 1 (counted from 0) has 1 keys, column 0 has 2",
+        ),
+        (
+            &[Keys::I64(&[1, 2]), Keys::F64(&[1.0, f64::NAN])],
+            &values,
+            "at position 1 of the batch (counted from 0), key (2, NaN)",
+        ),
+        (
+            &[Keys::I64(&[1, 2]), Keys::F64(&[1.0, 2.0])],
+            &[Values::Int(&[1, 2]), Values::Int(&[1, 2])],
+            "this aggregator's value column 1 (counted from 0) is float64, not int64",
+        ),
+        (
+            &[Keys::I64(&[1, 2]), Keys::F64(&[1.0, 2.0])],
+            &[Values::Int(&[1, 2]), Values::Float(&[1.0, f64::INFINITY])],
+            "at position 1 of the batch (counted from 0), key (2, 2)",
+        ),
+    ];
+    for (keys, values, message) in cases {
+        let error = typed.insert_columns(keys, values).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+        assert!(error.to_string().contains(message), "{error}\nwanted: {message}");
+    }
+    assert_eq!(typed.groups(), 0);
+    typed
+        .insert_columns(
+            &[Keys::I64(&[1, 1, 2]), Keys::F64(&[-0.0, 0.0, 0.0])],
+            &[Values::Int(&[1, 2, 3]), Values::Float(&[1.0, 2.0, 4.0])],
+        )
+        .unwrap();
+    assert_eq!(typed.groups(), 2, "-0.0 and 0.0 are one key in a tuple too");
+    let found = typed
+        .lookup_columns(&[Keys::I64(&[1, 3]), Keys::F64(&[0.0, 0.0])])
+        .unwrap();
+    assert_eq!(found[0], Some(vec![Output::Int(3), Output::Float(1.5)]));
+    assert_eq!(found[1], None);
 }

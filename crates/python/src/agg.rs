@@ -550,25 +550,41 @@ fn python_to_output(value: &Bound<'_, PyAny>) -> PyResult<Output> {
 }
 
 /// The typed hash engine (`spillway_agg::TypedHashAggregator`) for
-/// `spillway.Aggregator`, which uses it for NumPy and Arrow columns of
-/// numbers with the functions that have a typed form. Columns cross as
-/// flat little-endian buffers and results come back the same way, so no
-/// Python object is made per record or per group.
+/// `spillway.Aggregator`, which uses it for NumPy, Arrow, pandas and
+/// Polars columns of integers, text and numbers with the functions that
+/// have a typed form. Columns cross as flat little-endian buffers and
+/// results come back the same way, so no Python object is made per record
+/// or per group.
 #[pyclass(module = "spillway._native", name = "TypedAggregator")]
 #[derive(Debug)]
 pub struct PyTypedAggregator {
     inner: Mutex<TypedHashAggregator>,
 }
 
-/// The type a NumPy dtype code (`i8`, `u8`, `f8`) names.
+/// The key type a code names: NumPy's `i8`, `u8`, `f8`, or `bytes` for
+/// byte strings (text as UTF-8).
 fn key_type(code: &str) -> Result<KeyType> {
     Ok(match code {
         "i8" => KeyType::I64,
         "u8" => KeyType::U64,
         "f8" => KeyType::F64,
+        "bytes" => KeyType::Bytes,
         other => {
             return Err(Error::InvalidArgument(format!(
-                "keys must be int64 ('i8'), uint64 ('u8') or float64 ('f8'), not '{other}'"
+                "keys must be int64 ('i8'), uint64 ('u8'), float64 ('f8') or byte strings ('bytes'), not '{other}'"
+            )))
+        }
+    })
+}
+
+/// The value type a NumPy dtype code (`i8`, `f8`) names.
+fn number_type(code: &str) -> Result<NumberType> {
+    Ok(match code {
+        "i8" => NumberType::Int,
+        "f8" => NumberType::Float,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "values must be int64 ('i8') or float64 ('f8'), not '{other}'"
             )))
         }
     })
@@ -627,22 +643,39 @@ fn words<'a, T: Word>(bytes: &'a [u8], what: &str) -> Result<Cow<'a, [T]>> {
     ))
 }
 
-/// Key columns, viewed in or decoded from a buffer.
+/// A key column as it crosses from Python: its data, and for byte
+/// strings their offsets (n + 1, 8 bytes each, little-endian) first.
+type KeyBuffers<'py> = (Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>);
+
+/// Key columns, viewed in or decoded from their buffers.
 enum KeyWords<'a> {
     I64(Cow<'a, [i64]>),
     U64(Cow<'a, [u64]>),
     F64(Cow<'a, [f64]>),
+    Bytes { offsets: Cow<'a, [u64]>, data: &'a [u8] },
 }
 
 impl<'a> KeyWords<'a> {
-    fn decode(key_type: KeyType, bytes: &'a [u8]) -> Result<Self> {
-        Ok(match key_type {
-            KeyType::I64 => KeyWords::I64(words(bytes, "key")?),
-            KeyType::U64 => KeyWords::U64(words(bytes, "key")?),
-            KeyType::F64 => KeyWords::F64(words(bytes, "key")?),
-            // `key_type` never gives it: Python's byte-string keys take
-            // the byte path.
-            KeyType::Bytes => return Err(Error::Internal("byte-string keys as one buffer of words".into())),
+    fn decode(key_type: KeyType, data: &'a [u8], offsets: Option<&'a [u8]>) -> Result<Self> {
+        Ok(match (key_type, offsets) {
+            (KeyType::I64, None) => KeyWords::I64(words(data, "key")?),
+            (KeyType::U64, None) => KeyWords::U64(words(data, "key")?),
+            (KeyType::F64, None) => KeyWords::F64(words(data, "key")?),
+            (KeyType::Bytes, Some(offsets)) => KeyWords::Bytes {
+                offsets: words(offsets, "offset")?,
+                data,
+            },
+            (key_type, _) => {
+                return Err(Error::InvalidArgument(format!(
+                    "a column of {} keys crosses as {}",
+                    key_type.name(),
+                    if key_type == KeyType::Bytes {
+                        "offsets and bytes"
+                    } else {
+                        "one buffer, without offsets"
+                    }
+                )))
+            }
         })
     }
 
@@ -651,90 +684,163 @@ impl<'a> KeyWords<'a> {
             KeyWords::I64(keys) => Keys::I64(keys),
             KeyWords::U64(keys) => Keys::U64(keys),
             KeyWords::F64(keys) => Keys::F64(keys),
+            KeyWords::Bytes { offsets, data } => Keys::Bytes { offsets, data },
         }
     }
 }
 
-/// A result column for Python: its kind (`i8`, `i16` for 128-bit
-/// integers, `f8`), its little-endian data, and for nullable floats a byte
-/// per group (1: a value, 0: null).
+/// Decodes each of `columns` as the aggregator's key column of its place.
+fn key_columns<'a>(
+    aggregator: &TypedHashAggregator,
+    columns: &'a [(&'a [u8], Option<&'a [u8]>)],
+) -> Result<Vec<KeyWords<'a>>> {
+    let types = aggregator.key_types();
+    if columns.len() != types.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{} key columns given; this aggregator groups by {}",
+            columns.len(),
+            types.len()
+        )));
+    }
+    types
+        .iter()
+        .zip(columns)
+        .map(|(&key_type, &(data, offsets))| KeyWords::decode(key_type, data, offsets))
+        .collect()
+}
+
+/// A column for Python: its kind (`i8`, `u8`, `f8`, `i16` for 128-bit
+/// integers, `bytes` for byte strings), its little-endian data, and for
+/// nullable floats a byte per group (1: a value, 0: null) or for byte
+/// strings their offsets.
 type ColumnBytes = (&'static str, Vec<u8>, Option<Vec<u8>>);
+
+fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(values.len() * N);
+    for &value in values {
+        bytes.extend_from_slice(&to_le(value));
+    }
+    bytes
+}
 
 fn column_bytes(column: &ResultColumn) -> ColumnBytes {
     match column {
-        ResultColumn::Int(values) => (
-            "i8",
-            values.iter().flat_map(|value| value.to_le_bytes()).collect(),
-            None,
-        ),
-        ResultColumn::Int128(values) => (
-            "i16",
-            values.iter().flat_map(|value| value.to_le_bytes()).collect(),
-            None,
-        ),
-        ResultColumn::Float(values) => (
-            "f8",
-            values.iter().flat_map(|value| value.to_le_bytes()).collect(),
-            None,
-        ),
+        ResultColumn::Int(values) => ("i8", le_bytes(values, i64::to_le_bytes), None),
+        ResultColumn::Int128(values) => ("i16", le_bytes(values, i128::to_le_bytes), None),
+        ResultColumn::Float(values) => ("f8", le_bytes(values, f64::to_le_bytes), None),
         ResultColumn::NullableFloat(values) => (
             "f8",
-            values
-                .iter()
-                .flat_map(|value| value.unwrap_or(0.0).to_le_bytes())
-                .collect(),
+            le_bytes(values, |value: Option<f64>| value.unwrap_or(0.0).to_le_bytes()),
             Some(values.iter().map(|value| u8::from(value.is_some())).collect()),
         ),
     }
 }
 
+fn key_column_bytes(column: &KeyColumn) -> ColumnBytes {
+    match column {
+        KeyColumn::I64(keys) => ("i8", le_bytes(keys, i64::to_le_bytes), None),
+        KeyColumn::U64(keys) => ("u8", le_bytes(keys, u64::to_le_bytes), None),
+        KeyColumn::F64(keys) => ("f8", le_bytes(keys, f64::to_le_bytes), None),
+        KeyColumn::Bytes { offsets, data } => {
+            // No groups: a column of no keys still has its one offset.
+            let offsets = if offsets.is_empty() { &[0][..] } else { offsets };
+            ("bytes", data.clone(), Some(le_bytes(offsets, u64::to_le_bytes)))
+        }
+    }
+}
+
+fn columns_to_py<'py>(py: Python<'py>, columns: Vec<ColumnBytes>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+    columns
+        .into_iter()
+        .map(|(kind, data, extra)| {
+            let extra = extra.map(|extra| PyBytes::new(py, &extra));
+            (kind, PyBytes::new(py, &data), extra).into_pyobject(py)
+        })
+        .collect()
+}
+
 #[pymethods]
 impl PyTypedAggregator {
-    /// `functions` as `sum` or `sum+count`; `key_type` and `number_type`
-    /// as NumPy dtype codes (`i8`, `u8`, `f8`; `i8`, `f8`).
+    /// `functions` as `sum` or `sum+count`; `key_types` one code per key
+    /// column (`i8`, `u8`, `f8`, `bytes`); `number_types` one per value
+    /// column (`i8`, `f8`): one column for every function or one per
+    /// function.
     #[new]
     fn new(
         functions: &str,
-        key_type: &str,
-        number_type: &str,
+        key_types: Vec<String>,
+        number_types: Vec<String>,
         threads: usize,
         memory: u64,
     ) -> PyResult<Self> {
-        let number_type = match number_type {
-            "i8" => NumberType::Int,
-            "f8" => NumberType::Float,
-            other => {
-                return Err(to_py_err(Error::InvalidArgument(format!(
-                    "values must be int64 ('i8') or float64 ('f8'), not '{other}'"
-                ))))
-            }
-        };
-        let key_type = self::key_type(key_type).map_err(to_py_err)?;
+        let key_types = key_types
+            .iter()
+            .map(|code| key_type(code))
+            .collect::<Result<Vec<_>>>()
+            .map_err(to_py_err)?;
+        let number_types = number_types
+            .iter()
+            .map(|code| number_type(code))
+            .collect::<Result<Vec<_>>>()
+            .map_err(to_py_err)?;
         let aggregator =
-            TypedHashAggregator::new(functions, key_type, number_type, threads, memory).map_err(to_py_err)?;
+            TypedHashAggregator::with_columns(functions, &key_types, &number_types, threads, memory)
+                .map_err(to_py_err)?;
         Ok(PyTypedAggregator {
             inner: Mutex::new(aggregator),
         })
     }
 
-    /// Folds the buffers' pairs in, off the GIL; Ctrl-C raises
-    /// `KeyboardInterrupt` (a batch stopped part-way poisons the
-    /// aggregator, as the engine says).
-    fn insert_columns(&self, py: Python<'_>, keys: &[u8], values: &[u8]) -> PyResult<()> {
+    /// Folds the columns' rows in, off the GIL: `keys` one (data,
+    /// offsets or None) per key column, `values` one buffer per value
+    /// column. Ctrl-C raises `KeyboardInterrupt` (a batch stopped
+    /// part-way poisons the aggregator, as the engine says).
+    fn insert_columns(
+        &self,
+        py: Python<'_>,
+        keys: Vec<KeyBuffers<'_>>,
+        values: Vec<Bound<'_, PyBytes>>,
+    ) -> PyResult<()> {
+        let keys: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .map(|(data, offsets)| {
+                (
+                    data.as_bytes(),
+                    offsets.as_ref().map(|offsets| offsets.as_bytes()),
+                )
+            })
+            .collect();
+        let values: Vec<&[u8]> = values.iter().map(|values| values.as_bytes()).collect();
         let outcome = interruptible(py, |interrupt| {
             let mut aggregator = lock(&self.inner);
-            let keys = KeyWords::decode(aggregator.key_type(), keys)?;
+            let key_words = key_columns(&aggregator, &keys)?;
+            let types = aggregator.number_types().to_vec();
+            if values.len() != types.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "{} value columns given; this aggregator takes {}",
+                    values.len(),
+                    types.len()
+                )));
+            }
+            let ints: Vec<Cow<'_, [i64]>> = (values.iter().zip(&types))
+                .filter(|(_, &number_type)| number_type == NumberType::Int)
+                .map(|(&bytes, _)| words::<i64>(bytes, "value"))
+                .collect::<Result<_>>()?;
+            let floats: Vec<Cow<'_, [f64]>> = (values.iter().zip(&types))
+                .filter(|(_, &number_type)| number_type == NumberType::Float)
+                .map(|(&bytes, _)| words::<f64>(bytes, "value"))
+                .collect::<Result<_>>()?;
+            let (mut ints, mut floats) = (ints.iter(), floats.iter());
+            let value_columns: Vec<Values<'_>> = types
+                .iter()
+                .map(|number_type| match number_type {
+                    NumberType::Int => Values::Int(ints.next().expect("a column per int type")),
+                    NumberType::Float => Values::Float(floats.next().expect("a column per float type")),
+                })
+                .collect();
+            let key_columns: Vec<Keys<'_>> = key_words.iter().map(KeyWords::keys).collect();
             aggregator.set_interrupt(interrupt.clone());
-            let outcome = match aggregator.number_type() {
-                NumberType::Int => {
-                    let values = words::<i64>(values, "value")?;
-                    aggregator.insert_batch(keys.keys(), Values::Int(&values))
-                }
-                NumberType::Float => {
-                    let values = words::<f64>(values, "value")?;
-                    aggregator.insert_batch(keys.keys(), Values::Float(&values))
-                }
-            };
+            let outcome = aggregator.insert_columns(&key_columns, &value_columns);
             aggregator.set_interrupt(Interrupt::new());
             outcome
         })?;
@@ -747,14 +853,25 @@ impl PyTypedAggregator {
         lock(&self.inner).finalize().map_err(to_py_err)
     }
 
-    /// The results of each key of the buffer: None for a key without
-    /// values, the result for one function, a list of them for several.
-    fn lookup(&self, py: Python<'_>, keys: &[u8]) -> PyResult<Vec<Py<PyAny>>> {
+    /// The results of each row of the key columns (as `insert_columns`
+    /// takes them): None for keys without values, the result for one
+    /// function, a list of them for several.
+    fn lookup(&self, py: Python<'_>, keys: Vec<KeyBuffers<'_>>) -> PyResult<Vec<Py<PyAny>>> {
+        let keys: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .map(|(data, offsets)| {
+                (
+                    data.as_bytes(),
+                    offsets.as_ref().map(|offsets| offsets.as_bytes()),
+                )
+            })
+            .collect();
         let found = py
             .detach(|| {
                 let aggregator = lock(&self.inner);
-                let keys = KeyWords::decode(aggregator.key_type(), keys)?;
-                aggregator.lookup(keys.keys())
+                let key_words = key_columns(&aggregator, &keys)?;
+                let columns: Vec<Keys<'_>> = key_words.iter().map(KeyWords::keys).collect();
+                aggregator.lookup_columns(&columns)
             })
             .map_err(to_py_err)?;
         found
@@ -767,34 +884,22 @@ impl PyTypedAggregator {
             .collect()
     }
 
-    /// Every group as buffers: the keys (8 bytes each, little-endian) and
-    /// one `(kind, data, valid)` column per function.
-    fn results<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, Vec<Bound<'py, PyTuple>>)> {
+    /// Every group as buffers: one `(kind, data, offsets)` per key column
+    /// and one `(kind, data, valid)` per function.
+    #[allow(clippy::type_complexity)]
+    fn results<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Vec<Bound<'py, PyTuple>>, Vec<Bound<'py, PyTuple>>)> {
         let (keys, columns) = py
             .detach(|| {
                 let results = lock(&self.inner).results()?;
-                let keys: Vec<u8> = match &results.keys {
-                    KeyColumn::I64(keys) => keys.iter().flat_map(|key| key.to_le_bytes()).collect(),
-                    KeyColumn::U64(keys) => keys.iter().flat_map(|key| key.to_le_bytes()).collect(),
-                    KeyColumn::F64(keys) => keys.iter().flat_map(|key| key.to_le_bytes()).collect(),
-                    KeyColumn::Bytes { .. } => {
-                        return Err(Error::Internal(
-                            "byte-string keys in a typed aggregator made from Python".into(),
-                        ))
-                    }
-                };
+                let keys: Vec<ColumnBytes> = results.keys.iter().map(key_column_bytes).collect();
                 let columns: Vec<ColumnBytes> = results.columns.iter().map(column_bytes).collect();
                 Ok::<_, Error>((keys, columns))
             })
             .map_err(to_py_err)?;
-        let columns = columns
-            .into_iter()
-            .map(|(kind, data, valid)| {
-                let valid = valid.map(|valid| PyBytes::new(py, &valid));
-                (kind, PyBytes::new(py, &data), valid).into_pyobject(py)
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok((PyBytes::new(py, &keys), columns))
+        Ok((columns_to_py(py, keys)?, columns_to_py(py, columns)?))
     }
 
     /// The engine's statistics as JSON text.

@@ -25,7 +25,8 @@ use std::thread;
 
 use spillway_core::{bail, ensure, hash64, Error, ErrorKind, Interrupt, Result};
 
-use super::functions::{ResultColumn, TypedFunction};
+use super::composite::{self, Encoded};
+use super::functions::{ResultColumn, Run, TypedFunction};
 use super::table::{hash_word, Table};
 use super::{float_key_word, huge_vec, parse_functions, KeyType, Keys, NumberType, Values};
 use crate::admission::{key_text, KEY_BYTES_MAX};
@@ -42,8 +43,9 @@ const PARTITION_BITS: u32 = 8;
 const RUN: usize = 256;
 
 /// Pairs scattered and folded at a time: a batch of any size needs
-/// scatter buffers for this many (about 17 MiB), and the interrupt is
-/// checked at least once per chunk and partition.
+/// scatter buffers for this many (about 21 MiB a thread for one value
+/// column, 8 MiB more per further column), and the interrupt is checked
+/// at least once per chunk and partition.
 const CHUNK: usize = 1 << 20;
 
 /// Probes a fold asks memory for ahead of the one it makes.
@@ -59,17 +61,37 @@ struct Layout {
     functions: Vec<TypedFunction>,
     /// Each function's first word in a row.
     offsets: Vec<usize>,
+    /// Each function's value: its word in a scattered record (1 + its
+    /// value column) and its type.
+    inputs: Vec<(usize, NumberType)>,
     /// Words per row.
     stride: usize,
     /// A row of empty states (key and count 0), copied into a new row.
     empty: Vec<u64>,
-    values: NumberType,
-    /// Whether keys are byte strings (rows `[hash, count, place, ...]`).
+    /// The value columns' types.
+    values: Vec<NumberType>,
+    /// Whether keys are byte strings or composite (rows `[hash, count,
+    /// place, ...]`).
     strings: bool,
 }
 
 impl Layout {
-    fn new(functions: Vec<TypedFunction>, values: NumberType, strings: bool) -> Self {
+    /// Each function takes the one value column, or its own: function i
+    /// column i.
+    fn new(functions: Vec<TypedFunction>, values: &[NumberType], strings: bool) -> Result<Self> {
+        ensure!(
+            values.len() == 1 || values.len() == functions.len(),
+            InvalidArgument,
+            "{} value columns for {} functions; give one column for every function or one per function",
+            values.len(),
+            functions.len()
+        );
+        let inputs: Vec<(usize, NumberType)> = (0..functions.len())
+            .map(|index| {
+                let column = if values.len() == 1 { 0 } else { index };
+                (1 + column, values[column])
+            })
+            .collect();
         let mut offsets = Vec::with_capacity(functions.len());
         // Key (or hash) and count, and a byte-string key's place.
         let mut stride = if strings { 3 } else { 2 };
@@ -78,25 +100,34 @@ impl Layout {
             stride += function.words();
         }
         let mut empty = vec![0; stride];
-        for (function, &at) in functions.iter().zip(&offsets) {
+        for ((function, &at), &(_, values)) in functions.iter().zip(&offsets).zip(&inputs) {
             function.empty(values, &mut empty[at..at + function.words()]);
         }
-        Layout {
+        Ok(Layout {
             functions,
             offsets,
+            inputs,
             stride,
             empty,
-            values,
+            values: values.to_vec(),
             strings,
-        }
+        })
+    }
+
+    /// Words of a scattered record: the key and a word per value column.
+    fn record(&self) -> usize {
+        1 + self.values.len()
+    }
+
+    /// Function `index`'s result for `row`.
+    fn result(&self, index: usize, row: &[u64]) -> Result<Output> {
+        self.functions[index].result(self.inputs[index].1, row, self.offsets[index])
     }
 
     /// The results of `row`, one per function.
     fn results(&self, row: &[u64]) -> Result<Vec<Output>> {
-        self.functions
-            .iter()
-            .zip(&self.offsets)
-            .map(|(function, &at)| function.result(self.values, row, at))
+        (0..self.functions.len())
+            .map(|index| self.result(index, row))
             .collect()
     }
 }
@@ -104,15 +135,18 @@ impl Layout {
 /// One thread's piece of a batch, grouped by partition.
 #[derive(Debug, Default)]
 struct Scatter {
-    /// Partition p's pairs are `pairs[starts[p]..starts[p + 1]]`.
+    /// Partition p's records are records `starts[p]..starts[p + 1]`.
     starts: Vec<usize>,
-    /// (key word, value word), in input order within each partition.
-    pairs: Vec<[u64; 2]>,
+    /// Records of [`Layout::record`] words, (key word, value words), in
+    /// input order within each partition.
+    records: Vec<u64>,
     /// Each pair's partition, from the counting pass.
     parts: Vec<u8>,
+    /// Each pair's record, from the placing pass, where its values go.
+    places: Vec<u32>,
     /// Byte-string keys: their hashes in input order (counting pass), and
-    /// grouped as `pairs` are, whose key word is then the key's index in
-    /// the batch.
+    /// grouped as the records are, whose key word is then the key's index
+    /// in the batch.
     input_hashes: Vec<u64>,
     hashes: Vec<u64>,
 }
@@ -120,7 +154,8 @@ struct Scatter {
 impl Scatter {
     fn bytes(&self) -> u64 {
         let words = self.starts.capacity() + self.input_hashes.capacity() + self.hashes.capacity();
-        (words * 8 + self.pairs.capacity() * 16 + self.parts.capacity()) as u64
+        let words = words + self.records.capacity();
+        (words * 8 + self.parts.capacity() + self.places.capacity() * 4) as u64
     }
 }
 
@@ -133,8 +168,9 @@ pub struct TypedHashStats {
     pub inserts: u64,
     /// Bytes of the partitions' tables.
     pub table_bytes: u64,
-    /// Bytes of the scatter buffers (about 17 bytes per pair of a chunk
-    /// of up to 2^20 pairs).
+    /// Bytes of the scatter buffers (about 21 bytes per pair of a chunk
+    /// of up to 2^20 pairs, and 8 more per value column past the first)
+    /// and of a batch's encoded composite keys.
     pub scratch_bytes: u64,
     /// Words per row: key, count and the functions' states.
     pub row_words: u64,
@@ -184,6 +220,38 @@ impl KeyColumn {
         }
     }
 
+    /// Appends a key from its encoding in a composite key
+    /// (`composite.rs`): 8 bytes little-endian, or a byte string's bytes.
+    pub(super) fn push_encoded(&mut self, key: &[u8]) {
+        let word = || u64::from_le_bytes(key.try_into().expect("an 8-byte key"));
+        match self {
+            KeyColumn::I64(keys) => keys.push(word() as i64),
+            KeyColumn::U64(keys) => keys.push(word()),
+            KeyColumn::F64(keys) => keys.push(f64::from_bits(word())),
+            KeyColumn::Bytes { offsets, data } => {
+                if offsets.is_empty() {
+                    offsets.push(0);
+                }
+                data.extend_from_slice(key);
+                offsets.push(data.len() as u64);
+            }
+        }
+    }
+
+    /// The column as a column of keys, as an aggregator takes them.
+    pub fn as_keys(&self) -> Keys<'_> {
+        match self {
+            KeyColumn::I64(keys) => Keys::I64(keys),
+            KeyColumn::U64(keys) => Keys::U64(keys),
+            KeyColumn::F64(keys) => Keys::F64(keys),
+            // No groups: no offsets yet, where a column of no keys has one.
+            KeyColumn::Bytes { offsets, data } => Keys::Bytes {
+                offsets: if offsets.is_empty() { &[0] } else { offsets },
+                data,
+            },
+        }
+    }
+
     /// Appends the key of `row` in `table`.
     fn push(&mut self, row: &[u64], table: &Table) {
         match self {
@@ -216,12 +284,13 @@ impl KeyColumn {
     }
 }
 
-/// Every group's key and results, as columns: `columns[f][i]` is function
-/// `f`'s result for `keys[i]`. Groups come in no particular order.
+/// Every group's keys and results, as columns: `columns[f][i]` is
+/// function `f`'s result for the group whose keys are `keys[c][i]` for
+/// each key column c. Groups come in no particular order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TypedResults {
-    /// The groups' keys.
-    pub keys: KeyColumn,
+    /// The groups' keys, one column per key column.
+    pub keys: Vec<KeyColumn>,
     /// One column per function, in the order the functions were named.
     pub columns: Vec<ResultColumn>,
 }
@@ -231,10 +300,12 @@ pub struct TypedResults {
 #[derive(Debug)]
 pub struct TypedHashAggregator {
     layout: Layout,
-    key_type: KeyType,
+    key_types: Vec<KeyType>,
     partitions: Vec<Table>,
     /// One per thread, reused from batch to batch.
     scatters: Vec<Scatter>,
+    /// A batch's composite keys, encoded; reused from batch to batch.
+    encoded: Encoded,
     threads: usize,
     memory_budget: u64,
     interrupt: Interrupt,
@@ -258,24 +329,42 @@ impl TypedHashAggregator {
         threads: usize,
         memory_budget: u64,
     ) -> Result<Self> {
+        Self::with_columns(functions, &[key_type], &[value_type], threads, memory_budget)
+    }
+
+    /// [`new`](Self::new) grouping by several key columns (a group per
+    /// distinct combination, as SQL's `GROUP BY a, b`) and taking several
+    /// value columns: one that every function takes, or one per function
+    /// (function i takes column i, as in `sum+mean` over columns `v1,
+    /// v3`).
+    pub fn with_columns(
+        functions: &str,
+        key_types: &[KeyType],
+        value_types: &[NumberType],
+        threads: usize,
+        memory_budget: u64,
+    ) -> Result<Self> {
         spillway_core::check_threads(threads, "threads")?;
         ensure!(
             threads >= 1,
             InvalidArgument,
             "the typed hash engine needs at least one thread"
         );
-        let layout = Layout::new(
-            parse_functions(functions)?,
-            value_type,
-            key_type == KeyType::Bytes,
+        ensure!(
+            !key_types.is_empty(),
+            InvalidArgument,
+            "group by at least one key column"
         );
+        let strings = key_types.len() > 1 || key_types[0] == KeyType::Bytes;
+        let layout = Layout::new(parse_functions(functions)?, value_types, strings)?;
         Ok(TypedHashAggregator {
             partitions: (0..PARTITIONS)
                 .map(|_| Table::new(layout.stride, layout.strings))
                 .collect(),
             layout,
-            key_type,
+            key_types: key_types.to_vec(),
             scatters: (0..threads).map(|_| Scatter::default()).collect(),
+            encoded: Encoded::default(),
             threads,
             memory_budget,
             interrupt: Interrupt::new(),
@@ -290,14 +379,19 @@ impl TypedHashAggregator {
         &self.layout.functions
     }
 
-    /// The type of the keys.
-    pub fn key_type(&self) -> KeyType {
-        self.key_type
+    /// The types of the key columns.
+    pub fn key_types(&self) -> &[KeyType] {
+        &self.key_types
     }
 
-    /// The type of the values.
-    pub fn number_type(&self) -> NumberType {
-        self.layout.values
+    /// The types of the value columns.
+    pub fn number_types(&self) -> &[NumberType] {
+        &self.layout.values
+    }
+
+    /// Whether keys are several columns, encoded into one byte string.
+    fn composite(&self) -> bool {
+        self.key_types.len() > 1
     }
 
     /// Makes a batch stop at its next check (after each partition's fold)
@@ -306,26 +400,32 @@ impl TypedHashAggregator {
         self.interrupt = interrupt;
     }
 
-    /// Folds `values[i]` into `keys[i]`'s group for every i.
+    /// Folds `values[i]` into `keys[i]`'s group for every i: the one key
+    /// and value column of an aggregator made by [`new`](Self::new).
+    pub fn insert_batch(&mut self, keys: Keys<'_>, values: Values<'_>) -> Result<()> {
+        self.insert_columns(&[keys], &[values])
+    }
+
+    /// Folds row i of the value columns into the group of row i of the key
+    /// columns, for every i.
     ///
-    /// All or nothing where it can be: columns of the wrong type or
-    /// length, a float value that is not finite, a NaN key, byte-string
+    /// All or nothing where it can be: columns of the wrong number, type
+    /// or length, a float value that is not finite, a NaN key, byte-string
     /// offsets that are not ranges of the key bytes, a key longer than
     /// [`KEY_BYTES_MAX`] or a memory budget already passed fail before
-    /// anything is inserted, the error naming the position and the key. An interrupt during the fold
-    /// leaves part of the batch inserted, so the aggregator then refuses
-    /// every call (`Poisoned`).
-    pub fn insert_batch(&mut self, keys: Keys<'_>, values: Values<'_>) -> Result<()> {
+    /// anything is inserted, the error naming the position and the key.
+    /// An interrupt during the fold leaves part of the batch inserted, so
+    /// the aggregator then refuses every call (`Poisoned`).
+    pub fn insert_columns(&mut self, keys: &[Keys<'_>], values: &[Values<'_>]) -> Result<()> {
         self.check_usable()?;
         self.check_batch(keys, values)?;
-        if keys.is_empty() {
+        let rows = keys[0].len();
+        if rows == 0 {
             return Ok(());
         }
-        self.clock.read();
-        let outcome = (0..keys.len())
-            .step_by(CHUNK)
-            .try_for_each(|start| self.insert_chunk(keys, values, start..keys.len().min(start + CHUNK)));
-        self.clock.read();
+        let mut encoded = std::mem::take(&mut self.encoded);
+        let outcome = self.insert_rows(keys, values, rows, &mut encoded);
+        self.encoded = encoded;
         if let Err(error) = &outcome {
             if error.kind() == ErrorKind::Interrupted {
                 self.poisoned = Some(
@@ -338,9 +438,34 @@ impl TypedHashAggregator {
         outcome
     }
 
+    /// Encodes composite keys (refusing the batch if one is too long),
+    /// then inserts the rows a chunk at a time.
+    fn insert_rows(
+        &mut self,
+        keys: &[Keys<'_>],
+        values: &[Values<'_>],
+        rows: usize,
+        encoded: &mut Encoded,
+    ) -> Result<()> {
+        let keys = if self.composite() {
+            encoded
+                .encode(keys)
+                .map_err(|(position, error)| refused(error, position, &composite::text(keys, position)))?;
+            encoded.keys()
+        } else {
+            keys[0]
+        };
+        self.clock.read();
+        let outcome = (0..rows)
+            .step_by(CHUNK)
+            .try_for_each(|start| self.insert_chunk(keys, values, start..rows.min(start + CHUNK)));
+        self.clock.read();
+        outcome
+    }
+
     /// Scatters and folds the pairs of `chunk`, on every thread if it is
     /// large enough.
-    fn insert_chunk(&mut self, keys: Keys<'_>, values: Values<'_>, chunk: Range<usize>) -> Result<()> {
+    fn insert_chunk(&mut self, keys: Keys<'_>, values: &[Values<'_>], chunk: Range<usize>) -> Result<()> {
         let pieces = if chunk.len() >= PARALLEL_MIN {
             self.threads
         } else {
@@ -368,9 +493,7 @@ impl TypedHashAggregator {
     /// Fails unless the aggregator takes batches: not poisoned, within
     /// its budget.
     fn check_usable(&self) -> Result<()> {
-        if let Some(why) = &self.poisoned {
-            return Err(Error::Poisoned(why.clone()));
-        }
+        self.check_usable_for_reading()?;
         let memory = self.stats().memory_bytes();
         ensure!(
             memory <= self.memory_budget,
@@ -383,63 +506,83 @@ impl TypedHashAggregator {
         Ok(())
     }
 
-    /// Refuses keys of another type than the aggregator's.
-    fn check_key_type(&self, keys: Keys<'_>) -> Result<()> {
-        ensure!(
-            keys.key_type() == self.key_type,
-            InvalidArgument,
-            "this aggregator's keys are {}, not {}",
-            self.key_type.name(),
-            keys.key_type().name()
-        );
+    /// Refuses key columns that do not fit the aggregator, or whose keys
+    /// it cannot take (NaN, bad offsets): `blame` says where, from the
+    /// error and the key's position.
+    fn check_keys(&self, keys: &[Keys<'_>], blame: impl Fn(Error, usize) -> Error) -> Result<()> {
+        composite::check(keys, &self.key_types)?;
+        for column in keys {
+            if let Keys::Bytes { offsets, data } = *column {
+                check_offsets(offsets, data).map_err(|(position, error)| blame(error, position))?;
+            }
+            if let Keys::F64(floats) = *column {
+                if let Some(position) = floats.iter().position(|key| key.is_nan()) {
+                    return Err(blame(
+                        Error::InvalidArgument("a key must not be NaN".into()),
+                        position,
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
     /// Refuses a batch that does not fit the aggregator, before anything
     /// is inserted.
-    fn check_batch(&self, keys: Keys<'_>, values: Values<'_>) -> Result<()> {
-        self.check_key_type(keys)?;
+    fn check_batch(&self, keys: &[Keys<'_>], values: &[Values<'_>]) -> Result<()> {
+        self.check_keys(keys, |error, position| {
+            refused(error, position, &self.key_text(keys, position))
+        })?;
+        let layout = &self.layout;
         ensure!(
-            values.number_type() == self.layout.values,
+            values.len() == layout.values.len(),
             InvalidArgument,
-            "this aggregator's values are {}, not {}",
-            self.layout.values.name(),
-            values.number_type().name()
+            "{} value columns given; this aggregator takes {}",
+            values.len(),
+            layout.values.len()
         );
-        ensure!(
-            keys.len() == values.len(),
-            InvalidArgument,
-            "{} keys but {} values; give one value per key",
-            keys.len(),
-            values.len()
-        );
-        let refused = |position: usize, error: Error| {
-            error.context(format!(
-                "at position {position} of the batch (counted from 0), key {}; nothing in the batch was inserted",
-                keys.text(position)
-            ))
-        };
-        if let Keys::Bytes { offsets, data } = keys {
-            check_offsets(offsets, data).map_err(|(position, error)| refused(position, error))?;
-        }
-        if let Keys::F64(keys) = keys {
-            if let Some(position) = keys.iter().position(|key| key.is_nan()) {
-                return Err(refused(
-                    position,
-                    Error::InvalidArgument("a key must not be NaN".into()),
-                ));
-            }
-        }
-        if let Values::Float(values) = values {
-            if let Some(position) = values.iter().position(|value| !value.is_finite()) {
-                let name = self.layout.functions[0].name();
-                let error = Value::Float(values[position])
-                    .check(&name)
-                    .expect_err("a value that is not finite is refused");
-                return Err(refused(position, error));
+        for (number, (column, &number_type)) in values.iter().zip(&layout.values).enumerate() {
+            let subject = if values.len() == 1 {
+                "this aggregator's values are".to_string()
+            } else {
+                format!("this aggregator's value column {number} (counted from 0) is")
+            };
+            ensure!(
+                column.number_type() == number_type,
+                InvalidArgument,
+                "{subject} {}, not {}",
+                number_type.name(),
+                column.number_type().name()
+            );
+            ensure!(
+                keys[0].len() == column.len(),
+                InvalidArgument,
+                "{} keys but {} values; give one value per key",
+                keys[0].len(),
+                column.len()
+            );
+            if let Values::Float(floats) = *column {
+                if let Some(position) = floats.iter().position(|value| !value.is_finite()) {
+                    let taker = layout.inputs.iter().position(|&(word, _)| word == 1 + number);
+                    let name = layout.functions[taker.unwrap_or(0)].name();
+                    let error = Value::Float(floats[position])
+                        .check(&name)
+                        .expect_err("a value that is not finite is refused");
+                    return Err(refused(error, position, &self.key_text(keys, position)));
+                }
             }
         }
         Ok(())
+    }
+
+    /// Key `index` of `keys` as text for a message: `(k1, k2)` for
+    /// composite keys.
+    fn key_text(&self, keys: &[Keys<'_>], index: usize) -> String {
+        if self.composite() {
+            composite::text(keys, index)
+        } else {
+            keys[0].text(index)
+        }
     }
 
     /// Distinct keys so far.
@@ -453,7 +596,7 @@ impl TypedHashAggregator {
             groups: self.groups(),
             inserts: self.inserts,
             table_bytes: self.partitions.iter().map(Table::bytes).sum(),
-            scratch_bytes: self.scatters.iter().map(Scatter::bytes).sum(),
+            scratch_bytes: self.scatters.iter().map(Scatter::bytes).sum::<u64>() + self.encoded.bytes(),
             row_words: self.layout.stride as u64,
             threads: self.threads as u64,
             insert_time: self.clock.elapsed(),
@@ -469,56 +612,72 @@ impl TypedHashAggregator {
     /// The results for each of `keys`: one per function, or `None` for a
     /// key that has no values.
     pub fn lookup(&self, keys: Keys<'_>) -> Result<Vec<Option<Vec<Output>>>> {
+        self.lookup_columns(&[keys])
+    }
+
+    /// [`lookup`](Self::lookup) for the rows of several key columns.
+    pub fn lookup_columns(&self, keys: &[Keys<'_>]) -> Result<Vec<Option<Vec<Output>>>> {
         self.check_usable_for_reading()?;
-        self.check_key_type(keys)?;
-        if let Keys::Bytes { offsets, data } = keys {
-            check_offsets(offsets, data)
-                .map_err(|(position, error)| error.context(format!("key number {position} of the lookup")))?;
-        }
-        (0..keys.len())
+        self.check_keys(keys, |error, position| {
+            error.context(format!("key number {position} of the lookup"))
+        })?;
+        let mut encoded = Encoded::default();
+        let single = if self.composite() {
+            encoded.encode(keys).map_err(|(_, error)| error)?;
+            encoded.keys()
+        } else {
+            keys[0]
+        };
+        (0..single.len())
             .map(|index| {
                 let row = if self.layout.strings {
-                    let key = keys.string(index);
+                    let key = single.string(index);
                     let hash = hash64(key);
                     self.partitions[partition(hash)].string_row(key, hash)
                 } else {
-                    let word = keys.word(index);
+                    let word = single.word(index);
                     let hash = hash_word(word);
                     self.partitions[partition(hash)].row(word, hash)
                 };
                 row.map(|row| {
                     self.layout
                         .results(row)
-                        .map_err(|error| naming(error, &keys.text(index)))
+                        .map_err(|error| naming(error, &self.key_text(keys, index)))
                 })
                 .transpose()
             })
             .collect()
     }
 
-    /// Every group's key and results, as columns.
+    /// Every group's keys and results, as columns.
     pub fn results(&self) -> Result<TypedResults> {
         self.check_usable_for_reading()?;
         let groups = self.groups() as usize;
         let string_bytes = self.partitions.iter().map(Table::string_bytes).sum();
-        let mut keys = KeyColumn::new(self.key_type, groups, string_bytes);
-        let mut columns: Vec<ResultColumn> = self
-            .layout
+        let mut keys: Vec<KeyColumn> = self
+            .key_types
+            .iter()
+            .map(|&key_type| KeyColumn::new(key_type, groups, string_bytes))
+            .collect();
+        let layout = &self.layout;
+        let mut columns: Vec<ResultColumn> = layout
             .functions
             .iter()
-            .map(|function| function.column(self.layout.values, groups))
+            .zip(&layout.inputs)
+            .map(|(function, &(_, values))| function.column(values, groups))
             .collect();
         // One pass over the rows; each function's result goes straight
         // into its column.
-        let layout = &self.layout;
         for table in &self.partitions {
             for row in table.rows() {
-                keys.push(row, table);
-                for ((function, &at), column) in
-                    layout.functions.iter().zip(&layout.offsets).zip(&mut columns)
-                {
-                    let output = function
-                        .result(layout.values, row, at)
+                if self.composite() {
+                    composite::decode(table.string_at(row[2]), &mut keys);
+                } else {
+                    keys[0].push(row, table);
+                }
+                for (index, column) in columns.iter_mut().enumerate() {
+                    let output = layout
+                        .result(index, row)
                         .map_err(|error| naming(error, &self.row_text(row, table)))?;
                     column.push(output);
                 }
@@ -536,12 +695,28 @@ impl TypedHashAggregator {
 
     /// The key of `row` in `table`, as text for a message.
     fn row_text(&self, row: &[u64], table: &Table) -> String {
-        if self.layout.strings {
+        if self.composite() {
+            let mut keys: Vec<KeyColumn> = self
+                .key_types
+                .iter()
+                .map(|&key_type| KeyColumn::new(key_type, 1, 0))
+                .collect();
+            composite::decode(table.string_at(row[2]), &mut keys);
+            let columns: Vec<Keys<'_>> = keys.iter().map(KeyColumn::as_keys).collect();
+            composite::text(&columns, 0)
+        } else if self.layout.strings {
             key_text(table.string_at(row[2]))
         } else {
-            self.key_type.text(row[0])
+            self.key_types[0].text(row[0])
         }
     }
+}
+
+/// A batch's refusal: `error` at `position`, key `text`.
+fn refused(error: Error, position: usize, text: &str) -> Error {
+    error.context(format!(
+        "at position {position} of the batch (counted from 0), key {text}; nothing in the batch was inserted"
+    ))
 }
 
 /// A result's error, naming its key (`text`).
@@ -621,48 +796,57 @@ where
     })
 }
 
-/// Copies the pairs of `range` into `scatter`, grouped by partition.
-fn scatter_piece(keys: Keys<'_>, values: Values<'_>, range: Range<usize>, scatter: &mut Scatter) {
-    // One loop per key and value type, each reading its columns directly.
-    match (keys, values) {
-        (Keys::I64(keys), Values::Int(values)) => {
-            scatter_with(|i| keys[i] as u64, |i| values[i] as u64, range, scatter)
-        }
-        (Keys::I64(keys), Values::Float(values)) => {
-            scatter_with(|i| keys[i] as u64, |i| values[i].to_bits(), range, scatter)
-        }
-        (Keys::U64(keys), Values::Int(values)) => {
-            scatter_with(|i| keys[i], |i| values[i] as u64, range, scatter)
-        }
-        (Keys::U64(keys), Values::Float(values)) => {
-            scatter_with(|i| keys[i], |i| values[i].to_bits(), range, scatter)
-        }
-        (Keys::F64(keys), Values::Int(values)) => {
-            scatter_with(|i| float_key_word(keys[i]), |i| values[i] as u64, range, scatter)
-        }
-        (Keys::F64(keys), Values::Float(values)) => scatter_with(
-            |i| float_key_word(keys[i]),
-            |i| values[i].to_bits(),
-            range,
+/// Copies the rows of `range` into `scatter` as records, grouped by
+/// partition: first each key with its first value (one loop per key
+/// type), then each further value column's values (one loop per column
+/// and type) to their keys' records.
+fn scatter_piece(keys: Keys<'_>, values: &[Values<'_>], range: Range<usize>, scatter: &mut Scatter) {
+    let record = 1 + values.len();
+    // The branch is the same for every row, so it is predicted for free.
+    let first = |i: usize| match values[0] {
+        Values::Int(values) => values[i] as u64,
+        Values::Float(values) => values[i].to_bits(),
+    };
+    match keys {
+        Keys::I64(keys) => scatter_words(|i| [keys[i] as u64, first(i)], range.clone(), record, scatter),
+        Keys::U64(keys) => scatter_words(|i| [keys[i], first(i)], range.clone(), record, scatter),
+        Keys::F64(keys) => scatter_words(
+            |i| [float_key_word(keys[i]), first(i)],
+            range.clone(),
+            record,
             scatter,
         ),
-        (Keys::Bytes { offsets, data }, Values::Int(values)) => {
-            scatter_strings(offsets, data, |i| values[i] as u64, range, scatter)
+        Keys::Bytes { offsets, data } => {
+            scatter_strings(offsets, data, first, range.clone(), record, scatter)
         }
-        (Keys::Bytes { offsets, data }, Values::Float(values)) => {
-            scatter_strings(offsets, data, |i| values[i].to_bits(), range, scatter)
+    }
+    for (column, values) in values.iter().enumerate().skip(1) {
+        let (records, places) = (&mut scatter.records, &scatter.places);
+        let word = 1 + column;
+        match *values {
+            Values::Int(values) => {
+                for (i, &place) in range.clone().zip(places) {
+                    records[place as usize * record + word] = values[i] as u64;
+                }
+            }
+            Values::Float(values) => {
+                for (i, &place) in range.clone().zip(places) {
+                    records[place as usize * record + word] = values[i].to_bits();
+                }
+            }
         }
     }
 }
 
-/// [`scatter_with`] for byte-string keys: each is hashed once (XXH3, as
-/// the byte-level engines hash keys), and its pair carries its index in
-/// the batch, its hash going beside it.
+/// [`scatter_words`] for byte-string keys: each is hashed once (XXH3, as
+/// the byte-level engines hash keys), and its record's key word is its
+/// index in the batch, its hash going beside it.
 fn scatter_strings(
     offsets: &[u64],
     data: &[u8],
-    value: impl Fn(usize) -> u64,
+    first: impl Fn(usize) -> u64,
     range: Range<usize>,
+    record: usize,
     scatter: &mut Scatter,
 ) {
     let mut counts = [0usize; PARTITIONS];
@@ -675,21 +859,26 @@ fn scatter_strings(
         scatter.input_hashes.push(hash);
         scatter.parts.push(part as u8);
     }
-    let mut cursors = starts(&counts, scatter);
+    let mut cursors = starts(&counts, record, scatter);
     scatter.hashes.clear();
-    scatter.hashes.resize(scatter.pairs.len(), 0);
+    scatter.hashes.resize(range.len(), 0);
+    scatter.places.clear();
     for ((i, &part), &hash) in range.zip(&scatter.parts).zip(&scatter.input_hashes) {
         let cursor = &mut cursors[usize::from(part)];
-        scatter.pairs[*cursor] = [i as u64, value(i)];
+        scatter.records[*cursor * record] = i as u64;
+        scatter.records[*cursor * record + 1] = first(i);
         scatter.hashes[*cursor] = hash;
+        if record > 2 {
+            scatter.places.push(*cursor as u32);
+        }
         *cursor += 1;
     }
 }
 
 /// Sets the scatter's partition starts from the partitions' `counts` and
-/// sizes its pairs; returns each partition's first position, the cursors
+/// sizes its records; returns each partition's first record, the cursors
 /// of the placing pass.
-fn starts(counts: &[usize; PARTITIONS], scatter: &mut Scatter) -> [usize; PARTITIONS] {
+fn starts(counts: &[usize; PARTITIONS], record: usize, scatter: &mut Scatter) -> [usize; PARTITIONS] {
     scatter.starts.clear();
     scatter.starts.push(0);
     let mut cursors = [0usize; PARTITIONS];
@@ -699,35 +888,44 @@ fn starts(counts: &[usize; PARTITIONS], scatter: &mut Scatter) -> [usize; PARTIT
         total += count;
         scatter.starts.push(total);
     }
-    scatter.pairs.clear();
-    scatter.pairs.resize(total, [0; 2]);
+    scatter.records.clear();
+    scatter.records.resize(total * record, 0);
     cursors
 }
 
-fn scatter_with(
-    key: impl Fn(usize) -> u64,
-    value: impl Fn(usize) -> u64,
+/// Places the key words and first values (`pair(i)`) of `range` in
+/// records grouped by partition (a counting sort: one pass to count, one
+/// to place), noting each row's record in `places` if there are further
+/// values.
+fn scatter_words(
+    pair: impl Fn(usize) -> [u64; 2],
     range: Range<usize>,
+    record: usize,
     scatter: &mut Scatter,
 ) {
     let mut counts = [0usize; PARTITIONS];
     scatter.parts.clear();
     scatter.parts.extend(range.clone().map(|i| {
-        let part = partition(hash_word(key(i)));
+        let part = partition(hash_word(pair(i)[0]));
         counts[part] += 1;
         part as u8
     }));
-    let mut cursors = starts(&counts, scatter);
+    let mut cursors = starts(&counts, record, scatter);
+    scatter.places.clear();
     for (i, &part) in range.zip(&scatter.parts) {
         let cursor = &mut cursors[usize::from(part)];
-        scatter.pairs[*cursor] = [key(i), value(i)];
+        let at = *cursor * record;
+        scatter.records[at..at + 2].copy_from_slice(&pair(i));
+        if record > 2 {
+            scatter.places.push(*cursor as u32);
+        }
         *cursor += 1;
     }
 }
 
-/// Folds into `tables` (partitions `first..`) the pairs each scatter holds
-/// for them, scatter by scatter, a run at a time; checks the interrupt
-/// after each partition.
+/// Folds into `tables` (partitions `first..`) the records each scatter
+/// holds for them, scatter by scatter, a run at a time; checks the
+/// interrupt after each partition.
 fn fold(
     tables: &mut [Table],
     first: usize,
@@ -736,6 +934,7 @@ fn fold(
     keys: Keys<'_>,
     interrupt: &Interrupt,
 ) -> Result<()> {
+    let record = layout.record();
     let mut rows = [0u32; RUN];
     let mut hashes = [0u64; RUN];
     for (index, table) in tables.iter_mut().enumerate() {
@@ -744,31 +943,40 @@ fn fold(
             let (start, end) = (scatter.starts[partition], scatter.starts[partition + 1]);
             for run_start in (start..end).step_by(RUN) {
                 let run_end = end.min(run_start + RUN);
-                let run = &scatter.pairs[run_start..run_end];
-                table.reserve(run.len());
-                let (rows, hashes) = (&mut rows[..run.len()], &mut hashes[..run.len()]);
+                let records = &scatter.records[run_start * record..run_end * record];
+                let length = run_end - run_start;
+                table.reserve(length);
+                let (rows, hashes) = (&mut rows[..length], &mut hashes[..length]);
                 if layout.strings {
                     hashes.copy_from_slice(&scatter.hashes[run_start..run_end]);
                 } else {
-                    for (hash, &[key, _]) in hashes.iter_mut().zip(run) {
-                        *hash = hash_word(key);
+                    for (hash, record) in hashes.iter_mut().zip(records.chunks_exact(record)) {
+                        *hash = hash_word(record[0]);
                     }
                 }
                 for &hash in hashes.iter().take(PREFETCH_AHEAD) {
                     table.prefetch(hash);
                 }
-                for (i, (row, &[key, _])) in rows.iter_mut().zip(run).enumerate() {
+                for (i, (row, record)) in rows.iter_mut().zip(records.chunks_exact(record)).enumerate() {
                     if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
                         table.prefetch(ahead);
                     }
+                    let key = record[0];
                     *row = if layout.strings {
                         table.count_in_string(keys.string(key as usize), hashes[i], &layout.empty)
                     } else {
                         table.count_in(key, hashes[i], &layout.empty)
                     };
                 }
-                for (function, &at) in layout.functions.iter().zip(&layout.offsets) {
-                    function.update(layout.values, &mut table.words, layout.stride, at, rows, run);
+                let run = Run {
+                    rows,
+                    records,
+                    record,
+                };
+                for ((function, &at), &(word, values)) in
+                    layout.functions.iter().zip(&layout.offsets).zip(&layout.inputs)
+                {
+                    function.update(values, &mut table.words, layout.stride, at, &run, word);
                 }
             }
         }

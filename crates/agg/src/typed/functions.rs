@@ -2,7 +2,8 @@
 //! folds a run of values into them, and their results.
 //!
 //! A row is `[key, count, state words of each function in order]` (with
-//! byte-string keys `[hash, count, place, ...]`: see `table.rs`). The
+//! byte-string and composite keys `[hash, count, place, ...]`: see
+//! `table.rs`). Each function reads one value column, of its own type. The
 //! count is every row's (a row exists once its key has a value, so a count
 //! of 0 marks an empty slot) and is the result of `count`. The states hold
 //! what the byte-level functions' states hold, as words, and their results
@@ -100,22 +101,23 @@ impl TypedFunction {
         }
     }
 
-    /// Folds `pairs[i]`'s value into the state at word `at` of row
-    /// `rows[i]`, for every i in order: the one loop per function and
-    /// value type that the typed path runs.
+    /// Folds the value at word `value` of each record of `run` into the
+    /// state at word `at` of its row, in order: the one loop per function
+    /// and value type that the typed path runs.
     pub(super) fn update(
         self,
         values: NumberType,
         words: &mut [u64],
         stride: usize,
         at: usize,
-        rows: &[u32],
-        pairs: &[[u64; 2]],
+        run: &Run<'_>,
+        value: usize,
     ) {
-        let runs = rows
+        let runs = run
+            .rows
             .iter()
-            .zip(pairs)
-            .map(|(&row, pair)| (row as usize * stride + at, pair[1]));
+            .zip(run.records.chunks_exact(run.record))
+            .map(|(&row, record)| (row as usize * stride + at, record[value]));
         match (self, values) {
             (TypedFunction::Count, _) => {}
             (TypedFunction::Sum, NumberType::Int) => {
@@ -217,6 +219,14 @@ impl TypedFunction {
             _ => ResultColumn::Float(huge_vec(capacity)),
         }
     }
+}
+
+/// Records being folded: record i, `record` words (its key, then a word
+/// per value column) at `records[i * record..]`, goes to row `rows[i]`.
+pub(super) struct Run<'a> {
+    pub(super) rows: &'a [u32],
+    pub(super) records: &'a [u64],
+    pub(super) record: usize,
 }
 
 /// A float's bits as an integer in the order of `f64::total_cmp`.

@@ -7,9 +7,9 @@
 //!
 //! It covers the common functions ([`TypedFunction`]: count, sum, min,
 //! max, mean, variance and standard deviation, several at once) over
-//! fixed-width keys ([`Keys`]: i64, u64, f64) or byte strings, and i64 or
-//! f64 values
-//! ([`Values`]). Its results equal the byte-level functions' over the same
+//! fixed-width keys ([`Keys`]: i64, u64, f64), byte strings or several
+//! key columns at once, and i64 or f64 values ([`Values`]), one column
+//! for every function or one per function. Its results equal the byte-level functions' over the same
 //! pairs (tested), since the states follow the same rules: exact 128-bit
 //! integer sums, Neumaier-compensated float sums, moments merged with
 //! Chan's formula, values refused where the byte path refuses them.
@@ -17,9 +17,11 @@
 //! - [`functions`](mod@functions): the typed functions, their state words,
 //!   their update loops and their results;
 //! - [`table`]: one partition's open-addressing table of rows;
+//! - [`composite`]: several key columns encoded as one byte string a row;
 //! - [`engine`]: [`TypedHashAggregator`], the radix-partitioned hash
 //!   engine whose threads each own a range of partitions.
 
+mod composite;
 mod engine;
 mod functions;
 mod table;
