@@ -136,10 +136,12 @@ def key_column(column: Any, what: str = "keys") -> Optional[KeyColumn]:
             _, offsets, data = column.buffers()
             width = numpy.int64 if large else numpy.int32
             offsets = numpy.frombuffer(offsets, dtype=width)[column.offset : column.offset + len(column) + 1]
+            # A slice's bytes only, its offsets made to start at 0.
+            first, last = int(offsets[0]), int(offsets[-1])
             return KeyColumn(
                 "bytes",
-                data.to_pybytes() if data is not None else b"",
-                numpy.ascontiguousarray(offsets, dtype="<i8").tobytes(),
+                data.slice(first, last - first).to_pybytes() if data is not None else b"",
+                (offsets.astype("<i8") - first).tobytes(),
                 kind,
                 len(column),
             )

@@ -630,3 +630,4 @@ def test_several_columns_are_refused_clearly():
     with pytest.raises(spillway.InvalidArgumentError, match="give a key as a tuple of 2"):
         pairs.insert(1, (1, 1.0))
     assert pairs.stats()["inserts"] == 3 and pairs.to_dict() == {(0, "a"): [0, 0.0], (1, "b"): [1, 1.0], (2, "c"): [2, 2.0]}
+
