@@ -17,11 +17,12 @@ _INT_MAX = 2**63 - 1
 
 
 class KeyColumn(NamedTuple):
-    """A key column for the engine: its type code, data and (byte strings) offsets, and its Python kind."""
+    """A key column for the engine, which reads its memory in place: its type code, data and (byte strings)
+    offsets, and its Python kind."""
 
     code: str  # "i8" or "bytes"
-    data: bytes
-    offsets: Optional[bytes]
+    data: Any  # a NumPy array of int64; for byte strings an Arrow buffer or bytes
+    offsets: Optional[Any]  # byte strings: a NumPy array of uint64, n + 1
     kind: type  # int, str or bytes
     length: int
 
@@ -122,9 +123,9 @@ def key_column(column: Any, what: str = "keys") -> Optional[KeyColumn]:
             return None
         check_int_range(column, what)
         data = numpy.ascontiguousarray(column, dtype="<i8")
-        return KeyColumn("i8", data.tobytes(), None, int, len(data))
+        return KeyColumn("i8", data, None, int, len(data))
     if pyarrow.types.is_null(column.type):  # no rows, no type
-        return KeyColumn("i8", b"", None, int, 0)
+        return KeyColumn("i8", numpy.zeros(0, dtype="<i8"), None, int, 0)
     for large, kind, test in (
         (False, str, pyarrow.types.is_string),
         (True, str, pyarrow.types.is_large_string),
@@ -140,8 +141,8 @@ def key_column(column: Any, what: str = "keys") -> Optional[KeyColumn]:
             first, last = int(offsets[0]), int(offsets[-1])
             return KeyColumn(
                 "bytes",
-                data.slice(first, last - first).to_pybytes() if data is not None else b"",
-                (offsets.astype("<i8") - first).tobytes(),
+                data.slice(first, last - first) if data is not None else b"",
+                (offsets - first).astype("<u8"),
                 kind,
                 len(column),
             )

@@ -373,8 +373,10 @@ class Aggregator:
                     f"{key_columns[0].length} keys but {len(column)} values; give one value per key"
                 )
         self._typed_epoch += 1
+        # Read in place by the engine: no copy where a column already is
+        # contiguous int64 or float64.
         packed = [
-            numpy.ascontiguousarray(column, dtype="<" + number_type).tobytes()
+            numpy.ascontiguousarray(column, dtype="<" + number_type)
             for column, number_type in zip(numbers, self._typed_number_types)
         ]
         self._call(self._typed.insert_columns, [(column.data, column.offsets) for column in key_columns], packed)

@@ -631,3 +631,15 @@ def test_several_columns_are_refused_clearly():
         pairs.insert(1, (1, 1.0))
     assert pairs.stats()["inserts"] == 3 and pairs.to_dict() == {(0, "a"): [0, 0.0], (1, "b"): [1, 1.0], (2, "c"): [2, 2.0]}
 
+
+
+def test_strided_narrow_and_sliced_columns_are_read_correctly():
+    keys = numpy.arange(20, dtype=numpy.int64) % 4
+    values = numpy.arange(20, dtype=numpy.int32)
+    aggregator = spillway.Aggregator("sum", engine="hash")
+    aggregator.insert_batch(keys[::2], values[::2])  # strided views, int32 values
+    aggregator.insert_batch(pyarrow.array(keys).slice(1, 3), pyarrow.array(values).slice(1, 3))
+    expected = collections.Counter()
+    for key, value in list(zip(keys[::2].tolist(), values[::2].tolist())) + [(1, 1), (2, 2), (3, 3)]:
+        expected[key] += value
+    assert aggregator.to_dict() == dict(expected)

@@ -14,6 +14,7 @@ use spillway_agg::{
 };
 use spillway_core::{Error, Interrupt, Result};
 
+use crate::columns::{ByteColumn, Column};
 use crate::errors::to_py_err;
 use crate::interrupt::interruptible;
 
@@ -590,64 +591,57 @@ fn number_type(code: &str) -> Result<NumberType> {
     })
 }
 
-/// Numbers every bit pattern of 8 bytes is one of, so a buffer of them
-/// can be viewed as a slice of them.
-trait Word: Copy {
-    fn from_le(bytes: [u8; 8]) -> Self;
+/// A key column as it crosses from Python: its data (a NumPy array of the
+/// key type, or for byte strings an Arrow buffer or `bytes`), and for
+/// byte strings their offsets (n + 1, a NumPy array of uint64).
+type KeyBuffers<'py> = (Bound<'py, PyAny>, Option<Bound<'py, PyAny>>);
+
+/// A key column's memory, held while it is read.
+enum KeyView {
+    I64(Column<i64>),
+    U64(Column<u64>),
+    F64(Column<f64>),
+    Bytes { offsets: Column<u64>, data: ByteColumn },
 }
 
-impl Word for i64 {
-    fn from_le(bytes: [u8; 8]) -> Self {
-        i64::from_le_bytes(bytes)
+impl KeyView {
+    fn new(key_type: KeyType, (data, offsets): &KeyBuffers<'_>) -> Result<Self> {
+        Ok(match (key_type, offsets) {
+            (KeyType::I64, None) => KeyView::I64(Column::new(data, "keys")?),
+            (KeyType::U64, None) => KeyView::U64(Column::new(data, "keys")?),
+            (KeyType::F64, None) => KeyView::F64(Column::new(data, "keys")?),
+            (KeyType::Bytes, Some(offsets)) => KeyView::Bytes {
+                offsets: Column::new(offsets, "key offsets")?,
+                data: ByteColumn::new(data, "key bytes")?,
+            },
+            (key_type, _) => {
+                return Err(Error::InvalidArgument(format!(
+                    "a column of {} keys crosses as {}",
+                    key_type.name(),
+                    if key_type == KeyType::Bytes {
+                        "bytes and offsets"
+                    } else {
+                        "one array, without offsets"
+                    }
+                )))
+            }
+        })
     }
-}
 
-impl Word for u64 {
-    fn from_le(bytes: [u8; 8]) -> Self {
-        u64::from_le_bytes(bytes)
-    }
-}
-
-impl Word for f64 {
-    fn from_le(bytes: [u8; 8]) -> Self {
-        f64::from_le_bytes(bytes)
-    }
-}
-
-/// `bytes` as little-endian 8-byte numbers, or an error naming `what`:
-/// viewed in place when they are aligned (NumPy's buffers, as `bytes`,
-/// are), else decoded into a copy. A batch of 10^7 pairs is 160 MB; a
-/// copy of it cost this VM about 0.2 s of page faults before the engine
-/// could see an interrupt.
-fn words<'a, T: Word>(bytes: &'a [u8], what: &str) -> Result<Cow<'a, [T]>> {
-    if !bytes.len().is_multiple_of(8) {
-        return Err(Error::InvalidArgument(format!(
-            "{} {what} bytes are not a whole number of 8-byte numbers",
-            bytes.len()
-        )));
-    }
-    if cfg!(target_endian = "little") {
-        #[allow(unsafe_code)]
-        // SAFETY: every 8-byte pattern is a value of T (i64, u64 or f64),
-        // and align_to views only the part of the buffer aligned for T.
-        let (head, middle, tail) = unsafe { bytes.align_to::<T>() };
-        if head.is_empty() && tail.is_empty() {
-            return Ok(Cow::Borrowed(middle));
+    fn items(&self) -> KeyWords<'_> {
+        match self {
+            KeyView::I64(column) => KeyWords::I64(column.items()),
+            KeyView::U64(column) => KeyWords::U64(column.items()),
+            KeyView::F64(column) => KeyWords::F64(column.items()),
+            KeyView::Bytes { offsets, data } => KeyWords::Bytes {
+                offsets: offsets.items(),
+                data: data.bytes(),
+            },
         }
     }
-    Ok(Cow::Owned(
-        bytes
-            .chunks_exact(8)
-            .map(|word| T::from_le(word.try_into().expect("8-byte chunks")))
-            .collect(),
-    ))
 }
 
-/// A key column as it crosses from Python: its data, and for byte
-/// strings their offsets (n + 1, 8 bytes each, little-endian) first.
-type KeyBuffers<'py> = (Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>);
-
-/// Key columns, viewed in or decoded from their buffers.
+/// Key columns' items, in place where they can be.
 enum KeyWords<'a> {
     I64(Cow<'a, [i64]>),
     U64(Cow<'a, [u64]>),
@@ -655,30 +649,7 @@ enum KeyWords<'a> {
     Bytes { offsets: Cow<'a, [u64]>, data: &'a [u8] },
 }
 
-impl<'a> KeyWords<'a> {
-    fn decode(key_type: KeyType, data: &'a [u8], offsets: Option<&'a [u8]>) -> Result<Self> {
-        Ok(match (key_type, offsets) {
-            (KeyType::I64, None) => KeyWords::I64(words(data, "key")?),
-            (KeyType::U64, None) => KeyWords::U64(words(data, "key")?),
-            (KeyType::F64, None) => KeyWords::F64(words(data, "key")?),
-            (KeyType::Bytes, Some(offsets)) => KeyWords::Bytes {
-                offsets: words(offsets, "offset")?,
-                data,
-            },
-            (key_type, _) => {
-                return Err(Error::InvalidArgument(format!(
-                    "a column of {} keys crosses as {}",
-                    key_type.name(),
-                    if key_type == KeyType::Bytes {
-                        "offsets and bytes"
-                    } else {
-                        "one buffer, without offsets"
-                    }
-                )))
-            }
-        })
-    }
-
+impl KeyWords<'_> {
     fn keys(&self) -> Keys<'_> {
         match self {
             KeyWords::I64(keys) => Keys::I64(keys),
@@ -689,11 +660,8 @@ impl<'a> KeyWords<'a> {
     }
 }
 
-/// Decodes each of `columns` as the aggregator's key column of its place.
-fn key_columns<'a>(
-    aggregator: &TypedHashAggregator,
-    columns: &'a [(&'a [u8], Option<&'a [u8]>)],
-) -> Result<Vec<KeyWords<'a>>> {
+/// Views each of `columns` as the aggregator's key column of its place.
+fn key_views(aggregator: &TypedHashAggregator, columns: &[KeyBuffers<'_>]) -> Result<Vec<KeyView>> {
     let types = aggregator.key_types();
     if columns.len() != types.len() {
         return Err(Error::InvalidArgument(format!(
@@ -705,8 +673,38 @@ fn key_columns<'a>(
     types
         .iter()
         .zip(columns)
-        .map(|(&key_type, &(data, offsets))| KeyWords::decode(key_type, data, offsets))
+        .map(|(&key_type, column)| KeyView::new(key_type, column))
         .collect()
+}
+
+/// A value column's memory, held while it is read.
+enum ValueView {
+    Int(Column<i64>),
+    Float(Column<f64>),
+}
+
+impl ValueView {
+    fn items(&self) -> ValueItems<'_> {
+        match self {
+            ValueView::Int(column) => ValueItems::Int(column.items()),
+            ValueView::Float(column) => ValueItems::Float(column.items()),
+        }
+    }
+}
+
+/// A value column's items, in place where they can be.
+enum ValueItems<'a> {
+    Int(Cow<'a, [i64]>),
+    Float(Cow<'a, [f64]>),
+}
+
+impl ValueItems<'_> {
+    fn values(&self) -> Values<'_> {
+        match self {
+            ValueItems::Int(values) => Values::Int(values),
+            ValueItems::Float(values) => Values::Float(values),
+        }
+    }
 }
 
 /// A column for Python: its kind (`i8`, `u8`, `f8`, `i16` for 128-bit
@@ -791,54 +789,44 @@ impl PyTypedAggregator {
         })
     }
 
-    /// Folds the columns' rows in, off the GIL: `keys` one (data,
-    /// offsets or None) per key column, `values` one buffer per value
-    /// column. Ctrl-C raises `KeyboardInterrupt` (a batch stopped
-    /// part-way poisons the aggregator, as the engine says).
+    /// Folds the columns' rows in, off the GIL, reading them in place:
+    /// `keys` one (data, offsets or None) per key column, `values` one
+    /// NumPy array (int64 or float64, as the aggregator's) per value
+    /// column. Ctrl-C raises `KeyboardInterrupt` (a batch stopped part-way
+    /// poisons the aggregator, as the engine says).
     fn insert_columns(
         &self,
         py: Python<'_>,
         keys: Vec<KeyBuffers<'_>>,
-        values: Vec<Bound<'_, PyBytes>>,
+        values: Vec<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let keys: Vec<(&[u8], Option<&[u8]>)> = keys
-            .iter()
-            .map(|(data, offsets)| {
-                (
-                    data.as_bytes(),
-                    offsets.as_ref().map(|offsets| offsets.as_bytes()),
-                )
-            })
-            .collect();
-        let values: Vec<&[u8]> = values.iter().map(|values| values.as_bytes()).collect();
-        let outcome = interruptible(py, |interrupt| {
-            let mut aggregator = lock(&self.inner);
-            let key_words = key_columns(&aggregator, &keys)?;
-            let types = aggregator.number_types().to_vec();
+        let (key_views, value_views) = {
+            let aggregator = lock(&self.inner);
+            let types = aggregator.number_types();
             if values.len() != types.len() {
-                return Err(Error::InvalidArgument(format!(
+                return Err(to_py_err(Error::InvalidArgument(format!(
                     "{} value columns given; this aggregator takes {}",
                     values.len(),
                     types.len()
-                )));
+                ))));
             }
-            let ints: Vec<Cow<'_, [i64]>> = (values.iter().zip(&types))
-                .filter(|(_, &number_type)| number_type == NumberType::Int)
-                .map(|(&bytes, _)| words::<i64>(bytes, "value"))
-                .collect::<Result<_>>()?;
-            let floats: Vec<Cow<'_, [f64]>> = (values.iter().zip(&types))
-                .filter(|(_, &number_type)| number_type == NumberType::Float)
-                .map(|(&bytes, _)| words::<f64>(bytes, "value"))
-                .collect::<Result<_>>()?;
-            let (mut ints, mut floats) = (ints.iter(), floats.iter());
-            let value_columns: Vec<Values<'_>> = types
+            let value_views = values
                 .iter()
-                .map(|number_type| match number_type {
-                    NumberType::Int => Values::Int(ints.next().expect("a column per int type")),
-                    NumberType::Float => Values::Float(floats.next().expect("a column per float type")),
+                .zip(types)
+                .map(|(column, number_type)| match number_type {
+                    NumberType::Int => Column::new(column, "values").map(ValueView::Int),
+                    NumberType::Float => Column::new(column, "values").map(ValueView::Float),
                 })
-                .collect();
+                .collect::<Result<Vec<_>>>();
+            (key_views(&aggregator, &keys), value_views)
+        };
+        let (key_views, value_views) = (key_views.map_err(to_py_err)?, value_views.map_err(to_py_err)?);
+        let key_words: Vec<KeyWords<'_>> = key_views.iter().map(KeyView::items).collect();
+        let value_items: Vec<ValueItems<'_>> = value_views.iter().map(ValueView::items).collect();
+        let outcome = interruptible(py, |interrupt| {
             let key_columns: Vec<Keys<'_>> = key_words.iter().map(KeyWords::keys).collect();
+            let value_columns: Vec<Values<'_>> = value_items.iter().map(ValueItems::values).collect();
+            let mut aggregator = lock(&self.inner);
             aggregator.set_interrupt(interrupt.clone());
             let outcome = aggregator.insert_columns(&key_columns, &value_columns);
             aggregator.set_interrupt(Interrupt::new());
@@ -857,21 +845,12 @@ impl PyTypedAggregator {
     /// takes them): None for keys without values, the result for one
     /// function, a list of them for several.
     fn lookup(&self, py: Python<'_>, keys: Vec<KeyBuffers<'_>>) -> PyResult<Vec<Py<PyAny>>> {
-        let keys: Vec<(&[u8], Option<&[u8]>)> = keys
-            .iter()
-            .map(|(data, offsets)| {
-                (
-                    data.as_bytes(),
-                    offsets.as_ref().map(|offsets| offsets.as_bytes()),
-                )
-            })
-            .collect();
+        let views = key_views(&lock(&self.inner), &keys).map_err(to_py_err)?;
+        let key_words: Vec<KeyWords<'_>> = views.iter().map(KeyView::items).collect();
         let found = py
             .detach(|| {
-                let aggregator = lock(&self.inner);
-                let key_words = key_columns(&aggregator, &keys)?;
                 let columns: Vec<Keys<'_>> = key_words.iter().map(KeyWords::keys).collect();
-                aggregator.lookup_columns(&columns)
+                lock(&self.inner).lookup_columns(&columns)
             })
             .map_err(to_py_err)?;
         found

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 
 mod agg;
 mod closable;
+mod columns;
 mod errors;
 mod interrupt;
 mod json;
