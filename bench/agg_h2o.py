@@ -37,7 +37,7 @@ Spillway's `to_arrow()`), with 2 threads:
 (q6, median and standard deviation by id4, id5, and q9, a regression by id2, id4, are left
 out: the first needs a median, the second a correlation, which Spillway does not compute.)
 Each prints one JSON line: `{"engine", "rows", "load_s", "questions": {"q1": {"s", "groups",
-"check"}, ...}, "total_s"}` where `check` sums each answer's columns: integers exactly,
+"check"}, ...}, "total_s", "geomean_s"}` (the geometric mean of the questions' times) where `check` sums each answer's columns: integers exactly,
 floats to 6 significant digits, so the engines' answers can be compared.
 
 Spillway takes each question as a Python user would: `spillway.Aggregator` on the hash engine
@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -133,9 +134,10 @@ def run_questions(engine: str, rows: int, load_s: float, answer: Callable[[str],
         questions[question] = {"s": elapsed, "groups": table.num_rows, "check": check(table, MEASURES[question])}
         print(f"{engine} {question}: {elapsed:.3f} s, {table.num_rows} groups", file=sys.stderr, flush=True)
         del result, table
+    times = [entry["s"] for entry in questions.values()]
     print(json.dumps({
-        "engine": engine, "rows": rows, "load_s": load_s, "questions": questions,
-        "total_s": sum(entry["s"] for entry in questions.values()),
+        "engine": engine, "rows": rows, "load_s": load_s, "questions": questions, "total_s": sum(times),
+        "geomean_s": math.exp(sum(math.log(max(time_s, 1e-9)) for time_s in times) / len(times)),
     }), flush=True)
 
 
