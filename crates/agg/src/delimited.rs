@@ -1,14 +1,19 @@
 //! Delimited text records (CSV-like lines) read into an [`Aggregator`]:
 //! the key and value columns picked out of each line, the value read as
 //! what it looks like ([`parse_value`]), with errors that name the line
-//! and the column.
+//! and the column; or read into the typed engine
+//! ([`aggregate_delimited_columns`]) as columns, a batch of lines at a
+//! time: several key columns as byte strings, several value columns as
+//! integers or floats.
 
 use std::io::BufRead;
 use std::str::FromStr;
 
 use spillway_core::{bail, Error, Interrupt, Result};
 
+use crate::admission::KEY_BYTES_MAX;
 use crate::aggregator::Aggregator;
+use crate::typed::{Keys, NumberType, TypedHashAggregator, Values};
 use crate::value::Value;
 
 /// Records between two checks for Ctrl-C: a check is an atomic load, this
@@ -170,6 +175,211 @@ pub fn aggregate_delimited(
     }
 }
 
+/// Where the keys and values are in each line, for the typed engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnsOptions {
+    /// The column separator.
+    pub delimiter: u8,
+    /// Columns of the keys, counting from 1: a group per distinct
+    /// combination.
+    pub key_columns: Vec<usize>,
+    /// Columns of the values, counting from 1, one per value column of the
+    /// aggregator (read as its number types); none counts records (each
+    /// value is 1, and the aggregator takes one integer column).
+    pub value_columns: Vec<usize>,
+    /// Whether the first line is a header, skipped.
+    pub header: bool,
+}
+
+/// Lines gathered before they go to the typed engine as one batch: large
+/// enough that its threads pay off, small enough to stay in cache.
+pub const COLUMNS_BATCH_LINES: usize = 1 << 16;
+
+/// A value column being gathered.
+enum NumberColumn {
+    Int(Vec<i64>),
+    Float(Vec<f64>),
+}
+
+impl NumberColumn {
+    fn values(&self) -> Values<'_> {
+        match self {
+            NumberColumn::Int(values) => Values::Int(values),
+            NumberColumn::Float(values) => Values::Float(values),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            NumberColumn::Int(values) => values.clear(),
+            NumberColumn::Float(values) => values.clear(),
+        }
+    }
+}
+
+/// Aggregates every line of `reader` (named `source` in errors) into the
+/// typed `aggregator`, [`COLUMNS_BATCH_LINES`] lines at a time; returns the
+/// number of records. Keys are the fields' bytes; values are parsed as the
+/// aggregator's number types ([`parse_value`]'s rules). Empty lines are
+/// skipped; a missing column or a value that does not parse is an error
+/// naming `source`, the line and the column, and nothing of its batch is
+/// inserted. `interrupt` is checked every [`INTERRUPT_CHECK_RECORDS`]
+/// lines.
+pub fn aggregate_delimited_columns(
+    aggregator: &mut TypedHashAggregator,
+    mut reader: impl BufRead,
+    source: &str,
+    options: &ColumnsOptions,
+    interrupt: &Interrupt,
+) -> Result<u64> {
+    let columns = options.key_columns.iter().chain(&options.value_columns);
+    if options.key_columns.is_empty() || columns.clone().any(|&column| column == 0) {
+        bail!(
+            InvalidArgument,
+            "give at least one key column; columns count from 1"
+        );
+    }
+    let last_column = columns.max().copied().unwrap_or(1) - 1;
+    let counting = options.value_columns.is_empty();
+    let mut keys: Vec<(Vec<u64>, Vec<u8>)> = vec![(vec![0], Vec::new()); options.key_columns.len()];
+    let mut values: Vec<NumberColumn> = aggregator
+        .number_types()
+        .iter()
+        .map(|number_type| match number_type {
+            NumberType::Int => NumberColumn::Int(Vec::new()),
+            NumberType::Float => NumberColumn::Float(Vec::new()),
+        })
+        .collect();
+    if values.len() != options.value_columns.len().max(1) {
+        bail!(
+            InvalidArgument,
+            "{} value columns for an aggregator of {}",
+            options.value_columns.len(),
+            values.len()
+        );
+    }
+    let (mut line, mut fields, mut line_values) = (Vec::with_capacity(256), Vec::new(), Vec::new());
+    let (mut records, mut number, mut first_line) = (0u64, 0u64, 1u64);
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|error| Error::io(format!("reading {source}"), error))?;
+        let pending = keys[0].0.len() - 1;
+        if read == 0 || pending == COLUMNS_BATCH_LINES {
+            if pending > 0 {
+                let key_columns: Vec<Keys<'_>> = keys
+                    .iter()
+                    .map(|(offsets, data)| Keys::Bytes { offsets, data })
+                    .collect();
+                let value_columns: Vec<Values<'_>> = values.iter().map(NumberColumn::values).collect();
+                aggregator
+                    .insert_columns(&key_columns, &value_columns)
+                    .map_err(|error| {
+                        error.context(format_args!("{source} lines {first_line} to {number}"))
+                    })?;
+                records += pending as u64;
+                for (offsets, data) in &mut keys {
+                    offsets.truncate(1);
+                    data.clear();
+                }
+                values.iter_mut().for_each(NumberColumn::clear);
+            }
+            first_line = number + 1;
+            if read == 0 {
+                return Ok(records);
+            }
+        }
+        number += 1;
+        if number.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
+            interrupt.check()?;
+        }
+        if number == 1 && options.header {
+            first_line = 2;
+            continue;
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.is_empty() {
+            continue;
+        }
+        // The line's fields up to the last one wanted, as ranges.
+        fields.clear();
+        let mut start = 0;
+        for field in text
+            .split(|&byte| byte == options.delimiter)
+            .take(last_column + 1)
+        {
+            fields.push(start..start + field.len());
+            start += field.len() + 1;
+        }
+        let field = |column: usize| {
+            fields
+                .get(column - 1)
+                .map(|range| &text[range.clone()])
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "{source} line {number}: no column {column} (the line has {})",
+                        text.split(|&byte| byte == options.delimiter).count()
+                    ))
+                })
+        };
+        // Every field is checked before any of the line is gathered, so a
+        // refused line leaves the batch's columns of one length.
+        for &column in &options.key_columns {
+            let key = field(column)?;
+            if key.len() > KEY_BYTES_MAX {
+                bail!(
+                    InvalidArgument,
+                    "{source} line {number}, column {column}: a key of {} bytes is longer than the {KEY_BYTES_MAX} bytes allowed",
+                    key.len()
+                );
+            }
+        }
+        line_values.clear();
+        for (&column, values) in options.value_columns.iter().zip(&values) {
+            let value_type = match values {
+                NumberColumn::Int(_) => ValueType::Int,
+                NumberColumn::Float(_) => ValueType::Float,
+            };
+            let value = parse_value(field(column)?, value_type)
+                .map_err(|error| error.context(format_args!("{source} line {number}, column {column}")))?;
+            line_values.push(value.as_number().expect("an int or float column gives a number"));
+        }
+        if counting {
+            line_values.push(Number::Int(1));
+        }
+        for (&column, (offsets, data)) in options.key_columns.iter().zip(&mut keys) {
+            data.extend_from_slice(field(column)?);
+            offsets.push(data.len() as u64);
+        }
+        for (values, &value) in values.iter_mut().zip(&line_values) {
+            match (values, value) {
+                (NumberColumn::Int(values), Number::Int(value)) => values.push(value),
+                (NumberColumn::Float(values), Number::Float(value)) => values.push(value),
+                (_, value) => unreachable!("{value:?} parsed for a column of another type"),
+            }
+        }
+    }
+}
+
+/// A parsed value of a typed column.
+#[derive(Debug, Clone, Copy)]
+enum Number {
+    Int(i64),
+    Float(f64),
+}
+
+impl Value<'_> {
+    fn as_number(&self) -> Option<Number> {
+        match *self {
+            Value::Int(value) => Some(Number::Int(value)),
+            Value::Float(value) => Some(Number::Float(value)),
+            Value::Bytes(_) => None,
+        }
+    }
+}
+
 /// A field as a value. Numbers are what they look like, with two rules
 /// that hold in auto mode too, so that no number silently becomes
 /// something else: an integer must fit 64 bits (one that does not is an
@@ -275,5 +485,60 @@ mod tests {
         assert_eq!(parse_delimiter("\\t").unwrap(), b'\t');
         assert!(parse_delimiter("ab").is_err());
         assert_eq!("int".parse::<ValueType>().unwrap(), ValueType::Int);
+    }
+
+    #[test]
+    fn columns_are_read_in_batches_and_a_bad_line_is_named() {
+        use crate::typed::{KeyType, NumberType, TypedHashAggregator};
+        let lines = COLUMNS_BATCH_LINES + 5_000;
+        let mut text = String::from("a,b,v\n");
+        for index in 0..lines {
+            text.push_str(&format!("k{},{},{}\n\n", index % 3, index % 2, index % 10));
+        }
+        let options = ColumnsOptions {
+            delimiter: b',',
+            key_columns: vec![1, 2],
+            value_columns: vec![],
+            header: true,
+        };
+        let mut counts =
+            TypedHashAggregator::with_columns("count", &[KeyType::Bytes; 2], &[NumberType::Int], 1, u64::MAX)
+                .unwrap();
+        let records =
+            aggregate_delimited_columns(&mut counts, text.as_bytes(), "t.csv", &options, &Interrupt::new())
+                .unwrap();
+        assert_eq!(records, lines as u64);
+        assert_eq!(counts.groups(), 6);
+        let results = counts.results().unwrap();
+        let total: i64 = (0..6)
+            .map(|group| match results.columns[0].get(group) {
+                Output::Int(count) => count,
+                other => panic!("a count of {other:?}"),
+            })
+            .sum();
+        assert_eq!(
+            total, lines as i64,
+            "every line counted once, empty lines skipped"
+        );
+        let options = ColumnsOptions {
+            value_columns: vec![3],
+            ..options
+        };
+        let mut sums =
+            TypedHashAggregator::with_columns("sum", &[KeyType::Bytes; 2], &[NumberType::Float], 2, u64::MAX)
+                .unwrap();
+        let bad = format!("{text}k1,0,seven\n");
+        let error =
+            aggregate_delimited_columns(&mut sums, bad.as_bytes(), "t.csv", &options, &Interrupt::new())
+                .unwrap_err();
+        let line = 2 * lines + 2;
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("t.csv line {line}, column 3: 'seven' is not a number")),
+            "{error}"
+        );
+        // The full batch before it went in; the bad line's batch did not.
+        assert_eq!(sums.stats().inserts, COLUMNS_BATCH_LINES as u64);
     }
 }

@@ -60,7 +60,8 @@ pub use admission::{key_text, Admission, KEY_BYTES_MAX};
 pub use aggregator::{Aggregator, AggregatorOptions, AggregatorStats, Engine, Results, THREADS_MAX};
 pub use cbt::{CbtIter, CbtOptions, CbtStats, CompressedBufferTree, ParallelCbt, ROOT_BUFFERS};
 pub use delimited::{
-    aggregate_delimited, parse_delimiter, parse_value, DelimitedOptions, ValueType, INTERRUPT_CHECK_RECORDS,
+    aggregate_delimited, aggregate_delimited_columns, parse_delimiter, parse_value, ColumnsOptions,
+    DelimitedOptions, ValueType, COLUMNS_BATCH_LINES, INTERRUPT_CHECK_RECORDS,
 };
 pub use function::{
     function, Aggregate, AggregateFunction, ApproxDistinct, CollectList, CollectSet, Composite, Count,

@@ -340,3 +340,193 @@ fn a_signal_stops_the_run_removes_its_output_and_exits_130_or_143() {
         assert!(left.is_empty(), "{signal}: left {left:?}");
     }
 }
+
+#[test]
+fn groups_by_several_columns_with_a_value_column_per_function() {
+    let directory = tempfile::tempdir().unwrap();
+    let input = directory.path().join("sales.tsv");
+    let mut text = String::from("region\tstore\tunits\tprice\n");
+    let mut expected: BTreeMap<(String, String), (i64, f64, u64)> = BTreeMap::new();
+    for index in 0..30_000i64 {
+        // A key with a comma and a quote, which CSV output must quote.
+        let region = if index % 11 == 0 {
+            "north, \"old\"".to_string()
+        } else {
+            format!("r{}", index % 7)
+        };
+        let store = format!("s{}", index * 13 % 29);
+        let (units, price) = (index % 50 - 10, (index % 400) as f64 / 8.0);
+        text.push_str(&format!("{region}\t{store}\t{units}\t{price}\n"));
+        let entry = expected.entry((region, store)).or_default();
+        entry.0 += units;
+        entry.1 += price;
+        entry.2 += 1;
+    }
+    std::fs::write(&input, text).unwrap();
+    let output = directory.path().join("totals.csv");
+    let run = spillway(&[
+        "agg",
+        input.to_str().unwrap(),
+        "-d",
+        "\\t",
+        "--header",
+        "--key",
+        "1,2",
+        "--value",
+        "3,4",
+        "--function",
+        "sum+mean",
+        "--engine",
+        "hash",
+        "-o",
+        output.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let report = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        report.contains(&format!("30000 records, {} keys", expected.len())),
+        "{report}"
+    );
+    assert!(report.contains("typed path"), "{report}");
+    let written = std::fs::read_to_string(&output).unwrap();
+    let mut lines = written.lines();
+    assert_eq!(lines.next(), Some("key_1,key_2,sum,mean"));
+    let mut seen = 0;
+    for line in lines {
+        // The one quoted key: "north, ""old""".
+        let (region, rest) = match line.strip_prefix("\"north, \"\"old\"\"\",") {
+            Some(rest) => ("north, \"old\"".to_string(), rest),
+            None => {
+                let (region, rest) = line.split_once(',').unwrap();
+                (region.to_string(), rest)
+            }
+        };
+        let fields: Vec<&str> = rest.split(',').collect();
+        let (units, price_sum, count) = expected[&(region, fields[0].to_string())];
+        assert_eq!(fields[1].parse::<i64>().unwrap(), units, "{line}");
+        let mean: f64 = fields[2].parse().unwrap();
+        assert!((mean - price_sum / count as f64).abs() < 1e-9, "{line}");
+        seen += 1;
+    }
+    assert_eq!(seen, expected.len());
+    // Standard output: a tab-separated column per key and function.
+    let run = spillway(&[
+        "agg",
+        input.to_str().unwrap(),
+        "-d",
+        "\\t",
+        "--header",
+        "--key",
+        "2",
+        "--value",
+        "3",
+        "--function",
+        "count+max",
+        "--engine",
+        "hash",
+    ]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(stdout.lines().count(), 29);
+    assert!(
+        stdout.lines().all(|line| line.split('\t').count() == 3),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn typed_columns_refuse_what_they_cannot_read() {
+    let contents = "a,1,x\nb,2.5,y\n";
+    for (arguments, message) in [
+        (
+            vec!["--key", "1,3", "--value", "2", "-f", "sum"],
+            "several --key or --value columns take --engine hash",
+        ),
+        (
+            vec![
+                "--key", "1,3", "--value", "2", "-f", "top_k(2)", "--engine", "hash",
+            ],
+            "several --key or --value columns take --engine hash",
+        ),
+        (
+            vec![
+                "--key",
+                "1,3",
+                "--value",
+                "2",
+                "-f",
+                "sum",
+                "--engine",
+                "hash",
+                "--value-type",
+                "int",
+            ],
+            "line 2, column 2: '2.5' is not an integer",
+        ),
+        (
+            vec!["--value", "3", "-f", "sum", "--engine", "hash"],
+            "line 1, column 3: 'x' is not a number",
+        ),
+        (
+            vec![
+                "--value",
+                "2",
+                "-f",
+                "sum",
+                "--engine",
+                "hash",
+                "--value-type",
+                "text",
+            ],
+            "--value-type text has no typed form",
+        ),
+        (
+            vec![
+                "--key",
+                "1,4",
+                "--value",
+                "2",
+                "-f",
+                "sum",
+                "--engine",
+                "hash",
+                "--value-type",
+                "float",
+            ],
+            "line 1: no column 4 (the line has 3)",
+        ),
+        (
+            vec![
+                "--key", "1,3", "--value", "2,2,2", "-f", "sum+mean", "--engine", "hash",
+            ],
+            "3 value columns for 2 functions",
+        ),
+    ] {
+        let (run, _directory) = run_on(contents, &arguments);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{arguments:?}: {stderr}");
+        assert!(stderr.contains(message), "{arguments:?}: {stderr}");
+    }
+    let (run, _directory) = run_on(
+        contents,
+        &[
+            "--key",
+            "1,3",
+            "--value",
+            "2",
+            "-f",
+            "sum",
+            "--engine",
+            "hash",
+            "--value-type",
+            "float",
+        ],
+    );
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let mut lines: Vec<String> = String::from_utf8_lossy(&run.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, ["a\tx\t1", "b\ty\t2.5"]);
+}
