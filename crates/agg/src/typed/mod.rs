@@ -101,6 +101,7 @@ impl<'a> Keys<'a> {
     }
 
     /// Byte-string key `index` (offsets checked by the engine first).
+    #[inline]
     fn string(&self, index: usize) -> &'a [u8] {
         match *self {
             Keys::Bytes { offsets, data } => &data[offsets[index] as usize..offsets[index + 1] as usize],

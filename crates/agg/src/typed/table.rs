@@ -45,6 +45,29 @@ pub(super) fn hash_word(word: u64) -> u64 {
     hash ^ (hash >> 33)
 }
 
+/// Whether `a` and `b` hold the same bytes, compared 8 (or 4) at a time
+/// for keys of up to 64 bytes: a probe of a short key that called memcmp
+/// spent more in the call than in the comparison.
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let length = a.len();
+    if length != b.len() {
+        return false;
+    }
+    let word = |bytes: &[u8], at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let half = |bytes: &[u8], at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    match length {
+        0..4 => a.iter().zip(b).all(|(x, y)| x == y),
+        4..8 => half(a, 0) == half(b, 0) && half(a, length - 4) == half(b, length - 4),
+        8..=64 => {
+            // Whole words, then the last 8 bytes (overlapping the words).
+            (0..length / 8).all(|index| word(a, index * 8) == word(b, index * 8))
+                && word(a, length - 8) == word(b, length - 8)
+        }
+        _ => a == b,
+    }
+}
+
 /// The bytes at `place` (offset << 21 | length) in `arena`.
 fn string_in(arena: &[u8], place: u64) -> &[u8] {
     let at = (place >> LENGTH_BITS) as usize;
@@ -132,7 +155,7 @@ impl Table {
     #[inline]
     pub(super) fn count_in_string(&mut self, key: &[u8], hash: u64, empty: &[u64]) -> u32 {
         debug_assert!(self.strings);
-        let matches = |row: &[u64], arena: &[u8]| row[0] == hash && string_in(arena, row[2]) == key;
+        let matches = |row: &[u64], arena: &[u8]| row[0] == hash && same_bytes(string_in(arena, row[2]), key);
         self.count_by(hash, hash, matches, key, empty)
     }
 
@@ -191,7 +214,9 @@ impl Table {
 
     /// The row of the byte-string `key`, if it has one.
     pub(super) fn string_row(&self, key: &[u8], hash: u64) -> Option<&[u64]> {
-        self.find(hash, |row| row[0] == hash && self.string_at(row[2]) == key)
+        self.find(hash, |row| {
+            row[0] == hash && same_bytes(self.string_at(row[2]), key)
+        })
     }
 
     /// The row of `key`, if it has one.
@@ -222,5 +247,24 @@ impl Table {
     /// Every occupied row, in slot order.
     pub(super) fn rows(&self) -> impl Iterator<Item = &[u64]> {
         self.words.chunks_exact(self.stride).filter(|row| row[1] != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn bytes_compare_equal_exactly_when_they_are_at_every_length() {
+        for length in 0..80 {
+            let a: Vec<u8> = (0..length as u8).collect();
+            assert!(same_bytes(&a, &a.clone()), "{length}");
+            for at in 0..length {
+                let mut b = a.clone();
+                b[at] ^= 1;
+                assert!(!same_bytes(&a, &b), "{length} differing at {at}");
+            }
+            assert!(!same_bytes(&a, &a[..length.saturating_sub(1)]) || length == 0);
+        }
     }
 }
