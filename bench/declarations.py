@@ -21,14 +21,29 @@ Command templates are argument lists; these placeholders are filled in:
     {bench}     this directory (for driver scripts such as sort_peers.py)
     {NAME}      the path of the binary a `CargoBuild` or `CxxBuild` named NAME built
 
+and, in a part that runs under a memory limit (the variant's `memory_limit`, else
+`--memory-limit` or the workload's), so that a contender can set its own budget
+below the limit it runs under (templates cannot do arithmetic):
+
+    {memory_limit_bytes}  the cgroup's limit in bytes
+    {memory_limit_mib}    the same in MiB (rounded down)
+    {memory_budget_mib}   80% of it in MiB (rounded down): room for what a budget
+                          does not count (the interpreter, libraries, page cache)
+
+A workload whose templates use them, run where some part has no limit, fails
+before any setup, rather than run without the budget it was written for.
+
 plus the workload's `params` (overridable with `--set NAME=VALUE`), a variant's
 `params`, and whatever a setup or prepare `Step` captured from its output.
 """
 
 from __future__ import annotations
 
+from argparse import ArgumentTypeError
 from dataclasses import dataclass, field
 from typing import Any
+
+from units import parse_size
 
 RECORD_BYTES = 100
 
@@ -293,6 +308,12 @@ class Variant:
     replaces the workload's record size. `comparisons`, `targets` (bounds on a
     metric or on a probe's rows), `agreements` and `probes` apply to this
     variant's parts only, on top of the workload's.
+
+    `memory_limit` (a size: "1G", "512M") puts every measured run of this
+    variant's parts inside a cgroup v1 memory group of this size (page cache
+    included), created for the part and removed after it; it replaces the
+    invocation's limit for these parts. So one invocation can measure the same
+    data under several limits, one variant each (see `LineChart`).
     """
 
     name: str
@@ -300,6 +321,7 @@ class Variant:
     description: str = ""
     params: dict[str, str] = field(default_factory=dict)
     record_bytes: int | None = None
+    memory_limit: str | None = None
     comparisons: list[Comparison] = field(default_factory=list)
     targets: list[Target | ProbeTarget] = field(default_factory=list)
     agreements: list[Agreement] = field(default_factory=list)
@@ -330,6 +352,26 @@ class DiskBound:
     contenders: list[str]
     targets: dict[str, float] = field(default_factory=dict)
     read_write: str | None = None
+
+
+@dataclass
+class LineChart:
+    """A second chart of the report: one metric across the variants, one line per contender.
+
+    For a workload whose variants are points on an axis (the same data under
+    several memory limits, say), where bars per part would hide the trend.
+    `x_values` maps a variant's name to its position on the x axis (variants
+    not named are left out of this chart); `x_label` names that axis, unit
+    included. `x_log2` draws the axis in powers of two (memory limits). Each
+    point is the metric's median with min-max error bars; a contender that
+    failed in a part is drawn as an x at that position in a "failed" band
+    above the data, and its legend entry says where it failed.
+    """
+
+    metric: str
+    x_label: str
+    x_values: dict[str, float]
+    x_log2: bool = False
 
 
 # Summarized for every contender of every workload, declared or not: the harness measures them.
@@ -371,7 +413,8 @@ class Workload:
     Reports: `metrics` are summarized for every contender; `tables` lay them out
     (default: one table of every metric); `comparisons`, `targets` and
     `agreements` are checked on every part; `probes` add tables of rows;
-    `disk_bound` adds the fraction of the disk's limit (file workloads).
+    `disk_bound` adds the fraction of the disk's limit (file workloads);
+    `line_chart` adds a chart of one metric across the variants.
     `requires` are the packages its setup steps need (a contender's own are
     its `requires`).
     `notes` are paragraphs copied into the report (method choices a reader must
@@ -403,6 +446,7 @@ class Workload:
     memory_limit: str | None = None
     cold: bool = True
     disk_bound: DiskBound | None = None
+    line_chart: LineChart | None = None
     scratch_bytes_per_data_byte: float | None = None
     page_command: str = ""
     scale_note: str = ""
@@ -474,6 +518,21 @@ def check_workload(workload: Workload) -> list[str]:
             problems.append(f"disk_bound names unknown contenders {unknown}")
         if "wall_s" not in metrics:
             problems.append("disk_bound needs the wall_s metric")
+    if workload.line_chart is not None:
+        chart = workload.line_chart
+        if chart.metric not in metrics:
+            problems.append(f"line_chart: unknown metric {chart.metric!r}")
+        unknown = sorted(set(chart.x_values) - {variant.name for variant in workload.variants})
+        if unknown:
+            problems.append(f"line_chart names unknown variants {unknown}")
+        if chart.x_log2 and any(value <= 0 for value in chart.x_values.values()):
+            problems.append("line_chart: a log2 axis needs positive x values")
+    for variant in workload.variants:
+        if variant.memory_limit is not None:
+            try:
+                parse_size(variant.memory_limit)
+            except ArgumentTypeError:
+                problems.append(f"variant {variant.name!r}: memory_limit {variant.memory_limit!r} is not a size (1G, 512M)")
     if workload.size_unit not in ("bytes", "records"):
         problems.append(f"size_unit {workload.size_unit!r}: use bytes or records")
     if workload.size_unit == "bytes" and not workload.record_bytes and not all(v.record_bytes for v in variants):

@@ -136,11 +136,15 @@ def drop_page_cache() -> bool:
     return True
 
 
-def create_memory_cgroup(limit_bytes: int) -> Path:
-    """A cgroup v1 memory group with the limit (which counts page cache)."""
+def create_memory_cgroup(limit_bytes: int, suffix: str = "") -> Path:
+    """A cgroup v1 memory group with the limit (which counts page cache).
+
+    `suffix` tells apart groups that exist at once: the invocation's group and
+    the group of a part whose variant has a limit of its own.
+    """
     if not (MEMORY_CGROUP_ROOT / "memory.limit_in_bytes").exists():
         raise BenchmarkFailure(f"a memory limit needs the cgroup v1 memory controller at {MEMORY_CGROUP_ROOT}")
-    group = MEMORY_CGROUP_ROOT / f"spillway-bench-{os.getpid()}"
+    group = MEMORY_CGROUP_ROOT / (f"spillway-bench-{os.getpid()}" + (f"-{suffix}" if suffix else ""))
     try:
         group.mkdir()
         (group / "memory.limit_in_bytes").write_text(str(limit_bytes))

@@ -8,7 +8,9 @@ alone, the same way for every workload: its declared tables, the verdict on
 every target (or that the result lies within the noise), the ratios where
 Spillway loses, the method notes and the commands. The chart shows each
 charted table's headline metric per part as bars of the median with min-max
-whiskers, Spillway in blue and its peers in grey.
+whiskers, Spillway in blue and its peers in grey. A workload with a line chart
+(one metric across its variants, such as memory limits) gets a second one,
+<workload>-lines.png: a line per contender, an x where it failed.
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ def write_reports(report: dict[str, Any], out_dir: Path, page_commands: dict[str
     (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
     (out_dir / f"{name}.md").write_text(markdown_report(report))
     write_chart(report, out_dir / f"{name}.png")
+    charts = ".png"
+    if report.get("line_chart"):
+        write_line_chart(report, out_dir / f"{name}-lines.png")
+        charts += ", -lines.png"
     write_index(out_dir, page_commands)
-    print(f"\nwrote {out_dir / name}.json, .md, .png and {out_dir / 'README.md'}", flush=True)
+    print(f"\nwrote {out_dir / name}.json, .md, {charts} and {out_dir / 'README.md'}", flush=True)
 
 
 # ---------------------------------------------------------------------------
@@ -101,12 +107,20 @@ def part_data_line(report: dict[str, Any], part: dict[str, Any]) -> str:
     if variant and variant.get("description"):
         text += f"; {variant['description']}"
     text += f". {plural(part['runs_per_contender'], 'run')} per contender, alternating between contenders"
+    if part_has_own_limit(report, part):
+        text += (f"; every run inside a cgroup v1 memory limit of {format_bytes(part['memory_limit_bytes'])} "
+                 "(page cache included)")
     if part.get("captured"):
         text += "; setup found " + ", ".join(f"{name} = {value}" for name, value in part["captured"].items())
     load = part.get("load_average_1m")
     if load:
         text += f"; 1-minute load average {load['min']:.2f}–{load['max']:.2f} at the runs' starts"
     return text + f"; the part took {part['part_wall_s'] / 60:.1f} minutes."
+
+
+def part_has_own_limit(report: dict[str, Any], part: dict[str, Any]) -> bool:
+    """Whether the part ran under a memory limit other than the invocation's (its variant's own)."""
+    return bool(part.get("memory_limit_bytes")) and part["memory_limit_bytes"] != report["memory_limit_bytes"]
 
 
 def cache_line(report: dict[str, Any]) -> str:
@@ -121,8 +135,13 @@ def cache_line(report: dict[str, Any]) -> str:
         text = "Page cache dropped before every run"
         if warm:
             text += " except those of " + ", ".join(warm) + " (which start with what it holds, after a sync)"
+    own_limits = any(part_has_own_limit(report, part) for part in report["parts"])
     if report["memory_limit_bytes"]:
         text += f"; every run inside a cgroup v1 memory limit of {format_bytes(report['memory_limit_bytes'])} (page cache included)"
+        if own_limits:
+            text += ", except in the parts that name a limit of their own"
+    elif own_limits:
+        text += "; each part's runs inside the cgroup v1 memory limit its line names (page cache included)"
     return text + ". Figures are medians with the (min–max) of the runs."
 
 
@@ -180,6 +199,7 @@ def markdown_report(report: dict[str, Any]) -> str:
     lines += losses_section(report)
     if len(report["parts"]) > 1:
         lines += summary_section(report)
+    lines += line_chart_section(report)
     for part in report["parts"]:
         lines += part_section(report, part)
     lines += probe_sections(report)
@@ -225,9 +245,10 @@ def targets_section(report: dict[str, Any]) -> list[str]:
         for failure in part.get("failed", []):
             for comparison in failure["comparisons"]:
                 if comparison["target"] is not None:
+                    who = "it" if failure["name"] == comparison["contender"] else "the peer"
                     rows.append(
                         f"| {part['label']} | {comparison['label']}: {comparison['contender']} / {comparison['peer']} "
-                        f"| {failure['name']} failed | {comparison['target']:g}x | no ratio: the peer failed |"
+                        f"| {failure['name']} failed | {comparison['target']:g}x | no ratio: {who} failed |"
                     )
     if not rows:
         return []
@@ -299,6 +320,28 @@ def summary_section(report: dict[str, Any]) -> list[str]:
                 cells.append(figure(report, name, summary["median"]) if summary else "-")
             lines.append(f"| {contender_name} | " + " | ".join(cells) + " |")
         lines.append("")
+    return lines
+
+
+def line_chart_section(report: dict[str, Any]) -> list[str]:
+    """The line chart's image, and where each contender failed (the chart's x marks), in words."""
+    chart = report.get("line_chart")
+    if not chart:
+        return []
+    metric = metric_info(report, chart["metric"])
+    lines = [
+        f"![{metric['label']} against {chart['x_label']}: one line per contender, median with min–max of the runs; "
+        f"an x where it failed]({report['workload']}-lines.png)",
+        "",
+    ]
+    failures = line_failures(report)
+    if failures:
+        lines += [
+            "Failed (an x on the chart): "
+            + "; ".join(f"{name} at {', '.join(f'{x:g}' for x in xs)} ({chart['x_label']})" for name, xs in failures.items())
+            + ".",
+            "",
+        ]
     return lines
 
 
@@ -535,11 +578,21 @@ def commands_section(report: dict[str, Any]) -> list[str]:
                 seen_setup.add(text)
                 lines.append(f"- setup ({part['label']}): {text}")
     first = report["parts"][0]
+    listed = {}
     for contender in first["contenders"]:
-        lines.append(f"- {contender['name']}: {shown(contender['command'], first['data_dir'])}")
+        listed[contender["name"]] = shown(contender["command"], first["data_dir"])
+        lines.append(f"- {contender['name']}: {listed[contender['name']]}")
         run = contender["runs"][0] if contender["runs"] else {}
         for step in run.get("validation", []):
             lines.append(f"  - then, untimed: {shown(step['command'], first['data_dir'])}")
+    # A later part under a limit of its own gives its contenders budgets of their own: those commands too.
+    for part in report["parts"][1:]:
+        if not part_has_own_limit(report, part):
+            continue
+        for contender in part["contenders"]:
+            text = shown(contender["command"], part["data_dir"])
+            if listed.get(contender["name"]) != text:
+                lines.append(f"- {contender['name']} ({part['label']}): {text}")
     return lines
 
 
@@ -601,6 +654,109 @@ def write_chart(report: dict[str, Any], path: Path) -> None:
         axes.set_title(f"{title} ({runs}; median, min–max)", fontsize=8)
     for index in range(len(panels), rows_count * columns):
         axes_grid[index // columns][index % columns].axis("off")
+    figure_.tight_layout()
+    figure_.savefig(path, dpi=90)
+    pyplot.close(figure_)
+
+
+def line_series(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per line (a contender, and its part's size when the report has several): role, points and failures.
+
+    Points are (x, median, min, max) of the chart's metric, scaled, in the order of x; failures are the x of
+    the parts it failed in. Parts whose variant has no x are left out.
+    """
+    chart = report["line_chart"]
+    name = chart["metric"]
+    scale = metric_info(report, name)["scale"]
+    several_sizes = len({part["size"] for part in report["parts"]}) > 1
+    series: dict[str, dict[str, Any]] = {}
+    for part in report["parts"]:
+        variant = (part.get("variant") or {}).get("name")
+        if variant not in chart["x_values"]:
+            continue
+        x = chart["x_values"][variant]
+        size = f" ({part['label'].split(', ', 1)[-1]})" if several_sizes else ""
+        for contender in part["contenders"]:
+            summary = contender["summary"].get(name)
+            line = series.setdefault(contender["name"] + size, {"role": contender["role"], "points": [], "failed": []})
+            if summary:
+                line["points"].append((x, summary["median"] * scale, summary["min"] * scale, summary["max"] * scale))
+        for failure in part.get("failed", []):
+            line = series.setdefault(failure["name"] + size, {"role": failure.get("role", "peer"), "points": [],
+                                                               "failed": []})
+            line["failed"].append(x)
+    for line in series.values():
+        line["points"].sort()
+        line["failed"].sort()
+    return series
+
+
+def line_failures(report: dict[str, Any]) -> dict[str, list[float]]:
+    return {name: line["failed"] for name, line in line_series(report).items() if line["failed"]}
+
+
+# Lines of Spillway's contenders in blues (the bar chart's Spillway blue first), the peers' in other colours.
+SPILLWAY_LINE_COLORS = ["#1f77b4", "#17becf", "#08306b", "#6baed6"]
+PEER_LINE_COLORS = ["#7f7f7f", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22"]
+
+
+def write_line_chart(report: dict[str, Any], path: Path) -> None:
+    """The line chart: the metric's median (min-max error bars) against the variants' x, one line per
+    contender; an x in a band above the data where a contender failed, named in the legend."""
+    chart = report["line_chart"]
+    series = line_series(report)
+    if not series:
+        return
+    pyplot = import_pyplot()
+    metric = metric_info(report, chart["metric"])
+    figure_, axes = pyplot.subplots(figsize=(8.0, 5.0))
+    highest = max((high for line in series.values() for _, _, _, high in line["points"]), default=0.0) or 1.0
+    # The failed band: above every error bar, so an x is never read as a value.
+    band_low, top = highest * 1.08, highest * 1.3
+    failing = [name for name, line in series.items() if line["failed"]]
+    colors = {"spillway": iter(SPILLWAY_LINE_COLORS), "peer": iter(PEER_LINE_COLORS)}
+    for name, line in series.items():
+        color = next(colors[line["role"]], ROLE_COLORS[line["role"]])
+        style = "-" if line["role"] == "spillway" else "--"
+        label = name
+        if line["failed"]:
+            label += f" (failed at {', '.join(f'{x:g}' for x in line['failed'])})"
+        if line["points"]:
+            xs = [x for x, _, _, _ in line["points"]]
+            medians = [median for _, median, _, _ in line["points"]]
+            errors = [[median - low for _, median, low, _ in line["points"]],
+                      [high - median for _, median, _, high in line["points"]]]
+            axes.errorbar(xs, medians, yerr=errors, color=color, linestyle=style, marker="o", markersize=4,
+                          capsize=3, linewidth=1.5, label=label)
+            label = None
+        if line["failed"]:
+            row = failing.index(name)
+            y = band_low + (top - band_low) * (row + 1) / (len(failing) + 1)
+            axes.scatter(line["failed"], [y] * len(line["failed"]), marker="x", s=50, color=color, zorder=3,
+                         label=label)
+    axes.set_ylim(0, top if failing else highest * 1.1)
+    if failing:
+        axes.axhspan(band_low, top, color="#f2dede", zorder=0)
+        # The band's name where a value would be read: a tick of the y axis, above the values' ticks.
+        ticks = [tick for tick in axes.get_yticks() if 0 <= tick < band_low]
+        labels = axes.yaxis.get_major_formatter().format_ticks(ticks)
+        axes.set_yticks([*ticks, (band_low + top) / 2], [*labels, "failed"])
+        axes.get_yticklabels()[-1].set_color("#a94442")
+    xs = sorted({x for line in series.values() for x in [p[0] for p in line["points"]] + line["failed"]})
+    if chart.get("x_log2"):
+        axes.set_xscale("log", base=2)
+    axes.set_xticks(xs)
+    axes.set_xticklabels([f"{x:g}" for x in xs], fontsize=8)
+    axes.minorticks_off()
+    axes.set_xlabel(chart["x_label"], fontsize=9)
+    better = {"higher": ", higher is better", "lower": ", lower is better"}.get(metric["better"] or "", "")
+    axes.set_ylabel(f"{metric['label']}{better}", fontsize=9)
+    runs = sorted({part["runs_per_contender"] for part in report["parts"]})
+    shown_runs = plural(runs[0], "run") if len(runs) == 1 else f"{runs[0]}–{runs[-1]} runs"
+    axes.set_title(f"{report['workload']}: {metric['label']} against {chart['x_label']} ({shown_runs}; median, min–max)",
+                   fontsize=9)
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     figure_.tight_layout()
     figure_.savefig(path, dpi=90)
     pyplot.close(figure_)

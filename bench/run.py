@@ -29,7 +29,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -166,6 +166,47 @@ def workload_params(workload: Workload, overrides: dict[str, str]) -> dict[str, 
     return params
 
 
+# The placeholders a part under a memory limit fills in (see declarations.py).
+MEMORY_PLACEHOLDERS = ("memory_limit_bytes", "memory_limit_mib", "memory_budget_mib")
+# A contender's own budget (`{memory_budget_mib}`) as a share of the cgroup's limit: the rest is for what
+# the budget does not count (an interpreter and its libraries, the page cache of the input).
+MEMORY_BUDGET_SHARE = 0.8
+
+
+def part_memory_limit(variant: Variant | None, invocation_limit: int | None) -> int | None:
+    """The limit a part's runs are under: its variant's own, else the invocation's (None: no limit)."""
+    if variant is not None and variant.memory_limit is not None:
+        return parse_size(variant.memory_limit)
+    return invocation_limit
+
+
+def memory_params(limit_bytes: int | None) -> dict[str, str]:
+    """The memory placeholders of a part under `limit_bytes`; none without a limit, so a template that
+    needs them fails instead of running without the budget it was written for."""
+    if not limit_bytes:
+        return {}
+    mib = limit_bytes // 2**20
+    return {
+        "memory_limit_bytes": str(limit_bytes),
+        "memory_limit_mib": str(mib),
+        "memory_budget_mib": str(int(mib * MEMORY_BUDGET_SHARE)),
+    }
+
+
+def check_memory_placeholders(
+    commands: list[list[str]], variants: list[Variant | None], invocation_limit: int | None
+) -> None:
+    """Fails before any setup when a template needs a memory limit that some part would run without."""
+    needed = [name for name in MEMORY_PLACEHOLDERS if uses(name, commands)]
+    unlimited = [variant.name if variant else "(the only part)" for variant in variants
+                 if part_memory_limit(variant, invocation_limit) is None]
+    if needed and unlimited:
+        raise BenchmarkFailure(
+            f"templates use {', '.join('{' + name + '}' for name in needed)}, but {', '.join(unlimited)} would run "
+            "without a memory limit; give --memory-limit"
+        )
+
+
 # ---------------------------------------------------------------------------
 # Running a workload
 
@@ -197,6 +238,7 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
     try:
         check_disk_space(workload, contenders, variants, plan, base_dir)
         commands = all_commands(workload, contenders)
+        check_memory_placeholders(commands, variants, invocation.memory_limit_bytes)
         base_params = {
             **params,
             "dir": "",
@@ -266,6 +308,7 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
                 for t in workload.all_tables()
             ],
             "probe_tables": probe_tables(workload, variants),
+            "line_chart": asdict(workload.line_chart) if workload.line_chart else None,
             "parts": parts,
             "parts_planned": len(part_plan),
             "complete": False,
@@ -275,9 +318,12 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
             print("warning: cannot drop the page cache here (not root?); runs are cache-WARM", file=sys.stderr)
         cgroup = create_memory_cgroup(memory_limit) if memory_limit else None
         try:
-            for size, count, variant in part_plan:
+            for index, (size, count, variant) in enumerate(part_plan):
                 parts.append(
-                    run_part(workload, variant, contenders, size, count, base_dir, base_params, cache_droppable, cgroup)
+                    run_limited_part(
+                        workload, variant, contenders, size, count, base_dir, base_params, cache_droppable,
+                        memory_limit, cgroup, index,
+                    )
                 )
                 report["complete"] = len(parts) == len(part_plan)
                 report["generated_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -343,6 +389,35 @@ def probe_tables(workload: Workload, variants: list[Variant | None]) -> list[dic
     return list(seen.values())
 
 
+def run_limited_part(
+    workload: Workload,
+    variant: Variant | None,
+    contenders: list[Contender],
+    size: int,
+    runs: int,
+    base_dir: Path,
+    base_params: dict[str, str],
+    cache_droppable: bool,
+    invocation_limit: int | None,
+    invocation_cgroup: Path | None,
+    index: int,
+) -> dict[str, Any]:
+    """A part in the invocation's cgroup, or, when its variant has a memory limit of its own, in a cgroup
+    of that size created for the part and removed after it (also when the part fails)."""
+    limit = part_memory_limit(variant, invocation_limit)
+    own = variant is not None and variant.memory_limit is not None
+    if not own:
+        return run_part(workload, variant, contenders, size, runs, base_dir, base_params, cache_droppable,
+                        invocation_cgroup, limit)
+    assert limit is not None
+    cgroup = create_memory_cgroup(limit, f"part-{index + 1}")
+    try:
+        return run_part(workload, variant, contenders, size, runs, base_dir, base_params, cache_droppable,
+                        cgroup, limit)
+    finally:
+        remove_memory_cgroup(cgroup)
+
+
 def run_part(
     workload: Workload,
     variant: Variant | None,
@@ -353,8 +428,13 @@ def run_part(
     base_params: dict[str, str],
     cache_droppable: bool,
     cgroup: Path | None,
+    memory_limit_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """One size and variant: setup, `runs` rounds of every contender, the probes; its data directory is deleted after."""
+    """One size and variant: setup, `runs` rounds of every contender, the probes; its data directory is deleted after.
+
+    Its measured runs go into `cgroup`, whose limit is `memory_limit_bytes` (the memory placeholders'
+    value); untimed steps run outside it.
+    """
     records, data_bytes = part_numbers(workload, variant, size)
     if records < 1:
         raise BenchmarkFailure(f"a size of {size} makes no record")
@@ -363,9 +443,14 @@ def run_part(
     prefix = f"{workload.name}-" + (f"{variant.name.replace(':', '-')}-" if variant else "")
     data_dir = Path(tempfile.mkdtemp(prefix=prefix, dir=base_dir))
     params = dict(base_params, dir=str(data_dir), records=str(records), bytes=str(data_bytes or 0))
+    params.update(memory_params(memory_limit_bytes))
     if variant:
         params.update(variant.params)
-    print(f"part       {label}: {records:,} records, {plural(runs, 'run')} per contender; data in {data_dir}", flush=True)
+    limited = f"; runs in a cgroup limit of {format_bytes(memory_limit_bytes)}" if memory_limit_bytes else ""
+    print(
+        f"part       {label}: {records:,} records, {plural(runs, 'run')} per contender{limited}; data in {data_dir}",
+        flush=True,
+    )
     results: dict[str, dict[str, Any]] = {}
     setup_log: list[dict[str, Any]] = []
     probes: dict[str, list[dict[str, Any]]] = {}
@@ -441,6 +526,7 @@ def run_part(
         "data_bytes": data_bytes,
         "records": records,
         "runs_per_contender": runs,
+        "memory_limit_bytes": memory_limit_bytes,
         "captured": {name: params[name] for step in steps for name in as_step(step).capture},
         "setup": setup_log,
         "part_wall_s": time.perf_counter() - part_started,
@@ -453,6 +539,7 @@ def run_part(
         "failed": [
             {
                 "name": name,
+                "role": results[name]["role"],
                 "reason": reason,
                 "comparisons": [
                     {"label": c.label, "contender": c.contender, "peer": c.peer, "target": c.target}
@@ -576,7 +663,10 @@ def run_contender(
     if run["exit_code"] not in contender.exit_codes:
         problem = f"failed with exit code {run['exit_code']}"
         if run["exit_code"] in (-9, 137) and cgroup is not None:
-            problem += " (killed: out of memory in the cgroup?)"
+            # SIGKILL, seen by GNU time (128 + 9) or as our own child's death: under a limit, the OOM killer.
+            limit = int(local.get("memory_limit_bytes", "0"))
+            under = f"the {format_bytes(limit)} cgroup limit" if limit else "the cgroup's limit"
+            problem += f": killed (out of memory under {under}?)"
     elif contender.expect_output:
         pattern = contender.expect_output.format(**local)
         if not re.search(pattern, printed(log_prefix)):

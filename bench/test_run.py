@@ -7,6 +7,7 @@ and report files, never a timing.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from declarations import (
     Comparison,
     Contender,
     DiskBound,
+    LineChart,
     Metric,
     Probe,
     ProbeCommand,
@@ -462,3 +464,193 @@ def test_the_index_lists_the_pages_measured_on_a_gpu(tmp_path: Path) -> None:
     page["results"][0]["contenders"]["spillway-psb"]["kernel_s"] = 2.5e-4
     assert targets(page["results"])[0] == ("- uniform, d = 2, k = 10: PSB 20,000,000 queries/s, its kernel alone "
                                            "40,000,000 (target 10^7: met), 20.0x our brute force (target 10x: met)")
+
+
+class FakeCgroups:
+    """Stands in for measure's cgroup v1 helpers (which need root): a group is a directory, a run's peak 3 MiB."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.created: list[tuple[int, str]] = []
+        self.removed: list[str] = []
+
+    def create(self, limit_bytes: int, suffix: str = "") -> Path:
+        group = self.root / ("group" + (f"-{suffix}" if suffix else ""))
+        group.mkdir(parents=True)
+        (group / "memory.limit_in_bytes").write_text(str(limit_bytes))
+        self.created.append((limit_bytes, suffix))
+        return group
+
+    def remove(self, group: Path) -> None:
+        self.removed.append(group.name)
+        (group / "memory.limit_in_bytes").unlink()
+        group.rmdir()
+
+
+def fake_cgroups(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeCgroups:
+    cgroups = FakeCgroups(tmp_path / "cgroups")
+    monkeypatch.setattr(run, "create_memory_cgroup", cgroups.create)
+    monkeypatch.setattr(run, "remove_memory_cgroup", cgroups.remove)
+    monkeypatch.setattr(run, "joiner", lambda group: None)
+    monkeypatch.setattr(run, "reset_cgroup_peak", lambda group: None)
+    monkeypatch.setattr(run, "cgroup_peak_bytes", lambda group: 3 * 2**20)
+    return cgroups
+
+
+def limits_workload() -> Workload:
+    """Two variants with memory limits of their own; a contender that prints the memory placeholders, and a
+    peer that is SIGKILLed (as the OOM killer would) under the smaller limit."""
+    placeholders = "'{{\"limit\": {memory_limit_bytes}, \"mib\": {memory_limit_mib}, \"budget\": {memory_budget_mib}}}'"
+    return Workload(
+        name="limits",
+        description="The same work under two memory limits.",
+        size_unit="records",
+        record_bytes=None,
+        variants=[Variant(name="big", memory_limit="64M"), Variant(name="small", memory_limit="16M")],
+        contenders=[
+            Contender(name="ours", role="spillway", result="json-line", command=["sh", "-c", f"echo {placeholders}"]),
+            Contender(name="greedy", role="peer", result="json-line", may_fail=True,
+                      command=["sh", "-c", "if [ {memory_limit_mib} -lt 32 ]; then kill -9 $$; fi; "
+                                           "echo '{{\"budget\": 1}}'"]),
+        ],
+        metrics=[Metric("budget_mib", "budget MiB", "result.budget", better=None, digits=0)],
+        comparisons=[Comparison(label="time", contender="ours", peer="greedy", metric="wall_s", target=1e9)],
+        line_chart=LineChart(metric="wall_s", x_label="limit, MiB", x_values={"big": 64.0, "small": 16.0},
+                             x_log2=True),
+    )
+
+
+def test_a_variant_with_a_memory_limit_runs_in_a_cgroup_of_its_own(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    cgroups = fake_cgroups(monkeypatch, tmp_path)
+    report = invoke(limits_workload(), tmp_path, 10, memory_limit_bytes=2**30)
+    # The invocation's group, and one per part, each removed after its part; the invocation's last.
+    assert cgroups.created == [(2**30, ""), (64 * 2**20, "part-1"), (16 * 2**20, "part-2")]
+    assert cgroups.removed == ["group-part-1", "group-part-2", "group"]
+    big, small = report["parts"]
+    assert [big["memory_limit_bytes"], small["memory_limit_bytes"]] == [64 * 2**20, 16 * 2**20]
+    ours = big["contenders"][0]
+    # The limit in bytes and MiB, and the budget: 80% of the MiB, rounded down.
+    assert ours["runs"][0]["result"] == {"limit": 64 * 2**20, "mib": 64, "budget": 51}
+    assert small["contenders"][0]["runs"][0]["result"] == {"limit": 16 * 2**20, "mib": 16, "budget": 12}
+    assert ours["runs"][0]["cgroup_peak_bytes"] == 3 * 2**20 and ours["summary"]["cgroup_peak_mib"]["median"] == 3
+    # SIGKILL under a limit: exit 137 from GNU time, reported as the OOM killer's likely work.
+    assert [c["name"] for c in small["contenders"]] == ["ours"]
+    (failure,) = small["failed"]
+    assert failure["name"] == "greedy" and failure["role"] == "peer"
+    assert "exit code 137: killed (out of memory under the 16.00 MiB cgroup limit?)" in failure["reason"]
+    markdown = (tmp_path / "out" / "limits.md").read_text()
+    assert "every run inside a cgroup v1 memory limit of 64.00 MiB (page cache included)" in markdown
+    assert "1.00 GiB (page cache included), except in the parts that name a limit of their own" in markdown
+    assert "greedy failed, so it has no ratio: greedy failed with exit code 137: killed" in markdown
+    assert "| greedy failed | 1e+09x | no ratio: the peer failed |" in markdown
+    assert "![time s against limit, MiB" in markdown and "(limits-lines.png)" in markdown
+    assert "Failed (an x on the chart): greedy at 16 (limit, MiB)." in markdown
+    assert (tmp_path / "out" / "limits-lines.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_part_cgroup_is_removed_when_the_part_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cgroups = fake_cgroups(monkeypatch, tmp_path)
+    workload = limits_workload()
+    workload.contenders[1].may_fail = False
+    with pytest.raises(BenchmarkFailure, match=r"greedy failed with exit code 137: killed \(out of memory under"):
+        invoke(workload, tmp_path, 10)
+    assert cgroups.created == [(64 * 2**20, "part-1"), (16 * 2**20, "part-2")]
+    assert cgroups.removed == ["group-part-1", "group-part-2"]
+    assert not list((tmp_path / "cgroups").iterdir())
+
+
+def test_memory_placeholders_need_a_limit_in_every_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_cgroups(monkeypatch, tmp_path)
+    workload = limits_workload()
+    workload.variants.append(Variant(name="unlimited", setup=[["sh", "-c", "echo setup ran >&2; exit 1"]]))
+    # Before any setup runs (the unlimited variant's setup would fail with another message).
+    with pytest.raises(BenchmarkFailure, match=r"templates use \{memory_limit_bytes\}, \{memory_limit_mib\}, "
+                                               r"\{memory_budget_mib\}, but unlimited would run without"):
+        invoke(workload, tmp_path, 10)
+    # An invocation's limit serves the parts without one of their own.
+    workload.variants[2].setup = []
+    report = invoke(workload, tmp_path, 10, memory_limit_bytes=2**30)
+    unlimited = report["parts"][2]
+    assert unlimited["memory_limit_bytes"] == 2**30
+    assert unlimited["contenders"][0]["runs"][0]["result"]["budget"] == 819
+
+
+def test_the_line_chart_is_redrawn_from_the_json_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import report as reports
+
+    fake_cgroups(monkeypatch, tmp_path)
+    invoke(limits_workload(), tmp_path, 10, runs=2)
+    saved = json.loads((tmp_path / "out" / "limits.json").read_text())
+    assert saved["line_chart"] == {"metric": "wall_s", "x_label": "limit, MiB", "x_values": {"big": 64.0, "small": 16.0},
+                                   "x_log2": True}
+    series = reports.line_series(saved)
+    assert [x for x, *_ in series["ours"]["points"]] == [16.0, 64.0] and series["ours"]["failed"] == []
+    assert series["greedy"]["role"] == "peer" and series["greedy"]["failed"] == [16.0]
+    assert [x for x, *_ in series["greedy"]["points"]] == [64.0]
+    x, median, low, high = series["ours"]["points"][0]
+    assert low <= median <= high
+
+    # Drawn again elsewhere from the JSON: the figure has the x marker where greedy failed, named in its legend.
+    pyplot = reports.import_pyplot()
+    figures = []
+    monkeypatch.setattr(pyplot, "close", figures.append)
+    reports.write_reports(saved, tmp_path / "again")
+    assert (tmp_path / "again" / "limits-lines.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (axes,) = figures[-1].axes
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend == ["ours", "greedy (failed at 16)"]
+    (marks,) = [c for c in axes.collections if len(c.get_offsets()) and c.get_offsets()[0][0] == 16.0
+                and c.get_offsets()[0][1] > max(p[3] for line in series.values() for p in line["points"])]
+    assert axes.get_xscale() == "log" and "lower is better" in axes.get_ylabel()
+    assert len(marks.get_offsets()) == 1
+    monkeypatch.undo()
+    for figure in figures:
+        pyplot.close(figure)
+
+
+def test_a_line_chart_of_contenders_that_only_failed_is_still_drawn(tmp_path: Path) -> None:
+    import report as reports
+
+    saved = {
+        "workload": "failing", "memory_limit_bytes": None,
+        "metrics": [{"name": "wall_s", "label": "time s", "better": "lower", "scale": 1.0, "digits": 2}],
+        "line_chart": {"metric": "wall_s", "x_label": "limit, MiB", "x_values": {"a": 256.0, "b": 512.0}, "x_log2": True},
+        "parts": [
+            {"size": 10, "label": f"{name}, 10 records", "runs_per_contender": 1, "variant": {"name": name},
+             "contenders": [], "failed": [{"name": "spillway-x", "role": "spillway", "reason": "killed"}]}
+            for name in ("a", "b")
+        ],
+    }
+    reports.write_line_chart(saved, tmp_path / "failing-lines.png")
+    assert (tmp_path / "failing-lines.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert reports.line_failures(saved) == {"spillway-x": [256.0, 512.0]}
+
+
+def memory_cgroups_usable() -> bool:
+    root = Path("/sys/fs/cgroup/memory")
+    return os.geteuid() == 0 and (root / "memory.limit_in_bytes").exists() and os.access(root, os.W_OK)
+
+
+@pytest.mark.skipif(not memory_cgroups_usable(), reason="needs root and the cgroup v1 memory controller")
+def test_a_contender_over_a_real_cgroup_limit_is_killed_and_reported(tmp_path: Path) -> None:
+    allocate = [sys.executable, "-c", "data = b'x' * (256 << 20); print(len(data))"]
+    workload = Workload(
+        name="oom",
+        description="A process that needs 256 MiB under a 32 MiB limit.",
+        size_unit="records",
+        record_bytes=None,
+        variants=[Variant(name="tight", memory_limit="32M")],
+        contenders=[
+            Contender(name="small", role="spillway", command=["sh", "-c", "echo {memory_budget_mib}"]),
+            Contender(name="large", role="peer", command=allocate, may_fail=True),
+        ],
+        comparisons=[],
+    )
+    report = invoke(workload, tmp_path, 10)
+    (part,) = report["parts"]
+    (failure,) = part["failed"]
+    assert "killed (out of memory under the 32.00 MiB cgroup limit?)" in failure["reason"]
+    small = part["contenders"][0]
+    assert 0 < small["runs"][0]["cgroup_peak_bytes"] <= 32 * 2**20
+    assert not list(Path("/sys/fs/cgroup/memory").glob(f"spillway-bench-{os.getpid()}*"))

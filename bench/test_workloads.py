@@ -25,7 +25,7 @@ from measure import BenchmarkFailure
 from workloads import WORKLOADS
 
 FAKE = r'''
-import json, os, sys
+import json, os, signal, sys
 
 program, arguments = sys.argv[1], sys.argv[2:]
 command = arguments[0] if arguments and not arguments[0].startswith("-") else ""
@@ -151,6 +151,9 @@ elif program == "agg_peers" and command == "to-parquet":
     open(os.path.join(arguments[-1], "keys.parquet"), "wb").write(b"PAR1")
 else:  # an aggregation contender
     name = options.get("engine", command or program)
+    budget_mib = options.get("memory-mib") or str(options.get("memory", "")).removesuffix("MiB")
+    if os.environ.get("FAKE_OOM") == name and budget_mib and int(budget_mib) < 500:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would under a small cgroup limit
     figures = {"groups": 10, "sum_of_sums": "4950", "sum_of_counts": 100, "count_squares": 1000, "sum_squares": 9}
     if disagree:
         figures["groups"] = 11
@@ -159,8 +162,9 @@ else:  # an aggregation contender
 '''
 
 
-def faked(workload: Workload, directory: Path, variant: str) -> Workload:
-    """The workload with its builds and peer drivers replaced by the fake above, one variant, nothing to install."""
+def faked(workload: Workload, directory: Path, variant: str | list[str]) -> Workload:
+    """The workload with its builds and peer drivers replaced by the fake above, one variant (or those
+    listed), nothing to install."""
     script = directory / "fake.py"
     script.write_text(FAKE)
     params = dict(workload.params)
@@ -195,10 +199,16 @@ def faked(workload: Workload, directory: Path, variant: str) -> Workload:
                             requires=[])
         for c in workload.contenders
     ]
-    (chosen,) = [v for v in workload.variants if v.name == variant]
+    names = [variant] if isinstance(variant, str) else variant
+    chosen = [v for v in workload.variants if v.name in names]
+    assert len(chosen) == len(names)
+    chart = workload.line_chart
+    if chart is not None:
+        chart = dataclasses.replace(chart, x_values={name: x for name, x in chart.x_values.items() if name in names})
     return dataclasses.replace(
         workload, builds=[], params=params, contenders=contenders, probes=probes(workload.probes),
-        variants=[dataclasses.replace(chosen, setup=steps(chosen.setup), probes=probes(chosen.probes))],
+        variants=[dataclasses.replace(v, setup=steps(v.setup), probes=probes(v.probes)) for v in chosen],
+        line_chart=chart,
     )
 
 
@@ -317,6 +327,45 @@ def test_agg_python_compares_both_engines_with_duckdb_on_integer_keys(tmp_path):
     assert found["hash engine: throughput vs DuckDB"]["target"] == 1.0
     assert found["CBT: peak RSS vs DuckDB"]["target"] == 0.35
     assert {c["name"] for c in part["contenders"]} == {"spillway-hash", "spillway-cbt", "duckdb", "polars"}
+
+
+def test_agg_memory_runs_each_limit_in_its_own_cgroup_and_charts_the_failures(tmp_path, monkeypatch):
+    workload = WORKLOADS["agg-memory"]
+    assert [(v.name, v.memory_limit) for v in workload.variants] == [
+        ("limit-4G", "4G"), ("limit-2G", "2G"), ("limit-1G", "1G"), ("limit-512M", "512M"), ("limit-256M", "256M")]
+    assert workload.line_chart.x_values == {"limit-4G": 4096, "limit-2G": 2048, "limit-1G": 1024,
+                                            "limit-512M": 512, "limit-256M": 256}
+    created = []
+    monkeypatch.setattr(run, "create_memory_cgroup", lambda limit, suffix="": created.append(limit) or tmp_path)
+    monkeypatch.setattr(run, "remove_memory_cgroup", lambda group: None)
+    monkeypatch.setattr(run, "joiner", lambda group: None)
+    monkeypatch.setattr(run, "reset_cgroup_peak", lambda group: None)
+    monkeypatch.setattr(run, "cgroup_peak_bytes", lambda group: 200 * 2**20)
+    monkeypatch.setenv("FAKE_OOM", "duckdb")  # killed when its budget is under 500 MiB
+    report = invoke(faked(workload, tmp_path, ["limit-4G", "limit-256M"]), tmp_path, 100, runs=1)
+    assert created == [4 * 2**30, 256 * 2**20]
+    roomy, tight = report["parts"]
+    commands = {c["name"]: c["command"] for c in roomy["contenders"]}
+    assert commands["spillway-cbt"][-3:-1] == ["--memory-mib", "3276"]
+    assert commands["duckdb"][-2:] == ["--memory", "3276MiB"]
+    assert "--memory-mib" not in commands["hashbrown"]
+    (comparison,) = roomy["comparisons"]
+    assert comparison["label"] == "CBT: time vs DuckDB under this limit" and comparison["metric"] == "wall_s"
+    assert comparison["target"] == 1.0 and comparison["better"] == "lower"
+    assert roomy["agreements"][0]["value"]["result.groups"] == 10
+    # Under 256 MiB DuckDB (budget 204 MiB) is killed: reported failed, the others measured and agreeing.
+    (failure,) = tight["failed"]
+    assert failure["name"] == "duckdb" and "killed (out of memory under the 256.00 MiB cgroup limit?)" in failure["reason"]
+    assert tight["comparisons"] == [] and len(tight["contenders"]) == 5
+    assert tight["contenders"][0]["summary"]["cgroup_peak_mib"]["median"] == 200
+    markdown = (tmp_path / "out" / "agg-memory.md").read_text()
+    assert "| limit-256M, 100 records | CBT: time vs DuckDB under this limit: spillway-cbt / duckdb | duckdb failed " \
+           "| 1x | no ratio: the peer failed |" in markdown
+    assert "Failed (an x on the chart): duckdb at 256 (cgroup memory limit, MiB)." in markdown
+    assert "| contender | M records/s | wall s | peak RSS MiB | cgroup peak MiB |" in markdown
+    # Each limit's budgets, in the commands section.
+    assert "- spillway-cbt (limit-256M, 100 records): `" in markdown and "--memory-mib 204 $DIR`" in markdown
+    assert (tmp_path / "out" / "agg-memory-lines.png").exists()
 
 
 def test_knn_end_to_end_on_fake_drivers(tmp_path):

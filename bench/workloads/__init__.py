@@ -6,7 +6,7 @@ Adding a workload: declare a `Workload` in a module of this package and add it t
 from __future__ import annotations
 
 from declarations import Workload
-from workloads.agg import AGG, AGG_H2O, AGG_PYTHON
+from workloads.agg import AGG, AGG_H2O, AGG_MEMORY, AGG_PYTHON
 from workloads.cluster import CLUSTER_INDEX, CLUSTER_SORT, CLUSTER_WORDCOUNT
 from workloads.gensort import GENSORT
 from workloads.knn import KNN
@@ -20,7 +20,7 @@ from workloads.stream import STREAM
 WORKLOADS: dict[str, Workload] = {
     workload.name: workload
     for workload in [
-        GENSORT, SORT, MR_WORDCOUNT, MR_NGRAM, MR_INDEX, MR_SESSIONS, MR_PAGERANK, AGG, AGG_PYTHON, AGG_H2O, KV, STREAM, KNN,
+        GENSORT, SORT, MR_WORDCOUNT, MR_NGRAM, MR_INDEX, MR_SESSIONS, MR_PAGERANK, AGG, AGG_PYTHON, AGG_H2O, AGG_MEMORY, KV, STREAM, KNN,
         PMEM, PMEM_TREE,
         CLUSTER_WORDCOUNT, CLUSTER_INDEX, CLUSTER_SORT,
     ]
