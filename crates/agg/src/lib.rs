@@ -71,6 +71,6 @@ pub use function::{
 pub use hash::{HashAggregator, HashStats};
 pub use typed::{
     parse_functions, KeyColumn, KeyType, Keys, NumberType, ResultColumn, TypedFunction, TypedHashAggregator,
-    TypedHashStats, TypedResults, Values, FUNCTIONS_MAX, PARTITIONS,
+    TypedHashStats, TypedResults, Values, FUNCTIONS_MAX, PARTITIONS, SMALL_GROUPS, SMALL_STRING_GROUPS,
 };
 pub use value::{Comparable, Output, Scalar, Value};

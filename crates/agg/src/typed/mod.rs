@@ -26,7 +26,10 @@ mod engine;
 mod functions;
 mod table;
 
-pub use engine::{KeyColumn, TypedHashAggregator, TypedHashStats, TypedResults, PARTITIONS};
+pub use engine::{
+    KeyColumn, TypedHashAggregator, TypedHashStats, TypedResults, PARTITIONS, SMALL_GROUPS,
+    SMALL_STRING_GROUPS,
+};
 pub use functions::{ResultColumn, TypedFunction};
 
 use spillway_core::{bail, Result};

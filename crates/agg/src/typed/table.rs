@@ -122,7 +122,7 @@ impl Table {
         let old = std::mem::replace(&mut self.words, words);
         let mask = slots - 1;
         for row in old.chunks_exact(self.stride).filter(|row| row[1] != 0) {
-            let hash = if self.strings { row[0] } else { hash_word(row[0]) };
+            let hash = self.hash_of(row);
             let mut slot = hash as usize & mask;
             while self.words[slot * self.stride + 1] != 0 {
                 slot = (slot + 1) & mask;
@@ -199,6 +199,34 @@ impl Table {
                 return slot as u32;
             }
             slot = (slot + 1) & mask;
+        }
+    }
+
+    /// Takes in `row` of another table, whose key (`key`'s bytes, for
+    /// byte strings) this table does not hold, with its hash `hash`. Room
+    /// must have been reserved.
+    pub(super) fn take_row(&mut self, row: &[u64], hash: u64, key: &[u8]) {
+        debug_assert!(self.len < self.slots());
+        let mask = self.slots() - 1;
+        let mut slot = hash as usize & mask;
+        while self.words[slot * self.stride + 1] != 0 {
+            slot = (slot + 1) & mask;
+        }
+        let at = slot * self.stride;
+        self.words[at..at + self.stride].copy_from_slice(row);
+        if self.strings {
+            self.words[at + 2] = (self.arena.len() as u64) << LENGTH_BITS | key.len() as u64;
+            self.arena.extend_from_slice(key);
+        }
+        self.len += 1;
+    }
+
+    /// The hash a row's key was placed by.
+    pub(super) fn hash_of(&self, row: &[u64]) -> u64 {
+        if self.strings {
+            row[0]
+        } else {
+            hash_word(row[0])
         }
     }
 
