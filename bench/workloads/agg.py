@@ -346,10 +346,14 @@ AGG_H2O = Workload(
             comparisons=h2o_comparisons(),
         ),
     ],
+    # At 10^8 rows q10 has nearly 10^8 groups beside the loaded table: any engine may run out of memory, and is
+    # then reported as failed rather than stopping the benchmark.
     contenders=[
-        contender("spillway", [VENV_PYTHON, AGG_H2O_DRIVER, "spillway", "{dir}"]),
-        contender("duckdb", ["{python}", AGG_H2O_DRIVER, "duckdb", "{dir}"], [PIP_DUCKDB, PIP_PYARROW, PIP_NUMPY]),
-        contender("polars", ["{python}", AGG_H2O_DRIVER, "polars", "{dir}"], [PIP_POLARS, PIP_PYARROW, PIP_NUMPY]),
+        contender("spillway", [VENV_PYTHON, AGG_H2O_DRIVER, "spillway", "{dir}"], may_fail=True),
+        contender("duckdb", ["{python}", AGG_H2O_DRIVER, "duckdb", "{dir}"], [PIP_DUCKDB, PIP_PYARROW, PIP_NUMPY],
+                  may_fail=True),
+        contender("polars", ["{python}", AGG_H2O_DRIVER, "polars", "{dir}"], [PIP_POLARS, PIP_PYARROW, PIP_NUMPY],
+                  may_fail=True),
     ],
     metrics=[
         Metric("geomean_s", "geometric mean s", "result.geomean_s", better="lower", digits=3),
@@ -367,7 +371,7 @@ AGG_H2O = Workload(
                   fields=[f"result.questions.{question}.{field}" for question in H2O_QUESTIONS
                           for field in ("groups", "check")]),
     ],
-    page_command="python3 bench/run.py agg-h2o --size 10M --runs 3",
+    page_command="python3 bench/run.py agg-h2o --size 10M --runs 3 --size 100M --runs 1",
     notes=[
         (
             "The Spillway contender needs the package installed in ./.venv (`scripts/install.sh`). Its questions "

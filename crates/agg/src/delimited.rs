@@ -92,6 +92,52 @@ impl Default for DelimitedOptions {
     }
 }
 
+/// The records of a delimited file: its lines, numbered from 1, their ends
+/// (`\n`, `\r\n`) cut, the header and empty lines skipped; the interrupt
+/// is checked every [`INTERRUPT_CHECK_RECORDS`] lines.
+struct Records<'a, R> {
+    reader: R,
+    source: &'a str,
+    header: bool,
+    line: Vec<u8>,
+    number: u64,
+}
+
+impl<'a, R: BufRead> Records<'a, R> {
+    fn new(reader: R, source: &'a str, header: bool) -> Self {
+        Records {
+            reader,
+            source,
+            header,
+            line: Vec::with_capacity(256),
+            number: 0,
+        }
+    }
+
+    /// The next record and its line's number, or `None` at the end.
+    fn next(&mut self, interrupt: &Interrupt) -> Result<Option<(u64, &[u8])>> {
+        loop {
+            self.line.clear();
+            let read = self
+                .reader
+                .read_until(b'\n', &mut self.line)
+                .map_err(|error| Error::io(format!("reading {}", self.source), error))?;
+            if read == 0 {
+                return Ok(None);
+            }
+            self.number += 1;
+            if self.number.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
+                interrupt.check()?;
+            }
+            let text = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+            let length = text.strip_suffix(b"\r").unwrap_or(text).len();
+            if length > 0 && !(self.number == 1 && self.header) {
+                return Ok(Some((self.number, &self.line[..length])));
+            }
+        }
+    }
+}
+
 /// Aggregates every line of `reader` (named `source` in errors); returns
 /// the number of records. Empty lines are skipped; a line without the key
 /// or value column, or a value the type refuses, is an error naming
@@ -99,7 +145,7 @@ impl Default for DelimitedOptions {
 /// [`INTERRUPT_CHECK_RECORDS`] lines.
 pub fn aggregate_delimited(
     aggregator: &mut Aggregator,
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     source: &str,
     options: &DelimitedOptions,
     interrupt: &Interrupt,
@@ -111,29 +157,9 @@ pub fn aggregate_delimited(
     let key_column = options.key_column - 1;
     let value_column = options.value_column.map(|column| column - 1);
     let last_column = key_column.max(value_column.unwrap_or(0));
-    let mut line = Vec::with_capacity(256);
+    let mut lines = Records::new(reader, source, options.header);
     let mut records = 0u64;
-    let mut number = 0u64;
-    loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|error| Error::io(format!("reading {source}"), error))?;
-        if read == 0 {
-            return Ok(records);
-        }
-        number += 1;
-        if number.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
-            interrupt.check()?;
-        }
-        if number == 1 && options.header {
-            continue;
-        }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        let text = text.strip_suffix(b"\r").unwrap_or(text);
-        if text.is_empty() {
-            continue;
-        }
+    while let Some((number, text)) = lines.next(interrupt)? {
         // One pass over the line picks out both columns.
         let wanted = [Some(key_column), value_column];
         let mut fields: [Option<&[u8]>; 2] = [None, None];
@@ -173,6 +199,7 @@ pub fn aggregate_delimited(
         })?;
         records += 1;
     }
+    Ok(records)
 }
 
 /// Where the keys and values are in each line, for the typed engine.
@@ -227,7 +254,7 @@ impl NumberColumn {
 /// lines.
 pub fn aggregate_delimited_columns(
     aggregator: &mut TypedHashAggregator,
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     source: &str,
     options: &ColumnsOptions,
     interrupt: &Interrupt,
@@ -258,51 +285,35 @@ pub fn aggregate_delimited_columns(
             values.len()
         );
     }
-    let (mut line, mut fields, mut line_values) = (Vec::with_capacity(256), Vec::new(), Vec::new());
-    let (mut records, mut number, mut first_line) = (0u64, 0u64, 1u64);
+    let mut lines = Records::new(reader, source, options.header);
+    let (mut fields, mut line_values) = (Vec::new(), Vec::new());
+    let (mut records, mut first_line, mut last_line) = (0u64, 0u64, 0u64);
     loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|error| Error::io(format!("reading {source}"), error))?;
+        let record = lines.next(interrupt)?;
         let pending = keys[0].0.len() - 1;
-        if read == 0 || pending == COLUMNS_BATCH_LINES {
-            if pending > 0 {
-                let key_columns: Vec<Keys<'_>> = keys
-                    .iter()
-                    .map(|(offsets, data)| Keys::Bytes { offsets, data })
-                    .collect();
-                let value_columns: Vec<Values<'_>> = values.iter().map(NumberColumn::values).collect();
-                aggregator
-                    .insert_columns(&key_columns, &value_columns)
-                    .map_err(|error| {
-                        error.context(format_args!("{source} lines {first_line} to {number}"))
-                    })?;
-                records += pending as u64;
-                for (offsets, data) in &mut keys {
-                    offsets.truncate(1);
-                    data.clear();
-                }
-                values.iter_mut().for_each(NumberColumn::clear);
+        if pending > 0 && (record.is_none() || pending == COLUMNS_BATCH_LINES) {
+            let key_columns: Vec<Keys<'_>> = keys
+                .iter()
+                .map(|(offsets, data)| Keys::Bytes { offsets, data })
+                .collect();
+            let value_columns: Vec<Values<'_>> = values.iter().map(NumberColumn::values).collect();
+            aggregator
+                .insert_columns(&key_columns, &value_columns)
+                .map_err(|error| error.context(format_args!("{source} lines {first_line} to {last_line}")))?;
+            records += pending as u64;
+            for (offsets, data) in &mut keys {
+                offsets.truncate(1);
+                data.clear();
             }
-            first_line = number + 1;
-            if read == 0 {
-                return Ok(records);
-            }
+            values.iter_mut().for_each(NumberColumn::clear);
         }
-        number += 1;
-        if number.is_multiple_of(INTERRUPT_CHECK_RECORDS) {
-            interrupt.check()?;
+        let Some((number, text)) = record else {
+            return Ok(records);
+        };
+        if keys[0].0.len() == 1 {
+            first_line = number;
         }
-        if number == 1 && options.header {
-            first_line = 2;
-            continue;
-        }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        let text = text.strip_suffix(b"\r").unwrap_or(text);
-        if text.is_empty() {
-            continue;
-        }
+        last_line = number;
         // The line's fields up to the last one wanted, as ranges.
         fields.clear();
         let mut start = 0;
