@@ -13,7 +13,7 @@
 
 use spillway_core::{Error, Result};
 
-use super::engine::KeyColumn;
+use super::results::KeyColumn;
 use super::{KeyType, Keys};
 use crate::admission::KEY_BYTES_MAX;
 

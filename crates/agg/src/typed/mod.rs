@@ -18,19 +18,19 @@
 //!   their update loops and their results;
 //! - [`table`]: one partition's open-addressing table of rows;
 //! - [`composite`]: several key columns encoded as one byte string a row;
+//! - [`results`]: results as columns, a key column each;
 //! - [`engine`]: [`TypedHashAggregator`], the radix-partitioned hash
 //!   engine whose threads each own a range of partitions.
 
 mod composite;
 mod engine;
 mod functions;
+mod results;
 mod table;
 
-pub use engine::{
-    KeyColumn, TypedHashAggregator, TypedHashStats, TypedResults, PARTITIONS, SMALL_GROUPS,
-    SMALL_STRING_GROUPS,
-};
+pub use engine::{TypedHashAggregator, TypedHashStats, PARTITIONS, SMALL_GROUPS, SMALL_STRING_GROUPS};
 pub use functions::{ResultColumn, TypedFunction};
+pub use results::{KeyColumn, TypedResults};
 
 use spillway_core::{bail, Result};
 
