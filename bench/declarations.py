@@ -314,6 +314,9 @@ class Variant:
     included), created for the part and removed after it; it replaces the
     invocation's limit for these parts. So one invocation can measure the same
     data under several limits, one variant each (see `LineChart`).
+
+    `run_timeout_s` replaces the workload's time limit on each measured run
+    for this variant's parts (None: the workload's).
     """
 
     name: str
@@ -322,6 +325,7 @@ class Variant:
     params: dict[str, str] = field(default_factory=dict)
     record_bytes: int | None = None
     memory_limit: str | None = None
+    run_timeout_s: float | None = None
     comparisons: list[Comparison] = field(default_factory=list)
     targets: list[Target | ProbeTarget] = field(default_factory=list)
     agreements: list[Agreement] = field(default_factory=list)
@@ -409,6 +413,12 @@ class Workload:
     `--size` and `--runs`; `memory_limit` puts every measured run into a cgroup v1
     memory group of that size unless `--memory-limit` says otherwise; `cold`
     drops the page cache before every run (contenders may say otherwise).
+    `run_timeout_s` stops a measured run still going after that many seconds
+    (SIGKILL to its process group, and to whatever is left in its cgroup): it
+    fails with "stopped after N s without finishing (the run's time limit)",
+    which stops the benchmark unless the contender `may_fail` (an engine that
+    thrashes at a tight memory limit instead of being killed). None: no limit.
+    Untimed steps (setup, prepare, validate, probes) have none.
 
     Reports: `metrics` are summarized for every contender; `tables` lay them out
     (default: one table of every metric); `comparisons`, `targets` and
@@ -444,6 +454,7 @@ class Workload:
     default_size: str = "4G"
     default_runs: int = 3
     memory_limit: str | None = None
+    run_timeout_s: float | None = None
     cold: bool = True
     disk_bound: DiskBound | None = None
     line_chart: LineChart | None = None
@@ -527,7 +538,12 @@ def check_workload(workload: Workload) -> list[str]:
             problems.append(f"line_chart names unknown variants {unknown}")
         if chart.x_log2 and any(value <= 0 for value in chart.x_values.values()):
             problems.append("line_chart: a log2 axis needs positive x values")
+    if workload.run_timeout_s is not None and not workload.run_timeout_s > 0:
+        problems.append(f"run_timeout_s {workload.run_timeout_s!r}: give a positive number of seconds, or None")
     for variant in workload.variants:
+        if variant.run_timeout_s is not None and not variant.run_timeout_s > 0:
+            problems.append(f"variant {variant.name!r}: run_timeout_s {variant.run_timeout_s!r}: give a positive "
+                            "number of seconds, or None")
         if variant.memory_limit is not None:
             try:
                 parse_size(variant.memory_limit)

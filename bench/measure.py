@@ -3,9 +3,11 @@
 `run_once` runs a command to completion as a child process and measures it:
 wall time from time.perf_counter, CPU time and block I/O from os.wait4's
 rusage, peak RSS from GNU time, and bytes read and written from the child's
-/proc/<pid>/io, read after it exited but before it was reaped. Around it: the
-page cache (dropped before a cold run), cgroup v1 memory groups (a limit that
-counts the page cache) and a description of the machine and the source tree.
+/proc/<pid>/io, read after it exited but before it was reaped. With a time
+limit, a command still running when it ends is killed with its whole process
+group. Around it: the page cache (dropped before a cold run), cgroup v1 memory
+groups (a limit that counts the page cache) and a description of the machine
+and the source tree.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -67,6 +71,8 @@ def run_once(
     work_dir: Path,
     log_prefix: Path,
     preexec: Callable[[], None] | None = None,
+    timeout_s: float | None = None,
+    cgroup: Path | None = None,
 ) -> dict[str, Any]:
     """Run argv to completion and measure it.
 
@@ -77,24 +83,49 @@ def run_once(
     Everything else comes from our child: os.waitid(WNOWAIT) leaves it a zombie
     whose /proc/<pid>/io holds its final counters (its own plus those of the
     children it reaped), then os.wait4 reaps it and returns CPU time and block I/O.
+
+    With `timeout_s`, the child starts a process group of its own; when it is
+    still running after `timeout_s` seconds, the whole group is killed (SIGKILL),
+    and so is every process left in `cgroup` (the memory group the run was in),
+    and the result has "timed_out": True. The group is also killed when the
+    harness itself is interrupted while waiting (the terminal's Ctrl-C no longer
+    reaches a group of its own).
     """
     stdout_path = log_prefix.with_suffix(".stdout")
     stderr_path = log_prefix.with_suffix(".stderr")
     rss_path = log_prefix.with_suffix(".rss")
     wrapped = [GNU_TIME, "-f", "%M", "-o", str(rss_path), "--", *argv]
+    timed_out = False
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
         started = time.perf_counter()
         try:
             # preexec (joining a cgroup) is safe: the harness runs no threads.
-            child = subprocess.Popen(wrapped, cwd=work_dir, stdout=stdout, stderr=stderr, preexec_fn=preexec)  # noqa: PLW1509
+            child = subprocess.Popen(  # noqa: PLW1509
+                wrapped, cwd=work_dir, stdout=stdout, stderr=stderr, preexec_fn=preexec,
+                process_group=0 if timeout_s is not None else None,
+            )
         except OSError as error:
             raise BenchmarkFailure(f"cannot start {GNU_TIME}: {error}") from error
-        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        if timeout_s is None:
+            os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        else:
+            try:
+                if not wait_for_exit(child.pid, timeout_s):
+                    timed_out = True
+                    kill_process_group(child.pid, cgroup)
+                    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+            except BaseException:
+                kill_process_group(child.pid, cgroup)
+                os.wait4(child.pid, 0)
+                raise
         wall_s = time.perf_counter() - started
         io = read_proc_io(child.pid)
         _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
-    return {
+    if timed_out:
+        # The leader is reaped; its group's other members may still be on their way out.
+        wait_until_gone(child.pid, cgroup)
+    outcome = {
         "wall_s": wall_s,
         "exit_code": child.returncode,
         "peak_rss_kib": read_peak_rss_kib(rss_path),
@@ -111,6 +142,95 @@ def run_once(
         "stdout_tail": tail(stdout_path),
         "stderr_tail": tail(stderr_path),
     }
+    if timed_out:
+        outcome["timed_out"] = True
+    return outcome
+
+
+def exited(pid: int) -> bool:
+    """Whether our child has exited (it stays a zombie: WNOWAIT)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def wait_for_exit(pid: int, timeout_s: float) -> bool:
+    """Waits up to timeout_s for our child to exit, leaving it unreaped; False if it is still running.
+
+    A pidfd wakes us the moment it exits, so the wall time is not rounded up to a polling step;
+    where there is none (Linux before 5.3), it polls every 10 ms.
+    """
+    deadline = time.monotonic() + timeout_s
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is not None:
+        try:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            while not exited(pid):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                poller.poll(max(1, int(left * 1000 + 0.999)))
+            return True
+        finally:
+            os.close(pidfd)
+    while not exited(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def cgroup_members(group: Path | None) -> list[int]:
+    """The processes in a cgroup (none when it is not one: no cgroup.procs)."""
+    if group is None:
+        return []
+    try:
+        return [int(line) for line in (group / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def kill_process_group(pgid: int, cgroup: Path | None = None) -> None:
+    """SIGKILL to a process group, and to every process in the run's cgroup (one that left the group)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in cgroup_members(cgroup):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group, from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ")".
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def wait_until_gone(pgid: int, cgroup: Path | None, patience_s: float = 10.0) -> None:
+    """Waits (killing again) until no process of the group, or of the cgroup, is left; warns after patience_s."""
+    deadline = time.monotonic() + patience_s
+    while group_members(pgid) or cgroup_members(cgroup):
+        if time.monotonic() >= deadline:
+            print(f"warning: processes of the stopped run (process group {pgid}) are still there", file=sys.stderr)
+            return
+        kill_process_group(pgid, cgroup)
+        time.sleep(0.05)
 
 
 def read_peak_rss_kib(path: Path) -> int:

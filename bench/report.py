@@ -110,6 +110,8 @@ def part_data_line(report: dict[str, Any], part: dict[str, Any]) -> str:
     if part_has_own_limit(report, part):
         text += (f"; every run inside a cgroup v1 memory limit of {format_bytes(part['memory_limit_bytes'])} "
                  "(page cache included)")
+    if part_has_own_timeout(report, part):
+        text += f"; every run stopped after {part['run_timeout_s']:g} s without finishing (the run's time limit)"
     if part.get("captured"):
         text += "; setup found " + ", ".join(f"{name} = {value}" for name, value in part["captured"].items())
     load = part.get("load_average_1m")
@@ -121,6 +123,11 @@ def part_data_line(report: dict[str, Any], part: dict[str, Any]) -> str:
 def part_has_own_limit(report: dict[str, Any], part: dict[str, Any]) -> bool:
     """Whether the part ran under a memory limit other than the invocation's (its variant's own)."""
     return bool(part.get("memory_limit_bytes")) and part["memory_limit_bytes"] != report["memory_limit_bytes"]
+
+
+def part_has_own_timeout(report: dict[str, Any], part: dict[str, Any]) -> bool:
+    """Whether the part's runs had a time limit other than the workload's (its variant's own)."""
+    return part.get("run_timeout_s") is not None and part["run_timeout_s"] != report.get("run_timeout_s")
 
 
 def cache_line(report: dict[str, Any]) -> str:
@@ -142,6 +149,14 @@ def cache_line(report: dict[str, Any]) -> str:
             text += ", except in the parts that name a limit of their own"
     elif own_limits:
         text += "; each part's runs inside the cgroup v1 memory limit its line names (page cache included)"
+    own_timeouts = any(part_has_own_timeout(report, part) for part in report["parts"])
+    if report.get("run_timeout_s") is not None:
+        text += (f"; every run is stopped after {report['run_timeout_s']:g} s without finishing (the run's time "
+                 "limit) and reported failed")
+        if own_timeouts:
+            text += ", except in the parts that name a time limit of their own"
+    elif own_timeouts:
+        text += "; each part's runs are stopped after the time limit its line names"
     return text + ". Figures are medians with the (min–max) of the runs."
 
 

@@ -9,7 +9,8 @@
 One invocation makes one report: every (size, variant) pair is a part, run one
 after another, each in its own data directory; within a part every contender
 runs `--runs` times, alternating between contenders (A B A B ...). Each run is
-one child process, measured by measure.run_once. The report (report.py) gives
+one child process, measured by measure.run_once (and stopped, if the workload
+sets a time limit on a run, when it runs past it). The report (report.py) gives
 every metric's median and min-max, ratios of medians from the same part, the
 verdict on every target (or that it lies within the noise), the machine, the
 builds, the commit and this command. Results go to
@@ -173,6 +174,22 @@ MEMORY_PLACEHOLDERS = ("memory_limit_bytes", "memory_limit_mib", "memory_budget_
 MEMORY_BUDGET_SHARE = 0.8
 
 
+def part_run_timeout(workload: Workload, variant: Variant | None) -> float | None:
+    """The time limit of each of a part's measured runs: its variant's own, else the workload's (None: none)."""
+    if variant is not None and variant.run_timeout_s is not None:
+        return variant.run_timeout_s
+    return workload.run_timeout_s
+
+
+# How the reason of a run stopped by its time limit ends (`failure_reason` finds it by these words).
+TIME_LIMIT_WORDS = "(the run's time limit)"
+
+
+def time_limit_reason(timeout_s: float) -> str:
+    """Why a run stopped by its time limit failed: not an OOM kill, though it also ends with SIGKILL."""
+    return f"stopped after {timeout_s:g} s without finishing {TIME_LIMIT_WORDS}"
+
+
 def part_memory_limit(variant: Variant | None, invocation_limit: int | None) -> int | None:
     """The limit a part's runs are under: its variant's own, else the invocation's (None: no limit)."""
     if variant is not None and variant.memory_limit is not None:
@@ -294,6 +311,7 @@ def run_workload(workload: Workload, invocation: Invocation) -> dict[str, Any]:
             "cold_contenders": cold_contenders,
             "cache_droppable": cache_droppable,
             "memory_limit_bytes": memory_limit,
+            "run_timeout_s": workload.run_timeout_s,
             "order": "alternating: every round runs each contender once, in the declared order",
             "machine": machine,
             "source": source_info(),
@@ -447,6 +465,9 @@ def run_part(
     if variant:
         params.update(variant.params)
     limited = f"; runs in a cgroup limit of {format_bytes(memory_limit_bytes)}" if memory_limit_bytes else ""
+    run_timeout_s = part_run_timeout(workload, variant)
+    if run_timeout_s is not None:
+        limited += f"; every run stopped after {run_timeout_s:g} s"
     print(
         f"part       {label}: {records:,} records, {plural(runs, 'run')} per contender{limited}; data in {data_dir}",
         flush=True,
@@ -455,6 +476,7 @@ def run_part(
     setup_log: list[dict[str, Any]] = []
     probes: dict[str, list[dict[str, Any]]] = {}
     failed: dict[str, str] = {}
+    timed_out: set[str] = set()
     loads: list[float] = []
     part_started = time.perf_counter()
     preexec = joiner(cgroup) if cgroup is not None else None
@@ -481,12 +503,15 @@ def run_part(
                 entry = results[contender.name]
                 try:
                     run = run_contender(
-                        contender, entry, params, data_dir, round_index, cache_droppable, cgroup, preexec
+                        contender, entry, params, data_dir, round_index, cache_droppable, cgroup, preexec,
+                        run_timeout_s,
                     )
                 except BenchmarkFailure as failure:
                     if not contender.may_fail:
                         raise
                     failed[contender.name] = failure_reason(str(failure))
+                    if isinstance(failure, TimeLimitExceeded):
+                        timed_out.add(contender.name)
                     print(f"[{round_index + 1}/{runs}] {contender.name} FAILED: {failed[contender.name]}", flush=True)
                     continue
                 loads.append(run["load_average_1m"])
@@ -527,6 +552,7 @@ def run_part(
         "records": records,
         "runs_per_contender": runs,
         "memory_limit_bytes": memory_limit_bytes,
+        "run_timeout_s": run_timeout_s,
         "captured": {name: params[name] for step in steps for name in as_step(step).capture},
         "setup": setup_log,
         "part_wall_s": time.perf_counter() - part_started,
@@ -541,6 +567,7 @@ def run_part(
                 "name": name,
                 "role": results[name]["role"],
                 "reason": reason,
+                "timed_out": name in timed_out,
                 "comparisons": [
                     {"label": c.label, "contender": c.contender, "peer": c.peer, "target": c.target}
                     for c in comparisons
@@ -553,10 +580,16 @@ def run_part(
     }
 
 
+class TimeLimitExceeded(BenchmarkFailure):
+    """A measured run was still going at its time limit and was stopped."""
+
+
 def failure_reason(message: str) -> str:
     """The line of a contender's failure that says why: the engine's error, else the first line
     with the last line the contender printed to standard error."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if lines and TIME_LIMIT_WORDS in lines[0]:
+        return lines[0][:300]
     for line in lines:
         if "Error" in line or "out of memory" in line or "killed" in line:
             return line[:300]
@@ -632,8 +665,13 @@ def run_contender(
     cache_droppable: bool,
     cgroup: Path | None,
     preexec: Callable[[], None] | None,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
-    """One measured run: prepare, fresh output, synced disk, dropped cache (if cold), the command, validate, clean up."""
+    """One measured run: prepare, fresh output, synced disk, dropped cache (if cold), the command, validate, clean up.
+
+    A command still running after `timeout_s` seconds is killed (its process group, and whatever is left in
+    its cgroup) and fails with `TimeLimitExceeded`.
+    """
     slug = re.sub(r"[^a-z0-9]+", "-", contender.name.lower()).strip("-")
     local = dict(params)
     for index, step in enumerate(contender.prepare):
@@ -653,13 +691,19 @@ def run_contender(
         reset_cgroup_peak(cgroup)
     log_prefix = data_dir / f"{slug}-{round_index}"
     load_average_1m = os.getloadavg()[0]
-    run = run_once(argv, data_dir, log_prefix, preexec)
+    run = run_once(argv, data_dir, log_prefix, preexec, timeout_s, cgroup)
     run["round"] = round_index
     run["load_average_1m"] = load_average_1m
     run["cache"] = "cold" if cold else "warm"
     if cgroup is not None:
         run["cgroup_peak_bytes"] = cgroup_peak_bytes(cgroup)
     problem = None
+    if run.get("timed_out"):
+        assert timeout_s is not None
+        raise TimeLimitExceeded(
+            f"{contender.name} {time_limit_reason(timeout_s)} in round {round_index + 1}\n"
+            f"command: {' '.join(argv)}\nstderr: {run['stderr_tail']}\nstdout: {run['stdout_tail']}"
+        )
     if run["exit_code"] not in contender.exit_codes:
         problem = f"failed with exit code {run['exit_code']}"
         if run["exit_code"] in (-9, 137) and cgroup is not None:
@@ -768,6 +812,8 @@ def print_header(workload: Workload, report: dict[str, Any], plan: list[tuple[in
         print("cache      NOT dropped: the kernel does not allow it; runs are cache-warm")
     if report["memory_limit_bytes"]:
         print(f"memory     every run in a cgroup v1 memory limit of {format_bytes(report['memory_limit_bytes'])}")
+    if report["run_timeout_s"] is not None:
+        print(f"time limit every run stopped after {report['run_timeout_s']:g} s without finishing")
     print(flush=True)
 
 

@@ -654,3 +654,112 @@ def test_a_contender_over_a_real_cgroup_limit_is_killed_and_reported(tmp_path: P
     small = part["contenders"][0]
     assert 0 < small["runs"][0]["cgroup_peak_bytes"] <= 32 * 2**20
     assert not list(Path("/sys/fs/cgroup/memory").glob(f"spillway-bench-{os.getpid()}*"))
+
+
+def process_gone(pid: int) -> bool:
+    """No such process, or only its zombie (dead, waiting for whoever inherited it to reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
+def sleeper_workload(pids: Path, **options) -> Workload:
+    """A fast contender, and one whose shell starts a child and waits on it for a minute (its pids under `pids`)."""
+    sleep = (f"sleep 60 & echo $! > {pids}/child-{{nap}}; echo $$ > {pids}/shell-{{nap}}; "
+             "if [ {nap} -gt 0 ]; then wait; fi; echo done")
+    return Workload(
+        name="sleepy",
+        description="A contender that outlives its time limit, and one that does not.",
+        size_unit="records",
+        record_bytes=None,
+        params={"nap": "1"},
+        contenders=[
+            Contender(name="fast", role="spillway", command=["sh", "-c", "echo fast"], expect_output="fast"),
+            Contender(name="sleeper", role="peer", command=["sh", "-c", sleep], may_fail=True),
+        ],
+        comparisons=[Comparison(label="time", contender="fast", peer="sleeper", metric="wall_s")],
+        **options,
+    )
+
+
+def test_a_run_past_its_time_limit_is_stopped_with_its_children(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    report = invoke(sleeper_workload(pids, run_timeout_s=0.5), tmp_path, 10, runs=2)
+    saved = json.loads((tmp_path / "out" / "sleepy.json").read_text())
+    assert saved["run_timeout_s"] == 0.5 and report["run_timeout_s"] == 0.5
+    (part,) = saved["parts"]
+    assert part["run_timeout_s"] == 0.5
+    # Stopped in its first round, not waited for (its child sleeps for a minute), and not called an OOM kill.
+    assert part["part_wall_s"] < 30
+    (failure,) = part["failed"]
+    assert failure["name"] == "sleeper" and failure["timed_out"] is True
+    assert failure["reason"] == "sleeper stopped after 0.5 s without finishing (the run's time limit) in round 1"
+    # Its shell and the child it started died with it.
+    shell, child = (int((pids / f"{name}-1").read_text()) for name in ("shell", "child"))
+    assert process_gone(shell) and process_gone(child)
+    # The fast contender is measured in every round, as without a limit.
+    (fast,) = part["contenders"]
+    assert fast["name"] == "fast" and len(fast["runs"]) == 2
+    assert all(measured["exit_code"] == 0 and "timed_out" not in measured for measured in fast["runs"])
+    assert part["comparisons"] == []
+    markdown = (tmp_path / "out" / "sleepy.md").read_text()
+    assert "every run is stopped after 0.5 s without finishing (the run's time limit) and reported failed" in markdown
+    assert ("sleeper failed, so it has no ratio: sleeper stopped after 0.5 s without finishing (the run's time "
+            "limit) in round 1") in markdown
+    assert "out of memory" not in markdown
+
+
+def test_a_time_limit_of_a_variant_and_a_contender_that_may_not_fail(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    # The workload has no limit; one variant has one. Without a limit the sleeper's shell does not wait.
+    workload = sleeper_workload(pids, variants=[
+        Variant(name="free", params={"nap": "0"}),
+        Variant(name="limited", params={"nap": "2"}, run_timeout_s=0.25),
+    ])
+    report = invoke(workload, tmp_path, 10)
+    free, limited = report["parts"]
+    assert report["run_timeout_s"] is None and free["run_timeout_s"] is None and limited["run_timeout_s"] == 0.25
+    assert free["failed"] == [] and [c["name"] for c in free["contenders"]] == ["fast", "sleeper"]
+    assert [f["reason"] for f in limited["failed"]] == [
+        "sleeper stopped after 0.25 s without finishing (the run's time limit) in round 1"]
+    markdown = (tmp_path / "out" / "sleepy.md").read_text()
+    assert "every run stopped after 0.25 s without finishing (the run's time limit)" in markdown
+    assert "each part's runs are stopped after the time limit its line names" in markdown
+    # A contender that may not fail stops the benchmark, and its processes are gone all the same.
+    workload.contenders[1].may_fail = False
+    with pytest.raises(BenchmarkFailure, match=r"sleeper stopped after 0\.25 s without finishing \(the run's time "
+                                               r"limit\) in round 1\ncommand: sh -c sleep 60"):
+        invoke(workload, tmp_path, 10)
+    assert process_gone(int((pids / "shell-2").read_text())) and process_gone(int((pids / "child-2").read_text()))
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.skipif(not memory_cgroups_usable(), reason="needs root and the cgroup v1 memory controller")
+def test_a_stopped_run_leaves_nothing_in_its_cgroup(tmp_path: Path) -> None:
+    """A process that left the run's process group (setsid) is still in its cgroup, and is killed there."""
+    escaped = tmp_path / "escaped"
+    workload = Workload(
+        name="escape",
+        description="A contender whose child starts a session of its own, then hangs.",
+        size_unit="records",
+        record_bytes=None,
+        run_timeout_s=0.5,
+        variants=[Variant(name="tight", memory_limit="64M")],
+        contenders=[
+            Contender(name="fast", role="spillway", command=["sh", "-c", "echo fast"]),
+            Contender(name="escaper", role="peer", may_fail=True,
+                      command=["sh", "-c", f"setsid sh -c 'echo $$ > {escaped}; exec sleep 60' & sleep 60"]),
+        ],
+        comparisons=[],
+    )
+    report = invoke(workload, tmp_path, 10)
+    (part,) = report["parts"]
+    (failure,) = part["failed"]
+    assert "stopped after 0.5 s without finishing (the run's time limit)" in failure["reason"]
+    assert process_gone(int(escaped.read_text()))
+    assert [c["name"] for c in part["contenders"]] == ["fast"]
+    assert not list(Path("/sys/fs/cgroup/memory").glob(f"spillway-bench-{os.getpid()}*"))

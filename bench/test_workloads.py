@@ -335,6 +335,8 @@ def test_agg_memory_runs_each_limit_in_its_own_cgroup_and_charts_the_failures(tm
         ("limit-4G", "4G"), ("limit-2G", "2G"), ("limit-1G", "1G"), ("limit-512M", "512M"), ("limit-256M", "256M")]
     assert workload.line_chart.x_values == {"limit-4G": 4096, "limit-2G": 2048, "limit-1G": 1024,
                                             "limit-512M": 512, "limit-256M": 256}
+    # An engine that thrashes at its limit instead of being killed is stopped, not waited for.
+    assert workload.run_timeout_s == 300
     created = []
     monkeypatch.setattr(run, "create_memory_cgroup", lambda limit, suffix="": created.append(limit) or tmp_path)
     monkeypatch.setattr(run, "remove_memory_cgroup", lambda group: None)
@@ -363,6 +365,8 @@ def test_agg_memory_runs_each_limit_in_its_own_cgroup_and_charts_the_failures(tm
            "| 1x | no ratio: the peer failed |" in markdown
     assert "Failed (an x on the chart): duckdb at 256 (cgroup memory limit, MiB)." in markdown
     assert "| contender | M records/s | wall s | peak RSS MiB | cgroup peak MiB |" in markdown
+    assert report["run_timeout_s"] == 300 and tight["run_timeout_s"] == 300
+    assert "every run is stopped after 300 s without finishing (the run's time limit) and reported failed" in markdown
     # Each limit's budgets, in the commands section.
     assert "- spillway-cbt (limit-256M, 100 records): `" in markdown and "--memory-mib 204 $DIR`" in markdown
     assert (tmp_path / "out" / "agg-memory-lines.png").exists()
