@@ -502,10 +502,16 @@ def test_the_typed_path_keeps_its_first_value_type_and_exact_wide_sums():
 
 def test_the_typed_path_keeps_its_memory_budget():
     aggregator = spillway.Aggregator("count", engine="hash", memory="1M")
-    aggregator.insert_batch(numpy.arange(200_000), numpy.ones(200_000, dtype=numpy.int64))
-    with pytest.raises(spillway.ResourcesExhaustedError, match="over its memory budget of 1048576 bytes"):
+    with pytest.raises(spillway.ResourcesExhaustedError, match="over its memory budget of 1048576 bytes") as refused:
+        aggregator.insert_batch(numpy.arange(200_000), numpy.ones(200_000, dtype=numpy.int64))
+    # The rows before the refused chunk went in (a prefix), and the error counts them.
+    inserted = aggregator.stats()["inserts"]
+    assert 0 < inserted < 200_000
+    assert f"first {inserted} rows were inserted" in str(refused.value)
+    assert len(aggregator.to_dict()) == inserted and aggregator.get(0) == 1
+    with pytest.raises(spillway.ResourcesExhaustedError, match="memory budget"):
         aggregator.insert_batch(numpy.arange(2), numpy.ones(2, dtype=numpy.int64))
-    assert aggregator.stats()["inserts"] == 200_000
+    assert aggregator.stats()["inserts"] == inserted
 
 
 @pytest.mark.parametrize("engine", ["cbt", "hash"])

@@ -342,26 +342,48 @@ fn a_float_sum_past_the_float_range_is_an_error_naming_its_key() {
 }
 
 #[test]
-fn past_its_budget_every_batch_fails_and_the_crossing_one_is_kept() {
-    let mut typed = TypedHashAggregator::new("sum", KeyType::U64, NumberType::Int, 2, 1 << 20).unwrap();
+fn a_chunk_that_could_grow_the_tables_past_the_budget_is_refused_and_the_rows_before_it_kept() {
+    let budget = 1 << 20;
+    let mut typed = TypedHashAggregator::new("sum", KeyType::U64, NumberType::Int, 2, budget).unwrap();
     let keys: Vec<u64> = (0..100_000).collect();
     let values = vec![1i64; keys.len()];
-    typed
+    let error = typed
         .insert_batch(Keys::U64(&keys), Values::Int(&values))
-        .unwrap();
-    assert_eq!(typed.groups(), 100_000);
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::ResourcesExhausted);
+    let message = error.to_string();
+    assert!(
+        message.contains("over its memory budget of 1048576 bytes"),
+        "{message}"
+    );
+    // The small table's rows went in before the partitioned chunk was
+    // refused: a prefix of the batch, which the error counts.
+    let inserted = typed.stats().inserts;
+    assert!((4_096..100_000).contains(&inserted), "{inserted}");
+    assert!(
+        message.contains(&format!(
+            "the batch's first {inserted} rows were inserted, the rest not"
+        )),
+        "{message}"
+    );
+    assert_eq!(typed.groups(), inserted);
+    assert!(
+        typed.stats().table_bytes <= budget,
+        "the tables never grew past the budget"
+    );
+    // Not poisoned: the rows that went in are there, and only they.
+    let found = typed.lookup(Keys::U64(&[0, inserted - 1, inserted])).unwrap();
+    assert_eq!(found[0], Some(vec![Output::Int(1)]));
+    assert_eq!(found[1], Some(vec![Output::Int(1)]));
+    assert_eq!(found[2], None);
+    assert_eq!(typed.results().unwrap().keys[0].len() as u64, inserted);
+    // Its scatter buffers for 10^5 rows are past the budget now: every
+    // batch is refused, inserting nothing.
     let error = typed
         .insert_batch(Keys::U64(&[1]), Values::Int(&[1]))
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::ResourcesExhausted);
-    assert!(
-        error
-            .to_string()
-            .contains("over its memory budget of 1048576 bytes"),
-        "{error}"
-    );
-    assert_eq!(typed.stats().inserts, 100_000);
-    assert!(typed.stats().memory_bytes() > 1 << 20);
+    assert_eq!(typed.stats().inserts, inserted);
 }
 
 #[test]

@@ -246,10 +246,13 @@ pub struct TypedHashAggregator {
 impl TypedHashAggregator {
     /// An empty aggregator computing `functions` (`sum`, or several as in
     /// `sum+count+mean`) over keys of `key_type` and values of
-    /// `value_type`, folding large batches on `threads` threads. Once its
-    /// memory is past `memory_budget` bytes every batch fails, inserting
-    /// nothing (the batch that crossed the budget was kept): a hash table
-    /// cannot spill, so the caller must stop or switch to the CBT.
+    /// `value_type`, folding large batches on `threads` threads. Its
+    /// tables are kept within `memory_budget` bytes: a chunk of a batch
+    /// whose keys, were they all new, could grow them past it is refused
+    /// before it is folded (the error says how many of the batch's rows
+    /// went in before it), as is every batch once the memory is past the
+    /// budget. A hash table cannot spill, so the caller must stop or
+    /// switch to the CBT.
     pub fn new(
         functions: &str,
         key_type: KeyType,
@@ -353,9 +356,19 @@ impl TypedHashAggregator {
             return Ok(());
         }
         let mut encoded = std::mem::take(&mut self.encoded);
+        let before = self.inserts;
         let outcome = self.insert_rows(keys, values, rows, &mut encoded);
         self.encoded = encoded;
-        if let Err(error) = &outcome {
+        if let Err(error) = outcome {
+            if error.kind() == ErrorKind::ResourcesExhausted {
+                // A refused chunk: the rows before it went in, in order.
+                let inserted = self.inserts - before;
+                return Err(error.context(if inserted == 0 {
+                    "nothing in the batch was inserted".to_string()
+                } else {
+                    format!("the batch's first {inserted} rows were inserted, the rest not")
+                }));
+            }
             if error.kind() == ErrorKind::Interrupted {
                 self.poisoned = Some(
                     "this aggregator was interrupted part-way through insert_batch and holds only part of what \
@@ -363,8 +376,9 @@ impl TypedHashAggregator {
                         .into(),
                 );
             }
+            return Err(error);
         }
-        outcome
+        Ok(())
     }
 
     /// Encodes composite keys (refusing the batch if one is too long),
@@ -436,7 +450,9 @@ impl TypedHashAggregator {
     }
 
     /// Scatters and folds the pairs of `chunk` to the partitions, on every
-    /// thread if it is large enough.
+    /// thread if it is large enough; refuses it, after the scatter and
+    /// before the fold, if folding it could grow the tables past the
+    /// budget.
     fn insert_partitioned(
         &mut self,
         keys: Keys<'_>,
@@ -456,6 +472,7 @@ impl TypedHashAggregator {
                 scatter_piece(keys, values, range, scatter);
             },
         );
+        self.check_growth(pieces, chunk.len())?;
         let per_thread = PARTITIONS.div_ceil(pieces);
         let (layout, scatters, interrupt) = (&self.layout, &self.scatters[..pieces], &self.interrupt);
         let outcomes = run_each(
@@ -464,6 +481,33 @@ impl TypedHashAggregator {
         );
         outcomes.into_iter().collect::<Result<()>>()?;
         self.inserts += chunk.len() as u64;
+        Ok(())
+    }
+
+    /// Fails if the scattered rows, were their keys all new, could grow
+    /// the partitions' tables past the budget (the arenas of byte-string
+    /// keys counted as they are).
+    fn check_growth(&self, pieces: usize, rows: usize) -> Result<()> {
+        let scatters = &self.scatters[..pieces];
+        let tables: u64 = (self.partitions.iter().enumerate())
+            .map(|(partition, table)| {
+                let scattered = scatters
+                    .iter()
+                    .map(|scatter| scatter.starts[partition + 1] - scatter.starts[partition])
+                    .sum();
+                table.bytes_for(scattered) + table.string_bytes() as u64
+            })
+            .sum();
+        let stats = self.stats();
+        let projected = tables + stats.scratch_bytes;
+        ensure!(
+            projected <= self.memory_budget,
+            ResourcesExhausted,
+            "the typed hash aggregator holds {} keys; folding {rows} more rows could grow it to {projected} bytes, \
+             over its memory budget of {} bytes; raise the budget or use the CBT engine",
+            stats.groups,
+            self.memory_budget
+        );
         Ok(())
     }
 

@@ -99,16 +99,32 @@ impl Table {
         (self.words.capacity() * 8 + self.arena.capacity()) as u64
     }
 
-    /// Makes room for `extra` new keys without growing, so the row indices
-    /// of a run stay valid while it is folded in.
-    pub(super) fn reserve(&mut self, extra: usize) {
+    /// The slots the table needs to take `extra` new keys: its own, or
+    /// twice as many as often as it takes to stay at most 3/4 full.
+    fn slots_for(&self, extra: usize) -> usize {
         let needed = self.len + extra;
         if needed * 4 <= self.slots() * 3 {
-            return;
+            return self.slots();
         }
         let mut slots = self.slots().max(SLOTS_MIN);
         while needed * 4 > slots * 3 {
             slots *= 2;
+        }
+        slots
+    }
+
+    /// The bytes the table's rows would take once it made room for
+    /// `extra` new keys (its arena aside).
+    pub(super) fn bytes_for(&self, extra: usize) -> u64 {
+        (self.slots_for(extra) * self.stride * 8) as u64
+    }
+
+    /// Makes room for `extra` new keys without growing, so the row indices
+    /// of a run stay valid while it is folded in.
+    pub(super) fn reserve(&mut self, extra: usize) {
+        let slots = self.slots_for(extra);
+        if slots == self.slots() {
+            return;
         }
         // Zeros written, not `vec![0; n]`: a calloc'd table's pages are
         // first mapped to the shared zero page by the probe's read and
