@@ -424,16 +424,14 @@ def run_limited_part(
     of that size created for the part and removed after it (also when the part fails)."""
     limit = part_memory_limit(variant, invocation_limit)
     own = variant is not None and variant.memory_limit is not None
-    if not own:
-        return run_part(workload, variant, contenders, size, runs, base_dir, base_params, cache_droppable,
-                        invocation_cgroup, limit)
-    assert limit is not None
-    cgroup = create_memory_cgroup(limit, f"part-{index + 1}")
+    assert limit is not None or not own
+    cgroup = create_memory_cgroup(limit, f"part-{index + 1}") if own else invocation_cgroup
     try:
         return run_part(workload, variant, contenders, size, runs, base_dir, base_params, cache_droppable,
                         cgroup, limit)
     finally:
-        remove_memory_cgroup(cgroup)
+        if own:
+            remove_memory_cgroup(cgroup)
 
 
 def run_part(

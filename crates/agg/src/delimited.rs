@@ -242,6 +242,23 @@ impl NumberColumn {
             NumberColumn::Float(values) => values.clear(),
         }
     }
+
+    /// How its fields are parsed.
+    fn value_type(&self) -> ValueType {
+        match self {
+            NumberColumn::Int(_) => ValueType::Int,
+            NumberColumn::Float(_) => ValueType::Float,
+        }
+    }
+
+    /// Appends a value parsed for it (by [`value_type`](Self::value_type)).
+    fn push(&mut self, value: Number) {
+        match (self, value) {
+            (NumberColumn::Int(values), Number::Int(value)) => values.push(value),
+            (NumberColumn::Float(values), Number::Float(value)) => values.push(value),
+            (_, value) => unreachable!("{value:?} parsed for a column of another type"),
+        }
+    }
 }
 
 /// Aggregates every line of `reader` (named `source` in errors) into the
@@ -349,13 +366,13 @@ pub fn aggregate_delimited_columns(
         }
         line_values.clear();
         for (&column, values) in options.value_columns.iter().zip(&values) {
-            let value_type = match values {
-                NumberColumn::Int(_) => ValueType::Int,
-                NumberColumn::Float(_) => ValueType::Float,
-            };
-            let value = parse_value(field(column)?, value_type)
+            let value = parse_value(field(column)?, values.value_type())
                 .map_err(|error| error.context(format_args!("{source} line {number}, column {column}")))?;
-            line_values.push(value.as_number().expect("an int or float column gives a number"));
+            line_values.push(match value {
+                Value::Int(value) => Number::Int(value),
+                Value::Float(value) => Number::Float(value),
+                Value::Bytes(_) => unreachable!("an int or float column parses numbers"),
+            });
         }
         if counting {
             line_values.push(Number::Int(1));
@@ -365,30 +382,17 @@ pub fn aggregate_delimited_columns(
             offsets.push(data.len() as u64);
         }
         for (values, &value) in values.iter_mut().zip(&line_values) {
-            match (values, value) {
-                (NumberColumn::Int(values), Number::Int(value)) => values.push(value),
-                (NumberColumn::Float(values), Number::Float(value)) => values.push(value),
-                (_, value) => unreachable!("{value:?} parsed for a column of another type"),
-            }
+            values.push(value);
         }
     }
 }
 
-/// A parsed value of a typed column.
+/// A value of a line, parsed for its column before any of the line is
+/// gathered.
 #[derive(Debug, Clone, Copy)]
 enum Number {
     Int(i64),
     Float(f64),
-}
-
-impl Value<'_> {
-    fn as_number(&self) -> Option<Number> {
-        match *self {
-            Value::Int(value) => Some(Number::Int(value)),
-            Value::Float(value) => Some(Number::Float(value)),
-            Value::Bytes(_) => None,
-        }
-    }
 }
 
 /// A field as a value. Numbers are what they look like, with two rules

@@ -409,8 +409,7 @@ impl TypedHashAggregator {
     /// Folds the pairs of `chunk`: into the small table while the groups
     /// are few, else scattered to the partitions, on every thread if the
     /// chunk is large enough.
-    fn insert_chunk(&mut self, keys: Keys<'_>, values: &[Values<'_>], chunk: Range<usize>) -> Result<()> {
-        let mut chunk = chunk;
+    fn insert_chunk(&mut self, keys: Keys<'_>, values: &[Values<'_>], mut chunk: Range<usize>) -> Result<()> {
         if let Some(small) = &mut self.small {
             let folded = fold_small(small, &self.layout, keys, values, chunk.clone());
             self.inserts += (folded - chunk.start) as u64;
@@ -418,12 +417,7 @@ impl TypedHashAggregator {
                 self.unfold_small();
             }
             chunk.start = folded;
-            if self.interrupt.is_raised() {
-                bail!(
-                    Interrupted,
-                    "interrupted while folding a batch into the typed hash table"
-                );
-            }
+            check_interrupt(&self.interrupt)?;
             if chunk.is_empty() {
                 return Ok(());
             }
@@ -987,12 +981,18 @@ fn fold(
                 fold_run(table, layout, keys, records, hashes);
             }
         }
-        if interrupt.is_raised() {
-            bail!(
-                Interrupted,
-                "interrupted while folding a batch into the typed hash table"
-            );
-        }
+        check_interrupt(interrupt)?;
+    }
+    Ok(())
+}
+
+/// Fails if `interrupt` is raised: a batch stops at its next check.
+fn check_interrupt(interrupt: &Interrupt) -> Result<()> {
+    if interrupt.is_raised() {
+        bail!(
+            Interrupted,
+            "interrupted while folding a batch into the typed hash table"
+        );
     }
     Ok(())
 }
